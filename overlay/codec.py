@@ -1,0 +1,186 @@
+"""The one wire codec: a message is the CBOR array ``[type code, field, field, ...]``.
+
+Decoding is strict. A frame must be at most ``MAX_FRAME`` bytes, hold exactly one CBOR array,
+start with a known type code and carry exactly that type's fields, each valid for its declared
+kind (see ``overlay.messages.Kind``). Anything else raises ``DecodeError``, the only exception
+``decode`` ever raises, so a driver can drop the offending peer and nobody else.
+
+The encoding is canonical: a frame is accepted only if it is byte for byte what ``encode``
+produces for the decoded message. That one rule refuses trailing bytes, CBOR tags (including
+the ones the parser would silently interpret, such as bignums), indefinite lengths and
+non-minimal integers, and it gives every message exactly one encoding, which signatures and
+duplicate detection can rely on.
+
+Positional arrays rather than maps keep frames small (a SubscribeData's overhead is a few
+bytes) and make "unknown field" impossible by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import cbor2
+
+from overlay.errors import LocalProtocolError, RemoteProtocolError
+from overlay.messages import (
+    KEY_SIZE,
+    MAX_FRAME,
+    MAX_PACKET,
+    MAX_PAYLOAD,
+    MAX_U64,
+    MAX_WIRE_HTL,
+    MESSAGE_TYPES,
+    SIGNATURE_SIZE,
+    Kind,
+    Message,
+    PacketKind,
+    field_kinds,
+)
+
+
+class DecodeError(RemoteProtocolError):
+    """A frame that is not a valid message. The peer that sent it is at fault."""
+
+
+class EncodeError(LocalProtocolError, ValueError):
+    """A message our own code built with an invalid field: a local bug, not a peer's fault."""
+
+
+def _int_in(low: int, high: int) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        # bool is an int subclass in Python; CBOR true/false are never numbers here.
+        if type(value) is not int:
+            raise ValueError(f"expected an integer, got {type(value).__name__}")
+        if not low <= value <= high:
+            # A hostile bignum may have more digits than Python will print.
+            shown = value if abs(value) < 10**30 else f"a {value.bit_length()}-bit integer"
+            raise ValueError(f"{shown} is outside [{low}, {high}]")
+        return value
+
+    return check
+
+
+def _bytes_of(min_len: int, max_len: int) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if type(value) is not bytes:
+            raise ValueError(f"expected bytes, got {type(value).__name__}")
+        if not min_len <= len(value) <= max_len:
+            if min_len == max_len:
+                raise ValueError(f"expected {min_len} bytes, got {len(value)}")
+            raise ValueError(f"length {len(value)} is outside [{min_len}, {max_len}]")
+        return value
+
+    return check
+
+
+def _optional(check: Callable[[object], object]) -> Callable[[object], object]:
+    def check_optional(value: object) -> object:
+        return None if value is None else check(value)
+
+    return check_optional
+
+
+def _location(value: object) -> object:
+    if type(value) is not float:
+        raise ValueError(f"expected a float location, got {type(value).__name__}")
+    if not (math.isfinite(value) and 0.0 <= value < 1.0):
+        raise ValueError(f"location {value!r} is outside [0, 1)")
+    return value
+
+
+def _packet_kind(value: object) -> object:
+    # The decoder sees a plain int; the encoder sees the enum member itself.
+    if not isinstance(value, int) or type(value) is bool:
+        raise ValueError(f"expected a packet kind, got {type(value).__name__}")
+    try:
+        return PacketKind(value)
+    except ValueError:
+        raise ValueError(f"unknown packet kind {value}") from None
+
+
+_PACKET = _int_in(0, MAX_PACKET)
+
+_CHECKS: dict[Kind, Callable[[object], object]] = {
+    Kind.UID: _int_in(0, MAX_U64),
+    Kind.KEY: _bytes_of(KEY_SIZE, KEY_SIZE),
+    Kind.HTL: _int_in(0, MAX_WIRE_HTL),
+    Kind.LOCATION: _location,
+    Kind.PACKET: _PACKET,
+    Kind.OPT_PACKET: _optional(_PACKET),
+    Kind.DATA: _bytes_of(0, MAX_PAYLOAD),
+    Kind.OPT_SIGNATURE: _optional(_bytes_of(SIGNATURE_SIZE, SIGNATURE_SIZE)),
+    Kind.PACKET_KIND: _packet_kind,
+    Kind.BOOT_ID: _int_in(0, MAX_U64),
+    Kind.COUNT: _int_in(0, 2**32 - 1),
+}
+
+# type code -> (class, ((field name, check), ...)), built once from the declarations.
+_SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], object]], ...]]] = {
+    cls.TYPE: (cls, tuple((name, _CHECKS[kind]) for name, kind in field_kinds(cls)))
+    for cls in MESSAGE_TYPES
+}
+assert len(_SCHEMA) == len(MESSAGE_TYPES), "two message classes share a type code"
+
+
+def _refuse_tag(decoder: Any, tag: Any) -> Any:
+    # Unknown CBOR tags would otherwise decode to CBORTag objects; no message uses tags.
+    raise DecodeError(f"CBOR tag {tag.tag} is not allowed")
+
+
+def encode(message: Message) -> bytes:
+    """Encode ``message`` as one frame body. Validates fields so a local bug never reaches
+    the wire as a frame that every peer would reject."""
+    try:
+        cls, checks = _SCHEMA[message.TYPE]
+    except KeyError:
+        raise EncodeError(f"{type(message).__name__} is not a wire message") from None
+    if type(message) is not cls:
+        raise EncodeError(f"{type(message).__name__} does not match type code {message.TYPE}")
+    values: list[object] = [cls.TYPE]
+    for name, check in checks:
+        value = getattr(message, name)
+        try:
+            check(value)
+        except ValueError as exc:
+            raise EncodeError(f"{cls.__name__}.{name}: {exc}") from None
+        values.append(int(value) if isinstance(value, PacketKind) else value)
+    frame: bytes = cbor2.dumps(values)
+    if len(frame) > MAX_FRAME:
+        raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
+    return frame
+
+
+def decode(frame: bytes) -> Message:
+    """Decode one frame body into a message, or raise ``DecodeError`` saying what is wrong."""
+    if len(frame) > MAX_FRAME:
+        raise DecodeError(f"frame of {len(frame)} bytes exceeds the limit of {MAX_FRAME}")
+    try:
+        value = cbor2.loads(frame, tag_hook=_refuse_tag)
+    except DecodeError:
+        raise
+    except (cbor2.CBORError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # The CBOR parser is third-party code fed hostile bytes: whatever it raises for them
+        # becomes our one error type, so callers never see a parser-specific exception.
+        raise DecodeError(f"not valid CBOR: {exc}") from None
+    if type(value) is not list or not value:
+        raise DecodeError(f"expected a non-empty CBOR array, got {type(value).__name__}")
+    code = value[0]
+    if type(code) is not int or code not in _SCHEMA:
+        raise DecodeError(f"unknown message type {code!r}")
+    cls, checks = _SCHEMA[code]
+    if len(value) != len(checks) + 1:
+        raise DecodeError(f"{cls.__name__} needs {len(checks)} fields, got {len(value) - 1}")
+    fields: dict[str, object] = {}
+    for (name, check), raw in zip(checks, value[1:], strict=True):
+        try:
+            fields[name] = check(raw)
+        except ValueError as exc:
+            raise DecodeError(f"{cls.__name__}.{name}: {exc}") from None
+    canonical = cbor2.dumps(value)
+    if canonical != frame:
+        if frame.startswith(canonical):
+            raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {cls.__name__}")
+        raise DecodeError(f"{cls.__name__} is not in canonical encoding (tags, padding, widths)")
+    return cls(**fields)

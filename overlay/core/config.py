@@ -1,0 +1,38 @@
+"""A node's protocol limits. Every bound on memory and work the core keeps comes from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from overlay.messages import MAX_WIRE_HTL
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Limits of one node's protocol core; the defaults suit a testnet of up to 10^5 nodes."""
+
+    # Spec: "certainly max HTL should be low, say 10". HTL resets whenever a route gets
+    # closer to the key, so it only bounds the search *past* the closest node found.
+    max_htl: int = 10
+    # Spec: "If we have less than 32 streams, we route the request. Otherwise we send a
+    # RejectOverload". Searches in flight for a key count too, so a burst of requests for
+    # many keys cannot exceed the limit.
+    max_streams: int = 32
+    # How long a forwarded request may go unanswered before the peer counts as failed and
+    # the search backtracks. A search may run many hops below a peer, so this is far above
+    # one round trip (loopback or simulated links are milliseconds).
+    request_timeout: float = 30.0
+    # Loop detection remembers uids this long and at most this many (oldest forgotten
+    # first); together they bound memory whatever the request rate.
+    seen_uid_ttl: float = 600.0
+    seen_uid_capacity: int = 100_000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_htl <= MAX_WIRE_HTL:
+            raise ValueError(f"max_htl must be in [1, {MAX_WIRE_HTL}], got {self.max_htl}")
+        if self.max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, got {self.max_streams}")
+        if not self.request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive, got {self.request_timeout}")
+        if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:
+            raise ValueError("seen_uid_ttl must be positive and seen_uid_capacity at least 1")

@@ -1,0 +1,46 @@
+"""What the core asks its driver to do. The core never performs I/O; it returns these.
+
+A driver (the simulator, the trio runtime) carries them out in order:
+``Send`` a message to a connected peer, ``Deliver`` an event to a local client,
+``SetTimer`` to call ``handle_timer`` at (or after) a time, ``DropPeer`` to close a link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from overlay.core.events import ClientEvent
+from overlay.messages import Message
+
+PeerId = bytes  # a peer's node id (32 bytes in the runtime; any unique bytes in tests)
+ClientId = int  # a local client, numbered by the driver
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    peer: PeerId
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    client: ClientId
+    event: ClientEvent
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    """Call ``handle_timer`` at ``at``. Replaces any earlier SetTimer of the same node."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DropPeer:
+    """Close the link to ``peer``: it broke the protocol. ``reason`` is for the log."""
+
+    peer: PeerId
+    reason: str
+
+
+Effect = Send | Deliver | SetTimer | DropPeer

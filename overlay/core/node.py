@@ -1,0 +1,489 @@
+"""The sans-IO protocol core of one node.
+
+Inputs: ``link_up``/``link_down`` (a driver opened or lost a link), ``receive`` (a decoded
+message from a peer), ``handle_timer`` (a deadline passed), and the local client calls
+``subscribe``/``unsubscribe``. Each takes ``now`` (seconds, any epoch) and returns the list of
+effects the driver must carry out. The core imports no I/O, reads no clock and draws every
+random number from the ``random.Random`` it was handed, so a seeded simulator replays it
+exactly and the trio runtime runs the very same code.
+
+Subscribing follows the Freenet 0.7 specification (seeds/003): a search routed greedily
+toward the key (``overlay.core.routing``) coalesces into the tree at the first node that
+carries the stream; "SubscribeSucceededNewRoot is forwarded back to the originator just as
+SubscribeSucceeded is", and every node on the way back joins the tree, so the tree is the
+union of the successful search paths.
+
+Invariants (checked by the simulator's tree checker at quiescence):
+* a node takes a parent only while childless, so parent links never close a cycle;
+* a node never adopts its own parent as a child;
+* when a node enters a tree it completes its other searches for that key at once, and a
+  success that arrives for a search it no longer runs is answered with Unsubscribe, so no
+  node stays listed as a child of a parent it does not name.
+"""
+
+from __future__ import annotations
+
+import random
+
+from keyspace.location import is_closer, key_location
+from overlay.core.config import NodeConfig
+from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.events import Subscribed, SubscribeFailed
+from overlay.core.peers import PeerTable
+from overlay.core.recent import RecentIds
+from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Change, State, Stream, next_state
+from overlay.core.timers import TimerQueue
+from overlay.errors import LocalProtocolError
+from overlay.messages import (
+    DataNotFound,
+    Hello,
+    Message,
+    RejectedLoop,
+    RejectOverload,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+    Unsubscribe,
+)
+
+_ROUTE_TIMER = "route"
+
+
+class Node:
+    """One node's protocol state. Not thread-safe; a driver calls it from one task."""
+
+    def __init__(
+        self,
+        node_id: PeerId,
+        location: float,
+        rng: random.Random,
+        config: NodeConfig | None = None,
+        boot_id: int | None = None,
+    ) -> None:
+        self.id = node_id
+        self.location = location
+        self.config = config if config is not None else NodeConfig()
+        self.rng = rng
+        # A fresh boot id per start tells peers that our stream state is gone (spec).
+        self.boot_id = boot_id if boot_id is not None else rng.getrandbits(64)
+        self.peers = PeerTable()
+        self.streams: dict[bytes, Stream] = {}
+        self.routes: dict[int, Route] = {}
+        self.stats = NodeStats()
+        self._routes_by_key: dict[bytes, dict[int, None]] = {}
+        self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
+        self._timers = TimerQueue()
+        self._announced: float | None = None
+        self._out: list[Effect] = []
+
+    # --- driver entry points ------------------------------------------------------------
+
+    def link_up(self, now: float, peer: PeerId) -> list[Effect]:
+        """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
+        once its own Hello arrives."""
+        self._send(peer, Hello(self.location, self.boot_id))
+        return self._flush()
+
+    def link_down(self, now: float, peer: PeerId) -> list[Effect]:
+        """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
+        if self.peers.remove(peer) is not None:
+            self._forget_peer(now, peer)
+        return self._flush()
+
+    def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
+        """Handle one message from ``peer``. The driver has decoded and validated it."""
+        self.stats.received += 1
+        if isinstance(message, Hello):
+            self._on_hello(now, peer, message)
+        elif peer not in self.peers:
+            self._out.append(DropPeer(peer, f"sent {type(message).__name__} before Hello"))
+        else:
+            self._dispatch(now, peer, message)
+        return self._flush()
+
+    def handle_timer(self, now: float) -> list[Effect]:
+        """Run every timer due at ``now``. Harmless to call early or more than once."""
+        for kind, uid, attempt in self._timers.pop_due(now):
+            if kind == _ROUTE_TIMER:
+                self._on_route_timeout(now, uid, attempt)
+        return self._flush()
+
+    def next_deadline(self) -> float | None:
+        """When ``handle_timer`` should next be called (None: no timer pending)."""
+        return self._timers.earliest()
+
+    # --- local clients --------------------------------------------------------------------
+
+    def subscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
+        """Subscribe a local client. It gets Subscribed once the node is in the tree, or
+        SubscribeFailed if the node cannot join."""
+        stream = self.streams.get(key)
+        if stream is not None:
+            stream.local[client] = None
+            if stream.carried:
+                self._deliver(client, Subscribed(key, root=stream.state is State.ROOT))
+        elif not self._has_room(key):
+            reason = f"this node already carries its limit of {self.config.max_streams} streams"
+            self._deliver(client, SubscribeFailed(key, reason))
+        else:
+            target = key_location(key)
+            stream = Stream(key, target, State.JOINING)
+            stream.local[client] = None
+            self.streams[key] = stream
+            self._start_own_search(now, stream, must_beat=None)
+        return self._flush()
+
+    def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
+        """Remove a local client; the node leaves the tree if nobody else needs it."""
+        stream = self.streams.get(key)
+        if stream is not None and client in stream.local:
+            del stream.local[client]
+            self._prune(stream)
+        return self._flush()
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    def _dispatch(self, now: float, peer: PeerId, message: Message) -> None:
+        match message:
+            case SubscribeRequest() | ResubscribeRequest():
+                self._on_request(now, peer, message)
+            case SubscribeSucceeded() | SubscribeSucceededNewRoot():
+                self._on_success(now, peer, message)
+            case DataNotFound() | RejectOverload() | RejectedLoop():
+                self._on_failure(now, peer, message)
+            case SubscribeRestarted():
+                self._on_restarted(peer, message)
+            case Unsubscribe():
+                self._on_unsubscribe(peer, message.key)
+            case SubscribeData():
+                # Lazy pushing (pub0sub), negative subscription (nanomsg): data for a stream
+                # we do not carry from someone who is not our parent tells them to stop.
+                stream = self.streams.get(message.key)
+                if stream is None or stream.parent != peer:
+                    self._send(peer, Unsubscribe(message.key))
+            case _:
+                self.stats.ignored += 1
+
+    def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
+        previous = self.peers.add(peer, hello.location, hello.boot_id)
+        if previous is not None and previous.boot_id != hello.boot_id:
+            # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
+            # streams to which it was subscribed."
+            self._forget_peer(now, peer)
+
+    # --- searches -------------------------------------------------------------------------
+
+    def _on_request(
+        self, now: float, peer: PeerId, request: SubscribeRequest | ResubscribeRequest
+    ) -> None:
+        uid, key = request.uid, request.key
+        if self._seen.contains(uid, now):
+            self.stats.loops += 1
+            self._send(peer, RejectedLoop(uid))
+            return
+        self._seen.add(uid, now)
+        must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
+        stream = self.streams.get(key)
+        if stream is not None and stream.carried:
+            if peer == stream.parent:
+                # Our parent is searching through its own subtree: it must not attach here.
+                self._send(peer, RejectedLoop(uid))
+                return
+            if self._may_accept(stream, uid, must_beat):
+                self._adopt(stream, peer, uid, new_root=False)
+                return
+        elif not self._has_room(key):
+            self.stats.overloads += 1
+            self._send(peer, RejectOverload(uid, key))
+            return
+        target = key_location(key)
+        best_loc, htl, i_am_best = advance(
+            self.location, target, request.best_loc, request.htl, self.config.max_htl
+        )
+        route = Route(
+            uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
+        )
+        route.tried.add(peer)
+        self._start_route(now, route)
+
+    def _may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool:
+        """Spec, ResubscribeRequest: accept only "if our location is closer to the target key
+        than the must-beat location" and we have not "recently had a SubscribeRestarted with
+        the same ID" (that would make us adopt our own ancestor)."""
+        if must_beat is None:
+            return True
+        return is_closer(stream.target, self.location, must_beat) and stream.restart_uid != uid
+
+    def _start_own_search(
+        self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
+    ) -> None:
+        """Route a search for ``stream`` that starts here (a local join or a restart)."""
+        if uid is None:
+            uid = self.rng.getrandbits(64)
+        self._seen.add(uid, now)
+        stream.join_uid = uid
+        route = Route(
+            uid,
+            stream.key,
+            stream.target,
+            None,
+            self.config.max_htl,
+            self.location,
+            True,
+            None,
+            must_beat,
+        )
+        self._start_route(now, route)
+
+    def _start_route(self, now: float, route: Route) -> None:
+        self.routes[route.uid] = route
+        self._routes_by_key.setdefault(route.key, {})[route.uid] = None
+        self.stats.searches += 1
+        self._forward(now, route)
+
+    def _forward(self, now: float, route: Route) -> None:
+        """Send ``route`` to the closest untried peer, or end it here if there is none."""
+        route.current = None
+        if route.htl > 0:
+            peer = self.peers.closest(route.target, route.tried)
+            if peer is not None:
+                route.tried.add(peer.id)
+                route.current = peer.id
+                route.attempt += 1
+                self._timers.add(
+                    now + self.config.request_timeout, (_ROUTE_TIMER, route.uid, route.attempt)
+                )
+                self.stats.forwarded += 1
+                self._send(peer.id, route.request())
+                return
+        self._end_route(now, route)
+
+    def _drop_route(self, route: Route) -> None:
+        del self.routes[route.uid]
+        uids = self._routes_by_key[route.key]
+        del uids[route.uid]
+        if not uids:
+            del self._routes_by_key[route.key]
+
+    def _end_route(self, now: float, route: Route) -> None:
+        """No peer is left to try (or the budget is spent): root here, or report failure."""
+        self._drop_route(route)
+        stream = self.streams.get(route.key)
+        if route.upstream is None and stream is not None and stream.join_uid == route.uid:
+            self._own_search_ended(now, stream, route)
+        elif stream is not None and stream.state is not State.JOINING:
+            # We carry the stream but routed this resubscribe past it ("pretend the stream
+            # doesn't exist"): we cannot be a new root for it.
+            self._fail(route)
+        elif may_become_root(route, self.location):
+            stream = self._enter_tree(now, route.key, Change.BECAME_ROOT, parent=None)
+            self._answer(stream, route, new_root=True)
+            self._prune(stream)
+        else:
+            self._fail(route)
+
+    def _own_search_ended(self, now: float, stream: Stream, route: Route) -> None:
+        if stream.state is State.RESTARTING:
+            # Nobody closer than us outside our own subtree answered: we are the closest
+            # node that routing can find, so the subtree keeps us as its root.
+            self._change(stream, Change.BECAME_ROOT, parent=None)
+            self.stats.roots += 1
+            self._complete_pending(stream)
+        elif may_become_root(route, self.location):
+            self._enter_tree(now, stream.key, Change.BECAME_ROOT, parent=None)
+        else:
+            self._change(stream, Change.JOIN_FAILED, parent=None)
+            reason = "no route to the stream's key: every peer refused the search"
+            for client in stream.local:
+                self._deliver(client, SubscribeFailed(stream.key, reason))
+        self._prune(stream)
+
+    def _fail(self, route: Route) -> None:
+        self.stats.not_found += 1
+        if route.upstream is not None and route.upstream in self.peers:
+            self._send(route.upstream, DataNotFound(route.uid, route.key, route.htl))
+
+    def _on_success(
+        self, now: float, peer: PeerId, reply: SubscribeSucceeded | SubscribeSucceededNewRoot
+    ) -> None:
+        route = self.routes.get(reply.uid)
+        if route is None or route.current != peer or route.key != reply.key:
+            # A late answer to a search we already finished (timed out, or completed when we
+            # joined by another path): the sender just listed us as a child; undo that.
+            self._refuse_parent(peer, reply.key)
+            return
+        self._drop_route(route)
+        stream = self.streams.get(route.key)
+        if stream is not None and stream.carried:
+            if stream.state is State.RESTARTING and stream.join_uid == route.uid:
+                self._change(stream, Change.ATTACHED, parent=peer)
+                self._complete_pending(stream)
+            elif stream.parent != peer:
+                self._send(peer, Unsubscribe(route.key))
+            self._answer(stream, route, new_root=False)
+        else:
+            stream = self._enter_tree(now, route.key, Change.ATTACHED, parent=peer)
+            self._answer(stream, route, new_root=isinstance(reply, SubscribeSucceededNewRoot))
+        self._prune(stream)
+
+    def _on_failure(
+        self, now: float, peer: PeerId, reply: DataNotFound | RejectOverload | RejectedLoop
+    ) -> None:
+        route = self.routes.get(reply.uid)
+        if route is None or route.current != peer:
+            return  # stale: we gave up on that peer already
+        if not isinstance(reply, RejectedLoop) and reply.key != route.key:
+            self._out.append(DropPeer(peer, "answered a search with another stream's key"))
+            return
+        if isinstance(reply, DataNotFound):
+            route.htl = min(route.htl, reply.htl)
+        self._forward(now, route)
+
+    def _on_route_timeout(self, now: float, uid: int, attempt: int) -> None:
+        route = self.routes.get(uid)
+        if route is not None and route.attempt == attempt and route.current is not None:
+            self.stats.timeouts += 1
+            self._forward(now, route)
+
+    # --- tree membership --------------------------------------------------------------------
+
+    def _enter_tree(self, now: float, key: bytes, change: Change, parent: PeerId | None) -> Stream:
+        """Join ``key``'s tree (as a child of ``parent``, or as root) and tell local clients."""
+        stream = self.streams.get(key)
+        if stream is None:
+            state = next_state(None, change)
+            if state is None:
+                raise LocalProtocolError(f"{change.value} cannot create a stream")
+            stream = Stream(key, key_location(key), state, parent=parent)
+            self.streams[key] = stream
+        else:
+            self._change(stream, change, parent)
+        if change is Change.BECAME_ROOT:
+            self.stats.roots += 1
+        root = stream.state is State.ROOT
+        for client in stream.local:
+            self._deliver(client, Subscribed(key, root=root))
+        self._complete_pending(stream)
+        return stream
+
+    def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None:
+        state = next_state(stream.state, change)
+        if state is None:
+            del self.streams[stream.key]
+            return
+        stream.state = state
+        stream.parent = parent
+        if change is not Change.JOIN_FAILED:
+            stream.join_uid = None
+
+    def _complete_pending(self, stream: Stream) -> None:
+        """Now that we carry ``stream``, answer the searches for it still running through us
+        instead of letting them wander on: this coalesces concurrent joins."""
+        for uid in list(self._routes_by_key.get(stream.key, ())):
+            route = self.routes[uid]
+            if route.upstream is None or self._may_accept(stream, uid, route.must_beat):
+                self._drop_route(route)
+                self._answer(stream, route, new_root=False)
+
+    def _answer(self, stream: Stream, route: Route, new_root: bool) -> None:
+        """Tell whoever asked that the search succeeded, and adopt them as a child."""
+        upstream = route.upstream
+        if upstream is None or upstream not in self.peers:
+            return
+        if upstream == stream.parent:
+            self._send(upstream, RejectedLoop(route.uid))
+            return
+        self._adopt(stream, upstream, route.uid, new_root)
+
+    def _adopt(self, stream: Stream, peer: PeerId, uid: int, new_root: bool) -> None:
+        stream.children[peer] = None
+        if new_root:
+            self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
+        else:
+            self._send(peer, SubscribeSucceeded(uid, stream.key, None))
+
+    def _refuse_parent(self, peer: PeerId, key: bytes) -> None:
+        stream = self.streams.get(key)
+        if stream is None or stream.parent != peer:
+            self._send(peer, Unsubscribe(key))
+
+    def _on_unsubscribe(self, peer: PeerId, key: bytes) -> None:
+        stream = self.streams.get(key)
+        if stream is not None and peer in stream.children:
+            del stream.children[peer]
+            self._prune(stream)
+
+    def _prune(self, stream: Stream) -> None:
+        """Leave the tree if nobody needs us: "Unsubscribe prunes the tree: a node with no
+        children and no local subscribers leaves its parent" (DESIGN)."""
+        if not stream.idle or self.streams.get(stream.key) is not stream:
+            return
+        # A JOINING stream nobody waits for goes too; its search, still running, ends in a
+        # membership that is pruned at once, or fails quietly.
+        if stream.parent is not None and stream.parent in self.peers:
+            self._send(stream.parent, Unsubscribe(stream.key))
+        del self.streams[stream.key]
+
+    # --- restarts -------------------------------------------------------------------------
+
+    def _forget_peer(self, now: float, peer: PeerId) -> None:
+        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
+        for route in list(self.routes.values()):
+            if route.current == peer:
+                self._forward(now, route)  # backtrack past it
+        for stream in list(self.streams.values()):
+            if stream.parent == peer:
+                self._restart(now, stream)
+            elif peer in stream.children:
+                del stream.children[peer]
+                self._prune(stream)
+
+    def _restart(self, now: float, stream: Stream) -> None:
+        """Spec, "When something changes": send SubscribeRestarted down the subtree, then
+        route a ResubscribeRequest whose must-beat location is our own."""
+        self.stats.restarts += 1
+        self._change(stream, Change.PARENT_LOST, parent=None)
+        uid = self.rng.getrandbits(64)
+        stream.restart_uid = uid
+        for child in stream.children:
+            self._send(child, SubscribeRestarted(uid, stream.key))
+        self._start_own_search(now, stream, must_beat=self.location, uid=uid)
+
+    def _on_restarted(self, peer: PeerId, message: SubscribeRestarted) -> None:
+        """Relay a restart down the subtree; "only the most recent SubscribeRestarted
+        counts", so a newer uid replaces the one we hold."""
+        stream = self.streams.get(message.key)
+        if stream is None or stream.parent != peer or stream.restart_uid == message.uid:
+            return
+        stream.restart_uid = message.uid
+        for child in stream.children:
+            self._send(child, SubscribeRestarted(message.uid, message.key))
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _has_room(self, key: bytes) -> bool:
+        """Streams carried plus streams being searched for stay within ``max_streams``."""
+        if key in self.streams or key in self._routes_by_key:
+            return True
+        busy = len(self.streams.keys() | self._routes_by_key.keys())
+        return busy < self.config.max_streams
+
+    def _send(self, peer: PeerId, message: Message) -> None:
+        self.stats.sent += 1
+        self._out.append(Send(peer, message))
+
+    def _deliver(self, client: ClientId, event: Subscribed | SubscribeFailed) -> None:
+        self._out.append(Deliver(client, event))
+
+    def _flush(self) -> list[Effect]:
+        deadline = self._timers.earliest()
+        if deadline is not None and deadline != self._announced:
+            self._out.append(SetTimer(deadline))
+        self._announced = deadline
+        out, self._out = self._out, []
+        return out

@@ -1,0 +1,23 @@
+"""Counters one node keeps about its own work, for `overlay stats` and the simulator."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(slots=True)
+class NodeStats:
+    received: int = 0  # messages handled
+    sent: int = 0  # messages sent
+    searches: int = 0  # searches routed through (or started at) this node
+    forwarded: int = 0  # search hops sent, backtracking included
+    loops: int = 0  # RejectedLoop sent
+    overloads: int = 0  # RejectOverload sent
+    not_found: int = 0  # searches that ended here without a tree
+    timeouts: int = 0  # forwarded searches whose peer never answered
+    roots: int = 0  # times this node became a root
+    restarts: int = 0  # subscriptions restarted after losing a parent
+    ignored: int = 0  # messages with nothing to do here
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)

@@ -1,0 +1,86 @@
+"""A stream as one node sees it, and the table of its state transitions.
+
+States (no entry in the node's table means the node does not carry the stream):
+
+* ``JOINING``: a local client asked for the stream and our own search is in flight. The node
+  is not in the tree yet and has no children: requests from others are routed past it.
+* ``JOINED``: in the tree, with a parent.
+* ``ROOT``: in the tree, as its root (no parent).
+* ``RESTARTING``: was in the tree, lost its parent (it died, restarted, or something closer
+  appeared); it keeps its children and routes a ResubscribeRequest with must-beat = its own
+  location, and becomes ``JOINED`` again when that succeeds, or ``ROOT`` when nothing closer
+  than itself outside its own subtree can be found.
+
+Invariant that keeps trees acyclic: a node takes a parent only when it has no children (it
+does not carry the stream, or it is JOINING). A childless node cannot be anyone's ancestor,
+so the new parent link closes no cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from overlay.core.effects import ClientId, PeerId
+from overlay.errors import LocalProtocolError
+
+
+class State(Enum):
+    JOINING = "joining"
+    JOINED = "joined"
+    ROOT = "root"
+    RESTARTING = "restarting"
+
+
+class Change(Enum):
+    ATTACHED = "attached"  # a SubscribeSucceeded(NewRoot) made a peer our parent
+    BECAME_ROOT = "became root"  # a search ended here and we are the closest node
+    JOIN_FAILED = "join failed"  # our own search ended without a tree
+    PARENT_LOST = "parent lost"  # the parent died, restarted, or must be replaced
+
+
+# (state before, change) -> state after; None is "not carried". Anything missing is a bug.
+TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
+    (None, Change.ATTACHED): State.JOINED,
+    (State.JOINING, Change.ATTACHED): State.JOINED,
+    (None, Change.BECAME_ROOT): State.ROOT,
+    (State.JOINING, Change.BECAME_ROOT): State.ROOT,
+    (State.JOINING, Change.JOIN_FAILED): None,
+    (State.JOINED, Change.PARENT_LOST): State.RESTARTING,
+    (State.RESTARTING, Change.ATTACHED): State.JOINED,
+    (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
+}
+
+# States in which the node is part of a tree and accepts children. A restarting node still
+# has its subtree and takes new members (spec: "If we have the key ..."); the restart uid
+# keeps it from adopting its own ancestors.
+CARRYING = frozenset({State.JOINED, State.ROOT, State.RESTARTING})
+
+
+def next_state(state: State | None, change: Change) -> State | None:
+    try:
+        return TRANSITIONS[(state, change)]
+    except KeyError:
+        raise LocalProtocolError(f"stream in state {state} cannot take {change.value}") from None
+
+
+@dataclass(slots=True, eq=False)
+class Stream:
+    key: bytes
+    target: float  # the key's location
+    state: State
+    parent: PeerId | None = None
+    # Insertion-ordered dicts used as sets, so broadcasts go out in a deterministic order.
+    children: dict[PeerId, None] = field(default_factory=dict)
+    local: dict[ClientId, None] = field(default_factory=dict)
+    join_uid: int | None = None  # the uid of our own search while JOINING or RESTARTING
+    restart_uid: int | None = None  # the latest SubscribeRestarted uid relayed or sent
+
+    @property
+    def carried(self) -> bool:
+        return self.state in CARRYING
+
+    @property
+    def idle(self) -> bool:
+        """Nobody needs this node in the tree any more: it may leave (prune)."""
+        return not self.children and not self.local

@@ -1,0 +1,310 @@
+"""Every message two nodes exchange, as frozen, slotted dataclasses.
+
+The same class is sent and received. Each field declares its *kind* in the dataclass metadata
+(``uid``, ``key``, ``htl`` ...), and the one codec (``overlay.codec``) validates every decoded
+field against its kind, so a message that reaches the core is always well formed: keys are 32
+bytes, locations are finite floats in [0, 1), HTL is within the wire bound, and so on.
+
+The message set is the Freenet 0.7 publish/subscribe specification (seeds/003) plus what the
+other seeds add. Two deliberate extensions of the spec's field lists:
+
+* ``DataNotFound`` carries ``htl``, the hops-to-live left when the search below the sender
+  ended. Freenet's backtracking needs it (its RouteNotFound does the same): the node that
+  receives it goes on to its next-closest peer with that budget, so a search costs at most the
+  budget however the backtracking branches, instead of starting afresh at every level.
+* ``PublishData``/``SubscribeData`` carry ``kind`` (plain data, or the marker closing or
+  aborting an epoch) so that epoch boundaries travel in the root's one total order (Strymon).
+
+Type codes are part of the wire format: never renumber one, only add.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, ClassVar
+
+# Wire-level bounds. A node's configured limits sit inside these; the codec enforces these.
+KEY_SIZE = 32  # SHA-256 of a stream name (open) or of a public key and a name (signed)
+SIGNATURE_SIZE = 64  # Ed25519
+MAX_WIRE_HTL = 32  # far above any sane max HTL (about 10) and small enough to bound a search
+MAX_PAYLOAD = 64 * 1024  # one packet's data; larger values belong in several packets
+MAX_FRAME = MAX_PAYLOAD + 1024  # payload plus every other field of the largest message
+MAX_U64 = 2**64 - 1
+MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for every consumer
+
+
+class Kind(IntEnum):
+    """Field kinds: each names one validation rule in the codec."""
+
+    UID = 1  # int in [0, 2**64)
+    KEY = 2  # bytes of length KEY_SIZE
+    HTL = 3  # int in [0, MAX_WIRE_HTL]
+    LOCATION = 4  # float, finite, in [0, 1)
+    PACKET = 5  # int in [0, MAX_PACKET]
+    OPT_PACKET = 6  # PACKET or None
+    DATA = 7  # bytes of length <= MAX_PAYLOAD
+    OPT_SIGNATURE = 8  # bytes of length SIGNATURE_SIZE, or None
+    PACKET_KIND = 9  # a PacketKind value
+    BOOT_ID = 10  # int in [0, 2**64)
+    COUNT = 11  # int in [0, 2**32)
+
+
+def _f(kind: Kind) -> Any:
+    """A dataclass field tagged with its validation kind."""
+    return field(metadata={"kind": kind})
+
+
+class PacketKind(IntEnum):
+    """What a stream packet is: data, or the marker that closes or aborts its epoch."""
+
+    DATA = 0
+    EPOCH_CLOSED = 1
+    EPOCH_ABORTED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """Base of every wire message. ``TYPE`` is its code on the wire."""
+
+    TYPE: ClassVar[int] = 0
+
+
+# --- Link ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello(Message):
+    """First message on every link, after the link handshake: who we are in the keyspace.
+
+    ``boot_id`` changes every time a node starts; a peer that comes back with a new one has
+    lost all its stream state and is dropped from every stream it was in (spec).
+    """
+
+    TYPE: ClassVar[int] = 1
+    location: float = _f(Kind.LOCATION)
+    boot_id: int = _f(Kind.BOOT_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Message):
+    """Liveness on an idle link (pub0sub); ``seq`` lets a peer match what it answers."""
+
+    TYPE: ClassVar[int] = 2
+    seq: int = _f(Kind.UID)
+
+
+# --- Subscribing -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRequest(Message):
+    """Routed greedily toward the key; coalesces into the tree at the first node that has it.
+
+    ``best_loc`` is the closest location seen so far on the route; ``last_seen`` the newest
+    packet the subscriber already holds (None: nothing yet), for catch-up.
+    """
+
+    TYPE: ClassVar[int] = 3
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    htl: int = _f(Kind.HTL)
+    best_loc: float = _f(Kind.LOCATION)
+    last_seen: int | None = _f(Kind.OPT_PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class ResubscribeRequest(Message):
+    """A subtree re-attaching after something broke; only a node closer than ``must_beat``
+    that has not seen SubscribeRestarted(uid) may accept it (so a subtree never adopts its
+    own member as its parent)."""
+
+    TYPE: ClassVar[int] = 4
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    htl: int = _f(Kind.HTL)
+    best_loc: float = _f(Kind.LOCATION)
+    must_beat: float = _f(Kind.LOCATION)
+    last_seen: int | None = _f(Kind.OPT_PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeSucceeded(Message):
+    """The sender has the stream and added the receiver as a child. ``last_packet`` is the
+    newest packet number the sender holds (None: none yet)."""
+
+    TYPE: ClassVar[int] = 5
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    last_packet: int | None = _f(Kind.OPT_PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeSucceededNewRoot(Message):
+    """The search found no tree; the closest node on the route became the root. Forwarded back
+    to the originator just as SubscribeSucceeded is (spec)."""
+
+    TYPE: ClassVar[int] = 6
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRestarted(Message):
+    """Sent down a subtree whose uplink broke; ``uid`` is that of the ResubscribeRequest the
+    subtree's top is routing. Only the most recent one counts (spec)."""
+
+    TYPE: ClassVar[int] = 7
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class DataNotFound(Message):
+    """The search below the sender ended without finding the stream or a better root.
+
+    ``htl`` is the budget left (0: exhausted); the receiver backtracks to its next peer with
+    it, or, if it is itself the closest node the search saw, becomes the root.
+    """
+
+    TYPE: ClassVar[int] = 8
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    htl: int = _f(Kind.HTL)
+
+
+@dataclass(frozen=True, slots=True)
+class RejectOverload(Message):
+    """The sender already carries its maximum number of streams; try another peer."""
+
+    TYPE: ClassVar[int] = 9
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedLoop(Message):
+    """The sender has seen this uid before; try another peer with the same budget."""
+
+    TYPE: ClassVar[int] = 10
+    uid: int = _f(Kind.UID)
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe(Message):
+    """Remove the sender from the receiver's children of this stream. Also the answer to data
+    for a stream the receiver does not carry (lazy pushing, negative subscription)."""
+
+    TYPE: ClassVar[int] = 11
+    key: bytes = _f(Kind.KEY)
+
+
+# --- Publishing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PublishData(Message):
+    """A packet travelling up the tree to the root, which numbers and broadcasts it.
+
+    ``packet`` None asks the root to choose the next number. ``uid`` is the idempotency id: a
+    retried publish carries the same uid and is acknowledged with its original number.
+    """
+
+    TYPE: ClassVar[int] = 12
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int | None = _f(Kind.OPT_PACKET)
+    best_loc: float = _f(Kind.LOCATION)
+    htl: int = _f(Kind.HTL)
+    data: bytes = _f(Kind.DATA)
+    epoch: int | None = _f(Kind.OPT_PACKET)
+    kind: PacketKind = _f(Kind.PACKET_KIND)
+    sig: bytes | None = _f(Kind.OPT_SIGNATURE)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishSucceeded(Message):
+    """The root stored (or already held) the publish with this uid as ``packet``."""
+
+    TYPE: ClassVar[int] = 13
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishCollision(Message):
+    """The root holds a different packet under that number; ``suggested_next`` is free."""
+
+    TYPE: ClassVar[int] = 14
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+    suggested_next: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRejected(Message):
+    """The publish cannot be taken here (the stream is not carried, the payload is bad...).
+
+    The spec's "we return an error message"; ``reason`` is one of the codes in
+    ``overlay.core`` so the publisher's client can say exactly why.
+    """
+
+    TYPE: ClassVar[int] = 15
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    reason: int = _f(Kind.COUNT)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeData(Message):
+    """A numbered packet broadcast down the tree, from parent to child."""
+
+    TYPE: ClassVar[int] = 16
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+    data: bytes = _f(Kind.DATA)
+    epoch: int | None = _f(Kind.OPT_PACKET)
+    kind: PacketKind = _f(Kind.PACKET_KIND)
+    sig: bytes | None = _f(Kind.OPT_SIGNATURE)
+
+
+@dataclass(frozen=True, slots=True)
+class PacketsMissed(Message):
+    """Catch-up could not cover packets ``first..last`` (inclusive): they left the window.
+
+    Sent instead of a silent gap, so a subscriber always knows exactly what it missed.
+    """
+
+    TYPE: ClassVar[int] = 17
+    key: bytes = _f(Kind.KEY)
+    first: int = _f(Kind.PACKET)
+    last: int = _f(Kind.PACKET)
+
+
+MESSAGE_TYPES: tuple[type[Message], ...] = (
+    Hello,
+    Heartbeat,
+    SubscribeRequest,
+    ResubscribeRequest,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+    SubscribeRestarted,
+    DataNotFound,
+    RejectOverload,
+    RejectedLoop,
+    Unsubscribe,
+    PublishData,
+    PublishSucceeded,
+    PublishCollision,
+    PublishRejected,
+    SubscribeData,
+    PacketsMissed,
+)
+
+
+def field_kinds(cls: type[Message]) -> tuple[tuple[str, Kind], ...]:
+    """The (name, kind) of each wire field of ``cls``, in wire order."""
+    return tuple((f.name, Kind(f.metadata["kind"])) for f in dataclasses.fields(cls))

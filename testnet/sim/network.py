@@ -1,0 +1,66 @@
+"""The simulated network: who is linked to whom, how long a message takes, what goes wrong.
+
+Latency comes from geography: every node gets a seeded point in the unit square and a link's
+one-way latency is ``base + spread * euclidean distance / sqrt(2)``, so the direct latency of
+any pair (which the relative delay penalty needs) is defined, and the triangle inequality
+roughly holds as it does on the Internet. Links are FIFO, like the TCP links of the real
+runtime: with jitter on, a message never overtakes an earlier one on the same link.
+
+Faults are knobs: ``drop`` and ``duplicate`` probabilities per message and ``jitter`` (extra
+uniform delay). All draws come from the network's own seeded ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkModel:
+    base_latency: float = 0.005  # 5 ms: a nearby host
+    latency_spread: float = 0.095  # up to 100 ms across the whole square
+    drop: float = 0.0  # probability a message is lost
+    duplicate: float = 0.0  # probability a message is delivered twice
+    jitter: float = 0.0  # extra delay, uniform in [0, jitter] seconds
+
+    def __post_init__(self) -> None:
+        for name in ("drop", "duplicate"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        if self.base_latency < 0 or self.latency_spread < 0 or self.jitter < 0:
+            raise ValueError("latencies and jitter must not be negative")
+
+
+class Network:
+    """Latencies and fault draws for ``n`` nodes."""
+
+    def __init__(self, n: int, model: NetworkModel, rng: random.Random) -> None:
+        self.model = model
+        self._rng = rng
+        self._points = [(rng.random(), rng.random()) for _ in range(n)]
+        self._last: dict[tuple[int, int], float] = {}  # FIFO bookkeeping, only with jitter
+        self._scale = model.latency_spread / math.sqrt(2.0)
+
+    def latency(self, a: int, b: int) -> float:
+        """One-way latency of the direct path from ``a`` to ``b``."""
+        (xa, ya), (xb, yb) = self._points[a], self._points[b]
+        return self.model.base_latency + self._scale * math.hypot(xa - xb, ya - yb)
+
+    def arrivals(self, now: float, a: int, b: int) -> list[float]:
+        """When a message sent now from ``a`` reaches ``b``: none if lost, two if duplicated."""
+        model = self.model
+        if model.drop and self._rng.random() < model.drop:
+            return []
+        copies = 2 if model.duplicate and self._rng.random() < model.duplicate else 1
+        times = []
+        for _ in range(copies):
+            at = now + self.latency(a, b)
+            if model.jitter:
+                at += self._rng.random() * model.jitter
+                at = max(at, self._last.get((a, b), 0.0))
+                self._last[(a, b)] = at
+            times.append(at)
+        return times

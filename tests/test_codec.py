@@ -1,0 +1,659 @@
+"""The wire codec: every message round-trips, and every malformed frame is a DecodeError.
+
+``decode`` faces hostile peers, so its contract is checked three ways: unit tests pin each
+rejection and the message it gives; tables of bad values are applied to every field of every
+message type (derived from ``field_kinds``, so a new type is covered without editing this
+file); and seeded fuzzing shows that no byte string makes ``decode`` raise anything but
+``DecodeError``, nor return a message that our own encoder would refuse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import math
+import uuid
+
+import cbor2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from overlay.codec import DecodeError, EncodeError, decode, encode
+from overlay.errors import LocalProtocolError, RemoteProtocolError
+from overlay.messages import (
+    KEY_SIZE,
+    MAX_FRAME,
+    MAX_PACKET,
+    MAX_PAYLOAD,
+    MAX_U64,
+    MAX_WIRE_HTL,
+    MESSAGE_TYPES,
+    SIGNATURE_SIZE,
+    Heartbeat,
+    Hello,
+    Kind,
+    Message,
+    PacketKind,
+    SubscribeData,
+    field_kinds,
+)
+
+MAX_COUNT = 2**32 - 1
+LARGEST_LOCATION = math.nextafter(1.0, 0.0)  # 0.9999999999999999, the top of [0, 1)
+
+
+def by_name(cls: type[Message]) -> str:
+    return cls.__name__
+
+
+def kinds_of(cls: type[Message]) -> dict[str, Kind]:
+    return dict(field_kinds(cls))
+
+
+# --- Valid values --------------------------------------------------------------------------
+
+KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
+    Kind.UID: st.integers(0, MAX_U64),
+    Kind.KEY: st.binary(min_size=KEY_SIZE, max_size=KEY_SIZE),
+    Kind.HTL: st.integers(0, MAX_WIRE_HTL),
+    Kind.LOCATION: st.floats(
+        min_value=0.0,
+        max_value=1.0,
+        exclude_max=True,
+        allow_nan=False,
+        allow_infinity=False,
+    )
+    | st.sampled_from([0.0, 5e-324, 0.5, LARGEST_LOCATION]),
+    Kind.PACKET: st.integers(0, MAX_PACKET),
+    Kind.OPT_PACKET: st.none() | st.integers(0, MAX_PACKET),
+    # Modest sizes keep the run fast; MAX_PAYLOAD itself has explicit tests below.
+    Kind.DATA: st.binary(max_size=2000),
+    Kind.OPT_SIGNATURE: st.none() | st.binary(min_size=SIGNATURE_SIZE, max_size=SIGNATURE_SIZE),
+    Kind.PACKET_KIND: st.sampled_from(PacketKind),
+    Kind.BOOT_ID: st.integers(0, MAX_U64),
+    Kind.COUNT: st.integers(0, MAX_COUNT),
+}
+
+SAMPLE_VALUE: dict[Kind, object] = {
+    Kind.UID: 7,
+    Kind.KEY: bytes(range(KEY_SIZE)),
+    Kind.HTL: 5,
+    Kind.LOCATION: 0.25,
+    Kind.PACKET: 3,
+    Kind.OPT_PACKET: 11,
+    Kind.DATA: b"payload",
+    Kind.OPT_SIGNATURE: b"s" * SIGNATURE_SIZE,
+    Kind.PACKET_KIND: PacketKind.EPOCH_CLOSED,
+    Kind.BOOT_ID: 2**40,
+    Kind.COUNT: 1,
+}
+
+LARGEST_VALUE: dict[Kind, object] = {
+    Kind.UID: MAX_U64,
+    Kind.KEY: b"\xff" * KEY_SIZE,
+    Kind.HTL: MAX_WIRE_HTL,
+    Kind.LOCATION: LARGEST_LOCATION,
+    Kind.PACKET: MAX_PACKET,
+    Kind.OPT_PACKET: MAX_PACKET,
+    Kind.DATA: bytes(range(256)) * (MAX_PAYLOAD // 256),
+    Kind.OPT_SIGNATURE: b"\xff" * SIGNATURE_SIZE,
+    Kind.PACKET_KIND: PacketKind.EPOCH_ABORTED,
+    Kind.BOOT_ID: MAX_U64,
+    Kind.COUNT: MAX_COUNT,
+}
+
+SMALLEST_VALUE: dict[Kind, object] = {
+    Kind.UID: 0,
+    Kind.KEY: bytes(KEY_SIZE),
+    Kind.HTL: 0,
+    Kind.LOCATION: 0.0,
+    Kind.PACKET: 0,
+    Kind.OPT_PACKET: None,
+    Kind.DATA: b"",
+    Kind.OPT_SIGNATURE: None,
+    Kind.PACKET_KIND: PacketKind.DATA,
+    Kind.BOOT_ID: 0,
+    Kind.COUNT: 0,
+}
+
+
+def build(cls: type[Message], values: dict[Kind, object]) -> Message:
+    return cls(**{name: values[kind] for name, kind in field_kinds(cls)})
+
+
+def sample(cls: type[Message], **changes: object) -> Message:
+    """A valid ``cls``, with ``changes`` applied unchecked (dataclasses do not validate)."""
+    return dataclasses.replace(build(cls, SAMPLE_VALUE), **changes)
+
+
+def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:
+    return st.builds(cls, **{name: KIND_STRATEGIES[kind] for name, kind in field_kinds(cls)})
+
+
+def wire_fields(message: Message) -> list[object]:
+    """The CBOR array for ``message`` as a plain list, for building frames by hand."""
+    values: list[object] = [message.TYPE]
+    for name, _ in field_kinds(type(message)):
+        value = getattr(message, name)
+        values.append(int(value) if isinstance(value, PacketKind) else value)
+    return values
+
+
+def frame_with(cls: type[Message], name: str, raw: object) -> bytes:
+    """A frame of ``cls`` whose field ``name`` is ``raw`` and every other field valid."""
+    values = wire_fields(sample(cls))
+    index = 1 + [n for n, _ in field_kinds(cls)].index(name)
+    values[index] = raw
+    return bytes(cbor2.dumps(values))
+
+
+def decode_error(frame: bytes) -> str:
+    with pytest.raises(DecodeError) as info:
+        decode(frame)
+    return str(info.value)
+
+
+def test_strategies_and_tables_cover_every_kind() -> None:
+    for table in (KIND_STRATEGIES, SAMPLE_VALUE, LARGEST_VALUE, SMALLEST_VALUE, BAD_VALUES):
+        assert set(table) == set(Kind)
+
+
+# --- Round trips ---------------------------------------------------------------------------
+
+
+def assert_round_trips(message: Message) -> bytes:
+    cls = type(message)
+    frame = encode(message)
+    assert type(frame) is bytes
+    assert len(frame) <= MAX_FRAME
+    decoded = decode(frame)
+    assert type(decoded) is cls
+    assert decoded == message
+    for name, kind in field_kinds(cls):
+        got, sent = getattr(decoded, name), getattr(message, name)
+        if kind is Kind.PACKET_KIND:
+            # PacketKind.DATA == 0, so equality alone would let a bare int through.
+            assert type(got) is PacketKind, name
+        else:
+            assert type(got) is type(sent), name
+    assert encode(decoded) == frame
+    return frame
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_message_type_round_trips(cls: type[Message], data: st.DataObject) -> None:
+    assert_round_trips(data.draw(messages_of(cls), label=cls.__name__))
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+def test_largest_message_round_trips_and_fits_the_frame(cls: type[Message]) -> None:
+    """Every field at its wire maximum, DATA at exactly MAX_PAYLOAD: MAX_FRAME must hold it."""
+    frame = assert_round_trips(build(cls, LARGEST_VALUE))
+    if Kind.DATA in kinds_of(cls).values():
+        assert len(frame) > MAX_PAYLOAD
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+def test_smallest_message_round_trips(cls: type[Message]) -> None:
+    assert_round_trips(build(cls, SMALLEST_VALUE))
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in MESSAGE_TYPES if Kind.DATA in kinds_of(c).values()], ids=by_name
+)
+def test_data_of_exactly_max_payload_round_trips(cls: type[Message]) -> None:
+    message = dataclasses.replace(
+        sample(cls),
+        **{n: b"\xa5" * MAX_PAYLOAD for n, k in field_kinds(cls) if k is Kind.DATA},
+    )
+    assert_round_trips(message)
+
+
+@pytest.mark.parametrize("kind", list(PacketKind), ids=lambda k: k.name)
+def test_packet_kind_decodes_to_the_enum_member(kind: PacketKind) -> None:
+    frame = frame_with(SubscribeData, "kind", int(kind))
+    decoded = decode(frame)
+    assert isinstance(decoded, SubscribeData)
+    assert decoded.kind is kind
+
+
+def test_encoder_accepts_plain_int_packet_kind_and_decoder_returns_the_member() -> None:
+    message = sample(SubscribeData, kind=2)
+    decoded = decode(encode(message))
+    assert isinstance(decoded, SubscribeData)
+    assert decoded.kind is PacketKind.EPOCH_ABORTED
+
+
+# --- Golden frames: the wire format itself ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "hex_frame"),
+    [
+        (Hello(location=0.5, boot_id=7), "8301fb3fe000000000000007"),
+        (Heartbeat(seq=MAX_U64), "82021bffffffffffffffff"),
+        (
+            SubscribeData(
+                key=bytes(KEY_SIZE),
+                packet=1,
+                data=b"hi",
+                epoch=None,
+                kind=PacketKind.EPOCH_CLOSED,
+                sig=None,
+            ),
+            "87105820" + "00" * KEY_SIZE + "01426869f601f6",
+        ),
+    ],
+    ids=["Hello", "Heartbeat", "SubscribeData"],
+)
+def test_golden_frames(message: Message, hex_frame: str) -> None:
+    assert encode(message).hex() == hex_frame
+    assert decode(bytes.fromhex(hex_frame)) == message
+
+
+def test_location_is_accepted_only_in_the_canonical_float_width() -> None:
+    """The wire format is canonical (one encoding per message): our encoder writes locations
+    as double-precision floats, so the same 0.5 as a half or single float is refused."""
+    assert decode(bytes.fromhex("8301fb3fe000000000000007")) == Hello(location=0.5, boot_id=7)
+    for narrow in ("f93800", "fa3f000000"):
+        assert "canonical" in decode_error(bytes.fromhex("8301" + narrow + "07"))
+
+
+# --- Frame-level rejections ----------------------------------------------------------------
+
+
+def test_frame_over_max_frame_is_rejected_before_parsing() -> None:
+    message = decode_error(b"\x00" * (MAX_FRAME + 1))
+    assert "exceeds the limit" in message
+    assert str(MAX_FRAME) in message
+
+
+def test_frame_of_exactly_max_frame_reaches_the_field_checks() -> None:
+    """The limit is inclusive: a MAX_FRAME-byte frame is parsed, and here fails on its data."""
+    values = wire_fields(sample(SubscribeData))
+    data_index = 1 + [n for n, _ in field_kinds(SubscribeData)].index("data")
+    values[data_index] = b""
+    overhead = len(cbor2.dumps(values)) + 4  # a data length >= 2**16 takes a 5-byte header
+    values[data_index] = b"x" * (MAX_FRAME - overhead)
+    frame = cbor2.dumps(values)
+    assert len(frame) == MAX_FRAME
+    message = decode_error(frame)
+    assert "SubscribeData.data" in message
+    assert decode_error(frame + b"\x00").startswith("frame of")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"", b"\xff", b"\x1c", b"\x82\x02\xff", b"\x61\xff", b"\x5f\x01\xff", b"\xf8\x00"],
+    ids=["empty", "break", "reserved-info", "break-in-array", "bad-utf8", "bad-chunk", "simple"],
+)
+def test_not_cbor_is_rejected(frame: bytes) -> None:
+    assert "not valid CBOR" in decode_error(frame)
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+def test_every_truncation_of_a_valid_frame_is_rejected(cls: type[Message]) -> None:
+    frame = encode(sample(cls))
+    for cut in range(len(frame)):
+        assert "not valid CBOR" in decode_error(frame[:cut]), cut
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [
+        ({1: 2}, "dict"),
+        ({}, "dict"),
+        (5, "int"),
+        ([], "list"),
+        (b"\x82\x02\x05", "bytes"),
+        ("Heartbeat", "str"),
+        (None, "NoneType"),
+        (True, "bool"),
+        (0.5, "float"),
+    ],
+    ids=["map", "empty-map", "int", "empty-array", "bytes", "text", "null", "true", "float"],
+)
+def test_anything_but_a_non_empty_array_is_rejected(value: object, got: str) -> None:
+    message = decode_error(cbor2.dumps(value))
+    assert "expected a non-empty CBOR array" in message
+    assert got in message
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        0,
+        -1,
+        max(c.TYPE for c in MESSAGE_TYPES) + 1,
+        999,
+        MAX_U64,
+        2**64,
+        True,
+        False,
+        1.0,
+        "1",
+        None,
+        b"\x01",
+        [1],
+    ],
+    ids=repr,
+)
+def test_unknown_or_mistyped_type_code_is_rejected(code: object) -> None:
+    # The rest looks like a Hello, so a code that slipped through as 1 would decode.
+    message = decode_error(cbor2.dumps([code, 0.5, 7]))
+    assert "unknown message type" in message
+    assert repr(code) in message
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+def test_too_few_fields_are_rejected(cls: type[Message]) -> None:
+    values = wire_fields(sample(cls))
+    for keep in range(1, len(values)):
+        message = decode_error(cbor2.dumps(values[:keep]))
+        assert f"{cls.__name__} needs {len(values) - 1} fields, got {keep - 1}" in message
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=by_name)
+def test_too_many_fields_are_rejected(cls: type[Message]) -> None:
+    values = wire_fields(sample(cls))
+    for extra in ([None], [0], [b"", 1, 2]):
+        message = decode_error(cbor2.dumps(values + extra))
+        assert f"{cls.__name__} needs {len(values) - 1} fields" in message
+        assert f"got {len(values) - 1 + len(extra)}" in message
+
+
+# --- Field rejections, for every field of every message type -------------------------------
+
+_TOO_LONG_DATA = b"x" * (MAX_PAYLOAD + 1)
+
+# kind -> (bad value, what the error must say). Each applies to every field of that kind.
+BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
+    Kind.UID: [
+        (True, "expected an integer, got bool"),
+        (False, "expected an integer, got bool"),
+        (-1, "-1 is outside [0, 18446744073709551615]"),
+        (2**64, "18446744073709551616 is outside"),
+        (1.0, "expected an integer, got float"),
+        ("1", "expected an integer, got str"),
+        (None, "expected an integer, got NoneType"),
+    ],
+    Kind.KEY: [
+        (b"k" * (KEY_SIZE - 1), "expected 32 bytes, got 31"),
+        (b"k" * (KEY_SIZE + 1), "expected 32 bytes, got 33"),
+        (b"", "expected 32 bytes, got 0"),
+        ("k" * KEY_SIZE, "expected bytes, got str"),
+        (None, "expected bytes, got NoneType"),
+        ([0] * KEY_SIZE, "expected bytes, got list"),
+    ],
+    Kind.HTL: [
+        (MAX_WIRE_HTL + 1, f"{MAX_WIRE_HTL + 1} is outside [0, {MAX_WIRE_HTL}]"),
+        (-1, "-1 is outside"),
+        (True, "expected an integer, got bool"),
+        (5.0, "expected an integer, got float"),
+        (None, "expected an integer, got NoneType"),
+    ],
+    Kind.LOCATION: [
+        (0, "expected a float location, got int"),
+        (1, "expected a float location, got int"),
+        (False, "expected a float location, got bool"),
+        (math.nan, "location nan is outside [0, 1)"),
+        (math.inf, "location inf is outside [0, 1)"),
+        (-math.inf, "location -inf is outside [0, 1)"),
+        (1.0, "location 1.0 is outside [0, 1)"),
+        (-0.5, "location -0.5 is outside [0, 1)"),
+        (1.5, "location 1.5 is outside [0, 1)"),
+        (-5e-324, "is outside [0, 1)"),
+        ("0.5", "expected a float location, got str"),
+        (None, "expected a float location, got NoneType"),
+    ],
+    Kind.PACKET: [
+        (MAX_PACKET + 1, f"{MAX_PACKET + 1} is outside [0, {MAX_PACKET}]"),
+        (-1, "-1 is outside"),
+        (True, "expected an integer, got bool"),
+        (3.0, "expected an integer, got float"),
+        (None, "expected an integer, got NoneType"),
+    ],
+    Kind.OPT_PACKET: [
+        (MAX_PACKET + 1, f"{MAX_PACKET + 1} is outside [0, {MAX_PACKET}]"),
+        (-1, "-1 is outside"),
+        (False, "expected an integer, got bool"),
+        (0.0, "expected an integer, got float"),
+        (b"", "expected an integer, got bytes"),
+    ],
+    Kind.DATA: [
+        (_TOO_LONG_DATA, f"length {MAX_PAYLOAD + 1} is outside [0, {MAX_PAYLOAD}]"),
+        ("text", "expected bytes, got str"),
+        (None, "expected bytes, got NoneType"),
+        ([], "expected bytes, got list"),
+    ],
+    Kind.OPT_SIGNATURE: [
+        (b"s" * (SIGNATURE_SIZE + 1), "expected 64 bytes, got 65"),
+        (b"s" * (SIGNATURE_SIZE - 1), "expected 64 bytes, got 63"),
+        (b"", "expected 64 bytes, got 0"),
+        ("s" * SIGNATURE_SIZE, "expected bytes, got str"),
+        (False, "expected bytes, got bool"),
+    ],
+    Kind.PACKET_KIND: [
+        (3, "unknown packet kind 3"),
+        (-1, "unknown packet kind -1"),
+        (True, "expected a packet kind, got bool"),
+        (1.0, "expected a packet kind, got float"),
+        (None, "expected a packet kind, got NoneType"),
+        ("DATA", "expected a packet kind, got str"),
+    ],
+    Kind.BOOT_ID: [
+        (True, "expected an integer, got bool"),
+        (-1, "-1 is outside"),
+        (2**64, "18446744073709551616 is outside"),
+        (0.0, "expected an integer, got float"),
+    ],
+    Kind.COUNT: [
+        (2**32, f"{2**32} is outside [0, {MAX_COUNT}]"),
+        (-1, "-1 is outside"),
+        (True, "expected an integer, got bool"),
+        (1.0, "expected an integer, got float"),
+    ],
+}
+
+
+def _bad_field_cases() -> list[object]:
+    cases: list[object] = []
+    for cls in MESSAGE_TYPES:
+        for name, kind in field_kinds(cls):
+            for bad, says in BAD_VALUES[kind]:
+                shown = f"{len(bad)}-bytes" if isinstance(bad, bytes) else repr(bad)[:20]
+                cases.append(
+                    pytest.param(cls, name, bad, says, id=f"{cls.__name__}.{name}={shown}")
+                )
+    return cases
+
+
+BAD_FIELD_CASES = _bad_field_cases()
+
+
+@pytest.mark.parametrize(("cls", "name", "bad", "says"), BAD_FIELD_CASES)
+def test_decode_rejects_a_bad_field(cls: type[Message], name: str, bad: object, says: str) -> None:
+    frame = frame_with(cls, name, bad)
+    message = decode_error(frame)
+    if len(frame) > MAX_FRAME:
+        assert "exceeds the limit" in message
+    else:
+        assert f"{cls.__name__}.{name}: " in message
+        assert says in message
+
+
+@pytest.mark.parametrize(("cls", "name", "bad", "says"), BAD_FIELD_CASES)
+def test_encode_rejects_a_bad_field_as_a_local_error(
+    cls: type[Message], name: str, bad: object, says: str
+) -> None:
+    message = sample(cls, **{name: bad})
+    with pytest.raises(EncodeError) as info:
+        encode(message)
+    # Our own bug, not a peer's: it must not look like a DecodeError to a driver.
+    assert not isinstance(info.value, DecodeError)
+    assert f"{cls.__name__}.{name}: " in str(info.value)
+    assert says in str(info.value)
+
+
+def test_data_over_max_payload_is_rejected_whichever_check_sees_it_first() -> None:
+    """MAX_PAYLOAD + 1 bytes of data still fits a MAX_FRAME frame; either check must hold."""
+    for cls in MESSAGE_TYPES:
+        for name, kind in field_kinds(cls):
+            if kind is Kind.DATA:
+                message = decode_error(frame_with(cls, name, _TOO_LONG_DATA))
+                assert "exceeds the limit" in message or f"{cls.__name__}.{name}" in message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        sample(SubscribeData, key=b"k" * (KEY_SIZE - 1)),
+        sample(SubscribeData, data=b"x" * (MAX_PAYLOAD + 1)),
+        sample(Hello, location=1.0),
+        sample(Heartbeat, seq=-1),
+    ],
+    ids=["short-key", "long-data", "location-1.0", "negative-seq"],
+)
+def test_encode_error_is_not_a_decode_error(message: Message) -> None:
+    with pytest.raises(EncodeError):
+        encode(message)
+    assert not issubclass(EncodeError, DecodeError)
+    assert not issubclass(DecodeError, EncodeError)
+
+
+def test_errors_say_who_is_at_fault() -> None:
+    """A DecodeError drops the peer; an EncodeError is our bug. Neither may pass for the other."""
+    assert issubclass(DecodeError, RemoteProtocolError)
+    assert issubclass(EncodeError, LocalProtocolError)
+    assert not issubclass(DecodeError, LocalProtocolError)
+    assert not issubclass(EncodeError, RemoteProtocolError)
+
+
+def test_encode_rejects_the_base_class_and_unregistered_subclasses() -> None:
+    with pytest.raises(EncodeError, match="not a wire message"):
+        encode(Message())
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Impostor(Heartbeat):
+        pass
+
+    with pytest.raises(EncodeError, match="does not match type code"):
+        encode(Impostor(seq=1))
+
+
+# --- CBOR features no message uses -----------------------------------------------------------
+
+
+def test_unknown_tag_inside_the_array_is_rejected() -> None:
+    frame = b"\x82\x02" + cbor2.dumps(cbor2.CBORTag(4000, 1))
+    assert "tag 4000" in decode_error(frame)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        cbor2.dumps([cbor2.CBORTag(4000, 2), 5]),
+        cbor2.dumps(cbor2.CBORTag(4000, [2, 5])),
+        cbor2.dumps([2, cbor2.CBORTag(4000, cbor2.CBORTag(4001, 5))]),
+    ],
+    ids=["around-type-code", "around-array", "nested"],
+)
+def test_unknown_tags_anywhere_are_rejected(frame: bytes) -> None:
+    assert "tag 400" in decode_error(frame)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),  # tag 0, string form
+        cbor2.CBORTag(1, 1_700_000_000),  # tag 1, epoch form
+        cbor2.CBORTag(1, 1e300),  # an epoch no datetime can hold
+        cbor2.CBORTag(1, math.nan),
+        decimal.Decimal("1.5"),  # tag 4
+        cbor2.CBORTag(5, [2**64, 1]),  # bigfloat with a huge exponent
+        cbor2.CBORTag(30, [1, 0]),  # rational with a zero denominator
+        cbor2.CBORTag(35, "("),  # an invalid regular expression
+        uuid.UUID(int=5),  # tag 37
+        cbor2.CBORTag(37, b"abc"),  # a UUID of the wrong length
+        cbor2.CBORTag(258, [1, 2]),  # a set
+        cbor2.CBORTag(260, b"abc"),  # an IP address of the wrong length
+        cbor2.CBORTag(29, 5),  # a shared reference to nothing
+        cbor2.CBORTag(25, 5),  # a string reference outside any namespace
+        cbor2.CBORTag(24, b"\xff"),  # embedded CBOR that is not CBOR
+    ],
+    ids=repr,
+)
+def test_tagged_values_in_an_integer_field_are_rejected(value: object) -> None:
+    frame = cbor2.dumps([Heartbeat.TYPE, value])
+    message = decode_error(frame)
+    assert "Heartbeat.seq" in message or "not valid CBOR" in message
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x82\x02" + cbor2.dumps(cbor2.CBORTag(2, b"\x05")),  # bignum 5 as the seq
+        b"\xd8\x1c" + encode(Heartbeat(seq=5)),  # shareable tag around the array
+    ],
+    ids=["bignum-seq", "shareable-array"],
+)
+def test_known_tags_that_decode_to_valid_values_are_rejected(frame: bytes) -> None:
+    decode_error(frame)
+
+
+@pytest.mark.parametrize("trailer", [b"\x00", b"\xff", b"\x82\x02\x05"], ids=repr)
+def test_trailing_bytes_after_the_array_are_rejected(trailer: bytes) -> None:
+    decode_error(encode(Heartbeat(seq=5)) + trailer)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x81" * 100_000,
+        b"\x81" * (MAX_FRAME - 1) + b"\x00",
+        b"\x82\x02" + b"\x81" * 60_000 + b"\x00",
+        b"\x9f" * 60_000,
+        b"\xa1\x00" * 30_000 + b"\x00",
+        b"\xa1" * 60_000 + b"\x00",
+        b"\xd8\x1c" * 30_000 + b"\x00",
+        b"\xda\x00\x00\x0f\xa0" * 13_000 + b"\x00",
+    ],
+    ids=[
+        "arrays-over-limit",
+        "arrays",
+        "arrays-in-field",
+        "indefinite-arrays",
+        "map-values",
+        "map-keys",
+        "shareable-tags",
+        "unknown-tags",
+    ],
+)
+def test_deep_nesting_is_rejected(frame: bytes) -> None:
+    decode_error(frame)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x9b" + b"\xff" * 8,  # array of 2**64 - 1 items
+        b"\x9b\x00\x00\x00\xff\xff\xff\xff\xff",
+        b"\xbb" + b"\xff" * 8,  # map of 2**64 - 1 pairs
+        b"\x5b" + b"\xff" * 8,  # byte string of 2**64 - 1 bytes
+        b"\x7b\x00\x00\x00\xff\xff\xff\xff\xff",  # text of 2**40 - 1 bytes
+        b"\x82\x02\x5b\x00\x00\x00\x01\x00\x00\x00\x00",  # a 4 GiB field
+        b"\x83\x0b\x5a\xff\xff\xff\xff",  # Unsubscribe claiming a 4 GiB key
+    ],
+    ids=["array", "array-2**40", "map", "bytes", "text", "bytes-in-field", "key"],
+)
+def test_huge_length_headers_are_rejected_without_allocating(frame: bytes) -> None:
+    assert "not valid CBOR" in decode_error(frame)
+
+
+def test_huge_bignum_field_is_rejected() -> None:
+    frame = b"\x82\x02\xc2\x59\xff\xff" + b"\xff" * 0xFFFF  # a 2**524280-scale bignum
+    assert "Heartbeat.seq" in decode_error(frame)
