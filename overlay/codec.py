@@ -27,6 +27,7 @@ from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
     MAX_FRAME,
+    MAX_NEIGHBOURS,
     MAX_PACKET,
     MAX_PAYLOAD,
     MAX_U64,
@@ -100,6 +101,16 @@ def _packet_kind(value: object) -> object:
         raise ValueError(f"unknown packet kind {value}") from None
 
 
+def _locations(value: object) -> object:
+    # Decoded arrays are lists; messages hold tuples so they stay immutable and hashable.
+    if type(value) not in (list, tuple):
+        raise ValueError(f"expected an array of locations, got {type(value).__name__}")
+    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+    if len(items) > MAX_NEIGHBOURS:
+        raise ValueError(f"{len(items)} locations exceed the limit of {MAX_NEIGHBOURS}")
+    return tuple(_location(item) for item in items)
+
+
 _PACKET = _int_in(0, MAX_PACKET)
 
 _CHECKS: dict[Kind, Callable[[object], object]] = {
@@ -114,6 +125,7 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.PACKET_KIND: _packet_kind,
     Kind.BOOT_ID: _int_in(0, MAX_U64),
     Kind.COUNT: _int_in(0, 2**32 - 1),
+    Kind.LOCATIONS: _locations,
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
@@ -145,7 +157,11 @@ def encode(message: Message) -> bytes:
             check(value)
         except ValueError as exc:
             raise EncodeError(f"{cls.__name__}.{name}: {exc}") from None
-        values.append(int(value) if isinstance(value, PacketKind) else value)
+        if isinstance(value, PacketKind):
+            value = int(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        values.append(value)
     frame: bytes = cbor2.dumps(values)
     if len(frame) > MAX_FRAME:
         raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")

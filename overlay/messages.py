@@ -33,6 +33,7 @@ MAX_PAYLOAD = 64 * 1024  # one packet's data; larger values belong in several pa
 MAX_FRAME = MAX_PAYLOAD + 1024  # payload plus every other field of the largest message
 MAX_U64 = 2**64 - 1
 MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for every consumer
+MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announce fewer
 
 
 class Kind(IntEnum):
@@ -49,6 +50,7 @@ class Kind(IntEnum):
     PACKET_KIND = 9  # a PacketKind value
     BOOT_ID = 10  # int in [0, 2**64)
     COUNT = 11  # int in [0, 2**32)
+    LOCATIONS = 12  # tuple of at most MAX_NEIGHBOURS LOCATION values
 
 
 def _f(kind: Kind) -> Any:
@@ -95,6 +97,20 @@ class Heartbeat(Message):
     seq: int = _f(Kind.UID)
 
 
+@dataclass(frozen=True, slots=True)
+class Neighbours(Message):
+    """The locations of the sender's other peers, for friend-of-a-friend routing.
+
+    Freenet 0.7.5 added this to its greedy routing: a node that knows its peers' peers can
+    pick the peer *next to* the closest location, not only the closest peer, which shortens
+    routes on a small-world graph from O(log^2 n) toward O(log n) hops. Sent after links
+    change, debounced, so a burst of link changes costs one message per peer.
+    """
+
+    TYPE: ClassVar[int] = 18
+    locations: tuple[float, ...] = _f(Kind.LOCATIONS)
+
+
 # --- Subscribing -----------------------------------------------------------------------------
 
 
@@ -127,6 +143,17 @@ class ResubscribeRequest(Message):
     best_loc: float = _f(Kind.LOCATION)
     must_beat: float = _f(Kind.LOCATION)
     last_seen: int | None = _f(Kind.OPT_PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted(Message):
+    """The sender took the search ``uid`` on and is routing it further (Freenet's
+    FNPAccepted). Until it arrives the upstream waits only a short time; after it, as long as
+    a search may take. So a silent node costs a few seconds at the hop next to it, not the
+    whole branch above it, whose nodes would otherwise all time out together."""
+
+    TYPE: ClassVar[int] = 19
+    uid: int = _f(Kind.UID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +329,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PublishRejected,
     SubscribeData,
     PacketsMissed,
+    Neighbours,
+    Accepted,
 )
 
 

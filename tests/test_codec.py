@@ -25,6 +25,7 @@ from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
     MAX_FRAME,
+    MAX_NEIGHBOURS,
     MAX_PACKET,
     MAX_PAYLOAD,
     MAX_U64,
@@ -74,6 +75,10 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
     Kind.PACKET_KIND: st.sampled_from(PacketKind),
     Kind.BOOT_ID: st.integers(0, MAX_U64),
     Kind.COUNT: st.integers(0, MAX_COUNT),
+    Kind.LOCATIONS: st.lists(
+        st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
+        max_size=20,
+    ).map(tuple),
 }
 
 SAMPLE_VALUE: dict[Kind, object] = {
@@ -88,6 +93,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.PACKET_KIND: PacketKind.EPOCH_CLOSED,
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
+    Kind.LOCATIONS: (0.25, 0.5),
 }
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -102,6 +108,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.PACKET_KIND: PacketKind.EPOCH_ABORTED,
     Kind.BOOT_ID: MAX_U64,
     Kind.COUNT: MAX_COUNT,
+    Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
 }
 
 SMALLEST_VALUE: dict[Kind, object] = {
@@ -116,6 +123,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.PACKET_KIND: PacketKind.DATA,
     Kind.BOOT_ID: 0,
     Kind.COUNT: 0,
+    Kind.LOCATIONS: (),
 }
 
 
@@ -456,6 +464,13 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         (-1, "-1 is outside"),
         (True, "expected an integer, got bool"),
         (1.0, "expected an integer, got float"),
+    ],
+    Kind.LOCATIONS: [
+        ((0.5,) * (MAX_NEIGHBOURS + 1), f"exceed the limit of {MAX_NEIGHBOURS}"),
+        ((0.5, 1.0), "location 1.0 is outside [0, 1)"),
+        ((0.5, 1), "expected a float location, got int"),
+        (0.5, "expected an array of locations, got float"),
+        (b"ab", "expected an array of locations, got bytes"),
     ],
 }
 

@@ -83,6 +83,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.choice(list(PacketKind))
         case Kind.COUNT:
             return rng.randrange(MAX_COUNT + 1)
+        case Kind.LOCATIONS:
+            return tuple(rng.random() for _ in range(rng.choice((0, 1, 16, 40))))
     raise AssertionError(f"no random values for {kind!r}")
 
 

@@ -42,6 +42,8 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "PublishRejected": 15,
     "SubscribeData": 16,
     "PacketsMissed": 17,
+    "Neighbours": 18,
+    "Accepted": 19,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -102,6 +104,8 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("sig", Kind.OPT_SIGNATURE),
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
+    "Neighbours": (("locations", Kind.LOCATIONS),),
+    "Accepted": (("uid", Kind.UID),),
 }
 
 # One valid value per kind, enough to build an instance of any message.
@@ -117,6 +121,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.PACKET_KIND: PacketKind.DATA,
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
+    Kind.LOCATIONS: (0.25, 0.75),
 }
 
 

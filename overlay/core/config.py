@@ -18,21 +18,32 @@ class NodeConfig:
     # RejectOverload". Searches in flight for a key count too, so a burst of requests for
     # many keys cannot exceed the limit.
     max_streams: int = 32
-    # How long a forwarded request may go unanswered before the peer counts as failed and
-    # the search backtracks. A search may run many hops below a peer, so this is far above
-    # one round trip (loopback or simulated links are milliseconds).
-    request_timeout: float = 30.0
+    # A peer answers a forwarded search at once, with Accepted or a reply; one that has not
+    # within this time counts as failed and the search backtracks past it. Several round
+    # trips of a loaded link.
+    accept_timeout: float = 5.0
+    # After Accepted, how long the search below that peer may take before we backtrack. A
+    # search may run many hops below a peer, so this is far above one round trip.
+    request_timeout: float = 60.0
     # Loop detection remembers uids this long and at most this many (oldest forgotten
     # first); together they bound memory whatever the request rate.
     seen_uid_ttl: float = 600.0
     seen_uid_capacity: int = 100_000
+    # Links that come and go within this many seconds are announced to peers together, in
+    # one Neighbours message per peer (friend-of-a-friend routing).
+    announce_delay: float = 1.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_htl <= MAX_WIRE_HTL:
             raise ValueError(f"max_htl must be in [1, {MAX_WIRE_HTL}], got {self.max_htl}")
         if self.max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, got {self.max_streams}")
-        if not self.request_timeout > 0:
-            raise ValueError(f"request_timeout must be positive, got {self.request_timeout}")
+        if not 0 < self.accept_timeout <= self.request_timeout:
+            raise ValueError(
+                "need 0 < accept_timeout <= request_timeout, got "
+                f"{self.accept_timeout} and {self.request_timeout}"
+            )
+        if self.announce_delay < 0:
+            raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:
             raise ValueError("seen_uid_ttl must be positive and seen_uid_capacity at least 1")

@@ -37,9 +37,12 @@ from overlay.core.streams import Change, State, Stream, next_state
 from overlay.core.timers import TimerQueue
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
+    MAX_NEIGHBOURS,
+    Accepted,
     DataNotFound,
     Hello,
     Message,
+    Neighbours,
     RejectedLoop,
     RejectOverload,
     ResubscribeRequest,
@@ -52,6 +55,7 @@ from overlay.messages import (
 )
 
 _ROUTE_TIMER = "route"
+_ANNOUNCE_TIMER = "announce"
 
 
 class Node:
@@ -79,6 +83,7 @@ class Node:
         self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
         self._timers = TimerQueue()
         self._announced: float | None = None
+        self._announce_at: float | None = None  # a Neighbours announcement is due then
         self._out: list[Effect] = []
 
     # --- driver entry points ------------------------------------------------------------
@@ -93,6 +98,7 @@ class Node:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
         if self.peers.remove(peer) is not None:
             self._forget_peer(now, peer)
+            self._links_changed(now)
         return self._flush()
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
@@ -111,6 +117,14 @@ class Node:
         for kind, uid, attempt in self._timers.pop_due(now):
             if kind == _ROUTE_TIMER:
                 self._on_route_timeout(now, uid, attempt)
+            elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
+                self._announce()
+        return self._flush()
+
+    def announce_neighbours(self, now: float) -> list[Effect]:
+        """Tell every peer where our peers are, now (normally a timer does it after links
+        change; a driver that brings many links up at once may call it when done)."""
+        self._announce()
         return self._flush()
 
     def next_deadline(self) -> float | None:
@@ -152,6 +166,8 @@ class Node:
         match message:
             case SubscribeRequest() | ResubscribeRequest():
                 self._on_request(now, peer, message)
+            case Accepted():
+                self._on_accepted(now, peer, message.uid)
             case SubscribeSucceeded() | SubscribeSucceededNewRoot():
                 self._on_success(now, peer, message)
             case DataNotFound() | RejectOverload() | RejectedLoop():
@@ -160,6 +176,11 @@ class Node:
                 self._on_restarted(peer, message)
             case Unsubscribe():
                 self._on_unsubscribe(peer, message.key)
+            case Neighbours():
+                record = self.peers.get(peer)
+                if record is not None:
+                    own = self.location
+                    record.neighbours = tuple(sorted(x for x in message.locations if x != own))
             case SubscribeData():
                 # Lazy pushing (pub0sub), negative subscription (nanomsg): data for a stream
                 # we do not carry from someone who is not our parent tells them to stop.
@@ -171,6 +192,8 @@ class Node:
 
     def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
         previous = self.peers.add(peer, hello.location, hello.boot_id)
+        if previous is None or previous.location != hello.location:
+            self._links_changed(now)
         if previous is not None and previous.boot_id != hello.boot_id:
             # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
             # streams to which it was subscribed."
@@ -190,8 +213,10 @@ class Node:
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
         if stream is not None and stream.carried:
-            if peer == stream.parent:
+            if peer == stream.parent and uid != stream.restart_uid:
                 # Our parent is searching through its own subtree: it must not attach here.
+                # (Its resubscribe, whose uid it told us, we route on: "we may need to route
+                # our resubscribe request through one of our children".)
                 self._send(peer, RejectedLoop(uid))
                 return
             if self._may_accept(stream, uid, must_beat):
@@ -252,12 +277,15 @@ class Node:
         if route.htl > 0:
             peer = self.peers.closest(route.target, route.tried)
             if peer is not None:
+                if route.attempt == 0 and route.upstream is not None:
+                    # The search goes on below us: tell whoever asked to wait for it.
+                    self._send(route.upstream, Accepted(route.uid))
                 route.tried.add(peer.id)
                 route.current = peer.id
                 route.attempt += 1
-                self._timers.add(
-                    now + self.config.request_timeout, (_ROUTE_TIMER, route.uid, route.attempt)
-                )
+                route.accepted = False
+                route.deadline = now + self.config.accept_timeout
+                self._timers.add(route.deadline, (_ROUTE_TIMER, route.uid, route.attempt))
                 self.stats.forwarded += 1
                 self._send(peer.id, route.request())
                 return
@@ -292,6 +320,7 @@ class Node:
             # Nobody closer than us outside our own subtree answered: we are the closest
             # node that routing can find, so the subtree keeps us as its root.
             self._change(stream, Change.BECAME_ROOT, parent=None)
+            stream.restart_uid = None
             self.stats.roots += 1
             self._complete_pending(stream)
         elif may_become_root(route, self.location):
@@ -322,7 +351,16 @@ class Node:
         if stream is not None and stream.carried:
             if stream.state is State.RESTARTING and stream.join_uid == route.uid:
                 self._change(stream, Change.ATTACHED, parent=peer)
+                stream.restart_uid = None
                 self._complete_pending(stream)
+            elif stream.state is State.JOINED and route.uid == stream.restart_uid:
+                # We routed our restarting ancestor's resubscribe past ourselves and it found
+                # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
+                # ancestor, which will attach below us), so no cycle closes.
+                old = stream.parent
+                self._change(stream, Change.REPARENTED, parent=peer)
+                if old is not None and old in self.peers:
+                    self._send(old, Unsubscribe(route.key))
             elif stream.parent != peer:
                 self._send(peer, Unsubscribe(route.key))
             self._answer(stream, route, new_root=False)
@@ -344,9 +382,21 @@ class Node:
             route.htl = min(route.htl, reply.htl)
         self._forward(now, route)
 
+    def _on_accepted(self, now: float, peer: PeerId, uid: int) -> None:
+        route = self.routes.get(uid)
+        if route is not None and route.current == peer and not route.accepted:
+            route.accepted = True
+            route.deadline = now + self.config.request_timeout
+            self._timers.add(route.deadline, (_ROUTE_TIMER, route.uid, route.attempt))
+
     def _on_route_timeout(self, now: float, uid: int, attempt: int) -> None:
         route = self.routes.get(uid)
-        if route is not None and route.attempt == attempt and route.current is not None:
+        if (
+            route is not None
+            and route.attempt == attempt
+            and route.current is not None
+            and now >= route.deadline
+        ):
             self.stats.timeouts += 1
             self._forward(now, route)
 
@@ -406,6 +456,10 @@ class Node:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
             self._send(peer, SubscribeSucceeded(uid, stream.key, None))
+        if stream.restart_uid is not None:
+            # A restart may still be routing through our subtree: the new member must know
+            # its uid, or it could accept that resubscribe and close a cycle.
+            self._send(peer, SubscribeRestarted(stream.restart_uid, stream.key))
 
     def _refuse_parent(self, peer: PeerId, key: bytes) -> None:
         stream = self.streams.get(key)
@@ -434,7 +488,9 @@ class Node:
     def _forget_peer(self, now: float, peer: PeerId) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
         for route in list(self.routes.values()):
-            if route.current == peer:
+            # Handling one route can finish others (joining a tree completes every search
+            # for the key): act only on routes still live and still waiting on ``peer``.
+            if self.routes.get(route.uid) is route and route.current == peer:
                 self._forward(now, route)  # backtrack past it
         for stream in list(self.streams.values()):
             if stream.parent == peer:
@@ -463,6 +519,24 @@ class Node:
         stream.restart_uid = message.uid
         for child in stream.children:
             self._send(child, SubscribeRestarted(message.uid, message.key))
+
+    # --- friend-of-a-friend announcements ---------------------------------------------------
+
+    def _links_changed(self, now: float) -> None:
+        if self._announce_at is None:
+            self._announce_at = now + self.config.announce_delay
+            self._timers.add(self._announce_at, (_ANNOUNCE_TIMER, 0, 0))
+
+    def _announce(self) -> None:
+        self._announce_at = None
+        locations = sorted(peer.location for peer in self.peers)
+        if len(locations) > MAX_NEIGHBOURS:
+            # Keep an even spread around the circle rather than one arc of it.
+            step = len(locations) / MAX_NEIGHBOURS
+            locations = [locations[int(i * step)] for i in range(MAX_NEIGHBOURS)]
+        message = Neighbours(tuple(locations))
+        for peer in self.peers:
+            self._send(peer.id, message)
 
     # --- plumbing -------------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ class Route:
     tried: set[PeerId] = field(default_factory=set)
     current: PeerId | None = None  # the peer whose answer we wait for
     attempt: int = 0  # numbers each forward, so a timer for an earlier one is ignored
+    deadline: float = 0.0  # when we stop waiting for ``current``
+    accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
 
     @property
     def is_resubscribe(self) -> bool:

@@ -37,6 +37,10 @@ class Change(Enum):
     BECAME_ROOT = "became root"  # a search ended here and we are the closest node
     JOIN_FAILED = "join failed"  # our own search ended without a tree
     PARENT_LOST = "parent lost"  # the parent died, restarted, or must be replaced
+    # A member that routed its restarting ancestor's resubscribe past itself takes the node
+    # that accepted it as its new parent (spec: "we may need to route our resubscribe
+    # request through one of our children; this must be handled correctly").
+    REPARENTED = "reparented"
 
 
 # (state before, change) -> state after; None is "not carried". Anything missing is a bug.
@@ -47,6 +51,7 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
     (State.JOINING, Change.BECAME_ROOT): State.ROOT,
     (State.JOINING, Change.JOIN_FAILED): None,
     (State.JOINED, Change.PARENT_LOST): State.RESTARTING,
+    (State.JOINED, Change.REPARENTED): State.JOINED,
     (State.RESTARTING, Change.ATTACHED): State.JOINED,
     (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
 }

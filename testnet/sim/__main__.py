@@ -52,7 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-streams", type=_positive, default=32, help="streams a node (32)")
     p.add_argument("--drop", type=_fraction, default=0.0, help="message loss probability")
     p.add_argument("--duplicate", type=_fraction, default=0.0, help="duplication probability")
-    p.add_argument("--greedy-samples", type=int, default=1000, help="greedy routing samples")
+    p.add_argument("--greedy-samples", type=int, default=1000, help="plain greedy samples")
+    p.add_argument("--route-samples", type=int, default=1000, help="overlay routing probes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.subscribers > args.nodes:
@@ -75,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         network=NetworkModel(drop=args.drop, duplicate=args.duplicate),
     )
     exp = SubscribeExperiment(
-        sim_config, args.streams, args.subscribers, args.join_window, args.greedy_samples
+        sim_config,
+        args.streams,
+        args.subscribers,
+        args.join_window,
+        args.greedy_samples,
+        args.route_samples,
     )
     _, report = run_subscribe(exp)
     if args.json:

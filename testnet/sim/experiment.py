@@ -8,7 +8,12 @@ import time
 from dataclasses import dataclass
 
 from testnet.sim.invariants import check_all, violations
-from testnet.sim.report import greedy_baseline, subscription_results, tree_results
+from testnet.sim.report import (
+    greedy_baseline,
+    route_probes,
+    subscription_results,
+    tree_results,
+)
 from testnet.sim.simulator import SimConfig, Simulator
 from testnet.sim.workload import schedule_subscribes, stream_keys
 
@@ -20,6 +25,7 @@ class SubscribeExperiment:
     subscribers: int = 100
     join_window: float = 10.0  # virtual seconds over which the joins are spread
     greedy_samples: int = 1000
+    route_samples: int = 1000
 
 
 def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object]]:
@@ -33,6 +39,7 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
     started = time.perf_counter()
     sim.run()
     run = time.perf_counter() - started
+    quiet_at = sim.last_message_at
     shapes = check_all(sim.nodes, sim.alive, sim.index)
     found = violations(shapes.values())
     messages = sum(sim.sent.values())
@@ -49,9 +56,11 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
         "messages_per_join": messages / len(subs) if subs else 0.0,
         "search_hops_per_join": search_hops / len(subs) if subs else 0.0,
         "messages_lost": sim.lost,
+        # Probes run after the workload is measured, on the same network.
+        **route_probes(sim, exp.route_samples, random.Random(f"probes-{exp.sim.seed}")),
         "violation_count": len(found),
         "violations": found[:20],
-        "virtual_time": sim.last_message_at,
+        "virtual_time": quiet_at,
         "events": sim.events,
         "wall_setup": setup,
         "wall_run": run,

@@ -95,6 +95,12 @@ class Simulator:
         for a, b in self.topology.edges():
             self._hello(a, b)
             self._hello(b, a)
+        # Likewise the first friend-of-a-friend announcements, once every link is up.
+        for i, node in enumerate(self.nodes):
+            for effect in node.announce_neighbours(self.now):
+                if type(effect) is Send:
+                    j = self.index[effect.peer]
+                    self._apply(j, self.nodes[j].receive(self.now, self.ids[i], effect.message))
 
     def _hello(self, a: int, b: int) -> None:
         node_b = self.nodes[b]

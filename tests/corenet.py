@@ -1,0 +1,178 @@
+"""A tiny deterministic in-memory network of protocol cores, for the core's unit tests.
+
+Each node is a real ``overlay.core.node.Node``; the network carries out its effects: ``Send``
+goes into one FIFO queue (through the wire codec, so every message the core builds must be
+valid on the wire), ``Deliver`` is recorded per (node, client), ``SetTimer`` is remembered and
+fired by ``advance``, ``DropPeer`` is recorded. Time moves only when a test calls ``advance``.
+Messages in flight on a link that goes down are lost, as on a real connection.
+
+This is not the simulator (``testnet/sim``): no latency, loss or scale, just enough plumbing to
+check a handful of nodes end to end with explicit time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from overlay.codec import decode, encode
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.events import ClientEvent
+from overlay.core.node import Node
+from overlay.core.streams import State, Stream
+from overlay.messages import KEY_SIZE, Accepted, Hello, Message, Neighbours
+
+
+def key_at(location: float, tag: int = 0) -> bytes:
+    """A stream key whose location is ``location`` (``tag`` makes distinct keys there)."""
+    return int(location * 2**64).to_bytes(8, "big") + tag.to_bytes(KEY_SIZE - 8, "big")
+
+
+class CoreNet:
+    def __init__(self, seed: int = 0, config: NodeConfig | None = None) -> None:
+        self.seed = seed
+        self.config = config
+        self.now = 0.0
+        self.nodes: dict[PeerId, Node] = {}
+        self.links: set[frozenset[PeerId]] = set()
+        self.queue: deque[tuple[PeerId, PeerId, bytes]] = deque()
+        self.timers: dict[PeerId, float] = {}
+        self.events: dict[tuple[PeerId, int], list[ClientEvent]] = {}
+        self.dropped: list[tuple[PeerId, DropPeer]] = []
+        # Every message delivered, as (sender, receiver, message): tests read the traffic.
+        self.trace: list[tuple[PeerId, PeerId, Message]] = []
+        # Every effect every node returned, in order (for determinism checks).
+        self.effects: list[tuple[PeerId, Effect]] = []
+        # Messages to a held node wait here until ``release``: a slow node, in order.
+        self.held: dict[PeerId, list[tuple[PeerId, PeerId, bytes]]] = {}
+
+    # --- building ----------------------------------------------------------------------------
+
+    def add(self, name: bytes, location: float, config: NodeConfig | None = None) -> Node:
+        rng = random.Random(f"{self.seed}/{name!r}")
+        node = Node(name, location, rng, config if config is not None else self.config)
+        self.nodes[name] = node
+        return node
+
+    def connect(self, a: bytes, b: bytes) -> None:
+        self.links.add(frozenset((a, b)))
+        self._apply(a, self.nodes[a].link_up(self.now, b))
+        self._apply(b, self.nodes[b].link_up(self.now, a))
+        self.run()
+
+    def disconnect(self, a: bytes, b: bytes) -> None:
+        self.links.discard(frozenset((a, b)))
+        self.queue = deque(m for m in self.queue if frozenset(m[:2]) != frozenset((a, b)))
+        self._apply(a, self.nodes[a].link_down(self.now, b))
+        self._apply(b, self.nodes[b].link_down(self.now, a))
+        self.run()
+
+    # --- driving -----------------------------------------------------------------------------
+
+    def subscribe(self, name: bytes, key: bytes, client: int = 1) -> None:
+        self._apply(name, self.nodes[name].subscribe(self.now, key, client))
+        self.run()
+
+    def unsubscribe(self, name: bytes, key: bytes, client: int = 1) -> None:
+        self._apply(name, self.nodes[name].unsubscribe(self.now, key, client))
+        self.run()
+
+    def inject(self, src: bytes, dst: bytes, message: Message) -> None:
+        """Deliver ``message`` to ``dst`` as if ``src`` had sent it, then run to quiescence."""
+        self.queue.append((src, dst, encode(message)))
+        self.run()
+
+    def hold(self, name: bytes) -> None:
+        """Park every message to ``name`` (in order) until ``release(name)``."""
+        self.held.setdefault(name, [])
+
+    def release(self, name: bytes) -> None:
+        self.queue.extend(self.held.pop(name, []))
+        self.run()
+
+    def run(self, limit: int = 10_000) -> None:
+        """Deliver queued messages in FIFO order until none is left."""
+        for _ in range(limit):
+            if not self.queue:
+                return
+            src, dst, frame = self.queue.popleft()
+            if frozenset((src, dst)) not in self.links:
+                continue
+            if dst in self.held:
+                self.held[dst].append((src, dst, frame))
+                continue
+            message = decode(frame)
+            self.trace.append((src, dst, message))
+            self._apply(dst, self.nodes[dst].receive(self.now, src, message))
+        raise AssertionError(f"no quiescence after {limit} messages")
+
+    def advance(self, to: float) -> None:
+        """Move the clock to ``to``, firing every node's timers that fall due, in order."""
+        while True:
+            due = sorted((at, name) for name, at in self.timers.items() if at <= to)
+            if not due:
+                break
+            at, name = due[0]
+            self.now = max(self.now, at)
+            del self.timers[name]
+            self._apply(name, self.nodes[name].handle_timer(self.now))
+            self.run()
+        self.now = max(self.now, to)
+
+    def _apply(self, name: bytes, effects: list[Effect]) -> None:
+        for effect in effects:
+            self.effects.append((name, effect))
+            match effect:
+                case Send(peer, message):
+                    self.queue.append((name, peer, encode(message)))
+                case Deliver(client, event):
+                    self.events.setdefault((name, client), []).append(event)
+                case SetTimer(at):
+                    self.timers[name] = at
+                case DropPeer():
+                    self.dropped.append((name, effect))
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def stream(self, name: bytes, key: bytes) -> Stream | None:
+        return self.nodes[name].streams.get(key)
+
+    def state(self, name: bytes, key: bytes) -> State | None:
+        stream = self.stream(name, key)
+        return None if stream is None else stream.state
+
+    def sent(self, kind: type[Message]) -> list[tuple[PeerId, PeerId, Message]]:
+        return [t for t in self.trace if isinstance(t[2], kind)]
+
+    def flow(self) -> list[tuple[PeerId, PeerId, type[Message]]]:
+        """The trace as (sender, receiver, message type), without link chatter (Hello and
+        Neighbours) and without Accepted (a hop's acknowledgement, checked by the single-node
+        tests): the subscription protocol's own traffic."""
+        chatter = Hello | Neighbours | Accepted
+        return [(s, d, type(m)) for s, d, m in self.trace if not isinstance(m, chatter)]
+
+    def tree_problems(self, key: bytes) -> list[str]:
+        """Inconsistencies of ``key``'s trees: parent/child links that disagree, cycles."""
+        problems: list[str] = []
+        carriers = {n: s for n, s in ((n, self.stream(n, key)) for n in self.nodes) if s}
+        for name, stream in carriers.items():
+            if stream.parent is not None:
+                parent = carriers.get(stream.parent)
+                if parent is None or name not in parent.children:
+                    problems.append(f"{name!r} names {stream.parent!r}, which does not list it")
+            for child in stream.children:
+                if child not in carriers or carriers[child].parent != name:
+                    problems.append(f"{name!r} lists child {child!r}, which does not name it")
+            seen = {name}
+            up = stream.parent
+            while up is not None and up in carriers:
+                if up in seen:
+                    problems.append(f"parent links from {name!r} run in a cycle")
+                    break
+                seen.add(up)
+                up = carriers[up].parent
+        return problems
+
+    def roots(self, key: bytes) -> list[bytes]:
+        return sorted(n for n in self.nodes if self.state(n, key) is State.ROOT)

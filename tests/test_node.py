@@ -1,0 +1,963 @@
+"""The sans-IO node core, driven with explicit ``now`` values.
+
+Two styles: one ``Node`` fed messages by hand from made-up peers (to pin the exact effects of
+one input), and a handful of real cores wired together by ``tests/corenet.py`` (to check the
+tree the protocol builds end to end). The key sits at location 0.5 throughout; node locations
+are chosen around it so that who is closest is obvious from the numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+from corenet import CoreNet, key_at
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Deliver, DropPeer, Effect, Send, SetTimer
+from overlay.core.events import Subscribed, SubscribeFailed
+from overlay.core.node import Node
+from overlay.core.peers import Peer
+from overlay.core.streams import State
+from overlay.messages import (
+    Accepted,
+    DataNotFound,
+    Hello,
+    Message,
+    Neighbours,
+    PacketKind,
+    RejectedLoop,
+    RejectOverload,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+    Unsubscribe,
+)
+
+KEY = key_at(0.5)
+KEY2 = key_at(0.5, tag=2)
+KEY3 = key_at(0.5, tag=3)
+MAX_HTL = NodeConfig().max_htl
+ACCEPT = NodeConfig().accept_timeout  # how long a hop may take to send Accepted
+TIMEOUT = NodeConfig().request_timeout  # how long a search below a hop may take after it
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+# Single-node tests push the friend-of-a-friend announcement far into the future: they are
+# about subscribing, and a Neighbours broadcast in the middle would only blur the effects.
+NO_ANNOUNCE = 1e6
+
+
+def make(location: float = 0.45, **config: object) -> Node:
+    config.setdefault("announce_delay", NO_ANNOUNCE)
+    return Node(b"N", location, random.Random(7), NodeConfig(**config), boot_id=1)  # type: ignore[arg-type]
+
+
+def meet(node: Node, peer: bytes, location: float, boot_id: int = 100, now: float = 0.0) -> None:
+    node.link_up(now, peer)
+    assert proto(node.receive(now, peer, Hello(location, boot_id))) == []
+
+
+def proto(effects: Sequence[Effect]) -> list[Effect]:
+    """``effects`` without SetTimer: for tests about what is sent and delivered."""
+    return [e for e in effects if not isinstance(e, SetTimer)]
+
+
+def sends(effects: Sequence[Effect]) -> list[tuple[bytes, Message]]:
+    return [(e.peer, e.message) for e in effects if isinstance(e, Send)]
+
+
+def one_send(effects: Sequence[Effect]) -> tuple[bytes, Message]:
+    out = sends(effects)
+    assert len(out) == 1, out
+    return out[0]
+
+
+def relayed(effects: Sequence[Effect], upstream: bytes, uid: int) -> tuple[bytes, Message]:
+    """The request a node forwarded on taking search ``uid`` on: it tells ``upstream``
+    Accepted first, then sends exactly one request on."""
+    out = sends(effects)
+    assert len(out) == 2 and out[0] == (upstream, Accepted(uid)), out
+    return out[1]
+
+
+def own_uid(effects: Sequence[Effect]) -> int:
+    """The uid of the one search request among ``effects``."""
+    _, message = one_send(effects)
+    assert isinstance(message, SubscribeRequest | ResubscribeRequest)
+    return message.uid
+
+
+def joined_node() -> Node:
+    """N (0.45) in KEY's tree: parent P (0.49), child C (0.2), spare peer Q (0.4), client 1."""
+    node = make()
+    meet(node, b"P", 0.49, boot_id=11)
+    meet(node, b"Q", 0.4, boot_id=12)
+    meet(node, b"C", 0.2, boot_id=13)
+    effects = node.subscribe(0.0, KEY, 1)
+    assert sends(effects)[0][0] == b"P"
+    uid = own_uid(effects)
+    effects = node.receive(0.0, b"P", SubscribeSucceeded(uid, KEY, None))
+    assert effects == [Deliver(1, Subscribed(KEY, root=False))]
+    effects = node.receive(0.0, b"C", SubscribeRequest(500, KEY, MAX_HTL, 0.2, None))
+    assert sends(effects) == [(b"C", SubscribeSucceeded(500, KEY, None))]
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, list(stream.children)) == (State.JOINED, b"P", [b"C"])
+    return node
+
+
+def relay() -> Node:
+    """N (0.3) with upstream U (0.49) and peers P1 (0.45), P2 (0.4), P3 (0.1), in key order."""
+    node = make(0.3)
+    meet(node, b"U", 0.49)
+    meet(node, b"P1", 0.45)
+    meet(node, b"P2", 0.4)
+    meet(node, b"P3", 0.1)
+    return node
+
+
+# --- the Hello handshake ----------------------------------------------------------------------
+
+
+def test_link_up_sends_hello_with_location_and_boot_id() -> None:
+    node = make()
+    assert node.link_up(0.0, b"P") == [Send(b"P", Hello(0.45, 1))]
+    assert b"P" not in node.peers  # connected only once its own Hello arrives
+
+
+def test_hello_records_the_peer() -> None:
+    node = make()
+    meet(node, b"P", 0.3, boot_id=42)
+    assert node.peers.get(b"P") == Peer(b"P", 0.3, 42)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        SubscribeRequest(1, KEY, 5, 0.3, None),
+        SubscribeSucceeded(1, KEY, None),
+        Unsubscribe(KEY),
+        SubscribeData(KEY, 1, b"x", None, PacketKind.DATA, None),
+    ],
+)
+def test_message_before_hello_drops_the_peer(message: Message) -> None:
+    node = make()
+    meet(node, b"Q", 0.49)
+    node.link_up(0.0, b"P")
+    effects = node.receive(0.0, b"P", message)
+    assert len(effects) == 1
+    assert isinstance(effects[0], DropPeer) and effects[0].peer == b"P"
+    assert b"P" not in node.peers and node.routes == {} and node.streams == {}
+
+
+def root_with_children(*children: bytes) -> Node:
+    node = make()
+    assert node.subscribe(0.0, KEY, 1) == [Deliver(1, Subscribed(KEY, root=True))]
+    for i, child in enumerate(children):
+        meet(node, child, 0.2, boot_id=200 + i)
+        effects = node.receive(0.0, child, SubscribeRequest(300 + i, KEY, 5, 0.2, None))
+        assert sends(effects) == [(child, SubscribeSucceeded(300 + i, KEY, None))]
+    return node
+
+
+def test_hello_with_same_boot_id_keeps_the_peer_in_streams() -> None:
+    node = root_with_children(b"C1", b"C2")
+    assert node.receive(1.0, b"C1", Hello(0.2, 200)) == []
+    assert list(node.streams[KEY].children) == [b"C1", b"C2"]
+
+
+def test_hello_with_new_boot_id_removes_the_peer_from_children() -> None:
+    node = root_with_children(b"C1", b"C2")
+    assert node.receive(1.0, b"C1", Hello(0.2, 999)) == []
+    assert list(node.streams[KEY].children) == [b"C2"]
+    assert node.peers.get(b"C1") == Peer(b"C1", 0.2, 999)  # still connected, as a new node
+
+
+def test_restarted_only_child_of_a_relay_prunes_the_relay() -> None:
+    node = joined_node()
+    node.unsubscribe(0.0, KEY, 1)  # now N is there only for C
+    assert KEY in node.streams
+    effects = node.receive(1.0, b"C", Hello(0.2, 999))
+    assert sends(effects) == [(b"P", Unsubscribe(KEY))]
+    assert KEY not in node.streams
+
+
+def test_hello_with_new_boot_id_from_parent_restarts_the_stream() -> None:
+    node = joined_node()
+    effects = node.receive(1.0, b"P", Hello(0.49, 999))
+    out = sends(effects)
+    assert len(out) == 2
+    (child, restarted), (hop, resubscribe) = out
+    assert child == b"C" and isinstance(restarted, SubscribeRestarted)
+    assert restarted.key == KEY
+    # Routed like any search: the restarted P is a new node, still the closest peer.
+    assert hop == b"P"
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent) == (State.RESTARTING, None)
+    assert list(stream.children) == [b"C"] and stream.restart_uid == restarted.uid
+    assert node.stats.restarts == 1
+
+
+def test_neighbours_are_recorded_without_our_own_location() -> None:
+    node = make(0.45)
+    meet(node, b"P", 0.3)
+    meet(node, b"Q", 0.4)
+    assert node.receive(0.0, b"P", Neighbours((0.1, 0.45, 0.499))) == []
+    record = node.peers.get(b"P")
+    assert record is not None and record.neighbours == (0.1, 0.499)
+    # P now reaches next to the key, so a search goes to P rather than to the closer Q.
+    assert one_send(node.subscribe(0.0, KEY, 1))[0] == b"P"
+
+
+# --- greedy routing and backtracking -------------------------------------------------------------
+
+
+def test_request_goes_to_the_closest_peer_other_than_upstream() -> None:
+    node = relay()
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    # U is the closest peer of all, but it asked: P1 is the closest one left.
+    # N tells U it took the search on, then waits for P1's Accepted only briefly.
+    assert effects == [
+        Send(b"U", Accepted(1)),
+        Send(b"P1", SubscribeRequest(1, KEY, 4, 0.49, None)),
+        SetTimer(ACCEPT),
+    ]
+
+
+def test_each_failure_reply_backtracks_to_the_next_closest_peer() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert one_send(node.receive(0.1, b"P1", RejectedLoop(1))) == (
+        b"P2",
+        SubscribeRequest(1, KEY, 4, 0.49, None),
+    )
+    assert one_send(node.receive(0.2, b"P2", RejectOverload(1, KEY))) == (
+        b"P3",
+        SubscribeRequest(1, KEY, 4, 0.49, None),
+    )
+    # Nobody left but the upstream: the search ends here, and N is not the closest node.
+    assert sends(node.receive(0.3, b"P3", DataNotFound(1, KEY, 3))) == [
+        (b"U", DataNotFound(1, KEY, 3))
+    ]
+    assert node.routes == {} and node.streams == {}
+    assert node.stats.forwarded == 3 and node.stats.not_found == 1
+
+
+def test_data_not_found_htl_becomes_the_budget() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 8, 0.49, None))
+    assert one_send(node.receive(0.1, b"P1", DataNotFound(1, KEY, 2))) == (
+        b"P2",
+        SubscribeRequest(1, KEY, 2, 0.49, None),
+    )
+
+
+def test_data_not_found_with_no_budget_left_ends_the_search() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 8, 0.49, None))
+    effects = node.receive(0.1, b"P1", DataNotFound(1, KEY, 0))
+    assert sends(effects) == [(b"U", DataNotFound(1, KEY, 0))]  # P2, P3 never tried
+
+
+def test_replies_from_a_peer_we_are_not_waiting_on_are_ignored() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert node.receive(0.1, b"P2", RejectedLoop(1)) == []
+    assert node.receive(0.1, b"P3", DataNotFound(1, KEY, 3)) == []
+    assert node.receive(0.1, b"P2", RejectOverload(1, KEY)) == []
+    assert node.receive(0.1, b"P1", DataNotFound(12345, KEY, 3)) == []  # unknown uid
+    route = node.routes[1]
+    assert route.current == b"P1" and route.tried == {b"U", b"P1"}
+    # ...and the real answer still counts.
+    assert one_send(node.receive(0.2, b"P1", RejectedLoop(1)))[0] == b"P2"
+
+
+def test_failure_reply_naming_another_key_drops_that_peer() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    effects = node.receive(0.1, b"P1", DataNotFound(1, KEY2, 3))
+    assert len(effects) == 1 and isinstance(effects[0], DropPeer)
+    assert effects[0].peer == b"P1"
+
+
+def test_seen_uid_answers_rejected_loop() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert node.receive(0.1, b"P3", SubscribeRequest(1, KEY, 5, 0.49, None)) == [
+        Send(b"P3", RejectedLoop(1))
+    ]
+    # Same for a resubscribe with that uid, and for the same uid under another key.
+    assert sends(node.receive(0.1, b"P2", ResubscribeRequest(1, KEY2, 5, 0.49, 0.2, None))) == [
+        (b"P2", RejectedLoop(1))
+    ]
+    assert node.stats.loops == 2
+    assert node.routes[1].current == b"P1"  # the original search is undisturbed
+
+
+def test_link_down_of_the_awaited_peer_backtracks_at_once() -> None:
+    node = relay()
+    node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert one_send(node.link_down(0.1, b"P1")) == (b"P2", SubscribeRequest(1, KEY, 4, 0.49, None))
+
+
+# --- HTL ------------------------------------------------------------------------------------------
+
+
+def test_htl_resets_at_a_node_closer_than_best_loc() -> None:
+    node = make(0.45)
+    meet(node, b"U", 0.3)
+    meet(node, b"P", 0.2)
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 2, 0.3, None))
+    assert relayed(effects, b"U", 1) == (b"P", SubscribeRequest(1, KEY, MAX_HTL, 0.45, None))
+    assert node.routes[1].i_am_best is True
+
+
+def test_htl_decrements_at_a_node_that_is_not_closer() -> None:
+    node = relay()
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 7, 0.49, None))
+    assert relayed(effects, b"U", 1) == (b"P1", SubscribeRequest(1, KEY, 6, 0.49, None))
+    assert node.routes[1].i_am_best is False
+
+
+def test_htl_above_max_is_clamped() -> None:
+    node = relay()
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 32, 0.49, None))
+    assert relayed(effects, b"U", 1) == (
+        b"P1",
+        SubscribeRequest(1, KEY, MAX_HTL - 1, 0.49, None),
+    )
+
+
+def test_htl_running_out_means_no_forwarding() -> None:
+    node = relay()
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 1, 0.49, None))
+    # Answered at once, not routed further: no Accepted (Accepted means "routing it on").
+    assert effects == [Send(b"U", DataNotFound(1, KEY, 0))]
+    assert node.stats.forwarded == 0 and node.routes == {}
+
+
+def test_own_search_starts_with_max_htl_and_own_location() -> None:
+    node = make(0.45, max_htl=4)
+    meet(node, b"P", 0.3)
+    (peer, message) = one_send(node.subscribe(0.0, KEY, 1))
+    assert peer == b"P" and isinstance(message, SubscribeRequest)
+    assert (message.htl, message.best_loc, message.last_seen) == (4, 0.45, None)
+
+
+# --- root election --------------------------------------------------------------------------------
+
+
+def test_lone_node_becomes_root() -> None:
+    node = make()
+    assert node.subscribe(0.0, KEY, 1) == [Deliver(1, Subscribed(KEY, root=True))]
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, stream.children) == (State.ROOT, None, {})
+    assert node.stats.roots == 1
+
+
+def test_node_closer_than_every_peer_becomes_root_on_data_not_found() -> None:
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    effects = node.receive(0.1, b"P", DataNotFound(uid, KEY, 9))
+    assert effects == [Deliver(1, Subscribed(KEY, root=True))]
+    assert node.streams[KEY].state is State.ROOT
+
+
+def chain() -> CoreNet:
+    """A (0.1) - B (0.3) - C (0.48): C is the closest to the key."""
+    net = CoreNet(seed=1)
+    net.add(b"A", 0.1)
+    net.add(b"B", 0.3)
+    net.add(b"C", 0.48)
+    net.connect(b"A", b"B")
+    net.connect(b"B", b"C")
+    return net
+
+
+def test_chain_subscribe_makes_the_closest_node_root() -> None:
+    net = chain()
+    net.subscribe(b"A", KEY)
+    a, b, c = (net.stream(n, KEY) for n in (b"A", b"B", b"C"))
+    assert a is not None and b is not None and c is not None
+    assert (a.state, a.parent, list(a.children)) == (State.JOINED, b"B", [])
+    assert (b.state, b.parent, list(b.children)) == (State.JOINED, b"C", [b"A"])
+    assert (c.state, c.parent, list(c.children)) == (State.ROOT, None, [b"B"])
+    assert net.events == {(b"A", 1): [Subscribed(KEY, root=False)]}
+    [(_, _, request)] = net.sent(SubscribeRequest)[:1]
+    assert isinstance(request, SubscribeRequest)
+    new_root = [(s, d, m) for s, d, m in net.sent(SubscribeSucceededNewRoot)]
+    assert new_root == [
+        (b"C", b"B", SubscribeSucceededNewRoot(request.uid, KEY)),
+        (b"B", b"A", SubscribeSucceededNewRoot(request.uid, KEY)),
+    ]
+    assert net.tree_problems(KEY) == [] and net.roots(KEY) == [b"C"]
+
+
+def test_search_ending_at_a_node_that_is_not_the_closest_returns_data_not_found() -> None:
+    node = make(0.3)
+    meet(node, b"U", 0.49)
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    # Nobody to route to: answered at once, so no Accepted first.
+    assert effects == [Send(b"U", DataNotFound(1, KEY, 4))]
+    assert node.streams == {}
+
+
+def test_originator_closest_of_all_becomes_root_after_data_not_found() -> None:
+    net = CoreNet(seed=1)
+    net.add(b"A", 0.49)
+    net.add(b"B", 0.3)
+    net.connect(b"A", b"B")
+    net.subscribe(b"A", KEY)
+    assert net.flow() == [(b"A", b"B", SubscribeRequest), (b"B", b"A", DataNotFound)]
+    assert net.state(b"A", KEY) is State.ROOT and net.state(b"B", KEY) is None
+    assert net.events[(b"A", 1)] == [Subscribed(KEY, root=True)]
+
+
+def test_resubscribe_ending_here_makes_a_new_root_only_if_closer_than_must_beat() -> None:
+    node = make(0.45)
+    meet(node, b"U", 0.3)
+    effects = node.receive(0.0, b"U", ResubscribeRequest(1, KEY, 5, 0.3, 0.3, None))
+    # Answered at once (no peer to route to), so no Accepted first.
+    assert sends(effects) == [(b"U", SubscribeSucceededNewRoot(1, KEY))]
+    assert node.streams[KEY].state is State.ROOT
+    assert list(node.streams[KEY].children) == [b"U"]
+
+    other = make(0.45)
+    meet(other, b"U", 0.49)
+    effects = other.receive(0.0, b"U", ResubscribeRequest(1, KEY, 5, 0.49, 0.49, None))
+    assert sends(effects) == [(b"U", DataNotFound(1, KEY, 4))]
+    assert other.streams == {}
+
+
+# --- coalescing -----------------------------------------------------------------------------------
+
+
+def test_second_subscriber_coalesces_at_the_first_tree_node() -> None:
+    net = chain()
+    net.add(b"D", 0.2)
+    net.connect(b"D", b"B")
+    net.subscribe(b"A", KEY)
+    net.trace.clear()
+    net.subscribe(b"D", KEY)
+    assert net.flow() == [
+        (b"D", b"B", SubscribeRequest),
+        (b"B", b"D", SubscribeSucceeded),
+    ]
+    b = net.stream(b"B", KEY)
+    assert b is not None and list(b.children) == [b"A", b"D"]
+    d = net.stream(b"D", KEY)
+    assert d is not None and (d.state, d.parent) == (State.JOINED, b"B")
+    assert net.events[(b"D", 1)] == [Subscribed(KEY, root=False)]
+    assert net.tree_problems(KEY) == []
+
+
+def test_request_for_a_carried_stream_is_answered_and_the_requester_adopted() -> None:
+    node = root_with_children()
+    meet(node, b"U", 0.2)
+    effects = node.receive(0.0, b"U", SubscribeRequest(9, KEY, 3, 0.2, 4))
+    assert effects == [Send(b"U", SubscribeSucceeded(9, KEY, None))]
+    assert list(node.streams[KEY].children) == [b"U"]
+
+
+def test_concurrent_searches_through_a_joining_node_complete_together() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.49)
+    meet(node, b"U", 0.1)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    effects = node.receive(0.0, b"U", SubscribeRequest(2, KEY, 5, 0.1, None))
+    assert relayed(effects, b"U", 2)[0] == b"P"
+    effects = node.receive(0.1, b"P", SubscribeSucceeded(uid, KEY, None))
+    assert Deliver(1, Subscribed(KEY, root=False)) in effects
+    assert sends(effects) == [(b"U", SubscribeSucceeded(2, KEY, None))]
+    assert node.routes == {}
+    # P answers the other search too: P is already our parent, so nothing to undo.
+    assert node.receive(0.2, b"P", SubscribeSucceeded(2, KEY, None)) == []
+    stream = node.streams[KEY]
+    assert (stream.parent, list(stream.children)) == (b"P", [b"U"])
+
+
+# --- overload -------------------------------------------------------------------------------------
+
+
+def test_full_node_answers_reject_overload_and_fails_local_subscribe() -> None:
+    node = make(max_streams=1)
+    node.subscribe(0.0, KEY, 1)
+    meet(node, b"U", 0.2)
+    assert node.receive(0.0, b"U", SubscribeRequest(1, KEY2, 5, 0.2, None)) == [
+        Send(b"U", RejectOverload(1, KEY2))
+    ]
+    assert node.stats.overloads == 1
+    effects = node.subscribe(0.0, KEY2, 2)
+    assert len(effects) == 1 and isinstance(effects[0], Deliver)
+    assert effects[0].client == 2 and isinstance(effects[0].event, SubscribeFailed)
+    assert effects[0].event.key == KEY2
+    assert set(node.streams) == {KEY}
+    # The stream it carries is still served.
+    assert sends(node.receive(0.0, b"U", SubscribeRequest(2, KEY, 5, 0.2, None))) == [
+        (b"U", SubscribeSucceeded(2, KEY, None))
+    ]
+
+
+def test_searches_in_flight_count_towards_max_streams() -> None:
+    node = make(0.3, max_streams=2)
+    meet(node, b"U", 0.1)
+    meet(node, b"P", 0.49)
+    effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 5, 0.1, None))
+    assert relayed(effects, b"U", 1)[0] == b"P"
+    effects = node.receive(0.0, b"U", SubscribeRequest(2, KEY2, 5, 0.1, None))
+    assert relayed(effects, b"U", 2)[0] == b"P"
+    assert node.receive(0.0, b"U", SubscribeRequest(3, KEY3, 5, 0.1, None)) == [
+        Send(b"U", RejectOverload(3, KEY3))
+    ]
+    # Another search for a key already being routed adds no stream: it goes through.
+    effects = node.receive(0.0, b"U", SubscribeRequest(4, KEY, 5, 0.1, None))
+    assert relayed(effects, b"U", 4)[0] == b"P"
+
+
+def test_overload_reply_makes_the_requester_try_elsewhere() -> None:
+    net = CoreNet(seed=2)
+    net.add(b"A", 0.1)
+    net.add(b"F", 0.45, NodeConfig(max_streams=1))  # full: it is root of KEY2
+    net.add(b"G", 0.4)
+    net.connect(b"A", b"F")
+    net.connect(b"A", b"G")
+    net.subscribe(b"F", KEY2)
+    net.subscribe(b"A", KEY)
+    assert [(s, d) for s, d, _ in net.sent(RejectOverload)] == [(b"F", b"A")]
+    assert net.roots(KEY) == [b"G"] and net.state(b"F", KEY) is None
+    assert net.tree_problems(KEY) == []
+
+
+# --- unsubscribe and pruning ----------------------------------------------------------------------
+
+
+def test_unsubscribe_prunes_leaves_keeps_relays_and_drops_an_empty_root() -> None:
+    net = chain()
+    net.add(b"D", 0.2)
+    net.connect(b"D", b"B")
+    net.subscribe(b"A", KEY)
+    net.subscribe(b"D", KEY)
+    net.trace.clear()
+    net.unsubscribe(b"A", KEY)
+    # A leaf with nobody left leaves its parent; B still relays for D.
+    assert net.flow() == [(b"A", b"B", Unsubscribe)]
+    assert net.state(b"A", KEY) is None
+    b = net.stream(b"B", KEY)
+    assert b is not None and list(b.children) == [b"D"]
+    assert net.state(b"C", KEY) is State.ROOT
+    net.trace.clear()
+    net.unsubscribe(b"D", KEY)
+    assert net.flow() == [(b"D", b"B", Unsubscribe), (b"B", b"C", Unsubscribe)]
+    assert all(net.state(n, KEY) is None for n in net.nodes)  # the root went too
+
+
+def test_root_with_a_local_client_stays_when_its_last_child_leaves() -> None:
+    node = root_with_children(b"C1")
+    assert node.receive(1.0, b"C1", Unsubscribe(KEY)) == []
+    assert node.streams[KEY].children == {}
+    assert node.streams[KEY].state is State.ROOT
+    assert node.unsubscribe(1.0, KEY, 1) == []
+    assert node.streams == {}
+
+
+def test_unsubscribe_from_a_non_child_or_unknown_client_changes_nothing() -> None:
+    node = root_with_children(b"C1")
+    meet(node, b"X", 0.3)
+    assert node.receive(1.0, b"X", Unsubscribe(KEY)) == []
+    assert node.unsubscribe(1.0, KEY, 99) == []
+    assert node.unsubscribe(1.0, KEY2, 1) == []
+    assert list(node.streams[KEY].children) == [b"C1"] and node.streams[KEY].local == {1: None}
+
+
+def test_relay_keeps_the_stream_while_it_has_children() -> None:
+    node = joined_node()
+    assert node.unsubscribe(1.0, KEY, 1) == []
+    assert node.streams[KEY].state is State.JOINED
+    assert sends(node.receive(1.0, b"C", Unsubscribe(KEY))) == [(b"P", Unsubscribe(KEY))]
+    assert node.streams == {}
+
+
+# --- request timeout ------------------------------------------------------------------------------
+
+
+def test_request_never_accepted_backtracks_after_accept_timeout() -> None:
+    node = relay()
+    effects = node.receive(100.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert SetTimer(100.0 + ACCEPT) in effects
+    assert node.next_deadline() == 100.0 + ACCEPT
+    assert node.handle_timer(100.0 + ACCEPT - 0.001) == []
+    effects = node.handle_timer(100.0 + ACCEPT)
+    assert sends(effects) == [(b"P2", SubscribeRequest(1, KEY, 4, 0.49, None))]
+    assert SetTimer(100.0 + 2 * ACCEPT) in effects
+    assert node.stats.timeouts == 1
+    # A late Accepted from the peer we gave up on changes nothing.
+    assert node.receive(100.0 + ACCEPT + 0.5, b"P1", Accepted(1)) == []
+    assert node.routes[1].current == b"P2"
+    # A late success from it: it listed us as a child, undo that.
+    assert node.receive(100.0 + ACCEPT + 1, b"P1", SubscribeSucceeded(1, KEY, None)) == [
+        Send(b"P1", Unsubscribe(KEY))
+    ]
+    assert node.streams == {}
+    # P2 does answer, with no Accepted first (a reply may come at any time before the
+    # deadline); the old deadline then passes harmlessly.
+    effects = node.receive(100.0 + ACCEPT + 2, b"P2", SubscribeSucceeded(1, KEY, None))
+    assert sends(effects) == [(b"U", SubscribeSucceeded(1, KEY, None))]
+    assert node.streams[KEY].parent == b"P2"
+    assert proto(node.handle_timer(100.0 + 2 * ACCEPT)) == []
+    assert node.next_deadline() == NO_ANNOUNCE  # no route timer is left
+
+
+def test_accepted_extends_the_deadline_to_request_timeout() -> None:
+    node = relay()
+    node.receive(100.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    # Accepted from a peer we are not waiting on, or for another uid, counts for nothing.
+    assert node.receive(101.0, b"P2", Accepted(1)) == []
+    assert node.receive(101.0, b"P1", Accepted(12345)) == []
+    assert node.routes[1].deadline == 100.0 + ACCEPT
+    assert node.receive(101.0, b"P1", Accepted(1)) == []
+    assert node.routes[1].deadline == 101.0 + TIMEOUT
+    # A second Accepted does not push the deadline further.
+    assert node.receive(102.0, b"P1", Accepted(1)) == []
+    assert node.routes[1].deadline == 101.0 + TIMEOUT
+    # The accept deadline passes harmlessly; the request deadline is announced then.
+    assert node.handle_timer(100.0 + ACCEPT) == [SetTimer(101.0 + TIMEOUT)]
+    assert node.stats.timeouts == 0 and node.routes[1].current == b"P1"
+    # A reply before the deadline still counts, e.g. a failure that backtracks.
+    assert one_send(node.receive(110.0, b"P1", RejectedLoop(1))) == (
+        b"P2",
+        SubscribeRequest(1, KEY, 4, 0.49, None),
+    )
+    assert node.routes[1].deadline == 110.0 + ACCEPT  # P2 is new: the short wait again
+    node.receive(111.0, b"P2", Accepted(1))
+    assert node.handle_timer(111.0 + TIMEOUT - 0.001) == [SetTimer(111.0 + TIMEOUT)]
+    effects = node.handle_timer(111.0 + TIMEOUT)
+    assert sends(effects) == [(b"P3", SubscribeRequest(1, KEY, 4, 0.49, None))]
+    assert node.stats.timeouts == 1
+
+
+def test_timer_uses_the_configured_timeouts() -> None:
+    node = make(0.3, accept_timeout=2.0, request_timeout=7.0)
+    meet(node, b"P", 0.49)
+    effects = node.subscribe(1000.0, KEY, 1)
+    assert effects[-1] == SetTimer(1002.0)
+    node.receive(1001.0, b"P", Accepted(own_uid(effects)))
+    assert node.handle_timer(1002.0) == [SetTimer(1008.0)]
+
+
+def test_own_search_whose_only_peer_never_answers_ends_at_the_deadline() -> None:
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    node.subscribe(0.0, KEY, 1)
+    assert node.handle_timer(ACCEPT - 1) == []
+    effects = node.handle_timer(ACCEPT)
+    assert proto(effects) == [Deliver(1, Subscribed(KEY, root=True))]
+
+
+def test_timeout_and_late_answer_in_a_network() -> None:
+    net = CoreNet(seed=1)
+    net.add(b"A", 0.1)
+    net.add(b"C", 0.48)
+    net.connect(b"A", b"C")
+    net.hold(b"C")  # C is slow: A's request waits
+    net.subscribe(b"A", KEY)
+    net.advance(ACCEPT - 0.5)
+    assert net.timers == {b"A": ACCEPT}  # C never sent Accepted: A waits only briefly
+    assert net.state(b"A", KEY) is State.JOINING
+    net.advance(ACCEPT)
+    # A gave up on C at the deadline; it is the closest node its search saw.
+    assert net.state(b"A", KEY) is State.ROOT
+    assert net.events[(b"A", 1)] == [Subscribed(KEY, root=True)]
+    net.trace.clear()
+    net.release(b"C")
+    # C's late answer is refused, so C is not left with a child that does not name it.
+    assert net.flow() == [
+        (b"A", b"C", SubscribeRequest),
+        (b"C", b"A", SubscribeSucceededNewRoot),
+        (b"A", b"C", Unsubscribe),
+    ]
+    assert net.state(b"C", KEY) is None
+    assert net.tree_problems(KEY) == []
+
+
+# --- data for streams we do not carry -------------------------------------------------------------
+
+
+def test_subscribe_data_for_an_uncarried_stream_is_answered_with_unsubscribe() -> None:
+    node = make()
+    meet(node, b"P", 0.49)
+    data = SubscribeData(KEY, 1, b"x", None, PacketKind.DATA, None)
+    assert node.receive(0.0, b"P", data) == [Send(b"P", Unsubscribe(KEY))]
+
+
+def test_subscribe_data_only_from_the_parent_is_accepted() -> None:
+    node = joined_node()
+    data = SubscribeData(KEY, 1, b"x", None, PacketKind.DATA, None)
+    assert node.receive(0.0, b"Q", data) == [Send(b"Q", Unsubscribe(KEY))]
+    assert sends(node.receive(0.0, b"P", data)) == []
+
+
+# --- losing the parent ----------------------------------------------------------------------------
+
+
+def test_link_down_of_parent_restarts_and_reattaches() -> None:
+    node = joined_node()
+    effects = node.link_down(5.0, b"P")
+    (child, restarted), (hop, resubscribe) = sends(effects)
+    assert (child, hop) == (b"C", b"Q")
+    assert isinstance(restarted, SubscribeRestarted) and restarted.key == KEY
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    assert node.streams[KEY].state is State.RESTARTING
+    effects = node.receive(5.1, b"Q", SubscribeSucceeded(restarted.uid, KEY, None))
+    assert sends(effects) == []
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, list(stream.children)) == (State.JOINED, b"Q", [b"C"])
+
+
+def test_restart_with_nothing_closer_keeps_the_subtree_under_us_as_root() -> None:
+    net = chain()
+    net.subscribe(b"A", KEY)
+    net.trace.clear()
+    net.disconnect(b"B", b"C")
+    [(src, dst, restarted)] = net.sent(SubscribeRestarted)
+    assert (src, dst) == (b"B", b"A")
+    [(_, _, resub)] = net.sent(ResubscribeRequest)
+    assert isinstance(resub, ResubscribeRequest) and isinstance(restarted, SubscribeRestarted)
+    assert resub.uid == restarted.uid
+    assert resub.must_beat == 0.3
+    assert net.roots(KEY) == [b"B"]
+    a = net.stream(b"A", KEY)
+    assert a is not None and a.parent == b"B" and a.restart_uid == resub.uid
+    assert net.tree_problems(KEY) == []
+
+
+def child_of_b() -> Node:
+    """N (0.45) joined under parent B (0.49), with child D (0.2) and peers W (0.3), X (0.35)."""
+    node = make(0.45)
+    meet(node, b"B", 0.49)
+    meet(node, b"D", 0.2)
+    meet(node, b"W", 0.3)
+    meet(node, b"X", 0.35)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    node.receive(0.0, b"B", SubscribeSucceeded(uid, KEY, None))
+    node.receive(0.0, b"D", SubscribeRequest(600, KEY, 5, 0.2, None))
+    assert node.streams[KEY].parent == b"B" and list(node.streams[KEY].children) == [b"D"]
+    return node
+
+
+def test_subscribe_restarted_is_relayed_to_children_once() -> None:
+    node = child_of_b()
+    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == [
+        Send(b"D", SubscribeRestarted(70, KEY))
+    ]
+    assert node.streams[KEY].restart_uid == 70
+    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == []  # duplicate
+    assert node.receive(1.0, b"W", SubscribeRestarted(71, KEY)) == []  # not from our parent
+    assert node.streams[KEY].restart_uid == 70
+
+
+def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stream() -> None:
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
+    (hop, forwarded) = relayed(effects, b"W", 70)
+    # Not a SubscribeSucceeded: routed on, closest untried peer first, N's location as best.
+    assert isinstance(forwarded, ResubscribeRequest) and forwarded.uid == 70
+    assert forwarded.must_beat == 0.1 and forwarded.best_loc == 0.45
+    assert hop == b"B"
+    assert list(node.streams[KEY].children) == [b"D"]
+    # Any other resubscribe from W that N beats is accepted.
+    effects = node.receive(1.2, b"W", ResubscribeRequest(72, KEY, 5, 0.3, 0.1, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(72, KEY, None))
+    assert b"W" in node.streams[KEY].children
+
+
+def test_only_the_most_recent_subscribe_restarted_counts() -> None:
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
+    assert node.receive(1.0, b"B", SubscribeRestarted(71, KEY)) == [
+        Send(b"D", SubscribeRestarted(71, KEY))
+    ]
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(70, KEY, None))
+    effects = node.receive(1.2, b"X", ResubscribeRequest(71, KEY, 5, 0.35, 0.1, None))
+    assert isinstance(relayed(effects, b"X", 71)[1], ResubscribeRequest)
+
+
+def test_resubscribe_is_refused_by_a_node_not_closer_than_must_beat() -> None:
+    node = child_of_b()
+    effects = node.receive(1.0, b"W", ResubscribeRequest(80, KEY, 5, 0.48, 0.48, None))
+    (hop, forwarded) = relayed(effects, b"W", 80)
+    assert hop == b"B" and isinstance(forwarded, ResubscribeRequest)
+    assert b"W" not in node.streams[KEY].children
+
+
+def test_parent_searching_through_its_child_is_not_adopted_by_it() -> None:
+    node = child_of_b()
+    effects = node.receive(1.0, b"B", SubscribeRequest(90, KEY, 5, 0.49, None))
+    assert sends(effects) != [(b"B", SubscribeSucceeded(90, KEY, None))]
+    assert b"B" not in node.streams[KEY].children
+
+
+# --- determinism ----------------------------------------------------------------------------------
+
+
+def scenario(seed: int) -> CoreNet:
+    net = CoreNet(seed=seed)
+    for name, location in [(b"A", 0.1), (b"B", 0.3), (b"C", 0.48), (b"D", 0.2), (b"E", 0.8)]:
+        net.add(name, location)
+    for a, b in [(b"A", b"B"), (b"B", b"C"), (b"D", b"B"), (b"E", b"A"), (b"E", b"C")]:
+        net.connect(a, b)
+    net.hold(b"E")
+    net.subscribe(b"A", KEY)
+    net.subscribe(b"D", KEY)
+    net.subscribe(b"E", KEY2)
+    net.disconnect(b"B", b"C")
+    net.advance(2 * TIMEOUT)
+    net.release(b"E")
+    net.unsubscribe(b"D", KEY)
+    return net
+
+
+def test_same_seed_same_effects() -> None:
+    first, second = scenario(5), scenario(5)
+    assert len(first.effects) > 20
+    assert first.effects == second.effects
+
+
+def test_another_seed_changes_the_effects() -> None:
+    # Proves the comparison above can fail: boot ids and uids come from the seed.
+    assert scenario(5).effects != scenario(6).effects
+
+
+# --- bugs: restarts through a node's own subtree --------------------------------------------------
+
+
+def test_restarting_node_can_resubscribe_through_its_own_child() -> None:
+    """Spec: "if we lose our uplink we may need to route our resubscribe request through one of
+    our children; this must be handled correctly". R (root) is still reachable from B through
+    its child A and Z, so the subtree must rejoin R's tree instead of forming a second one."""
+    net = CoreNet(seed=3)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"A", 0.3), (b"Z", 0.1)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"A"), (b"A", b"Z"), (b"Z", b"R")]:
+        net.connect(a, b)
+    for name in (b"R", b"B", b"A"):
+        net.subscribe(name, KEY)
+    assert net.stream(b"A", KEY).parent == b"B"  # type: ignore[union-attr]
+    net.disconnect(b"R", b"B")
+    assert net.tree_problems(KEY) == []
+    assert net.roots(KEY) == [b"R"]
+
+
+def test_resubscribe_routed_through_the_subtree_forms_no_cycle() -> None:
+    """B restarts; its ResubscribeRequest goes B -> W -> A (B's child, which rightly routes it
+    on "as if it had no stream") -> Z -> R, which accepts. The tree must stay a tree."""
+    net = CoreNet(seed=3)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"A", 0.3), (b"Z", 0.1), (b"W", 0.35)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"A"), (b"A", b"Z"), (b"Z", b"R")]:
+        net.connect(a, b)
+    for name in (b"R", b"B", b"A"):
+        net.subscribe(name, KEY)
+    net.connect(b"B", b"W")
+    net.connect(b"W", b"A")
+    net.disconnect(b"R", b"B")
+    assert net.tree_problems(KEY) == []
+    assert net.roots(KEY) == [b"R"]
+
+
+def test_child_adopted_while_restarting_is_told_the_restart_uid() -> None:
+    """A node that takes a new child while its own resubscribe is in flight must send it the
+    SubscribeRestarted too, or that child may accept the resubscribe (see the next test)."""
+    node = joined_node()
+    (_, restarted), _ = sends(node.link_down(5.0, b"P"))
+    assert isinstance(restarted, SubscribeRestarted)
+    meet(node, b"E", 0.48)
+    effects = node.receive(5.1, b"E", SubscribeRequest(800, KEY, 5, 0.48, None))
+    assert sends(effects) == [
+        (b"E", SubscribeSucceeded(800, KEY, None)),
+        (b"E", SubscribeRestarted(restarted.uid, KEY)),
+    ]
+
+
+def test_child_adopted_while_restarting_does_not_close_a_cycle() -> None:
+    """B restarts (R is gone for good); its resubscribe waits at the slow Y. Meanwhile C (closer
+    than B) joins under B. The resubscribe then goes Y -> C, and C must not accept it."""
+    net = CoreNet(seed=4)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"Y", 0.2), (b"C", 0.48)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"Y"), (b"C", b"Y")]:
+        net.connect(a, b)
+    net.subscribe(b"R", KEY)
+    net.subscribe(b"B", KEY)
+    net.hold(b"Y")
+    net.disconnect(b"R", b"B")
+    net.connect(b"C", b"B")
+    net.subscribe(b"C", KEY)
+    assert net.stream(b"C", KEY).parent == b"B"  # type: ignore[union-attr]
+    net.release(b"Y")
+    assert net.tree_problems(KEY) == []
+
+
+# --- bug: link loss while searches finish each other ----------------------------------------------
+
+
+def test_link_down_that_completes_a_join_does_not_touch_finished_routes() -> None:
+    """N's own search and U's search both wait on P. P's link dies: N's own search has nobody
+    left, so N becomes root and at once answers U's search (coalescing). The loop over routes
+    waiting on P must not then backtrack U's search, which no longer exists."""
+    node = make(0.45)
+    meet(node, b"U", 0.49)
+    meet(node, b"P", 0.3)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))  # to U, the closest
+    assert one_send(node.receive(0.1, b"U", DataNotFound(uid, KEY, 5)))[0] == b"P"
+    effects = node.receive(0.2, b"U", SubscribeRequest(77, KEY, 10, 0.49, None))
+    assert relayed(effects, b"U", 77)[0] == b"P"
+    effects = node.link_down(1.0, b"P")
+    assert Deliver(1, Subscribed(KEY, root=True)) in effects
+    assert sends(effects) == [(b"U", SubscribeSucceeded(77, KEY, None))]
+    assert node.routes == {}
+    assert list(node.streams[KEY].children) == [b"U"]
+
+
+# --- bug: every hop of a search has the same deadline ---------------------------------------------
+
+
+def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
+    """A - B - C, B - D. C (0.48) never answers (the request was lost, or C is stuck; the link
+    stays up, so heartbeats do not help); D (0.47) is the closest live node. Were every hop
+    to wait the same time, A's deadline would pass one link latency before B's and A would
+    give up on the whole branch. With Accepted, B tells A at once that it took the search on,
+    so A waits request_timeout, while B, which never hears Accepted from C, gives up on C
+    after accept_timeout and backtracks to D, which becomes root. (Latency is one second
+    here, made explicit by holding B.)"""
+    net = CoreNet(seed=1)
+    for name, location in [(b"A", 0.1), (b"B", 0.3), (b"C", 0.48), (b"D", 0.47)]:
+        net.add(name, location)
+    for a, b in [(b"A", b"B"), (b"B", b"C"), (b"B", b"D")]:
+        net.connect(a, b)
+    net.hold(b"C")  # C never answers
+    net.hold(b"B")
+    net.subscribe(b"A", KEY)
+    net.advance(1.0)
+    net.release(b"B")  # B gets A's request one second after A sent it, and accepts it
+    # Both still have their accept timers pending; A's search now runs to 1 + request_timeout.
+    assert net.timers == {b"A": ACCEPT, b"B": 1.0 + ACCEPT}
+    [route] = net.nodes[b"A"].routes.values()
+    assert route.accepted and route.deadline == 1.0 + TIMEOUT
+    net.advance(ACCEPT)
+    assert net.timers == {b"A": 1.0 + TIMEOUT, b"B": 1.0 + ACCEPT}
+    net.advance(1.0 + ACCEPT)  # B gives up on C: A's search is still alive
+    assert net.nodes[b"B"].stats.timeouts == 1 and net.nodes[b"A"].stats.timeouts == 0
+    assert net.roots(KEY) == [b"D"]
+    assert net.state(b"A", KEY) is State.JOINED
+    assert net.events[(b"A", 1)] == [Subscribed(KEY, root=False)]
+    assert net.tree_problems(KEY) == []

@@ -1,0 +1,87 @@
+"""The peer table and its greedy choice."""
+
+from __future__ import annotations
+
+from overlay.core.peers import Peer, PeerTable
+
+
+def table(*peers: tuple[bytes, float]) -> PeerTable:
+    t = PeerTable()
+    for i, (peer_id, location) in enumerate(peers):
+        t.add(peer_id, location, i)
+    return t
+
+
+def test_closest_is_the_nearest_location() -> None:
+    t = table((b"a", 0.1), (b"b", 0.45), (b"c", 0.7))
+    peer = t.closest(0.5, ())
+    assert peer is not None and peer.id == b"b"
+
+
+def test_closest_uses_circular_distance() -> None:
+    t = table((b"a", 0.9), (b"b", 0.15))
+    peer = t.closest(0.02, ())
+    assert peer is not None and peer.id == b"a"  # 0.12 away across the wrap, not 0.13
+
+
+def test_tie_goes_to_the_lower_id_whatever_the_order() -> None:
+    # 0.25 and 0.75 are exactly as far from 0.5 (exact binary fractions).
+    for order in [((b"y", 0.25), (b"x", 0.75)), ((b"x", 0.75), (b"y", 0.25))]:
+        peer = table(*order).closest(0.5, ())
+        assert peer is not None and peer.id == b"x"
+
+
+def test_closest_skips_excluded_peers() -> None:
+    t = table((b"a", 0.1), (b"b", 0.45), (b"c", 0.7))
+    peer = t.closest(0.5, {b"b"})
+    assert peer is not None and peer.id == b"c"
+    assert t.closest(0.5, {b"a", b"b", b"c"}) is None
+
+
+def test_closest_of_no_peers_is_none() -> None:
+    assert PeerTable().closest(0.5, ()) is None
+
+
+def test_add_returns_the_previous_record_and_replaces_it() -> None:
+    t = PeerTable()
+    assert t.add(b"a", 0.1, 1) is None
+    assert t.add(b"a", 0.2, 2) == Peer(b"a", 0.1, 1)
+    assert t.get(b"a") == Peer(b"a", 0.2, 2)
+    assert len(t) == 1
+
+
+def test_remove_contains_and_iteration_order() -> None:
+    t = table((b"c", 0.1), (b"a", 0.2), (b"b", 0.3))
+    assert [p.id for p in t] == [b"c", b"a", b"b"]  # connection order, not id order
+    assert b"a" in t
+    assert t.remove(b"a") == Peer(b"a", 0.2, 1)
+    assert b"a" not in t and t.get(b"a") is None
+    assert t.remove(b"a") is None
+    assert len(t) == 2
+
+
+def test_friend_of_a_friend_prefers_the_peer_that_reaches_closest() -> None:
+    t = table((b"a", 0.25), (b"b", 0.4375))
+    t.get(b"a").neighbours = (0.5,)  # type: ignore[union-attr]
+    peer = t.closest(0.5, ())
+    assert peer is not None and peer.id == b"a"  # a is next to the key's own location
+
+
+def test_equal_reach_goes_to_the_closer_peer_then_the_lower_id() -> None:
+    t = table((b"b", 0.25), (b"c", 0.375), (b"a", 0.125))
+    for p in t:
+        p.neighbours = (0.5,)
+    peer = t.closest(0.5, ())
+    assert peer is not None and peer.id == b"c"
+    t.add(b"d", 0.625, 9)  # as close as c, and a higher id
+    t.get(b"d").neighbours = (0.5,)  # type: ignore[union-attr]
+    peer = t.closest(0.5, ())
+    assert peer is not None and peer.id == b"c"
+
+
+def test_reach_wraps_around_the_circle() -> None:
+    peer = Peer(b"p", 0.5, 1, (0.125, 0.875))
+    assert peer.reach(0.96875) == 0.09375  # 0.875 is the nearer, below
+    assert peer.reach(0.03125) == 0.09375  # 0.125 is the nearer, above
+    assert peer.reach(0.5) == 0.0
+    assert Peer(b"q", 0.5, 1).reach(0.25) == 0.25  # no neighbours: its own location

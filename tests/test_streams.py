@@ -1,0 +1,70 @@
+"""The stream state table: every listed transition, and everything else is a local bug."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from overlay.core.streams import CARRYING, TRANSITIONS, Change, State, Stream, next_state
+from overlay.errors import LocalProtocolError
+
+# The whole table, written out independently of the module: changing a rule must fail here.
+EXPECTED: dict[tuple[State | None, Change], State | None] = {
+    (None, Change.ATTACHED): State.JOINED,
+    (State.JOINING, Change.ATTACHED): State.JOINED,
+    (None, Change.BECAME_ROOT): State.ROOT,
+    (State.JOINING, Change.BECAME_ROOT): State.ROOT,
+    (State.JOINING, Change.JOIN_FAILED): None,
+    (State.JOINED, Change.PARENT_LOST): State.RESTARTING,
+    (State.JOINED, Change.REPARENTED): State.JOINED,
+    (State.RESTARTING, Change.ATTACHED): State.JOINED,
+    (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
+}
+
+ALL_PAIRS = list(itertools.product([None, *State], Change))
+INVALID = [pair for pair in ALL_PAIRS if pair not in EXPECTED]
+
+
+def test_table_is_exactly_the_expected_one() -> None:
+    assert TRANSITIONS == EXPECTED
+
+
+@pytest.mark.parametrize(("before", "change"), list(EXPECTED))
+def test_listed_transition(before: State | None, change: Change) -> None:
+    assert next_state(before, change) is EXPECTED[(before, change)]
+
+
+@pytest.mark.parametrize(("before", "change"), INVALID)
+def test_unlisted_transition_is_a_local_error(before: State | None, change: Change) -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        next_state(before, change)
+    # The error carries the state it was raised in (STYLE 5).
+    assert str(before) in str(info.value)
+    assert change.value in str(info.value)
+
+
+def test_some_transitions_are_invalid() -> None:
+    # A root cannot lose a parent, a joined node cannot become root without restarting...
+    assert (State.ROOT, Change.PARENT_LOST) in INVALID
+    assert (State.JOINED, Change.BECAME_ROOT) in INVALID
+    assert (None, Change.PARENT_LOST) in INVALID
+    assert len(INVALID) == len(ALL_PAIRS) - len(EXPECTED)
+
+
+def test_carrying_states() -> None:
+    assert frozenset({State.JOINED, State.ROOT, State.RESTARTING}) == CARRYING
+    assert Stream(bytes(32), 0.0, State.JOINING).carried is False
+    for state in CARRYING:
+        assert Stream(bytes(32), 0.0, state).carried is True
+
+
+def test_idle_means_no_children_and_no_local_clients() -> None:
+    stream = Stream(bytes(32), 0.0, State.ROOT)
+    seen = [stream.idle]
+    stream.children[b"c"] = None
+    seen.append(stream.idle)
+    del stream.children[b"c"]
+    stream.local[1] = None
+    seen.append(stream.idle)
+    assert seen == [True, False, False]
