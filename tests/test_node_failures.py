@@ -1,0 +1,370 @@
+"""The core under failure: timeouts, Accepted, losing the parent, restarts through a subtree.
+
+Split from test_node.py (same helpers), one concern per file.
+"""
+
+from __future__ import annotations
+
+from corenet import CoreNet
+from test_node import (
+    ACCEPT,
+    KEY,
+    MAX_HTL,
+    NO_ANNOUNCE,
+    TIMEOUT,
+    chain,
+    joined_node,
+    make,
+    meet,
+    one_send,
+    own_uid,
+    proto,
+    relay,
+    relayed,
+    sends,
+)
+
+from overlay.core.effects import Deliver, Send, SetTimer
+from overlay.core.events import Subscribed
+from overlay.core.node import Node
+from overlay.core.streams import State
+from overlay.messages import (
+    Accepted,
+    DataNotFound,
+    RejectedLoop,
+    ResubscribeRequest,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+    Unsubscribe,
+)
+
+# --- request timeout ------------------------------------------------------------------------------
+
+
+def test_request_never_accepted_backtracks_after_accept_timeout() -> None:
+    node = relay()
+    effects = node.receive(100.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    assert SetTimer(100.0 + ACCEPT) in effects
+    assert node.next_deadline() == 100.0 + ACCEPT
+    assert node.handle_timer(100.0 + ACCEPT - 0.001) == []
+    effects = node.handle_timer(100.0 + ACCEPT)
+    assert sends(effects) == [(b"P2", SubscribeRequest(1, KEY, 4, 0.49, None))]
+    assert SetTimer(100.0 + 2 * ACCEPT) in effects
+    assert node.stats.timeouts == 1
+    # A late Accepted from the peer we gave up on changes nothing.
+    assert node.receive(100.0 + ACCEPT + 0.5, b"P1", Accepted(1)) == []
+    assert node.routes[1].current == b"P2"
+    # A late success from it: it listed us as a child, undo that.
+    assert node.receive(100.0 + ACCEPT + 1, b"P1", SubscribeSucceeded(1, KEY, None)) == [
+        Send(b"P1", Unsubscribe(KEY))
+    ]
+    assert node.streams == {}
+    # P2 does answer, with no Accepted first (a reply may come at any time before the
+    # deadline); the old deadline then passes harmlessly.
+    effects = node.receive(100.0 + ACCEPT + 2, b"P2", SubscribeSucceeded(1, KEY, None))
+    assert sends(effects) == [(b"U", SubscribeSucceeded(1, KEY, None))]
+    assert node.streams[KEY].parent == b"P2"
+    assert proto(node.handle_timer(100.0 + 2 * ACCEPT)) == []
+    assert node.next_deadline() == NO_ANNOUNCE  # no route timer is left
+
+
+def test_accepted_extends_the_deadline_to_request_timeout() -> None:
+    node = relay()
+    node.receive(100.0, b"U", SubscribeRequest(1, KEY, 5, 0.49, None))
+    # Accepted from a peer we are not waiting on, or for another uid, counts for nothing.
+    assert node.receive(101.0, b"P2", Accepted(1)) == []
+    assert node.receive(101.0, b"P1", Accepted(12345)) == []
+    assert node.routes[1].deadline == 100.0 + ACCEPT
+    assert node.receive(101.0, b"P1", Accepted(1)) == []
+    assert node.routes[1].deadline == 101.0 + TIMEOUT
+    # A second Accepted does not push the deadline further.
+    assert node.receive(102.0, b"P1", Accepted(1)) == []
+    assert node.routes[1].deadline == 101.0 + TIMEOUT
+    # The accept deadline passes harmlessly; the request deadline is announced then.
+    assert node.handle_timer(100.0 + ACCEPT) == [SetTimer(101.0 + TIMEOUT)]
+    assert node.stats.timeouts == 0 and node.routes[1].current == b"P1"
+    # A reply before the deadline still counts, e.g. a failure that backtracks.
+    assert one_send(node.receive(110.0, b"P1", RejectedLoop(1))) == (
+        b"P2",
+        SubscribeRequest(1, KEY, 4, 0.49, None),
+    )
+    assert node.routes[1].deadline == 110.0 + ACCEPT  # P2 is new: the short wait again
+    node.receive(111.0, b"P2", Accepted(1))
+    assert node.handle_timer(111.0 + TIMEOUT - 0.001) == [SetTimer(111.0 + TIMEOUT)]
+    effects = node.handle_timer(111.0 + TIMEOUT)
+    assert sends(effects) == [(b"P3", SubscribeRequest(1, KEY, 4, 0.49, None))]
+    assert node.stats.timeouts == 1
+
+
+def test_timer_uses_the_configured_timeouts() -> None:
+    node = make(0.3, accept_timeout=2.0, request_timeout=7.0)
+    meet(node, b"P", 0.49)
+    effects = node.subscribe(1000.0, KEY, 1)
+    assert effects[-1] == SetTimer(1002.0)
+    node.receive(1001.0, b"P", Accepted(own_uid(effects)))
+    assert node.handle_timer(1002.0) == [SetTimer(1008.0)]
+
+
+def test_own_search_whose_only_peer_never_answers_ends_at_the_deadline() -> None:
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    node.subscribe(0.0, KEY, 1)
+    assert node.handle_timer(ACCEPT - 1) == []
+    effects = node.handle_timer(ACCEPT)
+    assert proto(effects) == [Deliver(1, Subscribed(KEY, root=True))]
+
+
+def test_timeout_and_late_answer_in_a_network() -> None:
+    net = CoreNet(seed=1)
+    net.add(b"A", 0.1)
+    net.add(b"C", 0.48)
+    net.connect(b"A", b"C")
+    net.hold(b"C")  # C is slow: A's request waits
+    net.subscribe(b"A", KEY)
+    net.advance(ACCEPT - 0.5)
+    assert net.timers == {b"A": ACCEPT}  # C never sent Accepted: A waits only briefly
+    assert net.state(b"A", KEY) is State.JOINING
+    net.advance(ACCEPT)
+    # A gave up on C at the deadline; it is the closest node its search saw.
+    assert net.state(b"A", KEY) is State.ROOT
+    assert net.events[(b"A", 1)] == [Subscribed(KEY, root=True)]
+    net.trace.clear()
+    net.release(b"C")
+    # C's late answer is refused, so C is not left with a child that does not name it.
+    assert net.flow() == [
+        (b"A", b"C", SubscribeRequest),
+        (b"C", b"A", SubscribeSucceededNewRoot),
+        (b"A", b"C", Unsubscribe),
+    ]
+    assert net.state(b"C", KEY) is None
+    assert net.tree_problems(KEY) == []
+
+
+# --- losing the parent ----------------------------------------------------------------------------
+
+
+def test_link_down_of_parent_restarts_and_reattaches() -> None:
+    node = joined_node()
+    effects = node.link_down(5.0, b"P")
+    (child, restarted), (hop, resubscribe) = sends(effects)
+    assert (child, hop) == (b"C", b"Q")
+    assert isinstance(restarted, SubscribeRestarted) and restarted.key == KEY
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    assert node.streams[KEY].state is State.RESTARTING
+    effects = node.receive(5.1, b"Q", SubscribeSucceeded(restarted.uid, KEY, None))
+    assert sends(effects) == []
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, list(stream.children)) == (State.JOINED, b"Q", [b"C"])
+
+
+def test_restart_with_nothing_closer_keeps_the_subtree_under_us_as_root() -> None:
+    net = chain()
+    net.subscribe(b"A", KEY)
+    net.trace.clear()
+    net.disconnect(b"B", b"C")
+    [(src, dst, restarted)] = net.sent(SubscribeRestarted)
+    assert (src, dst) == (b"B", b"A")
+    [(_, _, resub)] = net.sent(ResubscribeRequest)
+    assert isinstance(resub, ResubscribeRequest) and isinstance(restarted, SubscribeRestarted)
+    assert resub.uid == restarted.uid
+    assert resub.must_beat == 0.3
+    assert net.roots(KEY) == [b"B"]
+    a = net.stream(b"A", KEY)
+    assert a is not None and a.parent == b"B" and a.restart_uid == resub.uid
+    assert net.tree_problems(KEY) == []
+
+
+def child_of_b() -> Node:
+    """N (0.45) joined under parent B (0.49), with child D (0.2) and peers W (0.3), X (0.35)."""
+    node = make(0.45)
+    meet(node, b"B", 0.49)
+    meet(node, b"D", 0.2)
+    meet(node, b"W", 0.3)
+    meet(node, b"X", 0.35)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    node.receive(0.0, b"B", SubscribeSucceeded(uid, KEY, None))
+    node.receive(0.0, b"D", SubscribeRequest(600, KEY, 5, 0.2, None))
+    assert node.streams[KEY].parent == b"B" and list(node.streams[KEY].children) == [b"D"]
+    return node
+
+
+def test_subscribe_restarted_is_relayed_to_children_once() -> None:
+    node = child_of_b()
+    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == [
+        Send(b"D", SubscribeRestarted(70, KEY))
+    ]
+    assert node.streams[KEY].restart_uid == 70
+    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == []  # duplicate
+    assert node.receive(1.0, b"W", SubscribeRestarted(71, KEY)) == []  # not from our parent
+    assert node.streams[KEY].restart_uid == 70
+
+
+def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stream() -> None:
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
+    (hop, forwarded) = relayed(effects, b"W", 70)
+    # Not a SubscribeSucceeded: routed on, closest untried peer first, N's location as best.
+    assert isinstance(forwarded, ResubscribeRequest) and forwarded.uid == 70
+    assert forwarded.must_beat == 0.1 and forwarded.best_loc == 0.45
+    assert hop == b"B"
+    assert list(node.streams[KEY].children) == [b"D"]
+    # Any other resubscribe from W that N beats is accepted.
+    effects = node.receive(1.2, b"W", ResubscribeRequest(72, KEY, 5, 0.3, 0.1, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(72, KEY, None))
+    assert b"W" in node.streams[KEY].children
+
+
+def test_only_the_most_recent_subscribe_restarted_counts() -> None:
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
+    assert node.receive(1.0, b"B", SubscribeRestarted(71, KEY)) == [
+        Send(b"D", SubscribeRestarted(71, KEY))
+    ]
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(70, KEY, None))
+    effects = node.receive(1.2, b"X", ResubscribeRequest(71, KEY, 5, 0.35, 0.1, None))
+    assert isinstance(relayed(effects, b"X", 71)[1], ResubscribeRequest)
+
+
+def test_resubscribe_is_refused_by_a_node_not_closer_than_must_beat() -> None:
+    node = child_of_b()
+    effects = node.receive(1.0, b"W", ResubscribeRequest(80, KEY, 5, 0.48, 0.48, None))
+    (hop, forwarded) = relayed(effects, b"W", 80)
+    assert hop == b"B" and isinstance(forwarded, ResubscribeRequest)
+    assert b"W" not in node.streams[KEY].children
+
+
+def test_parent_searching_through_its_child_is_not_adopted_by_it() -> None:
+    node = child_of_b()
+    effects = node.receive(1.0, b"B", SubscribeRequest(90, KEY, 5, 0.49, None))
+    assert sends(effects) != [(b"B", SubscribeSucceeded(90, KEY, None))]
+    assert b"B" not in node.streams[KEY].children
+
+
+# --- bugs: restarts through a node's own subtree --------------------------------------------------
+
+
+def test_restarting_node_can_resubscribe_through_its_own_child() -> None:
+    """Spec: "if we lose our uplink we may need to route our resubscribe request through one of
+    our children; this must be handled correctly". R (root) is still reachable from B through
+    its child A and Z, so the subtree must rejoin R's tree instead of forming a second one."""
+    net = CoreNet(seed=3)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"A", 0.3), (b"Z", 0.1)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"A"), (b"A", b"Z"), (b"Z", b"R")]:
+        net.connect(a, b)
+    for name in (b"R", b"B", b"A"):
+        net.subscribe(name, KEY)
+    assert net.stream(b"A", KEY).parent == b"B"  # type: ignore[union-attr]
+    net.disconnect(b"R", b"B")
+    assert net.tree_problems(KEY) == []
+    assert net.roots(KEY) == [b"R"]
+
+
+def test_resubscribe_routed_through_the_subtree_forms_no_cycle() -> None:
+    """B restarts; its ResubscribeRequest goes B -> W -> A (B's child, which rightly routes it
+    on "as if it had no stream") -> Z -> R, which accepts. The tree must stay a tree."""
+    net = CoreNet(seed=3)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"A", 0.3), (b"Z", 0.1), (b"W", 0.35)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"A"), (b"A", b"Z"), (b"Z", b"R")]:
+        net.connect(a, b)
+    for name in (b"R", b"B", b"A"):
+        net.subscribe(name, KEY)
+    net.connect(b"B", b"W")
+    net.connect(b"W", b"A")
+    net.disconnect(b"R", b"B")
+    assert net.tree_problems(KEY) == []
+    assert net.roots(KEY) == [b"R"]
+
+
+def test_child_adopted_while_restarting_is_told_the_restart_uid() -> None:
+    """A node that takes a new child while its own resubscribe is in flight must send it the
+    SubscribeRestarted too, or that child may accept the resubscribe (see the next test)."""
+    node = joined_node()
+    (_, restarted), _ = sends(node.link_down(5.0, b"P"))
+    assert isinstance(restarted, SubscribeRestarted)
+    meet(node, b"E", 0.48)
+    effects = node.receive(5.1, b"E", SubscribeRequest(800, KEY, 5, 0.48, None))
+    assert sends(effects) == [
+        (b"E", SubscribeSucceeded(800, KEY, None)),
+        (b"E", SubscribeRestarted(restarted.uid, KEY)),
+    ]
+
+
+def test_child_adopted_while_restarting_does_not_close_a_cycle() -> None:
+    """B restarts (R is gone for good); its resubscribe waits at the slow Y. Meanwhile C (closer
+    than B) joins under B. The resubscribe then goes Y -> C, and C must not accept it."""
+    net = CoreNet(seed=4)
+    for name, location in [(b"R", 0.5), (b"B", 0.45), (b"Y", 0.2), (b"C", 0.48)]:
+        net.add(name, location)
+    for a, b in [(b"R", b"B"), (b"B", b"Y"), (b"C", b"Y")]:
+        net.connect(a, b)
+    net.subscribe(b"R", KEY)
+    net.subscribe(b"B", KEY)
+    net.hold(b"Y")
+    net.disconnect(b"R", b"B")
+    net.connect(b"C", b"B")
+    net.subscribe(b"C", KEY)
+    assert net.stream(b"C", KEY).parent == b"B"  # type: ignore[union-attr]
+    net.release(b"Y")
+    assert net.tree_problems(KEY) == []
+
+
+# --- bug: link loss while searches finish each other ----------------------------------------------
+
+
+def test_link_down_that_completes_a_join_does_not_touch_finished_routes() -> None:
+    """N's own search and U's search both wait on P. P's link dies: N's own search has nobody
+    left, so N becomes root and at once answers U's search (coalescing). The loop over routes
+    waiting on P must not then backtrack U's search, which no longer exists."""
+    node = make(0.45)
+    meet(node, b"U", 0.49)
+    meet(node, b"P", 0.3)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))  # to U, the closest
+    assert one_send(node.receive(0.1, b"U", DataNotFound(uid, KEY, 5)))[0] == b"P"
+    effects = node.receive(0.2, b"U", SubscribeRequest(77, KEY, 10, 0.49, None))
+    assert relayed(effects, b"U", 77)[0] == b"P"
+    effects = node.link_down(1.0, b"P")
+    assert Deliver(1, Subscribed(KEY, root=True)) in effects
+    assert sends(effects) == [(b"U", SubscribeSucceeded(77, KEY, None))]
+    assert node.routes == {}
+    assert list(node.streams[KEY].children) == [b"U"]
+
+
+# --- bug: every hop of a search has the same deadline ---------------------------------------------
+
+
+def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
+    """A - B - C, B - D. C (0.48) never answers (the request was lost, or C is stuck; the link
+    stays up, so heartbeats do not help); D (0.47) is the closest live node. Were every hop
+    to wait the same time, A's deadline would pass one link latency before B's and A would
+    give up on the whole branch. With Accepted, B tells A at once that it took the search on,
+    so A waits request_timeout, while B, which never hears Accepted from C, gives up on C
+    after accept_timeout and backtracks to D, which becomes root. (Latency is one second
+    here, made explicit by holding B.)"""
+    net = CoreNet(seed=1)
+    for name, location in [(b"A", 0.1), (b"B", 0.3), (b"C", 0.48), (b"D", 0.47)]:
+        net.add(name, location)
+    for a, b in [(b"A", b"B"), (b"B", b"C"), (b"B", b"D")]:
+        net.connect(a, b)
+    net.hold(b"C")  # C never answers
+    net.hold(b"B")
+    net.subscribe(b"A", KEY)
+    net.advance(1.0)
+    net.release(b"B")  # B gets A's request one second after A sent it, and accepts it
+    # Both still have their accept timers pending; A's search now runs to 1 + request_timeout.
+    assert net.timers == {b"A": ACCEPT, b"B": 1.0 + ACCEPT}
+    [route] = net.nodes[b"A"].routes.values()
+    assert route.accepted and route.deadline == 1.0 + TIMEOUT
+    net.advance(ACCEPT)
+    assert net.timers == {b"A": 1.0 + TIMEOUT, b"B": 1.0 + ACCEPT}
+    net.advance(1.0 + ACCEPT)  # B gives up on C: A's search is still alive
+    assert net.nodes[b"B"].stats.timeouts == 1 and net.nodes[b"A"].stats.timeouts == 0
+    assert net.roots(KEY) == [b"D"]
+    assert net.state(b"A", KEY) is State.JOINED
+    assert net.events[(b"A", 1)] == [Subscribed(KEY, root=False)]
+    assert net.tree_problems(KEY) == []
