@@ -8,6 +8,14 @@ Theory of operation (after Freenet's KSK and SSK keys):
   ``SHA-256(public_key || name)``. Only the holder of the private key can publish: every packet
   carries a signature over :func:`signing_payload`, and every node verifies it before it stores
   or forwards the packet.
+* The lowest bit of a key's last byte says which kind it is (1: signed), so a node that sees
+  only the 32-byte key knows whether its packets must be signed. Without that bit a hostile
+  first subscriber could call a signed stream open and have the tree carry unsigned packets.
+  The bit also separates the two kinds' hash domains: an open name that happens to spell
+  ``public_key || name`` still names a different key.
+* Nodes verify signatures with the public key, which the key only hashes. A signed stream's
+  subscribe requests therefore carry its :attr:`StreamKey.descriptor` (``public_key || name``);
+  a node accepts one only if it hashes to the key (:func:`descriptor_matches`).
 * The key (32 bytes) hashes to the stream's location on the keyspace circle, which is where
   subscriptions are routed to.
 
@@ -180,13 +188,36 @@ class StreamKey:
 
     @property
     def key(self) -> bytes:
-        """The 32-byte routing key: SHA-256(name) or SHA-256(public_key || name).
+        """The 32-byte routing key: SHA-256(name) or SHA-256(public_key || name), with the
+        last bit set for a signed stream and cleared for an open one (see the module notes).
 
         The public key has a fixed length, so the concatenation is unambiguous: no two
         (public key, name) pairs give the same input to the hash.
         """
         prefix = self.public_key if self.public_key is not None else b""
-        return hashlib.sha256(prefix + self.name.encode("utf-8")).digest()
+        return _tag(hashlib.sha256(prefix + self.name.encode("utf-8")).digest(), prefix != b"")
+
+    @property
+    def descriptor(self) -> bytes | None:
+        """What a signed stream's subscribe requests carry so that every node on the way
+        learns the public key: ``public_key || UTF-8 name``. None for an open stream."""
+        if self.public_key is None:
+            return None
+        return self.public_key + self.name.encode("utf-8")
+
+    @classmethod
+    def from_descriptor(cls, descriptor: bytes) -> StreamKey:
+        """The signed stream a descriptor names; StreamAddressError if it is malformed."""
+        if len(descriptor) <= PUBLIC_KEY_BYTES:
+            raise StreamAddressError(
+                f"a descriptor is a {PUBLIC_KEY_BYTES}-byte public key and a name, got "
+                f"{len(descriptor)} bytes"
+            )
+        try:
+            name = descriptor[PUBLIC_KEY_BYTES:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise StreamAddressError("the descriptor's name is not UTF-8") from None
+        return cls.signed(descriptor[:PUBLIC_KEY_BYTES], name)
 
     @property
     def location(self) -> float:
@@ -234,6 +265,26 @@ class StreamKey:
         if key_part.lower() == OPEN_MARKER:
             return cls.open(name)
         return cls.signed(_decode_public_key(key_part), name)
+
+
+def _tag(digest: bytes, signed: bool) -> bytes:
+    last = (digest[-1] & 0xFE) | int(signed)
+    return digest[:-1] + bytes((last,))
+
+
+def key_is_signed(key: bytes) -> bool:
+    """Whether the stream with this 32-byte key is signed (its packets need signatures)."""
+    return bool(key[-1] & 1)
+
+
+def descriptor_matches(key: bytes, descriptor: bytes) -> StreamKey | None:
+    """The signed stream ``descriptor`` names if its key is ``key``; else None. Never
+    raises: the descriptor comes from a peer."""
+    try:
+        stream = StreamKey.from_descriptor(descriptor)
+    except StreamAddressError:
+        return None
+    return stream if stream.key == key else None
 
 
 def signing_payload(key: bytes, packet: int, epoch: int | None, kind: int, data: bytes) -> bytes:

@@ -26,8 +26,10 @@ import cbor2
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
+    MAX_DESCRIPTOR,
     MAX_FRAME,
     MAX_NEIGHBOURS,
+    MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
     MAX_U64,
@@ -113,6 +115,22 @@ def _locations(value: object) -> object:
 
 _PACKET = _int_in(0, MAX_PACKET)
 
+
+def _epoch_starts(value: object) -> object:
+    if type(value) not in (list, tuple):
+        raise ValueError(f"expected an array of epoch starts, got {type(value).__name__}")
+    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+    if len(items) > MAX_OPEN_EPOCHS:
+        raise ValueError(f"{len(items)} open epochs exceed the limit of {MAX_OPEN_EPOCHS}")
+    starts = []
+    for item in items:
+        pair: list[object] | tuple[object, ...] = item  # type: ignore[assignment]
+        if type(item) not in (list, tuple) or len(pair) != 2:
+            raise ValueError("an epoch start is an [epoch, first packet] pair")
+        starts.append((_PACKET(pair[0]), _PACKET(pair[1])))
+    return tuple(starts)
+
+
 _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.UID: _int_in(0, MAX_U64),
     Kind.KEY: _bytes_of(KEY_SIZE, KEY_SIZE),
@@ -126,6 +144,8 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.BOOT_ID: _int_in(0, MAX_U64),
     Kind.COUNT: _int_in(0, 2**32 - 1),
     Kind.LOCATIONS: _locations,
+    Kind.OPT_DESCRIPTOR: _optional(_bytes_of(33, MAX_DESCRIPTOR)),
+    Kind.EPOCH_STARTS: _epoch_starts,
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
@@ -160,7 +180,7 @@ def encode(message: Message) -> bytes:
         if isinstance(value, PacketKind):
             value = int(value)
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [list(item) if isinstance(item, tuple) else item for item in value]
         values.append(value)
     frame: bytes = cbor2.dumps(values)
     if len(frame) > MAX_FRAME:

@@ -14,6 +14,13 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   budget however the backtracking branches, instead of starting afresh at every level.
 * ``PublishData``/``SubscribeData`` carry ``kind`` (plain data, or the marker closing or
   aborting an epoch) so that epoch boundaries travel in the root's one total order (Strymon).
+* ``SubscribeData.epoch_first`` is the number of the first packet of the packet's epoch, set
+  by the root. With it any node knows, from one packet, where an epoch began, so it can tell
+  a whole epoch from a torn one without having watched the stream from the start; and
+  ``SubscribeSucceeded`` carries the stream's frontier (the last closed epoch and the open
+  ones) so a late joiner learns it at once.
+* Subscribe requests of a signed stream carry its descriptor (public key and name), which
+  hashes to the key: every node on the way learns the key it must verify packets with.
 
 Type codes are part of the wire format: never renumber one, only add.
 """
@@ -34,6 +41,8 @@ MAX_FRAME = MAX_PAYLOAD + 1024  # payload plus every other field of the largest 
 MAX_U64 = 2**64 - 1
 MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for every consumer
 MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announce fewer
+MAX_OPEN_EPOCHS = 256  # open epochs a frontier may list; the root refuses to open more
+MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 200 bytes
 
 
 class Kind(IntEnum):
@@ -51,11 +60,18 @@ class Kind(IntEnum):
     BOOT_ID = 10  # int in [0, 2**64)
     COUNT = 11  # int in [0, 2**32)
     LOCATIONS = 12  # tuple of at most MAX_NEIGHBOURS LOCATION values
+    OPT_DESCRIPTOR = 13  # None, or bytes of length 33..MAX_DESCRIPTOR
+    EPOCH_STARTS = 14  # tuple of at most MAX_OPEN_EPOCHS (epoch, first packet) PACKET pairs
 
 
 def _f(kind: Kind) -> Any:
     """A dataclass field tagged with its validation kind."""
     return field(metadata={"kind": kind})
+
+
+def _opt(kind: Kind, default: object = None) -> Any:
+    """A trailing field with a default (the codec still sends it: defaults are for code)."""
+    return field(default=default, metadata={"kind": kind})
 
 
 class PacketKind(IntEnum):
@@ -64,6 +80,26 @@ class PacketKind(IntEnum):
     DATA = 0
     EPOCH_CLOSED = 1
     EPOCH_ABORTED = 2
+
+
+class PublishError(IntEnum):
+    """Why a publish was refused (``PublishRejected.reason``). ``RETRYABLE`` ones may succeed
+    if sent again later; the others will not."""
+
+    NOT_CARRIED = 1  # the receiver is not in this stream's tree
+    NOT_CHILD = 2  # the sender is not the receiver's child in the tree
+    BAD_SIGNATURE = 3  # a signed stream's packet without a valid signature
+    NEEDS_NUMBER = 4  # a signed packet must name its number: the signature covers it
+    EPOCH_DONE = 5  # the packet's epoch is already closed or aborted
+    TOO_MANY_EPOCHS = 6  # opening one more epoch would exceed the frontier's bound
+    BUSY = 7  # a bounded queue or table is full
+    TOO_DEEP = 8  # the publish climbed more hops than any tree is deep: a loop
+    BAD_MARKER = 9  # an epoch marker without an epoch
+    TIMEOUT = 10  # no answer from up the tree (reported to local clients only)
+    INVALID = 11  # a local client's malformed request (reported to local clients only)
+
+
+RETRYABLE = frozenset({PublishError.BUSY, PublishError.TIMEOUT, PublishError.NOT_CARRIED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +155,8 @@ class SubscribeRequest(Message):
     """Routed greedily toward the key; coalesces into the tree at the first node that has it.
 
     ``best_loc`` is the closest location seen so far on the route; ``last_seen`` the newest
-    packet the subscriber already holds (None: nothing yet), for catch-up.
+    packet the subscriber already holds (None: nothing yet), for catch-up; ``descriptor`` a
+    signed stream's public key and name (None for an open stream).
     """
 
     TYPE: ClassVar[int] = 3
@@ -128,6 +165,7 @@ class SubscribeRequest(Message):
     htl: int = _f(Kind.HTL)
     best_loc: float = _f(Kind.LOCATION)
     last_seen: int | None = _f(Kind.OPT_PACKET)
+    descriptor: bytes | None = _opt(Kind.OPT_DESCRIPTOR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +181,7 @@ class ResubscribeRequest(Message):
     best_loc: float = _f(Kind.LOCATION)
     must_beat: float = _f(Kind.LOCATION)
     last_seen: int | None = _f(Kind.OPT_PACKET)
+    descriptor: bytes | None = _opt(Kind.OPT_DESCRIPTOR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +197,19 @@ class Accepted(Message):
 
 @dataclass(frozen=True, slots=True)
 class SubscribeSucceeded(Message):
-    """The sender has the stream and added the receiver as a child. ``last_packet`` is the
-    newest packet number the sender holds (None: none yet)."""
+    """The sender has the stream and added the receiver as a child.
+
+    ``last_packet`` is the newest packet number the sender knows of (None: none yet); the
+    stream's frontier follows: ``last_closed`` the newest closed epoch, ``open_epochs`` the
+    (epoch, first packet) of each open one. Catch-up packets follow this message.
+    """
 
     TYPE: ClassVar[int] = 5
     uid: int = _f(Kind.UID)
     key: bytes = _f(Kind.KEY)
     last_packet: int | None = _f(Kind.OPT_PACKET)
+    last_closed: int | None = _opt(Kind.OPT_PACKET)
+    open_epochs: tuple[tuple[int, int], ...] = _opt(Kind.EPOCH_STARTS, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,8 +320,9 @@ class PublishCollision(Message):
 class PublishRejected(Message):
     """The publish cannot be taken here (the stream is not carried, the payload is bad...).
 
-    The spec's "we return an error message"; ``reason`` is one of the codes in
-    ``overlay.core`` so the publisher's client can say exactly why.
+    The spec's "we return an error message"; ``reason`` is a ``PublishError`` code (kept an
+    int on the wire, so a newer peer's codes still decode) and the publisher's client can
+    say exactly why.
     """
 
     TYPE: ClassVar[int] = 15
@@ -287,7 +333,11 @@ class PublishRejected(Message):
 
 @dataclass(frozen=True, slots=True)
 class SubscribeData(Message):
-    """A numbered packet broadcast down the tree, from parent to child."""
+    """A numbered packet broadcast down the tree, from parent to child.
+
+    ``epoch_first`` (set by the root) is the number of the first packet of ``epoch``; it is
+    None exactly when ``epoch`` is None. It is not signed: only the root can know it.
+    """
 
     TYPE: ClassVar[int] = 16
     key: bytes = _f(Kind.KEY)
@@ -296,6 +346,7 @@ class SubscribeData(Message):
     epoch: int | None = _f(Kind.OPT_PACKET)
     kind: PacketKind = _f(Kind.PACKET_KIND)
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
+    epoch_first: int | None = _opt(Kind.OPT_PACKET)
 
 
 @dataclass(frozen=True, slots=True)

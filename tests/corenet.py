@@ -14,19 +14,28 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from typing import Any
 
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, DropPeer, Effect, PeerId, Send, SetTimer
-from overlay.core.events import ClientEvent
+from overlay.core.events import (
+    ClientEvent,
+    PublishAcked,
+    PublishCollided,
+    PublishFailed,
+    Subscribed,
+    SubscribeFailed,
+)
 from overlay.core.node import Node
 from overlay.core.streams import State, Stream
 from overlay.messages import KEY_SIZE, Accepted, Hello, Message, Neighbours
 
 
 def key_at(location: float, tag: int = 0) -> bytes:
-    """A stream key whose location is ``location`` (``tag`` makes distinct keys there)."""
-    return int(location * 2**64).to_bytes(8, "big") + tag.to_bytes(KEY_SIZE - 8, "big")
+    """An open stream's key whose location is ``location`` (``tag`` makes distinct keys
+    there). The last bit stays 0: a set one marks a signed stream's key."""
+    return int(location * 2**64).to_bytes(8, "big") + (tag << 1).to_bytes(KEY_SIZE - 8, "big")
 
 
 class CoreNet:
@@ -46,6 +55,7 @@ class CoreNet:
         self.effects: list[tuple[PeerId, Effect]] = []
         # Messages to a held node wait here until ``release``: a slow node, in order.
         self.held: dict[PeerId, list[tuple[PeerId, PeerId, bytes]]] = {}
+        self._uids = 0
 
     # --- building ----------------------------------------------------------------------------
 
@@ -70,9 +80,39 @@ class CoreNet:
 
     # --- driving -----------------------------------------------------------------------------
 
-    def subscribe(self, name: bytes, key: bytes, client: int = 1) -> None:
-        self._apply(name, self.nodes[name].subscribe(self.now, key, client))
+    def subscribe(self, name: bytes, key: bytes, client: int = 1, **options: Any) -> None:
+        """Subscribe ``client`` at node ``name``; ``options`` go to ``Node.subscribe``
+        (``last_seen``, ``atomic``, ``descriptor``)."""
+        self._apply(name, self.nodes[name].subscribe(self.now, key, client, **options))
         self.run()
+
+    def publish(
+        self,
+        name: bytes,
+        key: bytes,
+        data: bytes,
+        client: int = 1,
+        uid: int | None = None,
+        **options: Any,
+    ) -> int:
+        """Publish from ``client`` at node ``name`` and run to quiescence; returns the uid.
+        ``options`` go to ``Node.publish`` (``packet``, ``epoch``, ``kind``, ``sig`` ...)."""
+        if uid is None:
+            self._uids += 1
+            uid = self._uids
+        self._apply(name, self.nodes[name].publish(self.now, key, client, uid, data, **options))
+        self.run()
+        return uid
+
+    def received(self, name: bytes, client: int = 1) -> list[ClientEvent]:
+        """The events ``client`` at ``name`` got about packets (not publish answers)."""
+        answers = (PublishAcked, PublishCollided, PublishFailed, Subscribed, SubscribeFailed)
+        return [e for e in self.events.get((name, client), []) if not isinstance(e, answers)]
+
+    def answers(self, name: bytes, client: int = 1) -> list[ClientEvent]:
+        """The publish answers ``client`` at ``name`` got, in order."""
+        answers = (PublishAcked, PublishCollided, PublishFailed)
+        return [e for e in self.events.get((name, client), []) if isinstance(e, answers)]
 
     def unsubscribe(self, name: bytes, key: bytes, client: int = 1) -> None:
         self._apply(name, self.nodes[name].unsubscribe(self.now, key, client))

@@ -24,8 +24,10 @@ from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
+    MAX_DESCRIPTOR,
     MAX_FRAME,
     MAX_NEIGHBOURS,
+    MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
     MAX_U64,
@@ -75,6 +77,10 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
     Kind.PACKET_KIND: st.sampled_from(PacketKind),
     Kind.BOOT_ID: st.integers(0, MAX_U64),
     Kind.COUNT: st.integers(0, MAX_COUNT),
+    Kind.OPT_DESCRIPTOR: st.none() | st.binary(min_size=33, max_size=MAX_DESCRIPTOR),
+    Kind.EPOCH_STARTS: st.lists(
+        st.tuples(st.integers(0, MAX_PACKET), st.integers(0, MAX_PACKET)), max_size=5
+    ).map(tuple),
     Kind.LOCATIONS: st.lists(
         st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         max_size=20,
@@ -94,6 +100,8 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
     Kind.LOCATIONS: (0.25, 0.5),
+    Kind.OPT_DESCRIPTOR: b"d" * 40,
+    Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
 }
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -109,6 +117,8 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: MAX_U64,
     Kind.COUNT: MAX_COUNT,
     Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
+    Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
+    Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
 }
 
 SMALLEST_VALUE: dict[Kind, object] = {
@@ -124,6 +134,8 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 0,
     Kind.COUNT: 0,
     Kind.LOCATIONS: (),
+    Kind.OPT_DESCRIPTOR: None,
+    Kind.EPOCH_STARTS: (),
 }
 
 
@@ -253,7 +265,7 @@ def test_encoder_accepts_plain_int_packet_kind_and_decoder_returns_the_member() 
                 kind=PacketKind.EPOCH_CLOSED,
                 sig=None,
             ),
-            "87105820" + "00" * KEY_SIZE + "01426869f601f6",
+            "88105820" + "00" * KEY_SIZE + "01426869f601f6f6",
         ),
     ],
     ids=["Hello", "Heartbeat", "SubscribeData"],
@@ -471,6 +483,19 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         ((0.5, 1), "expected a float location, got int"),
         (0.5, "expected an array of locations, got float"),
         (b"ab", "expected an array of locations, got bytes"),
+    ],
+    Kind.OPT_DESCRIPTOR: [
+        (b"d" * 32, "length 32 is outside [33, 232]"),
+        (b"d" * (MAX_DESCRIPTOR + 1), "length 233 is outside [33, 232]"),
+        ("d" * 40, "expected bytes, got str"),
+    ],
+    Kind.EPOCH_STARTS: [
+        (((1, 2),) * (MAX_OPEN_EPOCHS + 1), f"exceed the limit of {MAX_OPEN_EPOCHS}"),
+        (((1, 2, 3),), "an epoch start is an [epoch, first packet] pair"),
+        ((1, 2), "an epoch start is an [epoch, first packet] pair"),
+        (((1, -2),), "-2 is outside"),
+        (((1.0, 2),), "expected an integer, got float"),
+        (5, "expected an array of epoch starts, got int"),
     ],
 }
 

@@ -56,6 +56,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("htl", Kind.HTL),
         ("best_loc", Kind.LOCATION),
         ("last_seen", Kind.OPT_PACKET),
+        ("descriptor", Kind.OPT_DESCRIPTOR),
     ),
     "ResubscribeRequest": (
         ("uid", Kind.UID),
@@ -64,11 +65,14 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("best_loc", Kind.LOCATION),
         ("must_beat", Kind.LOCATION),
         ("last_seen", Kind.OPT_PACKET),
+        ("descriptor", Kind.OPT_DESCRIPTOR),
     ),
     "SubscribeSucceeded": (
         ("uid", Kind.UID),
         ("key", Kind.KEY),
         ("last_packet", Kind.OPT_PACKET),
+        ("last_closed", Kind.OPT_PACKET),
+        ("open_epochs", Kind.EPOCH_STARTS),
     ),
     "SubscribeSucceededNewRoot": (("uid", Kind.UID), ("key", Kind.KEY)),
     "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY)),
@@ -102,6 +106,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("epoch", Kind.OPT_PACKET),
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
+        ("epoch_first", Kind.OPT_PACKET),
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
@@ -122,6 +127,8 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
     Kind.LOCATIONS: (0.25, 0.75),
+    Kind.OPT_DESCRIPTOR: None,
+    Kind.EPOCH_STARTS: ((1, 2),),
 }
 
 

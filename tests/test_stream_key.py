@@ -15,6 +15,8 @@ from keyspace.stream_key import (
     SIGNING_DOMAIN,
     StreamAddressError,
     StreamKey,
+    descriptor_matches,
+    key_is_signed,
     sign_packet,
     signing_payload,
     verify_packet,
@@ -38,9 +40,14 @@ names = st.text(
 public_keys = st.binary(min_size=32, max_size=32)
 
 
+def _tagged(digest: bytes, signed: bool) -> bytes:
+    return digest[:-1] + bytes(((digest[-1] & 0xFE) | signed,))
+
+
 def test_open_key_is_sha256_of_the_name() -> None:
     k = StreamKey.open("weather/zurich")
-    assert k.key == hashlib.sha256(b"weather/zurich").digest()
+    assert k.key == _tagged(hashlib.sha256(b"weather/zurich").digest(), False)
+    assert not key_is_signed(k.key)
     assert not k.is_signed
     assert k.public_key is None
     assert k.location == key_location(k.key)
@@ -48,10 +55,38 @@ def test_open_key_is_sha256_of_the_name() -> None:
 
 def test_signed_key_is_sha256_of_public_key_then_name() -> None:
     k = StreamKey.signed(PUBLIC, "prices")
-    assert k.key == hashlib.sha256(PUBLIC + b"prices").digest()
+    assert k.key == _tagged(hashlib.sha256(PUBLIC + b"prices").digest(), True)
     assert k.is_signed
+    assert key_is_signed(k.key)
     assert k.public_key == PUBLIC
     assert len(k.key) == 32
+
+
+def test_an_open_name_spelling_a_signed_preimage_is_another_key() -> None:
+    # Domain separation: the same hash input as a signed stream, but the kind bit differs.
+    name = "x" * 32 + "prices"
+    assert StreamKey.open(name).key[:-1] == StreamKey.signed(b"x" * 32, "prices").key[:-1]
+    assert StreamKey.open(name).key != StreamKey.signed(b"x" * 32, "prices").key
+
+
+def test_descriptor_round_trips_and_is_checked_against_the_key() -> None:
+    k = StreamKey.signed(PUBLIC, "prices/€")
+    assert k.descriptor is not None
+    assert StreamKey.from_descriptor(k.descriptor) == k
+    assert descriptor_matches(k.key, k.descriptor) == k
+    other = StreamKey.signed(OTHER_PUBLIC, "prices/€")
+    assert other.descriptor is not None
+    assert descriptor_matches(k.key, other.descriptor) is None
+    assert StreamKey.open("prices").descriptor is None
+
+
+@pytest.mark.parametrize(
+    "descriptor", [b"", PUBLIC, PUBLIC + b"\xff\xfe", PUBLIC + b" padded ", PUBLIC[:5] + b"x"]
+)
+def test_malformed_descriptors_never_match(descriptor: bytes) -> None:
+    assert descriptor_matches(StreamKey.signed(PUBLIC, "p").key, descriptor) is None
+    with pytest.raises(StreamAddressError):
+        StreamKey.from_descriptor(descriptor)
 
 
 def test_open_and_signed_streams_of_the_same_name_differ() -> None:

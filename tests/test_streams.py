@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from overlay.core.delivery import Member
 from overlay.core.streams import CARRYING, TRANSITIONS, Change, State, Stream, next_state
 from overlay.errors import LocalProtocolError
 
@@ -65,6 +66,6 @@ def test_idle_means_no_children_and_no_local_clients() -> None:
     stream.children[b"c"] = None
     seen.append(stream.idle)
     del stream.children[b"c"]
-    stream.local[1] = None
+    stream.local[1] = Member()
     seen.append(stream.idle)
     assert seen == [True, False, False]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from overlay.messages import MAX_WIRE_HTL
+from overlay.messages import MAX_OPEN_EPOCHS, MAX_WIRE_HTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,31 @@ class NodeConfig:
     # one Neighbours message per peer (friend-of-a-friend routing).
     announce_delay: float = 1.0
 
+    # --- publishing -----------------------------------------------------------------------
+    # The catch-up window of each stream: this many recent packets, and at most this many
+    # payload bytes, whichever binds first. 1024 packets cover a subscriber that was away
+    # for 10 s of a 100 packet/s stream; 4 MiB keeps 32 full streams under 128 MiB.
+    window_packets: int = 1024
+    window_bytes: int = 4 * 1024 * 1024
+    # The root remembers this many publish uids per stream, so a retried publish (a client
+    # reconnect, a Spark task retry) is acknowledged with its original number, not stored
+    # twice. About 100 bytes each.
+    publish_uids: int = 65_536
+    # Publishes a node relays up the tree and is waiting on, node-wide; and publishes a
+    # stream holds while the node is joining or restarting. Beyond these: BUSY.
+    max_relayed_publishes: int = 16_384
+    max_queued_publishes: int = 1024
+    # A local publish not answered within this time is sent again (same uid, so it takes
+    # effect once), up to ``publish_attempts`` times; relayed ones are forgotten then.
+    publish_timeout: float = 10.0
+    publish_attempts: int = 3
+    # Open epochs a stream may have at once (the root refuses more) and done epochs each
+    # node remembers, so a late packet of a finished epoch is refused.
+    max_open_epochs: int = 64
+    max_done_epochs: int = 4096
+    # Good signatures remembered, so a node verifies each packet once (see signatures.py).
+    signature_cache: int = 8192
+
     def __post_init__(self) -> None:
         if not 1 <= self.max_htl <= MAX_WIRE_HTL:
             raise ValueError(f"max_htl must be in [1, {MAX_WIRE_HTL}], got {self.max_htl}")
@@ -47,3 +72,21 @@ class NodeConfig:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:
             raise ValueError("seen_uid_ttl must be positive and seen_uid_capacity at least 1")
+        for name in (
+            "window_packets",
+            "window_bytes",
+            "publish_uids",
+            "max_relayed_publishes",
+            "max_queued_publishes",
+            "publish_attempts",
+            "max_done_epochs",
+            "signature_cache",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.publish_timeout > 0:
+            raise ValueError(f"publish_timeout must be positive, got {self.publish_timeout}")
+        if not 1 <= self.max_open_epochs <= MAX_OPEN_EPOCHS:
+            raise ValueError(
+                f"max_open_epochs must be in [1, {MAX_OPEN_EPOCHS}], got {self.max_open_epochs}"
+            )

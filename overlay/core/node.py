@@ -26,23 +26,41 @@ from __future__ import annotations
 import random
 
 from keyspace.location import is_closer, key_location
+from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.config import NodeConfig
+from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
-from overlay.core.events import Subscribed, SubscribeFailed
+from overlay.core.epochs import Frontier
+from overlay.core.events import ClientEvent, PublishFailed, SubscribeFailed
 from overlay.core.peers import PeerTable
+from overlay.core.publishing import EXPLAIN, PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, next_state
 from overlay.core.timers import TimerQueue
+from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
+    KEY_SIZE,
     MAX_NEIGHBOURS,
+    MAX_PACKET,
+    MAX_PAYLOAD,
+    MAX_U64,
+    MAX_WIRE_HTL,
+    SIGNATURE_SIZE,
     Accepted,
     DataNotFound,
     Hello,
     Message,
     Neighbours,
+    PacketKind,
+    PacketsMissed,
+    PublishCollision,
+    PublishData,
+    PublishError,
+    PublishRejected,
+    PublishSucceeded,
     RejectedLoop,
     RejectOverload,
     ResubscribeRequest,
@@ -85,6 +103,15 @@ class Node:
         self._announced: float | None = None
         self._announce_at: float | None = None  # a Neighbours announcement is due then
         self._out: list[Effect] = []
+        self.flow = PacketFlow(
+            self.config,
+            self.streams,
+            self._timers,
+            self.stats,
+            self._send,
+            self._deliver,
+            self._drop,
+        )
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -117,6 +144,8 @@ class Node:
         for kind, uid, attempt in self._timers.pop_due(now):
             if kind == _ROUTE_TIMER:
                 self._on_route_timeout(now, uid, attempt)
+            elif kind == PUBLISH_TIMER:
+                self.flow.on_timer(now, uid, attempt)
             elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
         return self._flush()
@@ -133,23 +162,80 @@ class Node:
 
     # --- local clients --------------------------------------------------------------------
 
-    def subscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
-        """Subscribe a local client. It gets Subscribed once the node is in the tree, or
-        SubscribeFailed if the node cannot join."""
-        stream = self.streams.get(key)
-        if stream is not None:
-            stream.local[client] = None
-            if stream.carried:
-                self._deliver(client, Subscribed(key, root=stream.state is State.ROOT))
-        elif not self._has_room(key):
-            reason = f"this node already carries its limit of {self.config.max_streams} streams"
-            self._deliver(client, SubscribeFailed(key, reason))
-        else:
-            target = key_location(key)
-            stream = Stream(key, target, State.JOINING)
-            stream.local[client] = None
-            self.streams[key] = stream
-            self._start_own_search(now, stream, must_beat=None)
+    def subscribe(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        *,
+        last_seen: int | None = None,
+        atomic: bool = False,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Subscribe a local client. It gets Subscribed once the node is in the tree (then
+        the stream's packets after ``last_seen``, or from the head for a fresh client), or
+        SubscribeFailed if the node cannot join. ``atomic`` clients get closed epochs whole.
+        A signed stream needs its ``descriptor`` (``StreamKey.descriptor``)."""
+        if last_seen is not None and not 0 <= last_seen < MAX_PACKET:
+            self._deliver(client, SubscribeFailed(key, f"last_seen {last_seen} is out of range"))
+            return self._flush()
+        member = Member(atomic=atomic)
+        if last_seen is not None:
+            member.cursor = member.since = last_seen + 1
+        existing = self.streams.get(key)
+        was_carried = existing is not None and existing.carried
+        stream, problem = self._join_for(now, key, client, member, descriptor)
+        if stream is None:
+            self._deliver(client, SubscribeFailed(key, problem))
+        elif was_carried and stream is existing:
+            # (A new search tells its clients itself when it ends, maybe at once.)
+            root = stream.state is State.ROOT
+            self._deliver(client, self.flow.subscribed(stream, root))
+            self.flow.pump(stream)
+        return self._flush()
+
+    def publish(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        uid: int,
+        data: bytes,
+        *,
+        packet: int | None = None,
+        epoch: int | None = None,
+        kind: PacketKind = PacketKind.DATA,
+        sig: bytes | None = None,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Publish ``data`` for a local client; ``uid`` is its idempotency id (the same uid
+        again is answered with the original packet number, never stored twice). ``packet``
+        None lets the root choose the number; a signed stream's publisher names it and signs
+        it (``keyspace.stream_key.sign_packet``). The client gets PublishAcked,
+        PublishCollided or PublishFailed. The node joins the stream's tree first if it must
+        (the client then counts as a member that receives nothing)."""
+        problem = _bad_publish(key, uid, data, packet, epoch, kind, sig)
+        if problem is not None:
+            self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
+            return self._flush()
+        error = None
+        if key_is_signed(key) and packet is None:
+            error = PublishError.NEEDS_NUMBER
+        elif key_is_signed(key) and sig is None:
+            error = PublishError.BAD_SIGNATURE
+        elif kind is not PacketKind.DATA and epoch is None:
+            error = PublishError.BAD_MARKER
+        if error is not None:
+            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return self._flush()
+        if uid in self.flow.local:
+            return self._flush()  # already in flight: its answer will come
+        stream, reason = self._join_for(now, key, client, Member(receives=False), descriptor)
+        if stream is None:
+            self._deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
+            return self._flush()
+        message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
+        self.flow.publish(now, stream, client, message)
         return self._flush()
 
     def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
@@ -159,6 +245,52 @@ class Node:
             del stream.local[client]
             self._prune(stream)
         return self._flush()
+
+    def remove_client(self, now: float, client: ClientId) -> list[Effect]:
+        """A local client went away: drop it from every stream and forget its publishes."""
+        self.flow.forget_client(client)
+        for stream in list(self.streams.values()):
+            if client in stream.local:
+                del stream.local[client]
+                self._prune(stream)
+        return self._flush()
+
+    def _join_for(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        member: Member,
+        descriptor: bytes | None,
+    ) -> tuple[Stream | None, str]:
+        """The stream ``client`` joins as ``member`` (a subscriber that was only publishing
+        becomes a full one), starting our search if we are not in the tree yet."""
+        stream = self.streams.get(key)
+        if stream is None:
+            if key_is_signed(key):
+                if descriptor is None or descriptor_matches(key, descriptor) is None:
+                    return None, "a signed stream needs its descriptor (public key and name)"
+            else:
+                descriptor = None
+            if not self._has_room(key):
+                limit = self.config.max_streams
+                return None, f"this node already carries its limit of {limit} streams"
+            stream = Stream(
+                key,
+                key_location(key),
+                State.JOINING,
+                descriptor=descriptor,
+                window=Window(self.config.window_packets, self.config.window_bytes),
+                frontier=Frontier(self.config.max_open_epochs, self.config.max_done_epochs),
+            )
+            stream.local[client] = member
+            self.streams[key] = stream
+            self._start_own_search(now, stream, must_beat=None)
+            return stream, ""
+        old = stream.local.get(client)
+        if old is None or (member.receives and not old.receives):
+            stream.local[client] = member
+        return stream, ""
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -181,12 +313,20 @@ class Node:
                 if record is not None:
                     own = self.location
                     record.neighbours = tuple(sorted(x for x in message.locations if x != own))
-            case SubscribeData():
+            case SubscribeData() | PacketsMissed():
                 # Lazy pushing (pub0sub), negative subscription (nanomsg): data for a stream
                 # we do not carry from someone who is not our parent tells them to stop.
                 stream = self.streams.get(message.key)
-                if stream is None or stream.parent != peer:
+                if stream is None or stream.parent != peer or not stream.carried:
                     self._send(peer, Unsubscribe(message.key))
+                elif isinstance(message, SubscribeData):
+                    self.flow.on_data(peer, message, stream)
+                else:
+                    self.flow.on_missed(peer, message, stream)
+            case PublishData():
+                self.flow.on_publish(now, peer, message)
+            case PublishSucceeded() | PublishCollision() | PublishRejected():
+                self.flow.on_answer(peer, message)
             case _:
                 self.stats.ignored += 1
 
@@ -209,6 +349,12 @@ class Node:
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
+        descriptor = None
+        if key_is_signed(key):
+            descriptor = request.descriptor
+            if descriptor is None or descriptor_matches(key, descriptor) is None:
+                self._out.append(DropPeer(peer, "a signed stream's request without its descriptor"))
+                return
         self._seen.add(uid, now)
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
@@ -220,7 +366,7 @@ class Node:
                 self._send(peer, RejectedLoop(uid))
                 return
             if self._may_accept(stream, uid, must_beat):
-                self._adopt(stream, peer, uid, new_root=False)
+                self._adopt(stream, peer, uid, False, request.last_seen)
                 return
         elif not self._has_room(key):
             self.stats.overloads += 1
@@ -233,6 +379,7 @@ class Node:
         route = Route(
             uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
         )
+        route.descriptor = descriptor
         route.tried.add(peer)
         self._start_route(now, route)
 
@@ -260,8 +407,9 @@ class Node:
             self.config.max_htl,
             self.location,
             True,
-            None,
+            self.flow.resume_point(stream),
             must_beat,
+            stream.descriptor,
         )
         self._start_route(now, route)
 
@@ -309,7 +457,7 @@ class Node:
             # doesn't exist"): we cannot be a new root for it.
             self._fail(route)
         elif may_become_root(route, self.location):
-            stream = self._enter_tree(now, route.key, Change.BECAME_ROOT, parent=None)
+            stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             self._answer(stream, route, new_root=True)
             self._prune(stream)
         else:
@@ -322,14 +470,18 @@ class Node:
             self._change(stream, Change.BECAME_ROOT, parent=None)
             stream.restart_uid = None
             self.stats.roots += 1
+            self.flow.became_root(stream)
             self._complete_pending(stream)
+            self.flow.carried(now, stream)
         elif may_become_root(route, self.location):
-            self._enter_tree(now, stream.key, Change.BECAME_ROOT, parent=None)
+            self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
         else:
             self._change(stream, Change.JOIN_FAILED, parent=None)
             reason = "no route to the stream's key: every peer refused the search"
-            for client in stream.local:
-                self._deliver(client, SubscribeFailed(stream.key, reason))
+            for client, member in stream.local.items():
+                if member.receives:
+                    self._deliver(client, SubscribeFailed(stream.key, reason))
+            self.flow.abandon(stream, PublishError.NOT_CARRIED)
         self._prune(stream)
 
     def _fail(self, route: Route) -> None:
@@ -352,20 +504,23 @@ class Node:
             if stream.state is State.RESTARTING and stream.join_uid == route.uid:
                 self._change(stream, Change.ATTACHED, parent=peer)
                 stream.restart_uid = None
+                self.flow.attached(stream, _success_of(reply), route.last_seen)
                 self._complete_pending(stream)
+                self.flow.carried(now, stream)
             elif stream.state is State.JOINED and route.uid == stream.restart_uid:
                 # We routed our restarting ancestor's resubscribe past ourselves and it found
                 # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
                 # ancestor, which will attach below us), so no cycle closes.
                 old = stream.parent
                 self._change(stream, Change.REPARENTED, parent=peer)
+                self.flow.attached(stream, _success_of(reply), route.last_seen)
                 if old is not None and old in self.peers:
                     self._send(old, Unsubscribe(route.key))
             elif stream.parent != peer:
                 self._send(peer, Unsubscribe(route.key))
             self._answer(stream, route, new_root=False)
         else:
-            stream = self._enter_tree(now, route.key, Change.ATTACHED, parent=peer)
+            stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
             self._answer(stream, route, new_root=isinstance(reply, SubscribeSucceededNewRoot))
         self._prune(stream)
 
@@ -402,23 +557,47 @@ class Node:
 
     # --- tree membership --------------------------------------------------------------------
 
-    def _enter_tree(self, now: float, key: bytes, change: Change, parent: PeerId | None) -> Stream:
-        """Join ``key``'s tree (as a child of ``parent``, or as root) and tell local clients."""
+    def _enter_tree(
+        self,
+        now: float,
+        route: Route,
+        change: Change,
+        parent: PeerId | None,
+        reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None = None,
+    ) -> Stream:
+        """Join the tree of ``route``'s key (as a child of ``parent``, or as root) and tell
+        local clients."""
+        key = route.key
         stream = self.streams.get(key)
         if stream is None:
             state = next_state(None, change)
             if state is None:
                 raise LocalProtocolError(f"{change.value} cannot create a stream")
-            stream = Stream(key, key_location(key), state, parent=parent)
+            stream = Stream(
+                key,
+                key_location(key),
+                state,
+                parent=parent,
+                descriptor=route.descriptor,
+                window=Window(self.config.window_packets, self.config.window_bytes),
+                frontier=Frontier(self.config.max_open_epochs, self.config.max_done_epochs),
+            )
             self.streams[key] = stream
         else:
             self._change(stream, change, parent)
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
+            self.flow.became_root(stream)
+        else:
+            self.flow.attached(stream, _success_of(reply), route.last_seen)
         root = stream.state is State.ROOT
-        for client in stream.local:
-            self._deliver(client, Subscribed(key, root=root))
+        if stream.local:
+            subscribed = self.flow.subscribed(stream, root)
+            for client, member in stream.local.items():
+                if member.receives:
+                    self._deliver(client, subscribed)
         self._complete_pending(stream)
+        self.flow.carried(now, stream)
         return stream
 
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None:
@@ -448,18 +627,22 @@ class Node:
         if upstream == stream.parent:
             self._send(upstream, RejectedLoop(route.uid))
             return
-        self._adopt(stream, upstream, route.uid, new_root)
+        self._adopt(stream, upstream, route.uid, new_root, route.last_seen)
 
-    def _adopt(self, stream: Stream, peer: PeerId, uid: int, new_root: bool) -> None:
+    def _adopt(
+        self, stream: Stream, peer: PeerId, uid: int, new_root: bool, last_seen: int | None
+    ) -> None:
         stream.children[peer] = None
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
-            self._send(peer, SubscribeSucceeded(uid, stream.key, None))
+            self._send(peer, self.flow.success(uid, stream))
         if stream.restart_uid is not None:
             # A restart may still be routing through our subtree: the new member must know
             # its uid, or it could accept that resubscribe and close a cycle.
             self._send(peer, SubscribeRestarted(stream.restart_uid, stream.key))
+        if not new_root:
+            self.flow.catch_up(stream, peer, last_seen)
 
     def _refuse_parent(self, peer: PeerId, key: bytes) -> None:
         stream = self.streams.get(key)
@@ -551,8 +734,11 @@ class Node:
         self.stats.sent += 1
         self._out.append(Send(peer, message))
 
-    def _deliver(self, client: ClientId, event: Subscribed | SubscribeFailed) -> None:
+    def _deliver(self, client: ClientId, event: ClientEvent) -> None:
         self._out.append(Deliver(client, event))
+
+    def _drop(self, peer: PeerId, reason: str) -> None:
+        self._out.append(DropPeer(peer, reason))
 
     def _flush(self) -> list[Effect]:
         deadline = self._timers.earliest()
@@ -561,3 +747,36 @@ class Node:
         self._announced = deadline
         out, self._out = self._out, []
         return out
+
+
+def _success_of(
+    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
+) -> SubscribeSucceeded | None:
+    return reply if isinstance(reply, SubscribeSucceeded) else None
+
+
+def _bad_publish(
+    key: object,
+    uid: object,
+    data: object,
+    packet: object,
+    epoch: object,
+    kind: object,
+    sig: object,
+) -> str | None:
+    """What is wrong with a local client's publish request, in words (None: nothing).
+    Typed ``object``: the values come from a client, whatever the annotations promise."""
+    if not isinstance(key, bytes) or len(key) != KEY_SIZE:
+        return f"a stream key is {KEY_SIZE} bytes"
+    if type(uid) is not int or not 0 <= uid <= MAX_U64:
+        return "a publish uid is an integer in [0, 2**64)"
+    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+        return f"a packet's data is bytes, at most {MAX_PAYLOAD} of them"
+    for name, value in (("packet", packet), ("epoch", epoch)):
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_PACKET):
+            return f"{name} must be None or an integer in [0, {MAX_PACKET}]"
+    if not isinstance(kind, PacketKind):
+        return "kind must be a PacketKind"
+    if sig is not None and (not isinstance(sig, bytes) or len(sig) != SIGNATURE_SIZE):
+        return f"a signature is {SIGNATURE_SIZE} bytes"
+    return None

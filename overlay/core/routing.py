@@ -41,6 +41,7 @@ class Route:
     i_am_best: bool  # this node set best_loc: it is the closest node seen so far
     last_seen: int | None
     must_beat: float | None  # set for a resubscribe: only a closer node may accept it
+    descriptor: bytes | None = None  # a signed stream's public key and name, passed on
     tried: set[PeerId] = field(default_factory=set)
     current: PeerId | None = None  # the peer whose answer we wait for
     attempt: int = 0  # numbers each forward, so a timer for an earlier one is ignored
@@ -54,9 +55,17 @@ class Route:
     def request(self) -> SubscribeRequest | ResubscribeRequest:
         """The message that carries this search to the next hop."""
         if self.must_beat is None:
-            return SubscribeRequest(self.uid, self.key, self.htl, self.best_loc, self.last_seen)
+            return SubscribeRequest(
+                self.uid, self.key, self.htl, self.best_loc, self.last_seen, self.descriptor
+            )
         return ResubscribeRequest(
-            self.uid, self.key, self.htl, self.best_loc, self.must_beat, self.last_seen
+            self.uid,
+            self.key,
+            self.htl,
+            self.best_loc,
+            self.must_beat,
+            self.last_seen,
+            self.descriptor,
         )
 
 

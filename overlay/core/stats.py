@@ -18,6 +18,13 @@ class NodeStats:
     roots: int = 0  # times this node became a root
     restarts: int = 0  # subscriptions restarted after losing a parent
     ignored: int = 0  # messages with nothing to do here
+    published: int = 0  # packets this node ordered as a root
+    delivered: int = 0  # events delivered to local clients about packets
+    duplicates: int = 0  # packets received again (0 on a healthy tree: link stress 1)
+    gaps: int = 0  # ranges of packets found missing and reported as such
+    forged: int = 0  # packets refused for a bad signature
+    publish_rejected: int = 0  # publishes refused (PublishRejected sent or refusal decided)
+    publish_retries: int = 0  # local publishes sent again after a timeout
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

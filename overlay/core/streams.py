@@ -18,11 +18,17 @@ so the new parent link closes no cycle.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 
+from overlay.core.config import NodeConfig
+from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, PeerId
+from overlay.core.epochs import Frontier
+from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
+from overlay.messages import PublishData
 
 
 class State(Enum):
@@ -69,6 +75,12 @@ def next_state(state: State | None, change: Change) -> State | None:
         raise LocalProtocolError(f"stream in state {state} cannot take {change.value}") from None
 
 
+# Who a publish came from: a peer (bytes) or a local client (int).
+Source = PeerId | ClientId
+
+_DEFAULTS = NodeConfig()
+
+
 @dataclass(slots=True, eq=False)
 class Stream:
     key: bytes
@@ -77,9 +89,27 @@ class Stream:
     parent: PeerId | None = None
     # Insertion-ordered dicts used as sets, so broadcasts go out in a deterministic order.
     children: dict[PeerId, None] = field(default_factory=dict)
-    local: dict[ClientId, None] = field(default_factory=dict)
+    local: dict[ClientId, Member] = field(default_factory=dict)
     join_uid: int | None = None  # the uid of our own search while JOINING or RESTARTING
     restart_uid: int | None = None  # the latest SubscribeRestarted uid relayed or sent
+    descriptor: bytes | None = None  # a signed stream's public key and name
+    # --- packets (see overlay.core.publishing) ---
+    window: Window = field(
+        default_factory=lambda: Window(_DEFAULTS.window_packets, _DEFAULTS.window_bytes)
+    )
+    frontier: Frontier = field(
+        default_factory=lambda: Frontier(_DEFAULTS.max_open_epochs, _DEFAULTS.max_done_epochs)
+    )
+    high: int | None = None  # the newest packet number known to exist
+    next_in: int | None = None  # the number expected next from the parent (None: any)
+    contiguous_from: int | None = None  # no packet from here on was missed by this node
+    queued: list[tuple[Source, PublishData]] = field(default_factory=list)
+    uids: OrderedDict[int, int] | None = None  # at the root: publish uid -> packet number
+
+    @property
+    def signer(self) -> bytes | None:
+        """The public key packets must be signed with (None: an open stream)."""
+        return None if self.descriptor is None else self.descriptor[:32]
 
     @property
     def carried(self) -> bool:

@@ -1,0 +1,109 @@
+"""Delivery to one local client: in packet-number order, exactly once, never a silent gap.
+
+Each local client of a stream is a ``Member`` with a ``cursor``, the next packet number it
+is owed. ``pump`` moves the cursor through the node's window as far as it can: a held packet
+is delivered, a known hole or an evicted range becomes one ``Missed`` event, and anything not
+yet arrived stops the pump until the window changes. The cursor only moves forward, so no
+packet is delivered twice and none out of order.
+
+Atomic members (Strymon) walk the same order but hold an epoch's data back until its marker
+passes the cursor. Then the epoch is delivered whole, from the window, if the member has
+seen the stream without a gap since the epoch's first packet (``since``, and the node's own
+``contiguous_from``) and every packet of it is still held; otherwise it is skipped and the
+client told so. Packets without an epoch are delivered as they come.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from overlay.core.events import (
+    ClientEvent,
+    Epoch,
+    EpochAborted,
+    EpochSkipped,
+    Missed,
+    Packet,
+)
+from overlay.core.window import Window
+from overlay.messages import PacketKind, SubscribeData
+
+
+@dataclass(slots=True, eq=False)
+class Member:
+    """A local client of one stream. ``receives`` is False for a client that only
+    publishes (it keeps the node in the tree but is sent no packets)."""
+
+    receives: bool = True
+    atomic: bool = False
+    # The next packet number owed; None until the node knows where the stream is (it is
+    # joining), when a fresh client starts at the newest packet + 1.
+    cursor: int | None = None
+    # The first number from which this client has missed nothing (atomic completeness).
+    since: int = 0
+
+
+def as_event(packet: SubscribeData) -> Packet:
+    return Packet(packet.key, packet.packet, packet.data, packet.epoch, packet.kind)
+
+
+def pump(
+    key: bytes, member: Member, window: Window, contiguous_from: int | None
+) -> list[ClientEvent]:
+    """Deliver to ``member`` everything it is owed that the window can now give."""
+    events: list[ClientEvent] = []
+    cursor = member.cursor
+    if cursor is None or not member.receives:
+        return events
+    while True:
+        if cursor < window.floor:
+            events.append(Missed(key, cursor, window.floor - 1))
+            cursor = window.floor
+            member.since = max(member.since, cursor)
+            continue
+        packet = window.get(cursor)
+        if packet is not None:
+            if not member.atomic:
+                events.append(as_event(packet))
+            else:
+                event = _atomic_event(key, member, window, contiguous_from, packet)
+                if event is not None:
+                    events.append(event)
+            cursor += 1
+            continue
+        last = window.missing_until(cursor)
+        if last is None and contiguous_from is not None and cursor < contiguous_from:
+            # Before the point from which this node has seen the stream (it joined later,
+            # or skipped a hole): these will never arrive here.
+            last = min(contiguous_from, window.next_held(cursor)) - 1
+        if last is None:
+            break
+        events.append(Missed(key, cursor, last))
+        cursor = last + 1
+        member.since = max(member.since, cursor)
+    member.cursor = cursor
+    return events
+
+
+def _atomic_event(
+    key: bytes,
+    member: Member,
+    window: Window,
+    contiguous_from: int | None,
+    packet: SubscribeData,
+) -> ClientEvent | None:
+    epoch = packet.epoch
+    if epoch is None:
+        return as_event(packet) if packet.kind is PacketKind.DATA else None
+    if packet.kind is PacketKind.DATA:
+        return None  # held back in the window until the epoch closes
+    if packet.kind is PacketKind.EPOCH_ABORTED:
+        return EpochAborted(key, epoch)
+    first = packet.epoch_first if packet.epoch_first is not None else packet.packet
+    if contiguous_from is None or first < max(member.since, contiguous_from):
+        return EpochSkipped(key, epoch, "the epoch began before this subscriber joined")
+    if first < window.floor:
+        return EpochSkipped(key, epoch, "part of the epoch left the node's window")
+    held = (window.packets[n] for n in window.packets.irange(first, packet.packet - 1))
+    packets = tuple(as_event(p) for p in held if p.epoch == epoch and p.kind is PacketKind.DATA)
+    return Epoch(key, epoch, packets, packet.packet)

@@ -1,0 +1,87 @@
+"""A stream's epoch frontier: which epochs are open (and where each began), which are done.
+
+Strymon (seeds/004): an epoch is a group of packets that atomic subscribers see whole or not
+at all. The publisher closes an epoch with an EPOCH_CLOSED marker, or aborts it with
+EPOCH_ABORTED, *in the root's one total order*, so "where the epoch ends" is a plain packet
+number, and so is where it began (``SubscribeData.epoch_first``, set by the root). The
+frontier is then just the last closed epoch and the open ones with their first packets.
+
+Every tree node keeps a frontier by observing its packets in order; the root's is the one
+that decides (``refusal``): a packet for an epoch already done is refused, because atomic
+subscribers have been handed that epoch (or told it aborted) and could never see the packet.
+
+Bounds: at most ``max_open`` open epochs (the root refuses to open more; other nodes forget
+the oldest) and at most ``max_done`` remembered done epochs; an epoch older than every
+remembered one counts as done, so a forgotten epoch cannot be reopened.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from overlay.messages import PacketKind, PublishError, SubscribeData
+
+
+class Frontier:
+    def __init__(self, max_open: int, max_done: int) -> None:
+        self.max_open = max_open
+        self.max_done = max_done
+        self.open: dict[int, int] = {}  # epoch -> number of its first packet
+        self.last_closed: int | None = None
+        self._done: OrderedDict[int, None] = OrderedDict()
+        self._forgotten: int | None = None  # the newest done epoch no longer remembered
+
+    def is_done(self, epoch: int) -> bool:
+        if epoch in self._done:
+            return True
+        return epoch not in self.open and self._forgotten is not None and epoch <= self._forgotten
+
+    def refusal(self, epoch: int | None, kind: PacketKind) -> PublishError | None:
+        """At the root: why a packet with this epoch and kind cannot join the order, if so."""
+        if epoch is None:
+            return PublishError.BAD_MARKER if kind is not PacketKind.DATA else None
+        if self.is_done(epoch):
+            return PublishError.EPOCH_DONE
+        if epoch not in self.open and len(self.open) >= self.max_open:
+            return PublishError.TOO_MANY_EPOCHS
+        return None
+
+    def first_of(self, epoch: int | None, number: int) -> int | None:
+        """At the root: the ``epoch_first`` of a new packet ``number`` of ``epoch``."""
+        if epoch is None:
+            return None
+        return self.open.get(epoch, number)
+
+    def observe(self, packet: SubscribeData) -> None:
+        """Follow one packet of the stream (in packet order, at any node)."""
+        epoch = packet.epoch
+        if epoch is None or self.is_done(epoch):
+            return
+        if packet.kind is PacketKind.DATA:
+            first = packet.epoch_first if packet.epoch_first is not None else packet.packet
+            self.open.setdefault(epoch, first)
+            if len(self.open) > self.max_open:
+                oldest = min(self.open, key=self.open.__getitem__)
+                del self.open[oldest]
+            return
+        self.open.pop(epoch, None)
+        self._done[epoch] = None
+        while len(self._done) > self.max_done:
+            forgotten, _ = self._done.popitem(last=False)
+            if self._forgotten is None or forgotten > self._forgotten:
+                self._forgotten = forgotten
+        closes = packet.kind is PacketKind.EPOCH_CLOSED
+        if closes and (self.last_closed is None or epoch > self.last_closed):
+            self.last_closed = epoch
+
+    def starts(self) -> tuple[tuple[int, int], ...]:
+        """The open epochs as (epoch, first packet) pairs, oldest first."""
+        return tuple(sorted(self.open.items(), key=lambda item: (item[1], item[0])))
+
+    def learn(self, last_closed: int | None, starts: tuple[tuple[int, int], ...]) -> None:
+        """Adopt what a new parent says of the frontier (a joining node knew nothing)."""
+        if last_closed is not None and (self.last_closed is None or last_closed > self.last_closed):
+            self.last_closed = last_closed
+        for epoch, first in starts:
+            if not self.is_done(epoch) and len(self.open) < self.max_open:
+                self.open.setdefault(epoch, first)

@@ -1,0 +1,495 @@
+"""Publishing: packets go up the tree to the root, which orders them, and down to everyone.
+
+Spec (seeds/003): "we send a PublishData to our parent ... It will normally be forwarded up
+to the root, which will decide whether it is a collision. If not, it is broadcast to all
+nodes in the tree and thereby all subscribers." The rules here, in the order they apply:
+
+* **Up.** A node forwards a PublishData from a child (or a local client) to its parent and
+  remembers, in a bounded table, whom to pass the answer back to. A node that already holds
+  the numbered packet answers itself: "If we have the key, and already have the packet, we
+  return an FNPPublishSucceeded"; a different packet under that number is a collision. A
+  node that is joining or restarting holds publishes until it is in the tree again.
+* **The root** orders. A uid it remembers gets its original number (idempotent retries: a
+  Spark task retry, a client reconnect). A number it holds with the same content is a
+  success, with other content a collision with a suggested next number. Numbers are dense:
+  the next packet is always ``high + 1``, a publisher that names another number is told
+  that one instead (``PublishCollision``), so every node can tell a gap from a delay.
+* **Down.** The root stores a new packet and sends it as SubscribeData to every child; each
+  node stores what it has not seen and sends it on. Over a FIFO link from one parent the
+  numbers arrive in order, so a number past the one expected means the ones between are
+  gone: they become a hole, passed down as PacketsMissed, never a silent gap.
+* **Catch-up.** A node that adopts a child with ``last_seen`` sends it every later packet it
+  holds and PacketsMissed for the rest; a fresh child gets the open epochs it holds from
+  their start, so atomic subscribers there can have them whole.
+* **Signatures.** On a signed stream a node checks a packet before it stores or forwards it,
+  once (``signatures.py``). A peer that sends a bad one is dropped; the packet is not stored,
+  so the genuine packet of that number is still accepted when it comes.
+
+Invariant: a node stores each packet number at most once and sends each stored packet to
+each child at most once (plus catch-up, which only a newly adopted child gets), so no tree
+link carries a packet twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from overlay.core.config import NodeConfig
+from overlay.core.delivery import pump
+from overlay.core.effects import ClientId, PeerId
+from overlay.core.events import (
+    ClientEvent,
+    PublishAcked,
+    PublishCollided,
+    PublishFailed,
+    Subscribed,
+)
+from overlay.core.signatures import SignatureChecker
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Source, State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import (
+    Message,
+    PacketKind,
+    PacketsMissed,
+    PublishCollision,
+    PublishData,
+    PublishError,
+    PublishRejected,
+    PublishSucceeded,
+    SubscribeData,
+    SubscribeSucceeded,
+)
+
+PUBLISH_TIMER = "publish"
+
+Answer = PublishSucceeded | PublishCollision | PublishRejected
+
+# What each refusal means, for the person reading a client's error.
+EXPLAIN: dict[PublishError, str] = {
+    PublishError.NOT_CARRIED: "the node asked is not in this stream's tree",
+    PublishError.NOT_CHILD: "the sender is not a child of the node asked",
+    PublishError.BAD_SIGNATURE: "a signed stream's packet needs a valid signature",
+    PublishError.NEEDS_NUMBER: "a signed packet must name its number (the signature covers it)",
+    PublishError.EPOCH_DONE: "the packet's epoch is already closed or aborted",
+    PublishError.TOO_MANY_EPOCHS: "the stream has its maximum number of open epochs",
+    PublishError.BUSY: "a bounded queue on the way is full; try again later",
+    PublishError.TOO_DEEP: "the publish climbed more hops than a tree is deep",
+    PublishError.BAD_MARKER: "an epoch marker must name its epoch",
+    PublishError.TIMEOUT: "no answer from the stream's root",
+    PublishError.INVALID: "the publish request is malformed",
+}
+
+
+@dataclass(slots=True, eq=False)
+class LocalPublish:
+    """A local client's publish awaiting its answer; resent on timeout with the same uid."""
+
+    client: ClientId
+    message: PublishData
+    attempt: int = 1
+
+
+@dataclass(slots=True, eq=False)
+class Relay:
+    """A child's publish we passed up: the answer from ``upstream`` goes to ``source``."""
+
+    key: bytes
+    source: PeerId
+    upstream: PeerId
+    expires: float
+
+
+def explain(error: int) -> str:
+    try:
+        return EXPLAIN[PublishError(error)]
+    except ValueError:
+        return f"refused with unknown reason code {error}"
+
+
+class PacketFlow:
+    """The publish and broadcast half of a node. The node owns the streams and the tree;
+    this object moves packets through them, speaking only through the callables given."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        timers: TimerQueue,
+        stats: NodeStats,
+        send: Callable[[PeerId, Message], None],
+        deliver: Callable[[ClientId, ClientEvent], None],
+        drop: Callable[[PeerId, str], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.timers = timers
+        self.stats = stats
+        self._send = send
+        self._deliver = deliver
+        self._drop = drop
+        self.signatures = SignatureChecker(config.signature_cache)
+        self.local: dict[int, LocalPublish] = {}
+        self.relayed: OrderedDict[int, Relay] = OrderedDict()
+
+    # --- local publishes --------------------------------------------------------------------
+
+    def publish(self, now: float, stream: Stream, client: ClientId, message: PublishData) -> None:
+        """Start a local client's publish (the node checked the request and the stream)."""
+        if stream.signer is not None and not self._signature_ok(stream, message):
+            self._fail_local(client, message, PublishError.BAD_SIGNATURE)
+            return
+        self.local[message.uid] = LocalPublish(client, message)
+        self._arm(now, message.uid, 1)
+        self._route(now, stream, client, message)
+
+    def on_timer(self, now: float, uid: int, attempt: int) -> None:
+        entry = self.local.get(uid)
+        if entry is None or entry.attempt != attempt:
+            return
+        stream = self.streams.get(entry.message.key)
+        if stream is None or attempt >= self.config.publish_attempts:
+            del self.local[uid]
+            self._fail_local(entry.client, entry.message, PublishError.TIMEOUT)
+            return
+        entry.attempt += 1
+        self.stats.publish_retries += 1
+        self._arm(now, uid, entry.attempt)
+        self._route(now, stream, entry.client, entry.message)
+
+    def forget_client(self, client: ClientId) -> None:
+        for uid in [uid for uid, entry in self.local.items() if entry.client == client]:
+            del self.local[uid]
+
+    def _arm(self, now: float, uid: int, attempt: int) -> None:
+        self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
+
+    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
+        self.local.pop(message.uid, None)
+        self._deliver(client, PublishFailed(message.key, message.uid, error, EXPLAIN[error]))
+
+    # --- publishes from peers ---------------------------------------------------------------
+
+    def on_publish(self, now: float, peer: PeerId, message: PublishData) -> None:
+        stream = self.streams.get(message.key)
+        if stream is None or not stream.carried:
+            self._reject(peer, message, PublishError.NOT_CARRIED)
+        elif peer not in stream.children:
+            self._reject(peer, message, PublishError.NOT_CHILD)
+        elif message.htl == 0:
+            self._reject(peer, message, PublishError.TOO_DEEP)
+        elif stream.signer is not None and message.packet is None:
+            self._reject(peer, message, PublishError.NEEDS_NUMBER)
+        elif stream.signer is not None and not self._signature_ok(stream, message):
+            self.stats.forged += 1
+            self._drop(peer, f"forged signature on a publish for packet {message.packet}")
+        else:
+            self._route(now, stream, peer, message)
+
+    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None:
+        """Serialize at the root, answer from what we hold, or pass the publish up."""
+        if stream.state is State.ROOT:
+            self._reply(source, self._serialize(stream, message))
+            return
+        if stream.state is not State.JOINED or stream.parent is None:
+            if len(stream.queued) >= self.config.max_queued_publishes:
+                self._reply(source, _rejection(message, PublishError.BUSY))
+            else:
+                stream.queued.append((source, message))
+            return
+        known = self._known(stream, message)
+        if known is not None:
+            self._reply(source, known)
+            return
+        if isinstance(source, bytes) and not self._relay(now, stream, source, message):
+            self._reply(source, _rejection(message, PublishError.BUSY))
+            return
+        self._send(stream.parent, dataclasses.replace(message, htl=max(message.htl - 1, 0)))
+
+    def _relay(self, now: float, stream: Stream, source: PeerId, message: PublishData) -> bool:
+        relayed = self.relayed
+        while relayed:
+            uid, oldest = next(iter(relayed.items()))
+            if oldest.expires > now:
+                break
+            del relayed[uid]
+        if message.uid not in relayed and len(relayed) >= self.config.max_relayed_publishes:
+            return False
+        assert stream.parent is not None
+        expires = now + self.config.publish_timeout * self.config.publish_attempts
+        relayed.pop(message.uid, None)
+        relayed[message.uid] = Relay(stream.key, source, stream.parent, expires)
+        return True
+
+    def carried(self, now: float, stream: Stream) -> None:
+        """``stream`` is in the tree again (joined, reattached or root): send what waited."""
+        queued, stream.queued = stream.queued, []
+        for source, message in queued:
+            if isinstance(source, int) and message.uid not in self.local:
+                continue  # the client gave up or went away meanwhile
+            self._route(now, stream, source, message)
+
+    def abandon(self, stream: Stream, reason: PublishError) -> None:
+        """``stream`` could not be joined: refuse what waited for it."""
+        queued, stream.queued = stream.queued, []
+        for source, message in queued:
+            self._reply(source, _rejection(message, reason))
+
+    # --- answers coming back down -------------------------------------------------------------
+
+    def on_answer(self, peer: PeerId, answer: Answer) -> None:
+        relay = self.relayed.get(answer.uid)
+        if relay is not None and relay.upstream == peer and relay.key == answer.key:
+            del self.relayed[answer.uid]
+            self._send(relay.source, answer)
+            return
+        entry = self.local.get(answer.uid)
+        stream = self.streams.get(answer.key)
+        if entry is None or stream is None or stream.parent != peer:
+            self.stats.ignored += 1
+            return
+        if isinstance(answer, PublishRejected) and answer.reason in (
+            PublishError.BUSY,
+            PublishError.NOT_CARRIED,
+        ):
+            return  # the tree is changing under us: the timer sends it again
+        self._reply(entry.client, answer)
+
+    def _reply(self, source: Source, answer: Answer) -> None:
+        if isinstance(source, bytes):
+            self._send(source, answer)
+            return
+        entry = self.local.pop(answer.uid, None)
+        if entry is None:
+            return  # answered already (a resend crossed the first answer)
+        key, uid = answer.key, answer.uid
+        if isinstance(answer, PublishSucceeded):
+            self._deliver(source, PublishAcked(key, uid, answer.packet))
+        elif isinstance(answer, PublishCollision):
+            self._deliver(source, PublishCollided(key, uid, answer.packet, answer.suggested_next))
+        else:
+            try:
+                error = PublishError(answer.reason)
+            except ValueError:
+                error = PublishError.INVALID
+            self._deliver(source, PublishFailed(key, uid, error, explain(answer.reason)))
+
+    def _reject(self, peer: PeerId, message: PublishData, error: PublishError) -> None:
+        self.stats.publish_rejected += 1
+        self._send(peer, _rejection(message, error))
+
+    # --- the root ------------------------------------------------------------------------------
+
+    def _known(self, stream: Stream, message: PublishData) -> Answer | None:
+        """The answer for a numbered publish this node can give from its window, if any."""
+        number = message.packet
+        if number is None:
+            return None
+        held = stream.window.get(number)
+        if held is None:
+            return None
+        if (held.data, held.epoch, held.kind) == (message.data, message.epoch, message.kind):
+            return PublishSucceeded(message.uid, message.key, number)
+        return PublishCollision(message.uid, message.key, number, _next(stream))
+
+    def _serialize(self, stream: Stream, message: PublishData) -> Answer:
+        """The root's decision on one publish; a new packet is stored and broadcast."""
+        uids = stream.uids
+        assert uids is not None, "only a root serializes"
+        number = uids.get(message.uid)
+        if number is not None:
+            return PublishSucceeded(message.uid, message.key, number)
+        if message.packet is not None and message.packet != _next(stream):
+            known = self._known(stream, message)
+            if isinstance(known, PublishSucceeded):
+                self._remember(stream, message.uid, known.packet)
+                return known
+            return PublishCollision(message.uid, message.key, message.packet, _next(stream))
+        refusal = stream.frontier.refusal(message.epoch, message.kind)
+        if refusal is not None:
+            self.stats.publish_rejected += 1
+            return _rejection(message, refusal)
+        number = _next(stream)
+        packet = SubscribeData(
+            message.key,
+            number,
+            message.data,
+            message.epoch,
+            message.kind,
+            message.sig,
+            stream.frontier.first_of(message.epoch, number),
+        )
+        self.stats.published += 1
+        self._store(stream, packet)
+        self._remember(stream, message.uid, number)
+        return PublishSucceeded(message.uid, message.key, number)
+
+    def _remember(self, stream: Stream, uid: int, number: int) -> None:
+        uids = stream.uids
+        assert uids is not None
+        uids[uid] = number
+        if len(uids) > self.config.publish_uids:
+            uids.popitem(last=False)
+
+    def became_root(self, stream: Stream) -> None:
+        if stream.uids is None:
+            stream.uids = OrderedDict()
+        if stream.next_in is None:
+            stream.next_in = _next(stream)
+        if stream.contiguous_from is None:
+            stream.contiguous_from = stream.next_in
+
+    # --- packets coming down -----------------------------------------------------------------
+
+    def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> None:
+        """A packet from ``stream``'s parent ``peer``."""
+        problem = _malformed(packet)
+        if problem is not None:
+            self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
+            return
+        number = packet.packet
+        if (stream.next_in is not None and number < stream.next_in) or not stream.window.accepts(
+            number
+        ):
+            self.stats.duplicates += 1
+            return
+        if stream.signer is not None and not self._signature_ok(stream, packet):
+            self.stats.forged += 1
+            self._drop(peer, f"forged signature on packet {number}")
+            return
+        if stream.next_in is not None and number > stream.next_in:
+            self._missing(stream, stream.next_in, number - 1)
+        self._store(stream, packet)
+
+    def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
+        if message.first > message.last:
+            self._drop(peer, f"PacketsMissed with first {message.first} > last {message.last}")
+            return
+        first = message.first
+        if stream.next_in is not None:
+            first = max(first, stream.next_in)
+        if first <= message.last:
+            self._missing(stream, first, message.last)
+
+    def _missing(self, stream: Stream, first: int, last: int) -> None:
+        for a, b in stream.window.mark_missing(first, last):
+            self.stats.gaps += 1
+            for child in stream.children:
+                self._send(child, PacketsMissed(stream.key, a, b))
+        stream.next_in = max(stream.next_in or 0, last + 1)
+        stream.contiguous_from = max(stream.contiguous_from or 0, last + 1)
+        if stream.high is None or last > stream.high:
+            stream.high = last
+        self.pump(stream)
+
+    def _store(self, stream: Stream, packet: SubscribeData) -> None:
+        number = packet.packet
+        stream.window.add(packet)
+        stream.frontier.observe(packet)
+        stream.next_in = number + 1
+        if stream.contiguous_from is None:
+            stream.contiguous_from = number
+        if stream.high is None or number > stream.high:
+            stream.high = number
+        for child in stream.children:
+            self._send(child, packet)
+        self.pump(stream)
+
+    def pump(self, stream: Stream) -> None:
+        """Deliver to every local client of ``stream`` what it can now have."""
+        for client, member in stream.local.items():
+            for event in pump(stream.key, member, stream.window, stream.contiguous_from):
+                self.stats.delivered += 1
+                self._deliver(client, event)
+
+    def _signature_ok(self, stream: Stream, packet: PublishData | SubscribeData) -> bool:
+        signer = stream.signer
+        assert signer is not None
+        if packet.packet is None:
+            return False
+        return self.signatures.check(
+            signer, packet.sig, packet.key, packet.packet, packet.epoch, packet.kind, packet.data
+        )
+
+    # --- joining the tree ----------------------------------------------------------------------
+
+    def success(self, uid: int, stream: Stream) -> SubscribeSucceeded:
+        """The SubscribeSucceeded that tells a new child where the stream is."""
+        frontier = stream.frontier
+        return SubscribeSucceeded(
+            uid, stream.key, stream.high, frontier.last_closed, frontier.starts()
+        )
+
+    def catch_up(self, stream: Stream, child: PeerId, last_seen: int | None) -> None:
+        """Send a newly adopted child what it lacks of what we have processed: everything
+        after ``last_seen``, or for a fresh child the open epochs we hold whole."""
+        if stream.next_in is None:
+            return  # nothing processed yet: what comes from our parent reaches it too
+        end = stream.next_in - 1
+        if last_seen is not None:
+            start = last_seen + 1
+        else:
+            whole_from = max(stream.window.floor, stream.contiguous_from or 0)
+            starts = [first for first in stream.frontier.open.values() if first >= whole_from]
+            if not starts:
+                return
+            start = min(starts)
+        for item in stream.window.replay(start, end):
+            if isinstance(item, SubscribeData):
+                self._send(child, item)
+            else:
+                self._send(child, PacketsMissed(stream.key, item[0], item[1]))
+
+    def attached(
+        self, stream: Stream, reply: SubscribeSucceeded | None, last_seen: int | None
+    ) -> None:
+        """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's), and
+        ``last_seen`` what our search asked to resume after."""
+        if reply is not None:
+            if reply.last_packet is not None and (
+                stream.high is None or reply.last_packet > stream.high
+            ):
+                stream.high = reply.last_packet
+            stream.frontier.learn(reply.last_closed, reply.open_epochs)
+        if stream.next_in is None and last_seen is not None:
+            stream.next_in = last_seen + 1
+            stream.contiguous_from = last_seen + 1
+
+    def resume_point(self, stream: Stream) -> int | None:
+        """The ``last_seen`` our own search for ``stream`` asks to resume after."""
+        if stream.next_in is not None:
+            return stream.next_in - 1 if stream.next_in > 0 else None
+        wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
+        wanted = [w for w in wanted if w >= 0]
+        return min(wanted) if wanted else None
+
+    def subscribed(self, stream: Stream, root: bool) -> Subscribed:
+        """Place the clients waiting for a position at the stream's head, and the event that
+        tells them where that is."""
+        head = _next(stream)
+        for member in stream.local.values():
+            if member.cursor is None:
+                member.cursor = head
+        frontier = stream.frontier
+        return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
+
+
+def _next(stream: Stream) -> int:
+    return 0 if stream.high is None else stream.high + 1
+
+
+def _rejection(message: PublishData, error: PublishError) -> PublishRejected:
+    return PublishRejected(message.uid, message.key, int(error))
+
+
+def _malformed(packet: SubscribeData) -> str | None:
+    if (packet.epoch is None) != (packet.epoch_first is None):
+        return "epoch and epoch_first must both be set or both be absent"
+    if packet.epoch_first is not None and packet.epoch_first > packet.packet:
+        return f"its epoch starts at {packet.epoch_first}, after the packet"
+    if packet.kind is not PacketKind.DATA and packet.epoch is None:
+        return "an epoch marker without an epoch"
+    return None

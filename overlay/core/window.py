@@ -1,0 +1,145 @@
+"""The bounded window of recent packets one node keeps for one stream.
+
+Every tree node keeps one (DESIGN, "Catch-up"): it serves a (re)subscriber with ``last_seen``
+every later packet it still holds, in order, and it is where local clients read from. The
+window records three things about packet numbers:
+
+* ``packets``: the packets held, by number (a ``SortedDict``, so replaying a range is a walk
+  from one index, not a sort);
+* ``holes``: ranges known to be missing (a parent said ``PacketsMissed``, or a packet came
+  with a number past the one expected), which readers report instead of waiting on;
+* ``floor``: everything below it was evicted or will never be accepted again.
+
+Invariants: every held packet and every hole lies at or above ``floor``; holes never overlap
+held packets; ``len(packets) <= max_packets`` and the held payload bytes stay within
+``max_bytes`` (the newest packet is always kept, even if it alone is larger), so a node's
+memory is bounded by its configuration, never by its traffic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sortedcontainers import SortedDict
+
+from overlay.messages import SubscribeData
+
+# A range of packet numbers known to be missing, both ends included.
+Missing = tuple[int, int]
+
+
+class Window:
+    def __init__(self, max_packets: int, max_bytes: int) -> None:
+        self.max_packets = max_packets
+        self.max_bytes = max_bytes
+        self.packets: SortedDict[int, SubscribeData] = SortedDict()
+        self.holes: SortedDict[int, int] = SortedDict()  # first -> last
+        self.floor = 0
+        self.bytes = 0
+        self.evicted = 0  # packets dropped to stay within bounds, for stats
+
+    def __len__(self) -> int:
+        return len(self.packets)
+
+    def get(self, number: int) -> SubscribeData | None:
+        packet: SubscribeData | None = self.packets.get(number)
+        return packet
+
+    def missing_until(self, number: int) -> int | None:
+        """If ``number`` lies in a known hole, the hole's last number; else None."""
+        index = self.holes.bisect_right(number) - 1
+        if index < 0:
+            return None
+        first, last = self.holes.peekitem(index)
+        return last if first <= number <= last else None
+
+    def next_held(self, number: int) -> int:
+        """The smallest held packet number at or above ``number`` (2**64 if none)."""
+        index = self.packets.bisect_left(number)
+        return self.packets.peekitem(index)[0] if index < len(self.packets) else 2**64
+
+    def accepts(self, number: int) -> bool:
+        """Whether ``number`` is new here: not held, not below the floor, not in a hole."""
+        return (
+            number >= self.floor
+            and number not in self.packets
+            and self.missing_until(number) is None
+        )
+
+    def add(self, packet: SubscribeData) -> None:
+        """Hold ``packet`` (the caller checked ``accepts``), evicting the oldest to fit."""
+        self.packets[packet.packet] = packet
+        self.bytes += len(packet.data)
+        while len(self.packets) > 1 and (
+            len(self.packets) > self.max_packets or self.bytes > self.max_bytes
+        ):
+            number, old = self.packets.popitem(0)
+            self.bytes -= len(old.data)
+            self.evicted += 1
+            self._raise_floor(number + 1)
+
+    def mark_missing(self, first: int, last: int) -> list[Missing]:
+        """Record that ``first..last`` will not arrive; returns the sub-ranges that were not
+        already held, missing or below the floor (what readers have not been told)."""
+        first = max(first, self.floor)
+        fresh: list[Missing] = []
+        start: int | None = None
+        number = first
+        while number <= last:
+            known = number in self.packets
+            hole_end = None if known else self.missing_until(number)
+            if known or hole_end is not None:
+                if start is not None:
+                    fresh.append((start, number - 1))
+                    start = None
+                number = number + 1 if hole_end is None else hole_end + 1
+                continue
+            if start is None:
+                start = number
+            # Jump to the next held packet or hole instead of stepping one number at a time:
+            # a hostile range may span 2**63 numbers.
+            number = min(self._next_known(number), last + 1)
+        if start is not None:
+            fresh.append((start, last))
+        for a, b in fresh:
+            self.holes[a] = b
+        return fresh
+
+    def _next_known(self, number: int) -> int:
+        """The smallest held or missing number above ``number`` (or a number past all)."""
+        candidates = []
+        index = self.packets.bisect_right(number)
+        if index < len(self.packets):
+            candidates.append(self.packets.peekitem(index)[0])
+        index = self.holes.bisect_right(number)
+        if index < len(self.holes):
+            candidates.append(self.holes.peekitem(index)[0])
+        return min(candidates) if candidates else 2**64
+
+    def replay(self, start: int, end: int) -> Iterator[SubscribeData | Missing]:
+        """``start..end`` in order, as held packets and missing ranges (anything not held,
+        evicted or a hole, is reported missing, never skipped in silence)."""
+        if start > end:
+            return
+        if start < self.floor:
+            yield (start, min(self.floor - 1, end))
+            start = self.floor
+        expected = start
+        for number in self.packets.irange(start, end):
+            if number > expected:
+                yield (expected, number - 1)
+            yield self.packets[number]
+            expected = number + 1
+        if expected <= end:
+            yield (expected, end)
+
+    def _raise_floor(self, floor: int) -> None:
+        self.floor = max(self.floor, floor)
+        while self.holes:
+            first, last = self.holes.peekitem(0)
+            if first >= self.floor:
+                break
+            del self.holes[first]
+            if last >= self.floor:
+                self.holes[self.floor] = last
+                break
