@@ -131,7 +131,14 @@ class Node:
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
         """Handle one message from ``peer``. The driver has decoded and validated it."""
         self.stats.received += 1
-        if isinstance(message, Hello):
+        if type(message) is SubscribeData and peer in self.peers:
+            # The one message a node handles at the broadcast's rate: skip the dispatch.
+            stream = self.streams.get(message.key)
+            if stream is not None and stream.parent == peer and stream.carried:
+                self.flow.on_data(peer, message, stream)
+            else:
+                self._send(peer, Unsubscribe(message.key))
+        elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
         elif peer not in self.peers:
             self._out.append(DropPeer(peer, f"sent {type(message).__name__} before Hello"))
@@ -632,6 +639,9 @@ class Node:
     def _adopt(
         self, stream: Stream, peer: PeerId, uid: int, new_root: bool, last_seen: int | None
     ) -> None:
+        # A peer already our child gets everything we take in; catching it up again would
+        # send it packets twice (it relays several searches through us that coalesced).
+        known = peer in stream.children
         stream.children[peer] = None
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
@@ -641,7 +651,7 @@ class Node:
             # A restart may still be routing through our subtree: the new member must know
             # its uid, or it could accept that resubscribe and close a cycle.
             self._send(peer, SubscribeRestarted(stream.restart_uid, stream.key))
-        if not new_root:
+        if not new_root and not known:
             self.flow.catch_up(stream, peer, last_seen)
 
     def _refuse_parent(self, peer: PeerId, key: bytes) -> None:

@@ -387,6 +387,7 @@ class PacketFlow:
 
     def _store(self, stream: Stream, packet: SubscribeData) -> None:
         number = packet.packet
+        self.stats.stored += 1
         stream.window.add(packet)
         stream.frontier.observe(packet)
         stream.next_in = number + 1

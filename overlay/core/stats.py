@@ -20,6 +20,7 @@ class NodeStats:
     ignored: int = 0  # messages with nothing to do here
     published: int = 0  # packets this node ordered as a root
     delivered: int = 0  # events delivered to local clients about packets
+    stored: int = 0  # packets this node took into its window (once each)
     duplicates: int = 0  # packets received again (0 on a healthy tree: link stress 1)
     gaps: int = 0  # ranges of packets found missing and reported as such
     forged: int = 0  # packets refused for a bad signature

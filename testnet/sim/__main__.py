@@ -1,6 +1,7 @@
-"""``python -m testnet.sim``: run the subscribe experiment and print its summary or JSON.
+"""``python -m testnet.sim``: subscribe many clients to many streams, publish on every stream,
+check every tree and delivery guarantee, and print a summary or JSON.
 
-Example: python -m testnet.sim --nodes 10000 --degree 16 --streams 100 --subscribers 100
+Example: python -m testnet.sim --nodes 10000 --streams 100 --subscribers 100 --packets 100
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import json
 import sys
 
 from overlay.core.config import NodeConfig
+from overlay.messages import MAX_PAYLOAD
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import NetworkModel
-from testnet.sim.report import SUMMARY
+from testnet.sim.report import PUBLISH_SUMMARY, SUMMARY
 from testnet.sim.simulator import SimConfig
+from testnet.sim.workload import PublishLoad
 
 
 def _positive(text: str) -> int:
@@ -40,7 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m testnet.sim",
         description="Simulate a subscription-tree overlay: subscribe many clients to many "
-        "streams, check every tree invariant, and report join hops, tree shape and roots.",
+        "streams, publish on each, check every tree invariant and that every subscriber got "
+        "every packet once and in order, and report routing, trees, latency and link stress.",
     )
     p.add_argument("--nodes", type=_positive, default=10_000, help="network size (10000)")
     p.add_argument("--degree", type=_positive, default=16, help="mean links per node (16)")
@@ -54,10 +58,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duplicate", type=_fraction, default=0.0, help="duplication probability")
     p.add_argument("--greedy-samples", type=int, default=1000, help="plain greedy samples")
     p.add_argument("--route-samples", type=int, default=1000, help="overlay routing probes")
+    p.add_argument(
+        "--packets",
+        type=int,
+        default=20,
+        help="packets a stream, published after the joins (20; 0: subscribe only)",
+    )
+    p.add_argument("--publishers", type=_positive, default=2, help="publishers a stream (2)")
+    p.add_argument("--rate", type=float, default=10.0, help="packets a second a stream (10)")
+    p.add_argument("--size", type=int, default=100, help="payload bytes a packet (100)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.subscribers > args.nodes:
         p.error(f"--subscribers {args.subscribers} exceeds --nodes {args.nodes}")
+    if args.packets < 0:
+        p.error(f"--packets must not be negative, got {args.packets}")
+    if not args.rate > 0:
+        p.error(f"--rate must be positive, got {args.rate}")
+    if not 0 <= args.size <= MAX_PAYLOAD:
+        p.error(f"--size must be in [0, {MAX_PAYLOAD}], got {args.size}")
     return args
 
 
@@ -74,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         node=node,
         network=NetworkModel(drop=args.drop, duplicate=args.duplicate),
+        log_packets=args.packets == 0,
     )
+    publish = None
+    if args.packets:
+        publish = PublishLoad(
+            args.packets, args.publishers, args.rate, args.size, start=args.join_window + 5.0
+        )
     exp = SubscribeExperiment(
         sim_config,
         args.streams,
@@ -82,15 +107,21 @@ def main(argv: list[str] | None = None) -> int:
         args.join_window,
         args.greedy_samples,
         args.route_samples,
+        publish,
     )
     _, report = run_subscribe(exp)
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
         print(SUMMARY.format(**report), end="")
+        if publish is not None:
+            print(PUBLISH_SUMMARY.format(**report), end="")
         for line in report["violations"]:  # type: ignore[attr-defined]
             print(f"  ! {line}")
-    return 0 if report["violation_count"] == 0 else 1
+        for line in report.get("delivery_problems", []):  # type: ignore[attr-defined]
+            print(f"  ! {line}")
+    failed = report["violation_count"] or report.get("delivery_problem_count", 0)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

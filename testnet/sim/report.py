@@ -175,3 +175,15 @@ closest node, in mean {route_hops_mean:.2f} hops, p99 {route_hops_p99:.0f} \
   quiet after           {virtual_time:.2f} virtual s;  wall time {wall_setup:.2f} s setup + \
 {wall_run:.2f} s run
 """
+
+PUBLISH_SUMMARY = """\
+publishing: {packets_scheduled} packets ({packets_ordered} ordered by the roots, \
+{publish_acks} acknowledged)
+  delivered             {deliveries}/{deliveries_expected} packets to subscribers; \
+{delivery_problem_count} order, gap or content problems
+  duplicates            {duplicates};  link stress {link_stress:.3f} \
+(SubscribeData sent per packet taken in; 1 is ideal)
+  publish to delivery   p50 {latency_p50_ms:.0f} ms, p99 {latency_p99_ms:.0f} ms (virtual)
+  relative delay        median {rdp_median:.2f}, p95 {rdp_p95:.2f} \
+(tree path over direct latency, publisher to subscriber)
+"""

@@ -24,12 +24,19 @@ from keyspace.topology import Topology, small_world
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, Send, SetTimer
-from overlay.core.events import ClientEvent
+from overlay.core.events import ClientEvent, Epoch, Packet
 from overlay.core.node import Node
-from overlay.messages import Hello, Message, SubscribeSucceeded, SubscribeSucceededNewRoot
+from overlay.messages import (
+    Hello,
+    Message,
+    PacketKind,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+)
 from testnet.sim.network import Network, NetworkModel
 
 _MESSAGE, _TIMER, _CALL = 0, 1, 2
+_PACKET_EVENTS = (Packet, Epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,10 @@ class SimConfig:
     wire: bool = False
     # Fingerprint every delivery, for determinism checks.
     trace: bool = False
+    # Keep packet events (Packet, Epoch) in ``client_log`` too. A publish run at scale turns
+    # it off and reads them through ``on_deliver`` instead: a million deliveries are a lot
+    # of objects. Every other client event is always logged.
+    log_packets: bool = True
 
 
 def node_id(index: int) -> bytes:
@@ -124,8 +135,34 @@ class Simulator:
     def subscribe(self, i: int, key: bytes, client: ClientId) -> None:
         self._apply(i, self.nodes[i].subscribe(self.now, key, client))
 
+    def subscribe_from(
+        self, i: int, key: bytes, client: ClientId, last_seen: int | None, atomic: bool
+    ) -> None:
+        """Subscribe with catch-up (``last_seen``) or atomic epochs."""
+        self._apply(
+            i, self.nodes[i].subscribe(self.now, key, client, last_seen=last_seen, atomic=atomic)
+        )
+
     def unsubscribe(self, i: int, key: bytes, client: ClientId) -> None:
         self._apply(i, self.nodes[i].unsubscribe(self.now, key, client))
+
+    def publish(
+        self,
+        i: int,
+        key: bytes,
+        client: ClientId,
+        uid: int,
+        data: bytes,
+        epoch: int | None = None,
+        kind: PacketKind = PacketKind.DATA,
+        packet: int | None = None,
+    ) -> None:
+        self._apply(
+            i,
+            self.nodes[i].publish(
+                self.now, key, client, uid, data, epoch=epoch, kind=kind, packet=packet
+            ),
+        )
 
     def run(self, until: float | None = None) -> None:
         """Process events in order until none is left (or the next is after ``until``)."""
@@ -169,7 +206,9 @@ class Simulator:
                     self._wake[i] = at
                     self._push(at, _TIMER, i, -1, None)
             elif type(effect) is Deliver:
-                self.client_log.setdefault((i, effect.client), []).append((self.now, effect.event))
+                if self.config.log_packets or type(effect.event) not in _PACKET_EVENTS:
+                    log = self.client_log.setdefault((i, effect.client), [])
+                    log.append((self.now, effect.event))
                 if self.on_deliver is not None:
                     self.on_deliver(i, effect.client, effect.event)
             elif type(effect) is DropPeer:
