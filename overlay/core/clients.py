@@ -1,0 +1,213 @@
+"""The local-client half of a node's API: subscribe, publish, unsubscribe, and clients leaving.
+
+These calls come from the driver on behalf of the scripts and tools connected to this node
+(the client port), so their arguments are checked here as input from outside: a malformed
+publish gets a ``PublishFailed`` saying what is wrong, never an exception, and touches no
+state. ``Node`` inherits this class; the tree and packet machinery it calls lives in
+``overlay.core.node`` and ``overlay.core.publishing``.
+"""
+
+from __future__ import annotations
+
+from keyspace.location import key_location
+from keyspace.stream_key import descriptor_matches, key_is_signed
+from overlay.core.config import NodeConfig
+from overlay.core.delivery import Member
+from overlay.core.effects import ClientId, Effect
+from overlay.core.epochs import Frontier
+from overlay.core.events import ClientEvent, PublishFailed, SubscribeFailed
+from overlay.core.publishing import EXPLAIN, PacketFlow
+from overlay.core.streams import State, Stream
+from overlay.core.window import Window
+from overlay.messages import (
+    KEY_SIZE,
+    MAX_PACKET,
+    MAX_PAYLOAD,
+    MAX_U64,
+    MAX_WIRE_HTL,
+    SIGNATURE_SIZE,
+    PacketKind,
+    PublishData,
+    PublishError,
+)
+
+
+class LocalClients:
+    """Mixed into ``Node``; the attributes and methods declared here are the node's."""
+
+    location: float
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    flow: PacketFlow
+
+    def _flush(self) -> list[Effect]:
+        raise NotImplementedError
+
+    def _deliver(self, client: ClientId, event: ClientEvent) -> None:
+        raise NotImplementedError
+
+    def _prune(self, stream: Stream) -> None:
+        raise NotImplementedError
+
+    def _has_room(self, key: bytes) -> bool:
+        raise NotImplementedError
+
+    def _start_own_search(self, now: float, stream: Stream, must_beat: float | None) -> None:
+        raise NotImplementedError
+
+    def subscribe(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        *,
+        last_seen: int | None = None,
+        atomic: bool = False,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Subscribe a local client. It gets Subscribed once the node is in the tree (then
+        the stream's packets after ``last_seen``, or from the head for a fresh client), or
+        SubscribeFailed if the node cannot join. ``atomic`` clients get closed epochs whole.
+        A signed stream needs its ``descriptor`` (``StreamKey.descriptor``)."""
+        if last_seen is not None and not 0 <= last_seen < MAX_PACKET:
+            self._deliver(client, SubscribeFailed(key, f"last_seen {last_seen} is out of range"))
+            return self._flush()
+        member = Member(atomic=atomic)
+        if last_seen is not None:
+            member.cursor = member.since = last_seen + 1
+        existing = self.streams.get(key)
+        was_carried = existing is not None and existing.carried
+        stream, problem = self._join_for(now, key, client, member, descriptor)
+        if stream is None:
+            self._deliver(client, SubscribeFailed(key, problem))
+        elif was_carried and stream is existing:
+            # (A new search tells its clients itself when it ends, maybe at once.)
+            root = stream.state is State.ROOT
+            self._deliver(client, self.flow.subscribed(stream, root))
+            self.flow.pump(stream)
+        return self._flush()
+
+    def publish(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        uid: int,
+        data: bytes,
+        *,
+        packet: int | None = None,
+        epoch: int | None = None,
+        kind: PacketKind = PacketKind.DATA,
+        sig: bytes | None = None,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Publish ``data`` for a local client; ``uid`` is its idempotency id (the same uid
+        again is answered with the original packet number, never stored twice). ``packet``
+        None lets the root choose the number; a signed stream's publisher names it and signs
+        it (``keyspace.stream_key.sign_packet``). The client gets PublishAcked,
+        PublishCollided or PublishFailed. The node joins the stream's tree first if it must
+        (the client then counts as a member that receives nothing)."""
+        problem = _bad_publish(key, uid, data, packet, epoch, kind, sig)
+        if problem is not None:
+            self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
+            return self._flush()
+        error = None
+        if key_is_signed(key) and packet is None:
+            error = PublishError.NEEDS_NUMBER
+        elif key_is_signed(key) and sig is None:
+            error = PublishError.BAD_SIGNATURE
+        elif kind is not PacketKind.DATA and epoch is None:
+            error = PublishError.BAD_MARKER
+        if error is not None:
+            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return self._flush()
+        if uid in self.flow.local:
+            return self._flush()  # already in flight: its answer will come
+        stream, reason = self._join_for(now, key, client, Member(receives=False), descriptor)
+        if stream is None:
+            self._deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
+            return self._flush()
+        message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
+        self.flow.publish(now, stream, client, message)
+        return self._flush()
+
+    def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
+        """Remove a local client; the node leaves the tree if nobody else needs it."""
+        stream = self.streams.get(key)
+        if stream is not None and client in stream.local:
+            del stream.local[client]
+            self._prune(stream)
+        return self._flush()
+
+    def remove_client(self, now: float, client: ClientId) -> list[Effect]:
+        """A local client went away: drop it from every stream and forget its publishes."""
+        self.flow.forget_client(client)
+        for stream in list(self.streams.values()):
+            if client in stream.local:
+                del stream.local[client]
+                self._prune(stream)
+        return self._flush()
+
+    def _join_for(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        member: Member,
+        descriptor: bytes | None,
+    ) -> tuple[Stream | None, str]:
+        """The stream ``client`` joins as ``member`` (a subscriber that was only publishing
+        becomes a full one), starting our search if we are not in the tree yet."""
+        stream = self.streams.get(key)
+        if stream is None:
+            if key_is_signed(key):
+                if descriptor is None or descriptor_matches(key, descriptor) is None:
+                    return None, "a signed stream needs its descriptor (public key and name)"
+            else:
+                descriptor = None
+            if not self._has_room(key):
+                limit = self.config.max_streams
+                return None, f"this node already carries its limit of {limit} streams"
+            stream = Stream(
+                key,
+                key_location(key),
+                State.JOINING,
+                descriptor=descriptor,
+                window=Window(self.config.window_packets, self.config.window_bytes),
+                frontier=Frontier(self.config.max_open_epochs, self.config.max_done_epochs),
+            )
+            stream.local[client] = member
+            self.streams[key] = stream
+            self._start_own_search(now, stream, must_beat=None)
+            return stream, ""
+        old = stream.local.get(client)
+        if old is None or (member.receives and not old.receives):
+            stream.local[client] = member
+        return stream, ""
+
+
+def _bad_publish(
+    key: object,
+    uid: object,
+    data: object,
+    packet: object,
+    epoch: object,
+    kind: object,
+    sig: object,
+) -> str | None:
+    """What is wrong with a local client's publish request, in words (None: nothing).
+    Typed ``object``: the values come from a client, whatever the annotations promise."""
+    if not isinstance(key, bytes) or len(key) != KEY_SIZE:
+        return f"a stream key is {KEY_SIZE} bytes"
+    if type(uid) is not int or not 0 <= uid <= MAX_U64:
+        return "a publish uid is an integer in [0, 2**64)"
+    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+        return f"a packet's data is bytes, at most {MAX_PAYLOAD} of them"
+    for name, value in (("packet", packet), ("epoch", epoch)):
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_PACKET):
+            return f"{name} must be None or an integer in [0, {MAX_PACKET}]"
+    if not isinstance(kind, PacketKind):
+        return "kind must be a PacketKind"
+    if sig is not None and (not isinstance(sig, bytes) or len(sig) != SIGNATURE_SIZE):
+        return f"a signature is {SIGNATURE_SIZE} bytes"
+    return None
