@@ -123,6 +123,21 @@ class LocalClients:
             return self._flush()
         if uid in self.flow.local:
             return self._flush()  # already in flight: its answer will come
+        if (
+            key_is_signed(key)
+            and key not in self.streams
+            and (descriptor is None or descriptor_matches(key, descriptor) is None)
+        ):
+            reason = "a signed stream needs its descriptor (public key and name)"
+            self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, reason))
+            return self._flush()
+        if key_is_signed(key) and not self._signed_by_owner(
+            key, descriptor, data, packet, epoch, kind, sig
+        ):
+            # Checked before joining: a forged publish must not pull this node into a tree.
+            error = PublishError.BAD_SIGNATURE
+            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return self._flush()
         stream, reason = self._join_for(now, key, client, Member(receives=False), descriptor)
         if stream is None:
             self._deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
@@ -130,6 +145,26 @@ class LocalClients:
         message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
         self.flow.publish(now, stream, client, message)
         return self._flush()
+
+    def _signed_by_owner(
+        self,
+        key: bytes,
+        descriptor: bytes | None,
+        data: bytes,
+        packet: int | None,
+        epoch: int | None,
+        kind: PacketKind,
+        sig: bytes | None,
+    ) -> bool:
+        """Whether a local publish on a signed stream carries the owner's signature (the
+        check is cached, so the packet flow does not verify it a second time)."""
+        stream = self.streams.get(key)
+        signer = stream.signer if stream is not None else None
+        if signer is None and descriptor is not None and descriptor_matches(key, descriptor):
+            signer = descriptor[:32]
+        if signer is None or packet is None:
+            return False
+        return self.flow.signatures.check(signer, sig, key, packet, epoch, kind, data)
 
     def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
         """Remove a local client; the node leaves the tree if nobody else needs it."""

@@ -42,7 +42,9 @@ class Frontier:
             return PublishError.BAD_MARKER if kind is not PacketKind.DATA else None
         if self.is_done(epoch):
             return PublishError.EPOCH_DONE
-        if epoch not in self.open and len(self.open) >= self.max_open:
+        # Only data opens an epoch: a marker for one never opened closes it empty at once.
+        opens = kind is PacketKind.DATA and epoch not in self.open
+        if opens and len(self.open) >= self.max_open:
             return PublishError.TOO_MANY_EPOCHS
         return None
 

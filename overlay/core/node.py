@@ -2,10 +2,11 @@
 
 Inputs: ``link_up``/``link_down`` (a driver opened or lost a link), ``receive`` (a decoded
 message from a peer), ``handle_timer`` (a deadline passed), and the local client calls
-(``overlay.core.clients``: subscribe, publish, unsubscribe, remove_client). Each takes ``now`` (seconds, any epoch) and returns the list of
-effects the driver must carry out. The core imports no I/O, reads no clock and draws every
-random number from the ``random.Random`` it was handed, so a seeded simulator replays it
-exactly and the trio runtime runs the very same code.
+(``overlay.core.clients``: subscribe, publish, unsubscribe, remove_client). Each takes ``now``
+(seconds, any epoch) and returns the list of effects the driver must carry out. The core
+imports no I/O, reads no clock and draws every random number from the ``random.Random`` it
+was handed, so a seeded simulator replays it exactly and the trio runtime runs the very same
+code.
 
 Subscribing follows the Freenet 0.7 specification (seeds/003): a search routed greedily
 toward the key (``overlay.core.routing``) coalesces into the tree at the first node that

@@ -195,13 +195,17 @@ class PacketFlow:
             self._reply(source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
+            if any(waiting.uid == message.uid for _, waiting in stream.queued):
+                return  # a resend of a publish that already waits for the tree
             if len(stream.queued) >= self.config.max_queued_publishes:
                 self._reply(source, _rejection(message, PublishError.BUSY))
             else:
                 stream.queued.append((source, message))
             return
+        # A relay answers from its window only a success: a collision may be a retried uid,
+        # which only the root's uid table can acknowledge with its original number.
         known = self._known(stream, message)
-        if known is not None:
+        if isinstance(known, PublishSucceeded):
             self._reply(source, known)
             return
         if isinstance(source, bytes) and not self._relay(now, stream, source, message):

@@ -11,9 +11,9 @@ window records three things about packet numbers:
 * ``floor``: everything below it was evicted or will never be accepted again.
 
 Invariants: every held packet and every hole lies at or above ``floor``; holes never overlap
-held packets; ``len(packets) <= max_packets`` and the held payload bytes stay within
-``max_bytes`` (the newest packet is always kept, even if it alone is larger), so a node's
-memory is bounded by its configuration, never by its traffic.
+held packets; ``len(packets) <= max_packets``, ``len(holes) <= max_packets`` and the held
+payload bytes stay within ``max_bytes`` (the newest packet is always kept, even if it alone is
+larger), so a node's memory is bounded by its configuration, never by its traffic.
 """
 
 from __future__ import annotations
@@ -103,6 +103,12 @@ class Window:
             fresh.append((start, last))
         for a, b in fresh:
             self.holes[a] = b
+        # Holes are memory too: a parent reporting every other number missing would add one
+        # per report and only eviction of packets trims them. Past ``max_packets`` holes the
+        # oldest is forgotten by raising the floor past it (evicting any packet below it);
+        # readers report numbers below the floor as missing, just as they report holes.
+        while len(self.holes) > self.max_packets:
+            self._forget_below(self.holes.peekitem(0)[1] + 1)
         return fresh
 
     def _next_known(self, number: int) -> int:
@@ -132,6 +138,13 @@ class Window:
             expected = number + 1
         if expected <= end:
             yield (expected, end)
+
+    def _forget_below(self, floor: int) -> None:
+        while self.packets and self.packets.peekitem(0)[0] < floor:
+            _, old = self.packets.popitem(0)
+            self.bytes -= len(old.data)
+            self.evicted += 1
+        self._raise_floor(floor)
 
     def _raise_floor(self, floor: int) -> None:
         self.floor = max(self.floor, floor)
