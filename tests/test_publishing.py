@@ -494,3 +494,15 @@ def test_busy_parent_makes_the_publisher_wait_and_resend_not_fail() -> None:
     assert net.answers(b"D") == [PublishAcked(KEY, second, 1)]
     for name in SUBSCRIBERS:
         assert packets(net, name) == [(0, b"a"), (1, b"d")]
+
+
+def test_local_publishes_in_flight_are_bounded() -> None:
+    net = CoreNet(config=NodeConfig(max_relayed_publishes=2))
+    net.add(b"A", 0.1)
+    net.add(b"R", 0.5)
+    net.connect(b"A", b"R")
+    net.hold(b"R")  # answers never come while R is held
+    for uid in (1, 2, 3):
+        net.publish(b"A", KEY, b"x", client=5, uid=uid)
+    failed = [e for e in net.answers(b"A", 5) if isinstance(e, PublishFailed)]
+    assert [(e.uid, e.error) for e in failed] == [(3, PublishError.BUSY)]

@@ -123,6 +123,12 @@ class LocalClients:
             return self._flush()
         if uid in self.flow.local:
             return self._flush()  # already in flight: its answer will come
+        if len(self.flow.local) >= self.config.max_relayed_publishes:
+            # Local publishes in flight share the relay table's bound: memory stays bounded
+            # however fast clients publish without waiting for answers.
+            error = PublishError.BUSY
+            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return self._flush()
         if (
             key_is_signed(key)
             and key not in self.streams
