@@ -7,10 +7,10 @@ yet arrived stops the pump until the window changes. The cursor only moves forwa
 packet is delivered twice and none out of order.
 
 Atomic members (Strymon) walk the same order but hold an epoch's data back until its marker
-passes the cursor. Then the epoch is delivered whole, from the window, if the member has
-seen the stream without a gap since the epoch's first packet (``since``, and the node's own
-``contiguous_from``) and every packet of it is still held; otherwise it is skipped and the
-client told so. Packets without an epoch are delivered as they come.
+passes the cursor. Then the epoch is delivered whole, from the window, if the member was
+there when it began (``since``) and the node holds every packet number from the epoch's
+first to its marker; otherwise it is skipped and the client told so. Packets without an
+epoch are delivered as they come.
 """
 
 from __future__ import annotations
@@ -99,11 +99,17 @@ def _atomic_event(
         return None  # held back in the window until the epoch closes
     if packet.kind is PacketKind.EPOCH_ABORTED:
         return EpochAborted(key, epoch)
-    first = packet.epoch_first if packet.epoch_first is not None else packet.packet
-    if contiguous_from is None or first < max(member.since, contiguous_from):
+    first = packet.epoch_first
+    if first is None or first < member.since:
         return EpochSkipped(key, epoch, "the epoch began before this subscriber joined")
-    if first < window.floor:
-        return EpochSkipped(key, epoch, "part of the epoch left the node's window")
-    held = (window.packets[n] for n in window.packets.irange(first, packet.packet - 1))
+    # Whole means every number from the epoch's first packet to its marker is held here: a
+    # number not held may have been one of the epoch's (the node joined later, a packet was
+    # lost, or it left the window).
+    packets_ = window.packets
+    if packets_.bisect_left(packet.packet) - packets_.bisect_left(first) != packet.packet - first:
+        if first < window.floor:
+            return EpochSkipped(key, epoch, "part of the epoch left the node's window")
+        return EpochSkipped(key, epoch, "this node did not see the whole epoch")
+    held = (packets_[n] for n in packets_.irange(first, packet.packet - 1))
     packets = tuple(as_event(p) for p in held if p.epoch == epoch and p.kind is PacketKind.DATA)
     return Epoch(key, epoch, packets, packet.packet)

@@ -32,9 +32,18 @@ class Frontier:
         self._forgotten: int | None = None  # the newest done epoch no longer remembered
 
     def is_done(self, epoch: int) -> bool:
+        """Done: closed or aborted, or not open and no newer than an epoch known done.
+        Publishers number epochs upward (a Spark batch id, a counter), so an epoch below the
+        last closed one that is not open is an old one whose record was lost (forgotten, or
+        closed before this node joined the tree), never a new one."""
         if epoch in self._done:
             return True
-        return epoch not in self.open and self._forgotten is not None and epoch <= self._forgotten
+        if epoch in self.open:
+            return False
+        newest = max(
+            (e for e in (self._forgotten, self.last_closed) if e is not None), default=None
+        )
+        return newest is not None and epoch <= newest
 
     def refusal(self, epoch: int | None, kind: PacketKind) -> PublishError | None:
         """At the root: why a packet with this epoch and kind cannot join the order, if so."""
