@@ -9,16 +9,15 @@ state. ``Node`` inherits this class; the tree and packet machinery it calls live
 
 from __future__ import annotations
 
-from keyspace.location import key_location
+from typing import Protocol
+
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
-from overlay.core.effects import ClientId, Effect
-from overlay.core.epochs import Frontier
+from overlay.core.effects import ClientId, Effect, PeerId
 from overlay.core.events import ClientEvent, PublishFailed, SubscribeFailed
 from overlay.core.publishing import EXPLAIN, PacketFlow
 from overlay.core.streams import State, Stream
-from overlay.core.window import Window
 from overlay.messages import (
     KEY_SIZE,
     MAX_PACKET,
@@ -32,31 +31,42 @@ from overlay.messages import (
 )
 
 
-class LocalClients:
-    """Mixed into ``Node``; the attributes and methods declared here are the node's."""
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
 
     location: float
     config: NodeConfig
     streams: dict[bytes, Stream]
     flow: PacketFlow
 
-    def _flush(self) -> list[Effect]:
-        raise NotImplementedError
+    def _flush(self) -> list[Effect]: ...
+    def _deliver(self, client: ClientId, event: ClientEvent) -> None: ...
+    def _prune(self, stream: Stream) -> None: ...
+    def _has_room(self, key: bytes) -> bool: ...
+    def _start_own_search(self, now: float, stream: Stream, must_beat: float | None) -> None: ...
+    def _new_stream(
+        self, key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None
+    ) -> Stream: ...
+    def _join_for(
+        self, now: float, key: bytes, client: ClientId, member: Member, descriptor: bytes | None
+    ) -> tuple[Stream | None, str]: ...
+    def _signed_by_owner(
+        self,
+        key: bytes,
+        descriptor: bytes | None,
+        data: bytes,
+        packet: int | None,
+        epoch: int | None,
+        kind: PacketKind,
+        sig: bytes | None,
+    ) -> bool: ...
 
-    def _deliver(self, client: ClientId, event: ClientEvent) -> None:
-        raise NotImplementedError
 
-    def _prune(self, stream: Stream) -> None:
-        raise NotImplementedError
-
-    def _has_room(self, key: bytes) -> bool:
-        raise NotImplementedError
-
-    def _start_own_search(self, now: float, stream: Stream, must_beat: float | None) -> None:
-        raise NotImplementedError
+class LocalClients:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
 
     def subscribe(
-        self,
+        self: _NodeParts,
         now: float,
         key: bytes,
         client: ClientId,
@@ -88,7 +98,7 @@ class LocalClients:
         return self._flush()
 
     def publish(
-        self,
+        self: _NodeParts,
         now: float,
         key: bytes,
         client: ClientId,
@@ -153,7 +163,7 @@ class LocalClients:
         return self._flush()
 
     def _signed_by_owner(
-        self,
+        self: _NodeParts,
         key: bytes,
         descriptor: bytes | None,
         data: bytes,
@@ -162,8 +172,9 @@ class LocalClients:
         kind: PacketKind,
         sig: bytes | None,
     ) -> bool:
-        """Whether a local publish on a signed stream carries the owner's signature (the
-        check is cached, so the packet flow does not verify it a second time)."""
+        """Whether a local publish on a signed stream carries the owner's signature. The
+        one check of it on this node: the packet flow trusts a local publish that passed, and
+        the cache spares the packet's return trip down the tree a second verification."""
         stream = self.streams.get(key)
         signer = stream.signer if stream is not None else None
         if signer is None and descriptor is not None and descriptor_matches(key, descriptor):
@@ -172,7 +183,7 @@ class LocalClients:
             return False
         return self.flow.signatures.check(signer, sig, key, packet, epoch, kind, data)
 
-    def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
+    def unsubscribe(self: _NodeParts, now: float, key: bytes, client: ClientId) -> list[Effect]:
         """Remove a local client; the node leaves the tree if nobody else needs it."""
         stream = self.streams.get(key)
         if stream is not None and client in stream.local:
@@ -180,7 +191,7 @@ class LocalClients:
             self._prune(stream)
         return self._flush()
 
-    def remove_client(self, now: float, client: ClientId) -> list[Effect]:
+    def remove_client(self: _NodeParts, now: float, client: ClientId) -> list[Effect]:
         """A local client went away: drop it from every stream and forget its publishes."""
         self.flow.forget_client(client)
         for stream in list(self.streams.values()):
@@ -190,7 +201,7 @@ class LocalClients:
         return self._flush()
 
     def _join_for(
-        self,
+        self: _NodeParts,
         now: float,
         key: bytes,
         client: ClientId,
@@ -209,16 +220,8 @@ class LocalClients:
             if not self._has_room(key):
                 limit = self.config.max_streams
                 return None, f"this node already carries its limit of {limit} streams"
-            stream = Stream(
-                key,
-                key_location(key),
-                State.JOINING,
-                descriptor=descriptor,
-                window=Window(self.config.window_packets, self.config.window_bytes),
-                frontier=Frontier(self.config.max_open_epochs, self.config.max_done_epochs),
-            )
+            stream = self._new_stream(key, State.JOINING, None, descriptor)
             stream.local[client] = member
-            self.streams[key] = stream
             self._start_own_search(now, stream, must_beat=None)
             return stream, ""
         old = stream.local.get(client)

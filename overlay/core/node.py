@@ -128,11 +128,9 @@ class Node(LocalClients):
         self.stats.received += 1
         if type(message) is SubscribeData and peer in self.peers:
             # The one message a node handles at the broadcast's rate: skip the dispatch.
-            stream = self.streams.get(message.key)
-            if stream is not None and stream.parent == peer and stream.carried:
+            stream = self._from_parent(peer, message.key)
+            if stream is not None:
                 self.flow.on_data(peer, message, stream)
-            else:
-                self._send(peer, Unsubscribe(message.key))
         elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
         elif peer not in self.peers:
@@ -183,15 +181,9 @@ class Node(LocalClients):
                 if record is not None:
                     own = self.location
                     record.neighbours = tuple(sorted(x for x in message.locations if x != own))
-            case SubscribeData() | PacketsMissed():
-                # Lazy pushing (pub0sub), negative subscription (nanomsg): data for a stream
-                # we do not carry from someone who is not our parent tells them to stop.
-                stream = self.streams.get(message.key)
-                if stream is None or stream.parent != peer or not stream.carried:
-                    self._send(peer, Unsubscribe(message.key))
-                elif isinstance(message, SubscribeData):
-                    self.flow.on_data(peer, message, stream)
-                else:
+            case PacketsMissed():
+                stream = self._from_parent(peer, message.key)
+                if stream is not None:
                     self.flow.on_missed(peer, message, stream)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
@@ -199,6 +191,16 @@ class Node(LocalClients):
                 self.flow.on_answer(peer, message)
             case _:
                 self.stats.ignored += 1
+
+    def _from_parent(self, peer: PeerId, key: bytes) -> Stream | None:
+        """The stream ``peer`` may send packets of, as our parent in its tree. Anything else
+        is answered with Unsubscribe: lazy pushing (pub0sub), negative subscription
+        (nanomsg), so a sender that thinks we are its child stops."""
+        stream = self.streams.get(key)
+        if stream is None or stream.parent != peer or not stream.carried:
+            self._send(peer, Unsubscribe(key))
+            return None
+        return stream
 
     def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
         previous = self.peers.add(peer, hello.location, hello.boot_id)
@@ -443,16 +445,7 @@ class Node(LocalClients):
             state = next_state(None, change)
             if state is None:
                 raise LocalProtocolError(f"{change.value} cannot create a stream")
-            stream = Stream(
-                key,
-                key_location(key),
-                state,
-                parent=parent,
-                descriptor=route.descriptor,
-                window=Window(self.config.window_packets, self.config.window_bytes),
-                frontier=Frontier(self.config.max_open_epochs, self.config.max_done_epochs),
-            )
-            self.streams[key] = stream
+            stream = self._new_stream(key, state, parent, route.descriptor)
         else:
             self._change(stream, change, parent)
         if change is Change.BECAME_ROOT:
@@ -468,6 +461,23 @@ class Node(LocalClients):
                     self._deliver(client, subscribed)
         self._complete_pending(stream)
         self.flow.carried(now, stream)
+        return stream
+
+    def _new_stream(
+        self, key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None
+    ) -> Stream:
+        """Start carrying (or joining) ``key``, with a window and frontier sized by config."""
+        config = self.config
+        stream = Stream(
+            key,
+            key_location(key),
+            state,
+            parent=parent,
+            descriptor=descriptor,
+            window=Window(config.window_packets, config.window_bytes),
+            frontier=Frontier(config.max_open_epochs, config.max_done_epochs),
+        )
+        self.streams[key] = stream
         return stream
 
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None:

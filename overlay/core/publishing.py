@@ -138,10 +138,8 @@ class PacketFlow:
     # --- local publishes --------------------------------------------------------------------
 
     def publish(self, now: float, stream: Stream, client: ClientId, message: PublishData) -> None:
-        """Start a local client's publish (the node checked the request and the stream)."""
-        if stream.signer is not None and not self._signature_ok(stream, message):
-            self._fail_local(client, message, PublishError.BAD_SIGNATURE)
-            return
+        """Start a local client's publish. The node checked the request, its signature
+        included (``clients.py``, before joining a tree for it)."""
         self.local[message.uid] = LocalPublish(client, message)
         self._arm(now, message.uid, 1)
         self._route(now, stream, client, message)
