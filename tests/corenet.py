@@ -29,7 +29,7 @@ from overlay.core.events import (
 )
 from overlay.core.node import Node
 from overlay.core.streams import State, Stream
-from overlay.messages import KEY_SIZE, Accepted, Hello, Message, Neighbours
+from overlay.messages import KEY_SIZE, Accepted, Heartbeat, Hello, Message, Neighbours
 
 
 def key_at(location: float, tag: int = 0) -> bytes:
@@ -186,10 +186,10 @@ class CoreNet:
         return [t for t in self.trace if isinstance(t[2], kind)]
 
     def flow(self) -> list[tuple[PeerId, PeerId, type[Message]]]:
-        """The trace as (sender, receiver, message type), without link chatter (Hello and
-        Neighbours) and without Accepted (a hop's acknowledgement, checked by the single-node
-        tests): the subscription protocol's own traffic."""
-        chatter = Hello | Neighbours | Accepted
+        """The trace as (sender, receiver, message type), without link chatter (Hello,
+        Neighbours and Heartbeat) and without Accepted (a hop's acknowledgement, checked by
+        the single-node tests): the subscription protocol's own traffic."""
+        chatter = Hello | Neighbours | Accepted | Heartbeat
         return [(s, d, type(m)) for s, d, m in self.trace if not isinstance(m, chatter)]
 
     def tree_problems(self, key: bytes) -> list[str]:

@@ -52,10 +52,14 @@ TIMEOUT = NodeConfig().request_timeout  # how long a search below a hop may take
 # Single-node tests push the friend-of-a-friend announcement far into the future: they are
 # about subscribing, and a Neighbours broadcast in the middle would only blur the effects.
 NO_ANNOUNCE = 1e6
+# Likewise heartbeats (liveness has its own tests): these tests read every timer and effect.
+NO_BEATS = {"heartbeat_interval": 1e7, "dead_after": 2e7}
 
 
 def make(location: float = 0.45, **config: object) -> Node:
     config.setdefault("announce_delay", NO_ANNOUNCE)
+    for name, value in NO_BEATS.items():
+        config.setdefault(name, value)
     return Node(b"N", location, random.Random(7), NodeConfig(**config), boot_id=1)  # type: ignore[arg-type]
 
 
@@ -176,7 +180,7 @@ def test_hello_with_new_boot_id_removes_the_peer_from_children() -> None:
     node = root_with_children(b"C1", b"C2")
     assert node.receive(1.0, b"C1", Hello(0.2, 999)) == []
     assert list(node.streams[KEY].children) == [b"C2"]
-    assert node.peers.get(b"C1") == Peer(b"C1", 0.2, 999)  # still connected, as a new node
+    assert node.peers.get(b"C1") == Peer(b"C1", 0.2, 999, 1.0)  # still connected, as a new node
 
 
 def test_restarted_only_child_of_a_relay_prunes_the_relay() -> None:

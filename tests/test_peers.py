@@ -8,7 +8,7 @@ from overlay.core.peers import Peer, PeerTable
 def table(*peers: tuple[bytes, float]) -> PeerTable:
     t = PeerTable()
     for i, (peer_id, location) in enumerate(peers):
-        t.add(peer_id, location, i)
+        t.add(peer_id, location, i, 0.0)
     return t
 
 
@@ -44,9 +44,9 @@ def test_closest_of_no_peers_is_none() -> None:
 
 def test_add_returns_the_previous_record_and_replaces_it() -> None:
     t = PeerTable()
-    assert t.add(b"a", 0.1, 1) is None
-    assert t.add(b"a", 0.2, 2) == Peer(b"a", 0.1, 1)
-    assert t.get(b"a") == Peer(b"a", 0.2, 2)
+    assert t.add(b"a", 0.1, 1, 0.0) is None
+    assert t.add(b"a", 0.2, 2, 3.0) == Peer(b"a", 0.1, 1, 0.0)
+    assert t.get(b"a") == Peer(b"a", 0.2, 2, 3.0)
     assert len(t) == 1
 
 
@@ -73,14 +73,14 @@ def test_equal_reach_goes_to_the_closer_peer_then_the_lower_id() -> None:
         p.neighbours = (0.5,)
     peer = t.closest(0.5, ())
     assert peer is not None and peer.id == b"c"
-    t.add(b"d", 0.625, 9)  # as close as c, and a higher id
+    t.add(b"d", 0.625, 9, 0.0)  # as close as c, and a higher id
     t.get(b"d").neighbours = (0.5,)  # type: ignore[union-attr]
     peer = t.closest(0.5, ())
     assert peer is not None and peer.id == b"c"
 
 
 def test_reach_wraps_around_the_circle() -> None:
-    peer = Peer(b"p", 0.5, 1, (0.125, 0.875))
+    peer = Peer(b"p", 0.5, 1, neighbours=(0.125, 0.875))
     assert peer.reach(0.96875) == 0.09375  # 0.875 is the nearer, below
     assert peer.reach(0.03125) == 0.09375  # 0.125 is the nearer, above
     assert peer.reach(0.5) == 0.0

@@ -437,7 +437,8 @@ def test_publish_waiting_for_a_slow_join_is_sent_once() -> None:
 
 
 def test_unanswered_publish_is_resent_with_its_uid_then_fails() -> None:
-    net = tree()
+    # The root is slow, not dead: heartbeats would (rightly) give up on it long before.
+    net = tree(config=NodeConfig(heartbeat_interval=1e6, dead_after=2e6))
     net.hold(b"R")  # the root hears nothing until release
     uid = net.publish(b"A", KEY, b"x")
     [(_, _, sent)] = [t for t in net.sent(PublishData) if t[0] == b"A"]

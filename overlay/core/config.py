@@ -32,6 +32,14 @@ class NodeConfig:
     # Links that come and go within this many seconds are announced to peers together, in
     # one Neighbours message per peer (friend-of-a-friend routing).
     announce_delay: float = 1.0
+    # Liveness (pub0sub): every ``heartbeat_interval`` a node sends each peer a Heartbeat and
+    # drops any peer it has heard nothing from for ``dead_after``; so a dead or cut-off peer
+    # is noticed within ``dead_after + heartbeat_interval``, whatever the transport says.
+    # Three missed beats make a dead peer: one lost to a busy link is no reason to tear a
+    # tree apart, and 15 s keeps a 10^4-node testnet's chatter to a few messages a second
+    # per node.
+    heartbeat_interval: float = 5.0
+    dead_after: float = 15.0
 
     # --- publishing -----------------------------------------------------------------------
     # The catch-up window of each stream: this many recent packets, and at most this many
@@ -67,6 +75,11 @@ class NodeConfig:
             raise ValueError(
                 "need 0 < accept_timeout <= request_timeout, got "
                 f"{self.accept_timeout} and {self.request_timeout}"
+            )
+        if not 0 < self.heartbeat_interval < self.dead_after:
+            raise ValueError(
+                "need 0 < heartbeat_interval < dead_after, got "
+                f"{self.heartbeat_interval} and {self.dead_after}"
             )
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")

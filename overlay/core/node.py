@@ -47,6 +47,7 @@ from overlay.messages import (
     MAX_NEIGHBOURS,
     Accepted,
     DataNotFound,
+    Heartbeat,
     Hello,
     Message,
     Neighbours,
@@ -69,6 +70,7 @@ from overlay.messages import (
 
 _ROUTE_TIMER = "route"
 _ANNOUNCE_TIMER = "announce"
+_HEARTBEAT_TIMER = "heartbeat"
 
 
 class Node(LocalClients):
@@ -97,6 +99,8 @@ class Node(LocalClients):
         self._timers = TimerQueue()
         self._announced: float | None = None
         self._announce_at: float | None = None  # a Neighbours announcement is due then
+        self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
+        self._beating = False
         self._out: list[Effect] = []
         self.flow = PacketFlow(
             self.config,
@@ -126,14 +130,19 @@ class Node(LocalClients):
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
         """Handle one message from ``peer``. The driver has decoded and validated it."""
         self.stats.received += 1
-        if type(message) is SubscribeData and peer in self.peers:
+        record = self.peers.get(peer)
+        if record is not None:
+            record.heard = now  # any message shows the peer is alive
+        if type(message) is Heartbeat and record is not None:
+            return self._flush()  # hearing it was its whole purpose
+        if type(message) is SubscribeData and record is not None:
             # The one message a node handles at the broadcast's rate: skip the dispatch.
             stream = self._from_parent(peer, message.key)
             if stream is not None:
                 self.flow.on_data(peer, message, stream)
         elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
-        elif peer not in self.peers:
+        elif record is None:
             self._out.append(DropPeer(peer, f"sent {type(message).__name__} before Hello"))
         else:
             self._dispatch(now, peer, message)
@@ -148,6 +157,8 @@ class Node(LocalClients):
                 self.flow.on_timer(now, uid, attempt)
             elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
+            elif kind == _HEARTBEAT_TIMER and uid == self._beats:
+                self._beat(now)
         return self._flush()
 
     def announce_neighbours(self, now: float) -> list[Effect]:
@@ -155,6 +166,12 @@ class Node(LocalClients):
         change; a driver that brings many links up at once may call it when done)."""
         self._announce()
         return self._flush()
+
+    def busy(self) -> bool:
+        """Whether protocol work is pending: a search, an unanswered local publish or an
+        announcement due. Heartbeats do not count; a driver that runs until the network is
+        quiet (the simulator) waits for every node to stop being busy."""
+        return bool(self.routes or self.flow.local) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -203,7 +220,12 @@ class Node(LocalClients):
         return stream
 
     def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
-        previous = self.peers.add(peer, hello.location, hello.boot_id)
+        previous = self.peers.add(peer, hello.location, hello.boot_id, now)
+        if not self._beating:
+            self._beating = True
+            self._timers.add(
+                now + self.config.heartbeat_interval, (_HEARTBEAT_TIMER, self._beats, 0)
+            )
         if previous is None or previous.location != hello.location:
             self._links_changed(now)
         if previous is not None and previous.boot_id != hello.boot_id:
@@ -585,6 +607,35 @@ class Node(LocalClients):
         stream.restart_uid = message.uid
         for child in stream.children:
             self._send(child, SubscribeRestarted(message.uid, message.key))
+
+    # --- liveness ---------------------------------------------------------------------------
+
+    def _beat(self, now: float) -> None:
+        """One heartbeat round: drop every peer silent for ``dead_after``, then tell every
+        other peer we are alive. A dead peer is found within ``dead_after`` plus one
+        interval of its last message, without help from the transport (a cut cable, a
+        frozen process and a lost route all look the same: silence)."""
+        config = self.config
+        silent = [p for p in self.peers if now - p.heard > config.dead_after]
+        for peer in silent:
+            self._out.append(
+                DropPeer(
+                    peer.id, f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)"
+                )
+            )
+            self.peers.remove(peer.id)
+            self.stats.dead_peers += 1
+            self._forget_peer(now, peer.id)
+        if silent:
+            self._links_changed(now)
+        self._beats += 1
+        if len(self.peers) == 0:
+            self._beating = False  # the next Hello starts the rounds again
+            return
+        beat = Heartbeat(self._beats)
+        for peer in self.peers:
+            self._send(peer.id, beat)
+        self._timers.add(now + config.heartbeat_interval, (_HEARTBEAT_TIMER, self._beats, 0))
 
     # --- friend-of-a-friend announcements ---------------------------------------------------
 

@@ -24,6 +24,7 @@ class Peer:
     id: PeerId
     location: float
     boot_id: int
+    heard: float = 0.0  # core time of the last message from this peer (liveness)
     # Sorted locations of the peer's other peers (never ours): what it announced last.
     neighbours: tuple[float, ...] = field(default=())
 
@@ -47,10 +48,11 @@ class PeerTable:
     def __init__(self) -> None:
         self._peers: dict[PeerId, Peer] = {}
 
-    def add(self, peer_id: PeerId, location: float, boot_id: int) -> Peer | None:
-        """Record a peer's Hello; returns the previous record if the peer was known."""
+    def add(self, peer_id: PeerId, location: float, boot_id: int, now: float) -> Peer | None:
+        """Record a peer's Hello, heard at ``now``; returns the previous record if the peer
+        was known."""
         previous = self._peers.get(peer_id)
-        self._peers[peer_id] = Peer(peer_id, location, boot_id)
+        self._peers[peer_id] = Peer(peer_id, location, boot_id, now)
         return previous
 
     def remove(self, peer_id: PeerId) -> Peer | None:

@@ -44,6 +44,10 @@ class Network:
         self._last: dict[tuple[int, int], float] = {}  # FIFO bookkeeping, only with jitter
         self._scale = model.latency_spread / math.sqrt(2.0)
 
+    def add_node(self) -> None:
+        """Place one more node (the next index) in the square."""
+        self._points.append((self._rng.random(), self._rng.random()))
+
     def latency(self, a: int, b: int) -> float:
         """One-way latency of the direct path from ``a`` to ``b``."""
         (xa, ya), (xb, yb) = self._points[a], self._points[b]

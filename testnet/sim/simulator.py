@@ -27,6 +27,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, Send, SetT
 from overlay.core.events import ClientEvent, Epoch, Packet
 from overlay.core.node import Node
 from overlay.messages import (
+    Heartbeat,
     Hello,
     Message,
     PacketKind,
@@ -55,6 +56,10 @@ class SimConfig:
     # it off and reads them through ``on_deliver`` instead: a million deliveries are a lot
     # of objects. Every other client event is always logged.
     log_packets: bool = True
+    # How long after a link breaks (a drop, a liveness timeout) its ends dial each other
+    # again, as the runtime's reconnect with backoff does. Links to a crashed node and links
+    # cut by a partition stay down until ``restart`` or ``heal``.
+    reconnect_delay: float = 1.0
 
 
 def node_id(index: int) -> bytes:
@@ -76,13 +81,22 @@ class Simulator:
         self._node_rng = random.Random(f"nodes-{seed}")
         self.ids = [node_id(i) for i in range(n)]
         self.index = {nid: i for i, nid in enumerate(self.ids)}
+        self.locations = list(self.topology.locations)
+        # The links that exist (topology edges, plus those of nodes added later), and those
+        # of them that are open now. A message crosses only an open link.
+        self.links: list[set[int]] = [set(row) for row in self.topology.neighbours]
+        self._open: set[tuple[int, int]] = set(self.topology.edges())
+        self._cut: set[tuple[int, int]] = set()  # links a partition holds down
         self.nodes = [self._new_node(i) for i in range(n)]
         self.alive = [True] * n
         self.now = 0.0
         self._queue: list[tuple[float, int, int, int, int, object]] = []
         self._seq = 0
         self._wake: dict[int, float] = {}
-        self._cut: set[tuple[int, int]] = set()  # links that are down (partitions, crashes)
+        # Run-to-quiescence bookkeeping: events in the queue that are protocol work (every
+        # message but Heartbeat, every workload call), and nodes with work pending.
+        self._work = 0
+        self._busy: set[int] = set()
         self._digest = hashlib.sha256() if config.trace else None
         self.client_log: dict[tuple[int, ClientId], list[tuple[float, ClientEvent]]] = {}
         self.sent: Counter[str] = Counter()
@@ -95,7 +109,7 @@ class Simulator:
         self._connect_all()
 
     def _new_node(self, i: int) -> Node:
-        return Node(self.ids[i], self.topology.locations[i], self._node_rng, self.config.node)
+        return Node(self.ids[i], self.locations[i], self._node_rng, self.config.node)
 
     # --- topology ---------------------------------------------------------------------------
 
@@ -112,6 +126,7 @@ class Simulator:
                 if type(effect) is Send:
                     j = self.index[effect.peer]
                     self._apply(j, self.nodes[j].receive(self.now, self.ids[i], effect.message))
+        self._busy = {i for i, node in enumerate(self.nodes) if node.busy()}
 
     def _hello(self, a: int, b: int) -> None:
         node_b = self.nodes[b]
@@ -120,7 +135,9 @@ class Simulator:
         )
 
     def linked(self, a: int, b: int) -> bool:
-        return self.ids[b] in self.nodes[a].peers and (min(a, b), max(a, b)) not in self._cut
+        """Whether a message from ``a`` can reach ``b`` now: the link is open, not cut."""
+        pair = (a, b) if a < b else (b, a)
+        return pair in self._open and pair not in self._cut
 
     # --- scheduling -------------------------------------------------------------------------
 
@@ -130,6 +147,7 @@ class Simulator:
 
     def call_at(self, at: float, action: Callable[[], None]) -> None:
         """Run ``action`` (a workload step) at virtual time ``at``."""
+        self._work += 1
         self._push(at, _CALL, -1, -1, action)
 
     def subscribe(self, i: int, key: bytes, client: ClientId) -> None:
@@ -165,29 +183,40 @@ class Simulator:
         )
 
     def run(self, until: float | None = None) -> None:
-        """Process events in order until none is left (or the next is after ``until``)."""
+        """Process events in order up to ``until``; without it, until the network is quiet:
+        no protocol message in flight, no workload step left, no node with work pending.
+        Heartbeats never stop, so they do not count."""
         queue = self._queue
         while queue:
-            if until is not None and queue[0][0] > until:
+            if until is None:
+                if not self._work and not self._busy:
+                    return
+            elif queue[0][0] > until:
                 self.now = until
                 return
             at, _, kind, a, b, payload = heapq.heappop(queue)
             self.now = at
             self.events += 1
             if kind == _MESSAGE:
+                if type(payload) is not Heartbeat:
+                    self._work -= 1
                 self._deliver_message(a, b, payload)  # type: ignore[arg-type]
             elif kind == _TIMER:
                 if self._wake.get(a) == at and self.alive[a]:
                     del self._wake[a]
                     self._apply(a, self.nodes[a].handle_timer(at))
             else:
+                self._work -= 1
                 payload()  # type: ignore[operator]
+        if until is not None:
+            self.now = max(self.now, until)
 
     def _deliver_message(self, src: int, dst: int, message: Message) -> None:
         if not self.alive[dst] or not self.linked(dst, src):
             self.lost += 1
             return
-        self.last_message_at = self.now
+        if type(message) is not Heartbeat:
+            self.last_message_at = self.now
         if self._digest is not None:
             self._digest.update(f"{self.now!r} {src} {dst} {message!r}\n".encode())
         if isinstance(message, SubscribeSucceeded | SubscribeSucceededNewRoot):
@@ -213,6 +242,10 @@ class Simulator:
                     self.on_deliver(i, effect.client, effect.event)
             elif type(effect) is DropPeer:
                 self.disconnect(i, self.index[effect.peer])
+        if self.nodes[i].busy():
+            self._busy.add(i)
+        else:
+            self._busy.discard(i)
 
     def _send(self, i: int, effect: Send) -> None:
         j = self.index.get(effect.peer)
@@ -225,19 +258,102 @@ class Simulator:
             message = decode(encode(message))
         arrivals = self.network.arrivals(self.now, i, j)
         if not arrivals:
+            # A TCP link does not lose a frame and go on: the connection fails. So does this
+            # one (its ends notice at once and dial again after ``reconnect_delay``).
             self.lost += 1
+            self.disconnect(i, j)
+            return
         self.duplicated += len(arrivals) > 1
+        counts = type(message) is not Heartbeat
         for at in arrivals:
+            self._work += counts
             self._push(at, _MESSAGE, i, j, message)
 
     # --- faults -----------------------------------------------------------------------------
 
     def disconnect(self, a: int, b: int) -> None:
-        """Close the link a-b on both sides (each core learns it at once, as TCP would)."""
-        if self.ids[b] in self.nodes[a].peers:
-            self._apply(a, self.nodes[a].link_down(self.now, self.ids[b]))
-        if self.ids[a] in self.nodes[b].peers:
-            self._apply(b, self.nodes[b].link_down(self.now, self.ids[a]))
+        """Close the link a-b on both sides (each live core learns it at once, as TCP would)
+        and dial it again after ``reconnect_delay`` if both ends are still up then."""
+        pair = (a, b) if a < b else (b, a)
+        if pair not in self._open:
+            return
+        self._open.discard(pair)
+        for x, y in ((a, b), (b, a)):
+            if self.alive[x] and self.ids[y] in self.nodes[x].peers:
+                self._apply(x, self.nodes[x].link_down(self.now, self.ids[y]))
+        if self.alive[a] and self.alive[b] and pair not in self._cut:
+            self.call_at(self.now + self.config.reconnect_delay, lambda: self._redial(a, b))
+
+    def _redial(self, a: int, b: int) -> None:
+        pair = (a, b) if a < b else (b, a)
+        if self.alive[a] and self.alive[b] and pair not in self._cut and b in self.links[a]:
+            self.connect(a, b)
+
+    def connect(self, a: int, b: int) -> None:
+        """Open the link a-b (a no-op if it is open): both ends say Hello over it."""
+        pair = (a, b) if a < b else (b, a)
+        if pair in self._open or not (self.alive[a] and self.alive[b]):
+            return
+        self._open.add(pair)
+        self.links[a].add(b)
+        self.links[b].add(a)
+        self._apply(a, self.nodes[a].link_up(self.now, self.ids[b]))
+        self._apply(b, self.nodes[b].link_up(self.now, self.ids[a]))
+
+    def crash(self, i: int, *, silent: bool = True) -> None:
+        """Node ``i`` dies. ``silent``: its peers are not told and find out by liveness (a
+        power cut, a frozen machine); otherwise they learn at once, as when a killed
+        process's sockets are closed by its operating system."""
+        if not self.alive[i]:
+            return
+        if not silent:
+            for j in sorted(self.links[i]):
+                self.disconnect(i, j)
+        self.alive[i] = False
+        self._busy.discard(i)
+        self._wake.pop(i, None)
+        for j in self.links[i]:
+            self._open.discard((i, j) if i < j else (j, i))
+
+    def restart(self, i: int) -> None:
+        """Start node ``i`` again: same id and location, a new boot id, no stream state,
+        and its links dialled afresh."""
+        if self.alive[i]:
+            self.crash(i, silent=False)
+        self.nodes[i] = self._new_node(i)
+        self.alive[i] = True
+        for j in sorted(self.links[i]):
+            self.connect(i, j)
+
+    def add_node(self, location: float, peers: list[int]) -> int:
+        """A new node at ``location``, linked to ``peers``; returns its index."""
+        i = len(self.nodes)
+        self.ids.append(node_id(i))
+        self.index[self.ids[i]] = i
+        self.locations.append(location)
+        self.links.append(set())
+        self.network.add_node()
+        self.nodes.append(self._new_node(i))
+        self.alive.append(True)
+        for j in peers:
+            self.connect(i, j)
+        return i
+
+    def partition(self, side: set[int]) -> None:
+        """Cut every link between ``side`` and the rest, silently: messages stop crossing
+        and each end finds out by liveness."""
+        for a in side:
+            for b in self.links[a]:
+                if b not in side:
+                    self._cut.add((a, b) if a < b else (b, a))
+
+    def heal(self) -> None:
+        """Lift every partition and dial the links it broke."""
+        cut, self._cut = self._cut, set()
+        for a, b in sorted(cut):
+            if (a, b) in self._open:
+                continue  # neither end noticed the cut: the link just works again
+            self.connect(a, b)
 
     # --- results ----------------------------------------------------------------------------
 
