@@ -62,6 +62,7 @@ class Kind(IntEnum):
     LOCATIONS = 12  # tuple of at most MAX_NEIGHBOURS LOCATION values
     OPT_DESCRIPTOR = 13  # None, or bytes of length 33..MAX_DESCRIPTOR
     EPOCH_STARTS = 14  # tuple of at most MAX_OPEN_EPOCHS (epoch, first packet) PACKET pairs
+    OPT_UID = 15  # UID or None
 
 
 def _f(kind: Kind) -> Any:
@@ -337,6 +338,9 @@ class SubscribeData(Message):
 
     ``epoch_first`` (set by the root) is the number of the first packet of ``epoch``; it is
     None exactly when ``epoch`` is None. It is not signed: only the root can know it.
+    ``uid`` is the publish uid the root numbered the packet for, so that whichever node
+    becomes root after this one can still acknowledge a retry of it with its number
+    instead of ordering it twice.
     """
 
     TYPE: ClassVar[int] = 16
@@ -347,6 +351,7 @@ class SubscribeData(Message):
     kind: PacketKind = _f(Kind.PACKET_KIND)
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
     epoch_first: int | None = _opt(Kind.OPT_PACKET)
+    uid: int | None = _opt(Kind.OPT_UID)
 
 
 @dataclass(frozen=True, slots=True)

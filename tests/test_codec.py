@@ -81,6 +81,7 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
     Kind.EPOCH_STARTS: st.lists(
         st.tuples(st.integers(0, MAX_PACKET), st.integers(0, MAX_PACKET)), max_size=5
     ).map(tuple),
+    Kind.OPT_UID: st.none() | st.integers(0, MAX_U64),
     Kind.LOCATIONS: st.lists(
         st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         max_size=20,
@@ -102,6 +103,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.LOCATIONS: (0.25, 0.5),
     Kind.OPT_DESCRIPTOR: b"d" * 40,
     Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
+    Kind.OPT_UID: 2**63 + 5,
 }
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -119,6 +121,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
     Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
     Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
+    Kind.OPT_UID: MAX_U64,
 }
 
 SMALLEST_VALUE: dict[Kind, object] = {
@@ -136,6 +139,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.LOCATIONS: (),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: (),
+    Kind.OPT_UID: None,
 }
 
 
@@ -265,7 +269,7 @@ def test_encoder_accepts_plain_int_packet_kind_and_decoder_returns_the_member() 
                 kind=PacketKind.EPOCH_CLOSED,
                 sig=None,
             ),
-            "88105820" + "00" * KEY_SIZE + "01426869f601f6f6",
+            "89105820" + "00" * KEY_SIZE + "01426869f601f6f6f6",
         ),
     ],
     ids=["Hello", "Heartbeat", "SubscribeData"],
@@ -496,6 +500,11 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         (((1, -2),), "-2 is outside"),
         (((1.0, 2),), "expected an integer, got float"),
         (5, "expected an array of epoch starts, got int"),
+    ],
+    Kind.OPT_UID: [
+        (-1, "-1 is outside"),
+        (MAX_U64 + 1, "is outside"),
+        (1.5, "expected an integer, got float"),
     ],
 }
 

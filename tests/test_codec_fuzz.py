@@ -89,6 +89,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.randbytes(rng.randrange(33, 233))
         case Kind.EPOCH_STARTS:
             return tuple((rng.randrange(2**40), rng.randrange(2**40)) for _ in range(3))
+        case Kind.OPT_UID:
+            return rng.choice((None, rng.getrandbits(64)))
     raise AssertionError(f"no random values for {kind!r}")
 
 

@@ -107,6 +107,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
         ("epoch_first", Kind.OPT_PACKET),
+        ("uid", Kind.OPT_UID),
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
@@ -129,6 +130,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.LOCATIONS: (0.25, 0.75),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: ((1, 2),),
+    Kind.OPT_UID: 2**64 - 1,
 }
 
 

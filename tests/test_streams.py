@@ -21,6 +21,7 @@ EXPECTED: dict[tuple[State | None, Change], State | None] = {
     (State.JOINED, Change.REPARENTED): State.JOINED,
     (State.RESTARTING, Change.ATTACHED): State.JOINED,
     (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
+    (State.ROOT, Change.CLOSER_NODE): State.RESTARTING,
 }
 
 ALL_PAIRS = list(itertools.product([None, *State], Change))

@@ -40,6 +40,12 @@ class NodeConfig:
     # per node.
     heartbeat_interval: float = 5.0
     dead_after: float = 15.0
+    # A node that becomes root of a tree that already carried packets (its root died, or
+    # it is closer to the key) numbers no new packet for this long: the old root's other
+    # children notice the loss up to one heartbeat interval later than the first, and then
+    # need a search to report what they hold. Numbering earlier could give a number twice,
+    # so keep it above heartbeat_interval plus a search's time.
+    takeover_grace: float = 10.0
 
     # --- publishing -----------------------------------------------------------------------
     # The catch-up window of each stream: this many recent packets, and at most this many
@@ -81,6 +87,8 @@ class NodeConfig:
                 "need 0 < heartbeat_interval < dead_after, got "
                 f"{self.heartbeat_interval} and {self.dead_after}"
             )
+        if self.takeover_grace < 0:
+            raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:

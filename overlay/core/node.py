@@ -35,7 +35,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Se
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.peers import PeerTable
-from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
+from overlay.core.publishing import PUBLISH_TIMER, RECOVER_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
@@ -99,6 +99,7 @@ class Node(LocalClients):
         self._timers = TimerQueue()
         self._announced: float | None = None
         self._announce_at: float | None = None  # a Neighbours announcement is due then
+        self._unsettled: set[tuple[PeerId, bytes]] = set()  # Unsubscribes held back: _leave
         self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
         self._beating = False
         self._out: list[Effect] = []
@@ -155,6 +156,8 @@ class Node(LocalClients):
                 self._on_route_timeout(now, uid, attempt)
             elif kind == PUBLISH_TIMER:
                 self.flow.on_timer(now, uid, attempt)
+            elif kind == RECOVER_TIMER:
+                self.flow.on_recover_timer(now, uid)
             elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
             elif kind == _HEARTBEAT_TIMER and uid == self._beats:
@@ -168,10 +171,11 @@ class Node(LocalClients):
         return self._flush()
 
     def busy(self) -> bool:
-        """Whether protocol work is pending: a search, an unanswered local publish or an
-        announcement due. Heartbeats do not count; a driver that runs until the network is
-        quiet (the simulator) waits for every node to stop being busy."""
-        return bool(self.routes or self.flow.local) or self._announce_at is not None
+        """Whether protocol work is pending: a search, an unanswered local publish, a root's
+        takeover grace or an announcement due. Heartbeats do not count; a driver that runs
+        until the network is quiet (the simulator) waits for every node to stop being busy."""
+        flow = self.flow
+        return bool(self.routes or flow.local or flow.recovering) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -215,7 +219,7 @@ class Node(LocalClients):
         (nanomsg), so a sender that thinks we are its child stops."""
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
-            self._send(peer, Unsubscribe(key))
+            self._leave(peer, key)
             return None
         return stream
 
@@ -232,6 +236,15 @@ class Node(LocalClients):
             # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
             # streams to which it was subscribed."
             self._forget_peer(now, peer)
+        if previous is None:
+            # Spec: "when a new node is added ... we restart the subscription". Only a root
+            # has reason to: a closer peer means the tree belongs further on, and routing
+            # our resubscribe (must beat: us) moves it there. Elsewhere the tree stays valid.
+            for stream in list(self.streams.values()):
+                if stream.state is State.ROOT and is_closer(
+                    stream.target, hello.location, self.location
+                ):
+                    self._restart(now, stream, Change.CLOSER_NODE)
 
     # --- searches -------------------------------------------------------------------------
 
@@ -260,7 +273,7 @@ class Node(LocalClients):
                 self._send(peer, RejectedLoop(uid))
                 return
             if self._may_accept(stream, uid, must_beat):
-                self._adopt(stream, peer, uid, False, request.last_seen)
+                self._adopt(now, stream, peer, uid, False, request.last_seen)
                 return
         elif not self._has_room(key):
             self.stats.overloads += 1
@@ -352,7 +365,7 @@ class Node(LocalClients):
             self._fail(route)
         elif may_become_root(route, self.location):
             stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
-            self._answer(stream, route, new_root=True)
+            self._answer(now, stream, route, new_root=True)
             self._prune(stream)
         else:
             self._fail(route)
@@ -364,8 +377,8 @@ class Node(LocalClients):
             self._change(stream, Change.BECAME_ROOT, parent=None)
             stream.restart_uid = None
             self.stats.roots += 1
-            self.flow.became_root(stream)
-            self._complete_pending(stream)
+            self.flow.became_root(now, stream, None, takeover=True)
+            self._complete_pending(now, stream)
             self.flow.carried(now, stream)
         elif may_become_root(route, self.location):
             self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
@@ -399,7 +412,7 @@ class Node(LocalClients):
                 self._change(stream, Change.ATTACHED, parent=peer)
                 stream.restart_uid = None
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
-                self._complete_pending(stream)
+                self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
             elif stream.state is State.JOINED and route.uid == stream.restart_uid:
                 # We routed our restarting ancestor's resubscribe past ourselves and it found
@@ -409,14 +422,16 @@ class Node(LocalClients):
                 self._change(stream, Change.REPARENTED, parent=peer)
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
                 if old is not None and old in self.peers:
-                    self._send(old, Unsubscribe(route.key))
+                    self._leave(old, route.key)
             elif stream.parent != peer:
-                self._send(peer, Unsubscribe(route.key))
-            self._answer(stream, route, new_root=False)
+                self._leave(peer, route.key)
+            self._answer(now, stream, route, new_root=False)
         else:
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
-            self._answer(stream, route, new_root=isinstance(reply, SubscribeSucceededNewRoot))
+            new_root = isinstance(reply, SubscribeSucceededNewRoot)
+            self._answer(now, stream, route, new_root=new_root)
         self._prune(stream)
+        self._settle(peer, route.key)
 
     def _on_failure(
         self, now: float, peer: PeerId, reply: DataNotFound | RejectOverload | RejectedLoop
@@ -430,6 +445,7 @@ class Node(LocalClients):
         if isinstance(reply, DataNotFound):
             route.htl = min(route.htl, reply.htl)
         self._forward(now, route)
+        self._settle(peer, route.key)
 
     def _on_accepted(self, now: float, peer: PeerId, uid: int) -> None:
         route = self.routes.get(uid)
@@ -447,7 +463,9 @@ class Node(LocalClients):
             and now >= route.deadline
         ):
             self.stats.timeouts += 1
+            peer = route.current
             self._forward(now, route)
+            self._settle(peer, route.key)
 
     # --- tree membership --------------------------------------------------------------------
 
@@ -472,7 +490,8 @@ class Node(LocalClients):
             self._change(stream, change, parent)
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
-            self.flow.became_root(stream)
+            # A resubscribe that makes us root brings an existing tree: a takeover.
+            self.flow.became_root(now, stream, route.last_seen, takeover=route.is_resubscribe)
         else:
             self.flow.attached(stream, _success_of(reply), route.last_seen)
         root = stream.state is State.ROOT
@@ -481,7 +500,7 @@ class Node(LocalClients):
             for client, member in stream.local.items():
                 if member.receives:
                     self._deliver(client, subscribed)
-        self._complete_pending(stream)
+        self._complete_pending(now, stream)
         self.flow.carried(now, stream)
         return stream
 
@@ -512,16 +531,16 @@ class Node(LocalClients):
         if change is not Change.JOIN_FAILED:
             stream.join_uid = None
 
-    def _complete_pending(self, stream: Stream) -> None:
+    def _complete_pending(self, now: float, stream: Stream) -> None:
         """Now that we carry ``stream``, answer the searches for it still running through us
         instead of letting them wander on: this coalesces concurrent joins."""
         for uid in list(self._routes_by_key.get(stream.key, ())):
             route = self.routes[uid]
             if route.upstream is None or self._may_accept(stream, uid, route.must_beat):
                 self._drop_route(route)
-                self._answer(stream, route, new_root=False)
+                self._answer(now, stream, route, new_root=False)
 
-    def _answer(self, stream: Stream, route: Route, new_root: bool) -> None:
+    def _answer(self, now: float, stream: Stream, route: Route, new_root: bool) -> None:
         """Tell whoever asked that the search succeeded, and adopt them as a child."""
         upstream = route.upstream
         if upstream is None or upstream not in self.peers:
@@ -529,10 +548,16 @@ class Node(LocalClients):
         if upstream == stream.parent:
             self._send(upstream, RejectedLoop(route.uid))
             return
-        self._adopt(stream, upstream, route.uid, new_root, route.last_seen)
+        self._adopt(now, stream, upstream, route.uid, new_root, route.last_seen)
 
     def _adopt(
-        self, stream: Stream, peer: PeerId, uid: int, new_root: bool, last_seen: int | None
+        self,
+        now: float,
+        stream: Stream,
+        peer: PeerId,
+        uid: int,
+        new_root: bool,
+        last_seen: int | None,
     ) -> None:
         # A peer already our child gets everything we take in; catching it up again would
         # send it packets twice (it relays several searches through us that coalesced).
@@ -548,10 +573,35 @@ class Node(LocalClients):
             self._send(peer, SubscribeRestarted(stream.restart_uid, stream.key))
         if not new_root and not known:
             self.flow.catch_up(stream, peer, last_seen)
+        self.flow.reported(now, stream, last_seen)
 
     def _refuse_parent(self, peer: PeerId, key: bytes) -> None:
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer:
+            self._leave(peer, key)
+
+    def _leave(self, peer: PeerId, key: bytes) -> None:
+        """Tell ``peer`` we are not its child in ``key``'s tree, unless a search of ours
+        still waits on it: if that succeeds, ``peer`` adopts us on receiving it, and an
+        Unsubscribe sent now would reach it after the adoption and undo it (a child that
+        names a parent that does not list it). ``_settle`` sends it once the answer is in."""
+        if self._waiting_on(peer, key):
+            self._unsettled.add((peer, key))
+        else:
+            self._send(peer, Unsubscribe(key))
+
+    def _waiting_on(self, peer: PeerId, key: bytes) -> bool:
+        routes = self.routes
+        return any(routes[uid].current == peer for uid in self._routes_by_key.get(key, ()))
+
+    def _settle(self, peer: PeerId | None, key: bytes) -> None:
+        """A search stopped waiting on ``peer``: send the Unsubscribe ``_leave`` held back,
+        if we still are not its child."""
+        if peer is None or (peer, key) not in self._unsettled or self._waiting_on(peer, key):
+            return
+        self._unsettled.discard((peer, key))
+        stream = self.streams.get(key)
+        if peer in self.peers and (stream is None or stream.parent != peer):
             self._send(peer, Unsubscribe(key))
 
     def _on_unsubscribe(self, peer: PeerId, key: bytes) -> None:
@@ -568,13 +618,14 @@ class Node(LocalClients):
         # A JOINING stream nobody waits for goes too; its search, still running, ends in a
         # membership that is pruned at once, or fails quietly.
         if stream.parent is not None and stream.parent in self.peers:
-            self._send(stream.parent, Unsubscribe(stream.key))
+            self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
 
     # --- restarts -------------------------------------------------------------------------
 
     def _forget_peer(self, now: float, peer: PeerId) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
+        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
         for route in list(self.routes.values()):
             # Handling one route can finish others (joining a tree completes every search
             # for the key): act only on routes still live and still waiting on ``peer``.
@@ -582,16 +633,16 @@ class Node(LocalClients):
                 self._forward(now, route)  # backtrack past it
         for stream in list(self.streams.values()):
             if stream.parent == peer:
-                self._restart(now, stream)
+                self._restart(now, stream, Change.PARENT_LOST)
             elif peer in stream.children:
                 del stream.children[peer]
                 self._prune(stream)
 
-    def _restart(self, now: float, stream: Stream) -> None:
+    def _restart(self, now: float, stream: Stream, change: Change) -> None:
         """Spec, "When something changes": send SubscribeRestarted down the subtree, then
         route a ResubscribeRequest whose must-beat location is our own."""
         self.stats.restarts += 1
-        self._change(stream, Change.PARENT_LOST, parent=None)
+        self._change(stream, change, parent=None)
         uid = self.rng.getrandbits(64)
         stream.restart_uid = uid
         for child in stream.children:

@@ -21,6 +21,16 @@ nodes in the tree and thereby all subscribers." The rules here, in the order the
 * **Catch-up.** A node that adopts a child with ``last_seen`` sends it every later packet it
   holds and PacketsMissed for the rest; a fresh child gets the open epochs it holds from
   their start, so atomic subscribers there can have them whole.
+* **Taking over.** A node that becomes root of a tree that already carried packets (the
+  root died, or a closer node took its place) learns the newest number from the
+  resubscribers' ``last_seen`` and continues above it, so no number is given twice. For
+  ``takeover_grace`` it numbers nothing new: the old root's other children are still
+  reporting, and one may hold packets nobody else got before the old root died. Such a
+  node pushes the packets its new parent lacks up to the root, original uids and numbers
+  kept, and the root takes them in order as the next packets; what nobody brings within
+  the grace is reported missed. Every packet carries its publish uid, so the new root
+  rebuilds the uid table from its window and a publisher's retry is acknowledged with the
+  packet's number, not ordered twice.
 * **Signatures.** On a signed stream a node checks a packet before it stores or forwards it,
   once (``signatures.py``). A peer that sends a bad one is dropped; the packet is not stored,
   so the genuine packet of that number is still accepted when it comes.
@@ -52,6 +62,7 @@ from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
+    MAX_WIRE_HTL,
     Message,
     PacketKind,
     PacketsMissed,
@@ -65,6 +76,7 @@ from overlay.messages import (
 )
 
 PUBLISH_TIMER = "publish"
+RECOVER_TIMER = "recover"
 
 Answer = PublishSucceeded | PublishCollision | PublishRejected
 
@@ -134,6 +146,9 @@ class PacketFlow:
         self.signatures = SignatureChecker(config.signature_cache)
         self.local: dict[int, LocalPublish] = {}
         self.relayed: OrderedDict[int, Relay] = OrderedDict()
+        # Roots in their takeover grace, by timer token.
+        self.recovering: dict[int, bytes] = {}
+        self._tokens = 0
 
     # --- local publishes --------------------------------------------------------------------
 
@@ -190,15 +205,13 @@ class PacketFlow:
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None:
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
-            self._reply(source, self._serialize(stream, message))
+            if stream.recover_until is not None and not _continues(stream, message):
+                self._wait(stream, source, message)  # numbered when the grace ends
+            else:
+                self._reply(source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
-            if any(waiting.uid == message.uid for _, waiting in stream.queued):
-                return  # a resend of a publish that already waits for the tree
-            if len(stream.queued) >= self.config.max_queued_publishes:
-                self._reply(source, _rejection(message, PublishError.BUSY))
-            else:
-                stream.queued.append((source, message))
+            self._wait(stream, source, message)
             return
         # A relay answers from its window only a success: a collision may be a retried uid,
         # which only the root's uid table can acknowledge with its original number.
@@ -210,6 +223,15 @@ class PacketFlow:
             self._reply(source, _rejection(message, PublishError.BUSY))
             return
         self._send(stream.parent, dataclasses.replace(message, htl=max(message.htl - 1, 0)))
+
+    def _wait(self, stream: Stream, source: Source, message: PublishData) -> None:
+        """Hold a publish until the stream is in the tree (or out of its grace) again."""
+        if any(waiting.uid == message.uid for _, waiting in stream.queued):
+            return  # a resend of a publish that already waits
+        if len(stream.queued) >= self.config.max_queued_publishes:
+            self._reply(source, _rejection(message, PublishError.BUSY))
+        else:
+            stream.queued.append((source, message))
 
     def _relay(self, now: float, stream: Stream, source: PeerId, message: PublishData) -> bool:
         relayed = self.relayed
@@ -304,6 +326,8 @@ class PacketFlow:
         number = uids.get(message.uid)
         if number is not None:
             return PublishSucceeded(message.uid, message.key, number)
+        if _fills_hole(stream, message):
+            return self._fill(stream, message)
         if message.packet is not None and message.packet != _next(stream):
             known = self._known(stream, message)
             if isinstance(known, PublishSucceeded):
@@ -323,8 +347,31 @@ class PacketFlow:
             message.kind,
             message.sig,
             stream.frontier.first_of(message.epoch, number),
+            message.uid,
         )
         self.stats.published += 1
+        self._store(stream, packet)
+        self._remember(stream, message.uid, number)
+        return PublishSucceeded(message.uid, message.key, number)
+
+    def _fill(self, stream: Stream, message: PublishData) -> Answer:
+        """Take a packet the old root ordered that this root lacks, in its order. The old
+        root accepted it, so the frontier's refusals do not apply."""
+        number = message.packet
+        assert number is not None
+        if stream.signer is not None and not self._signature_ok(stream, message):
+            return _rejection(message, PublishError.BAD_SIGNATURE)
+        packet = SubscribeData(
+            message.key,
+            number,
+            message.data,
+            message.epoch,
+            message.kind,
+            message.sig,
+            stream.frontier.first_of(message.epoch, number),
+            message.uid,
+        )
+        self.stats.refilled += 1
         self._store(stream, packet)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
@@ -336,13 +383,105 @@ class PacketFlow:
         if len(uids) > self.config.publish_uids:
             uids.popitem(last=False)
 
-    def became_root(self, stream: Stream) -> None:
+    def became_root(
+        self, now: float, stream: Stream, last_seen: int | None, takeover: bool
+    ) -> None:
+        """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
+        had seen; ``takeover``: the tree existed before (a restart made us root)."""
         if stream.uids is None:
-            stream.uids = OrderedDict()
+            # The uids of the packets we hold: a retry of one of them is acknowledged.
+            uids = stream.uids = OrderedDict()
+            for number, packet in stream.window.packets.items():
+                if packet.uid is not None:
+                    uids[packet.uid] = number
+        if stream.next_in is None and last_seen is not None:
+            self._continue_after(stream, last_seen)
         if stream.next_in is None:
             stream.next_in = _next(stream)
         if stream.contiguous_from is None:
             stream.contiguous_from = stream.next_in
+        if takeover:
+            self._hold(now, stream)
+
+    def reported(self, now: float, stream: Stream, last_seen: int | None) -> None:
+        """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
+        took over a tree, and this subtree got packets it did not), numbering continues
+        above it, after a grace in which the child brings what it holds. A claim far
+        beyond our own head moves it by at most one window: a peer cannot make the root
+        skip an unbounded range of numbers."""
+        if stream.state is not State.ROOT or last_seen is None:
+            return
+        high = stream.high
+        if high is not None and last_seen <= high:
+            return
+        if high is None:
+            self._continue_after(stream, last_seen)
+        else:
+            stream.high = min(last_seen, high + self.config.window_packets)
+        self._hold(now, stream)
+
+    def _continue_after(self, stream: Stream, last_seen: int) -> None:
+        """Nothing held yet: continue the stream's numbering after ``last_seen``."""
+        stream.high = last_seen
+        stream.next_in = stream.contiguous_from = last_seen + 1
+
+    def _hold(self, now: float, stream: Stream) -> None:
+        """Number nothing new until ``takeover_grace`` from now (see the module notes)."""
+        until = now + self.config.takeover_grace
+        if stream.recover_until is None:
+            self._tokens += 1
+            stream.recover_token = self._tokens
+            self.recovering[self._tokens] = stream.key
+        stream.recover_until = max(until, stream.recover_until or until)
+        self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+
+    def on_recover_timer(self, now: float, token: int) -> None:
+        """A root's takeover grace may be over: give up what nobody brought (reported as
+        missed, never silent) and number what waited."""
+        key = self.recovering.get(token)
+        stream = None if key is None else self.streams.get(key)
+        if stream is None or stream.recover_token != token or stream.recover_until is None:
+            self.recovering.pop(token, None)
+            return
+        if now < stream.recover_until:
+            return  # extended: a later timer ends it
+        del self.recovering[token]
+        stream.recover_until = None
+        if stream.state is not State.ROOT:
+            return
+        assert stream.next_in is not None
+        if stream.high is not None and stream.next_in <= stream.high:
+            self._missing(stream, stream.next_in, stream.high)
+        self.carried(now, stream)
+
+    def push_up(self, stream: Stream, theirs: int | None) -> None:
+        """We attached under a parent that has processed up to ``theirs``: send up, in
+        order and with their original uids, the packets we hold beyond it. They reached
+        our branch before the tree broke and may have reached nobody else; the root takes
+        each as the next packet or acknowledges one it has (``_fill``)."""
+        parent = stream.parent
+        if parent is None or stream.next_in is None:
+            return
+        first = 0 if theirs is None else theirs + 1
+        for number in stream.window.packets.irange(first, stream.next_in - 1):
+            packet = stream.window.packets[number]
+            if packet.uid is None:
+                continue
+            self.stats.pushed_up += 1
+            self._send(
+                parent,
+                PublishData(
+                    packet.uid,
+                    stream.key,
+                    number,
+                    stream.target,
+                    MAX_WIRE_HTL,
+                    packet.data,
+                    packet.epoch,
+                    packet.kind,
+                    packet.sig,
+                ),
+            )
 
     # --- packets coming down -----------------------------------------------------------------
 
@@ -420,11 +559,14 @@ class PacketFlow:
     # --- joining the tree ----------------------------------------------------------------------
 
     def success(self, uid: int, stream: Stream) -> SubscribeSucceeded:
-        """The SubscribeSucceeded that tells a new child where the stream is."""
+        """The SubscribeSucceeded that tells a new child where the stream is: the newest
+        packet we have processed (a restarted child that holds more sends it up)."""
         frontier = stream.frontier
-        return SubscribeSucceeded(
-            uid, stream.key, stream.high, frontier.last_closed, frontier.starts()
-        )
+        if stream.next_in is None:
+            last = stream.high
+        else:
+            last = stream.next_in - 1 if stream.next_in > 0 else None
+        return SubscribeSucceeded(uid, stream.key, last, frontier.last_closed, frontier.starts())
 
     def catch_up(self, stream: Stream, child: PeerId, last_seen: int | None) -> None:
         """Send a newly adopted child what it lacks of what we have processed: everything
@@ -451,6 +593,8 @@ class PacketFlow:
     ) -> None:
         """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's), and
         ``last_seen`` what our search asked to resume after."""
+        if reply is not None and stream.next_in is not None:
+            self.push_up(stream, reply.last_packet)
         if reply is not None:
             if reply.last_packet is not None and (
                 stream.high is None or reply.last_packet > stream.high
@@ -482,6 +626,26 @@ class PacketFlow:
 
 def _next(stream: Stream) -> int:
     return 0 if stream.high is None else stream.high + 1
+
+
+def _fills_hole(stream: Stream, message: PublishData) -> bool:
+    """A root that took over lacks packets ``next_in..high``; this publish brings the first."""
+    return (
+        message.packet is not None
+        and message.packet == stream.next_in
+        and stream.high is not None
+        and message.packet <= stream.high
+    )
+
+
+def _continues(stream: Stream, message: PublishData) -> bool:
+    """Whether a root in its takeover grace can answer this publish now: one that brings
+    the next packet in order (a pushed-up packet) or names one already processed."""
+    return (
+        message.packet is not None
+        and stream.next_in is not None
+        and message.packet <= stream.next_in
+    )
 
 
 def _rejection(message: PublishData, error: PublishError) -> PublishRejected:

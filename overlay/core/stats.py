@@ -27,6 +27,8 @@ class NodeStats:
     forged: int = 0  # packets refused for a bad signature
     publish_rejected: int = 0  # publishes refused (PublishRejected sent or refusal decided)
     publish_retries: int = 0  # local publishes sent again after a timeout
+    pushed_up: int = 0  # packets sent up to a new parent that had not processed them
+    refilled: int = 0  # packets a root took back from a child after taking over
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

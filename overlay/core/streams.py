@@ -47,6 +47,9 @@ class Change(Enum):
     # that accepted it as its new parent (spec: "we may need to route our resubscribe
     # request through one of our children; this must be handled correctly").
     REPARENTED = "reparented"
+    # A root linked to a node closer to the key hands the tree on (spec: "when a new node
+    # is added ... we restart the subscription").
+    CLOSER_NODE = "closer node"
 
 
 # (state before, change) -> state after; None is "not carried". Anything missing is a bug.
@@ -57,6 +60,7 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
     (State.JOINING, Change.BECAME_ROOT): State.ROOT,
     (State.JOINING, Change.JOIN_FAILED): None,
     (State.JOINED, Change.PARENT_LOST): State.RESTARTING,
+    (State.ROOT, Change.CLOSER_NODE): State.RESTARTING,
     (State.JOINED, Change.REPARENTED): State.JOINED,
     (State.RESTARTING, Change.ATTACHED): State.JOINED,
     (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
@@ -105,6 +109,9 @@ class Stream:
     contiguous_from: int | None = None  # no packet from here on was missed by this node
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
     uids: OrderedDict[int, int] | None = None  # at the root: publish uid -> packet number
+    # At a root that took over a tree: until then it numbers nothing new (see publishing).
+    recover_until: float | None = None
+    recover_token: int = 0
 
     @property
     def signer(self) -> bytes | None:
