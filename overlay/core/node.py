@@ -252,16 +252,13 @@ class Node(LocalClients):
         self, now: float, peer: PeerId, request: SubscribeRequest | ResubscribeRequest
     ) -> None:
         uid, key = request.uid, request.key
-        if self._seen.contains(uid, now):
-            self.stats.loops += 1
-            self._send(peer, RejectedLoop(uid))
-            return
         descriptor = None
         if key_is_signed(key):
             descriptor = request.descriptor
             if descriptor is None or descriptor_matches(key, descriptor) is None:
                 self._out.append(DropPeer(peer, "a signed stream's request without its descriptor"))
                 return
+        seen = self._seen.contains(uid, now)
         self._seen.add(uid, now)
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
@@ -273,9 +270,17 @@ class Node(LocalClients):
                 self._send(peer, RejectedLoop(uid))
                 return
             if self._may_accept(stream, uid, must_beat):
+                # Even a uid seen before: accepting ends the search here, so it cannot
+                # loop, and a search whose first success through us was refused further
+                # back (a node cannot adopt its own parent) must still find this tree,
+                # or it ends as a second root beside it.
                 self._adopt(now, stream, peer, uid, False, request.last_seen)
                 return
-        elif not self._has_room(key):
+        if seen:
+            self.stats.loops += 1
+            self._send(peer, RejectedLoop(uid))
+            return
+        if (stream is None or not stream.carried) and not self._has_room(key):
             self.stats.overloads += 1
             self._send(peer, RejectOverload(uid, key))
             return
