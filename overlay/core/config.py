@@ -18,6 +18,10 @@ class NodeConfig:
     # RejectOverload". Searches in flight for a key count too, so a burst of requests for
     # many keys cannot exceed the limit.
     max_streams: int = 32
+    # Searches one node routes for one key at once. A root's failure sends one resubscribe
+    # per orphaned subtree through the nodes near the key; a peer sending fresh uids in a
+    # loop is answered RejectOverload beyond this, instead of holding a route for each.
+    max_searches_per_key: int = 256
     # A peer answers a forwarded search at once, with Accepted or a reply; one that has not
     # within this time counts as failed and the search backtracks past it. Several round
     # trips of a loaded link.
@@ -101,6 +105,7 @@ class NodeConfig:
             "max_queued_publishes",
             "publish_attempts",
             "max_done_epochs",
+            "max_searches_per_key",
             "signature_cache",
         ):
             if getattr(self, name) < 1:

@@ -280,7 +280,8 @@ class Node(LocalClients):
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        if (stream is None or not stream.carried) and not self._has_room(key):
+        busy = len(self._routes_by_key.get(key, ())) >= self.config.max_searches_per_key
+        if busy or ((stream is None or not stream.carried) and not self._has_room(key)):
             self.stats.overloads += 1
             self._send(peer, RejectOverload(uid, key))
             return

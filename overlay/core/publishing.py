@@ -62,6 +62,7 @@ from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
+    MAX_PACKET,
     MAX_WIRE_HTL,
     Message,
     PacketKind,
@@ -212,6 +213,11 @@ class PacketFlow:
             return
         if stream.state is not State.JOINED or stream.parent is None:
             self._wait(stream, source, message)
+            return
+        # A former root (it handed the tree on) still knows the numbers it gave.
+        number = None if stream.uids is None else stream.uids.get(message.uid)
+        if number is not None:
+            self._reply(source, PublishSucceeded(message.uid, message.key, number))
             return
         # A relay answers from its window only a success: a collision may be a retried uid,
         # which only the root's uid table can acknowledge with its original number.
@@ -409,15 +415,22 @@ class PacketFlow:
         above it, after a grace in which the child brings what it holds. A claim far
         beyond our own head moves it by at most one window: a peer cannot make the root
         skip an unbounded range of numbers."""
-        if stream.state is not State.ROOT or last_seen is None:
-            return
+        if stream.state is not State.ROOT or last_seen is None or last_seen > _LAST_CLAIM:
+            return  # (a claim so near the end of the numbers leaves no room to go on)
         high = stream.high
         if high is not None and last_seen <= high:
             return
         if high is None:
             self._continue_after(stream, last_seen)
+            stream.recover_base = last_seen
         else:
-            stream.high = min(last_seen, high + self.config.window_packets)
+            if stream.recover_until is None:
+                stream.recover_base = high
+            # Measured from the head before this grace, so repeated claims cannot walk it.
+            limit = (stream.recover_base or 0) + self.config.window_packets
+            if high >= limit:
+                return
+            stream.high = min(last_seen, limit)
         self._hold(now, stream)
 
     def _continue_after(self, stream: Stream, last_seen: int) -> None:
@@ -449,6 +462,24 @@ class PacketFlow:
         stream.recover_until = None
         if stream.state is not State.ROOT:
             return
+        # Packets brought up past a hole waited; take them in order, each hole before
+        # them announced as missed, so every branch sees the same numbers.
+        high = stream.high
+        held = [
+            (source, message)
+            for source, message in stream.queued
+            if message.packet is not None
+            and high is not None
+            and stream.next_in is not None
+            and stream.next_in < message.packet <= high
+        ]
+        held.sort(key=lambda item: item[1].packet or 0)
+        stream.queued = [item for item in stream.queued if item not in held]
+        for source, message in held:
+            assert message.packet is not None and stream.next_in is not None
+            if message.packet > stream.next_in:
+                self._missing(stream, stream.next_in, message.packet - 1)
+            self._reply(source, self._serialize(stream, message))
         assert stream.next_in is not None
         if stream.high is not None and stream.next_in <= stream.high:
             self._missing(stream, stream.next_in, stream.high)
@@ -622,6 +653,10 @@ class PacketFlow:
                 member.cursor = head
         frontier = stream.frontier
         return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
+
+
+# A takeover claim beyond this is ignored: numbering must have room to go on below MAX_PACKET.
+_LAST_CLAIM = MAX_PACKET - 2**32
 
 
 def _next(stream: Stream) -> int:

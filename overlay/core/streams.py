@@ -112,6 +112,7 @@ class Stream:
     # At a root that took over a tree: until then it numbers nothing new (see publishing).
     recover_until: float | None = None
     recover_token: int = 0
+    recover_base: int | None = None  # the head when the grace began: claims move it a window
 
     @property
     def signer(self) -> bytes | None:

@@ -1,0 +1,629 @@
+"""Taking over a tree: a new root keeps the packet numbering (overlay.core.publishing,
+"Taking over"), a root hands its tree to a closer node, Unsubscribes wait for searches in
+flight (``Node._leave``), and hostile restart traffic stays bounded.
+
+Most tests run on one tree drawn around the key at 0.5 (``diverged``)::
+
+    R 0.5 (root, publishes)
+    +-- X 0.47 -- E 0.4 (subscriber)
+    +-- C 0.3  -- A 0.2 (subscriber)        and a link X - C, not a tree edge
+
+Packets 0..2 reach everybody; 3 and 4 reach C's branch only (they were still on the R - X
+link when it broke), so after R goes, X (the closest node left) lacks what C holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from corenet import CoreNet, key_at
+from test_node import KEY2, make, meet, own_uid, proto, sends
+
+from overlay.codec import encode
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Deliver, Send
+from overlay.core.events import Missed, Packet, PublishAcked
+from overlay.core.node import Node
+from overlay.core.streams import State, Stream
+from overlay.messages import (
+    MAX_PACKET,
+    Accepted,
+    DataNotFound,
+    PacketKind,
+    PacketsMissed,
+    PublishData,
+    RejectedLoop,
+    RejectOverload,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    Unsubscribe,
+)
+
+KEY = key_at(0.5)
+CONFIG = NodeConfig()
+GRACE = CONFIG.takeover_grace
+ACCEPT = CONFIG.accept_timeout
+MAX_HTL = CONFIG.max_htl
+R, X, E, C, A = b"R", b"X", b"E", b"C", b"A"
+LOCATIONS = {R: 0.5, X: 0.47, E: 0.4, C: 0.3, A: 0.2}
+UID = 100  # R publishes packet n with uid UID + n
+OLD = {n: b"p%d" % n for n in range(5)}  # what R published, by number
+
+Seen = tuple[int, bytes] | Missed
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def carried(net: CoreNet, name: bytes, key: bytes = KEY) -> Stream:
+    stream = net.stream(name, key)
+    assert stream is not None, f"{name!r} does not carry the stream"
+    return stream
+
+
+def seen(net: CoreNet, name: bytes, client: int = 1) -> list[Seen]:
+    """What ``client`` at ``name`` was told about packets: (number, data), or Missed."""
+    out: list[Seen] = []
+    for event in net.received(name, client):
+        if isinstance(event, Packet):
+            out.append((event.number, event.data))
+        elif isinstance(event, Missed):
+            out.append(event)
+    return out
+
+
+def acked(net: CoreNet, name: bytes, client: int = 1) -> dict[int, int]:
+    """uid -> packet number of each PublishAcked ``client`` at ``name`` got."""
+    return {e.uid: e.number for e in net.answers(name, client) if isinstance(e, PublishAcked)}
+
+
+def live_roots(net: CoreNet) -> list[bytes]:
+    """Roots other than R (which, cut off, may still think itself root of nothing)."""
+    return [name for name in net.roots(KEY) if name != R]
+
+
+def tree() -> CoreNet:
+    net = CoreNet(seed=5)
+    for name, location in LOCATIONS.items():
+        net.add(name, location)
+    for a, b in ((R, X), (R, C), (X, E), (C, A)):
+        net.connect(a, b)
+    net.subscribe(E, KEY)
+    net.subscribe(A, KEY)
+    net.connect(X, C)  # after the joins: a shortcut only the repair uses
+    shape = {name: carried(net, name).parent for name in (X, E, C, A)}
+    assert shape == {X: R, E: X, C: R, A: C}, "the tree is not as drawn"
+    return net
+
+
+def diverged() -> CoreNet:
+    """The drawn tree after R published 0..4; X is held, with 3 and 4 still on its way."""
+    net = tree()
+    for n in range(3):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    net.hold(X)
+    for n in (3, 4):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    return net
+
+
+def lose_root(net: CoreNet, order: str) -> None:
+    """R's links break (frames in flight on them are lost), in ``order``."""
+    if order == "at once":
+        net.hold(C)
+        net.disconnect(R, X)
+        net.disconnect(R, C)
+        net.release(X)
+        net.release(C)
+    elif order == "X first":
+        net.disconnect(R, X)
+        net.release(X)
+        net.disconnect(R, C)
+    else:
+        net.disconnect(R, C)
+        net.disconnect(R, X)
+        net.release(X)
+
+
+def x_root_then_c_reports(net: CoreNet) -> None:
+    """On ``diverged``: X loses R and, its search stuck at the slow C, becomes root; only
+    then does C lose R and resubscribe to X, reporting last_seen 4."""
+    net.hold(C)
+    net.disconnect(R, X)
+    net.release(X)
+    net.advance(net.now + ACCEPT)  # X gives up on C: its own search ends, X is root
+    assert carried(net, X).state is State.ROOT and carried(net, X).high == 2
+    net.disconnect(R, C)
+    net.release(C)
+    assert carried(net, C).parent == X
+
+
+# --- 1. a lost root: numbering goes on --------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["at once", "X first", "C first"])
+def test_new_root_numbers_above_every_reported_packet_and_nobody_gets_one_twice(
+    order: str,
+) -> None:
+    net = diverged()
+    lose_root(net, order)
+    net.advance(net.now + ACCEPT + GRACE)  # searches over, any takeover grace too
+    assert len(live_roots(net)) == 1 and net.tree_problems(KEY) == []
+    uids = [net.publish(name, KEY, b"q%d" % i) for i, name in enumerate((A, E, A))]
+    numbers = {**acked(net, A), **acked(net, E)}
+    # C reported last_seen 4: the new root continues at 5, whoever it is.
+    assert [numbers[uid] for uid in uids] == [5, 6, 7]
+    expected = {**OLD, **{numbers[uid]: b"q%d" % i for i, uid in enumerate(uids)}}
+    for name in (E, A):
+        assert seen(net, name) == sorted(expected.items())
+    for name in (X, C):  # no number holds two packets anywhere
+        window = carried(net, name).window.packets
+        assert {n: p.data for n, p in window.items()} == expected
+
+
+def test_root_that_falls_silent_is_replaced_by_liveness_and_numbering_continues() -> None:
+    net = tree()
+    for n in range(5):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    net.hold(R)  # R hears nothing: it drops its peers, then they stop hearing it
+    net.advance(2 * (CONFIG.dead_after + CONFIG.heartbeat_interval) + GRACE)
+    assert {(name, drop.peer) for name, drop in net.dropped} >= {(X, R), (C, R)}
+    assert live_roots(net) == [X] and net.tree_problems(KEY) == []
+    uid = net.publish(A, KEY, b"new")
+    assert acked(net, A) == {uid: 5}
+    for name in (E, A):
+        assert seen(net, name) == [*OLD.items(), (5, b"new")]
+
+
+# --- 2. the takeover grace --------------------------------------------------------------------
+
+
+def taken_over_by_a_resubscribe() -> tuple[CoreNet, bytes, bytes]:
+    """R - C - A, and N (0.45) linked to C only. R goes at t=1: C's resubscribe reaches N,
+    which does not carry the stream and, closest, becomes root through it."""
+    net = CoreNet(seed=6)
+    for name, location in ((R, 0.5), (C, 0.3), (A, 0.2), (b"N", 0.45)):
+        net.add(name, location)
+    for a, b in ((R, C), (C, A)):
+        net.connect(a, b)
+    net.subscribe(A, KEY)
+    net.connect(b"N", C)
+    for n in range(3):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    net.advance(1.0)
+    net.disconnect(R, C)
+    assert net.nodes[b"N"].stats.roots == 1 and carried(net, C).parent == b"N"
+    return net, b"N", A
+
+
+def taken_over_by_a_restart() -> tuple[CoreNet, bytes, bytes]:
+    """The drawn tree; R's link to X breaks at t=1 while C is slow: X restarts, its search
+    ends with nobody closer, and X stays root of its subtree."""
+    net = tree()
+    for n in range(3):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    net.advance(1.0)
+    net.hold(C)
+    net.disconnect(R, X)
+    net.advance(1.0 + ACCEPT)
+    assert net.nodes[X].stats.roots == 1
+    net.advance(1.0 + ACCEPT + CONFIG.heartbeat_interval)  # still inside X's grace
+    net.release(C)  # C answers X's old search with DataNotFound: nothing changes
+    return net, X, E
+
+
+@pytest.mark.parametrize(
+    ("build", "began"),
+    [(taken_over_by_a_resubscribe, 1.0), (taken_over_by_a_restart, 1.0 + ACCEPT)],
+    ids=["through-a-resubscribe", "own-search-ended"],
+)
+def test_root_that_took_over_numbers_nothing_new_until_the_grace_ends(
+    build: Callable[[], tuple[CoreNet, bytes, bytes]], began: float
+) -> None:
+    net, root, publisher = build()
+    stream = carried(net, root)
+    assert stream.state is State.ROOT and stream.recover_until == began + GRACE
+    assert (stream.high, stream.next_in) == (2, 3)
+    net.publish(publisher, KEY, b"waits", uid=300)
+    assert acked(net, publisher) == {} and [m.uid for _, m in stream.queued] == [300]
+    # A publish that names the next number is in order: nothing can collide with it.
+    net.publish(publisher, KEY, b"three", uid=301, packet=3)
+    assert acked(net, publisher) == {301: 3}
+    net.advance(began + GRACE - 0.001)
+    assert acked(net, publisher) == {301: 3}
+    net.advance(began + GRACE)
+    assert acked(net, publisher) == {301: 3, 300: 4}
+    after = carried(net, root)  # (a fresh name: the type checker narrowed ``stream``)
+    assert after.recover_until is None and after.queued == []
+    assert seen(net, publisher) == [*((n, OLD[n]) for n in range(3)), (3, b"three"), (4, b"waits")]
+
+
+# --- 3. push-up and refill --------------------------------------------------------------------
+
+
+def test_restarted_child_pushes_up_what_the_new_root_lacks_and_the_other_branch_gets_it() -> None:
+    net = diverged()
+    x_root_then_c_reports(net)
+    [success] = [m for s, d, m in net.sent(SubscribeSucceeded) if (s, d) == (X, C)]
+    assert isinstance(success, SubscribeSucceeded) and success.last_packet == 2
+    pushed = [m for s, d, m in net.trace if (s, d) == (C, X) and isinstance(m, PublishData)]
+    assert [(m.uid, m.packet, m.data) for m in pushed] == [(UID + n, n, OLD[n]) for n in (3, 4)]
+    assert net.nodes[C].stats.pushed_up == 2 and net.nodes[X].stats.refilled == 2
+    assert net.nodes[X].stats.published == 0  # taken as the old root's, not ordered anew
+    window = carried(net, X).window.packets
+    assert {n: (p.uid, p.data) for n, p in window.items()} == {
+        n: (UID + n, OLD[n]) for n in range(5)
+    }
+    assert seen(net, E) == list(OLD.items())
+    net.advance(net.now + GRACE)
+    uid = net.publish(E, KEY, b"new")
+    assert acked(net, E) == {uid: 5}
+    for name in (E, A):
+        assert seen(net, name) == [*OLD.items(), (5, b"new")]
+
+
+def test_what_nobody_brings_within_the_grace_is_reported_missed() -> None:
+    net = diverged()
+    x_root_then_c_reports(net)
+    # W reports having seen 6, then goes before it can bring 5 and 6.
+    net.add(b"W", 0.35)
+    net.connect(b"W", X)
+    net.inject(b"W", X, ResubscribeRequest(555, KEY, MAX_HTL, 0.35, 0.35, 6))
+    net.disconnect(b"W", X)
+    assert carried(net, X).high == 6
+    net.advance(net.now + GRACE)
+    assert (X, E, PacketsMissed(KEY, 5, 6)) in net.trace
+    uid = net.publish(A, KEY, b"new")
+    assert acked(net, A) == {uid: 7}
+    for name in (E, A):
+        assert seen(net, name) == [*OLD.items(), Missed(KEY, 5, 6), (7, b"new")]
+
+
+def test_packet_pushed_up_past_a_gap_reaches_the_other_branch() -> None:
+    """C holds 4 but never had 3 (R had a hole there, left by an earlier takeover). X
+    lacks both; C brings 4 within the grace. Only 3 was brought by nobody."""
+    net = tree()
+    for n in range(3):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    net.inject(R, C, SubscribeData(KEY, 4, OLD[4], None, PacketKind.DATA, None, None, UID + 4))
+    assert seen(net, A) == [*((n, OLD[n]) for n in range(3)), Missed(KEY, 3, 3), (4, OLD[4])]
+    net.hold(X)
+    x_root_then_c_reports(net)
+    pushed = [m for s, d, m in net.trace if (s, d) == (C, X) and isinstance(m, PublishData)]
+    assert [m.packet for m in pushed] == [4]
+    net.advance(net.now + GRACE)
+    uid = net.publish(A, KEY, b"new")
+    assert acked(net, A) == {uid: 5}
+    expected = [*((n, OLD[n]) for n in range(3)), Missed(KEY, 3, 3), (4, OLD[4]), (5, b"new")]
+    for name in (A, E):  # both branches tell the same story
+        assert seen(net, name) == expected
+
+
+# --- 4. uids survive a takeover ---------------------------------------------------------------
+
+
+def test_every_copy_of_a_packet_carries_its_publish_uid_also_after_a_takeover() -> None:
+    net = diverged()
+    x_root_then_c_reports(net)
+    copies = [m for _, _, m in net.sent(SubscribeData)]
+    assert {(m.packet, m.uid) for m in copies if isinstance(m, SubscribeData)} == {
+        (n, UID + n) for n in range(5)
+    }
+    assert (X, E, SubscribeData(KEY, 3, OLD[3], None, PacketKind.DATA, None, None, UID + 3)) in (
+        net.trace
+    )
+
+
+@pytest.mark.parametrize("when", ["in the grace", "after the grace"])
+def test_retry_reaching_a_new_root_is_acked_with_its_original_number(when: str) -> None:
+    """A publisher (a Spark task retried on another node) sends again uids whose answers it
+    never saw: one the new root held, one it took back from C's push-up."""
+    net = diverged()
+    x_root_then_c_reports(net)
+    root = carried(net, X)
+    assert dict(root.uids or {}) == {UID + n: n for n in range(5)}
+    if when == "after the grace":
+        net.advance(net.now + GRACE)
+    stored = net.nodes[X].stats.stored
+    copies = len(net.sent(SubscribeData))
+    net.publish(A, KEY, b"retry of 1", client=2, uid=UID + 1)
+    net.publish(E, KEY, b"retry of 4", client=2, uid=UID + 4)
+    net.advance(net.now + GRACE)
+    assert acked(net, A, client=2) == {UID + 1: 1}
+    assert acked(net, E, client=2) == {UID + 4: 4}
+    assert net.nodes[X].stats.stored == stored and len(net.sent(SubscribeData)) == copies
+    for name in (E, A):
+        assert seen(net, name) == list(OLD.items())
+
+
+def handed_over() -> CoreNet:
+    """R (0.45) is root of R - C - A with packets 0..2 from A. F (0.35), farther from the
+    key than R, links to R: no reason to move the tree. At t=1 N (0.49), closer, links to R
+    and takes the tree over."""
+    net = CoreNet(seed=7)
+    for name, location in ((R, 0.45), (C, 0.3), (A, 0.2), (b"F", 0.35)):
+        net.add(name, location)
+    net.connect(R, C)
+    net.connect(C, A)
+    net.subscribe(R, KEY)
+    net.subscribe(A, KEY)
+    for n in range(3):
+        net.publish(A, KEY, OLD[n], client=2, uid=UID + n)
+    net.connect(b"F", R)
+    net.advance(1.0)
+    net.add(b"N", 0.49)
+    net.connect(b"N", R)
+    return net
+
+
+def test_retry_after_a_handoff_is_acked_with_its_original_number() -> None:
+    net = handed_over()
+    assert live_roots(net) == [b"N"]
+    net.advance(1.0 + GRACE)
+    net.publish(A, KEY, OLD[1], client=3, uid=UID + 1)  # a retry of packet 1's publish
+    assert acked(net, A, client=3) == {UID + 1: 1}
+    assert seen(net, A) == [(n, OLD[n]) for n in range(3)]
+
+
+# --- 5. how far a claim moves the root --------------------------------------------------------
+
+
+def root_with_packets(count: int, window: int = 8) -> Node:
+    """N (0.45), root of KEY for local client 1, has ordered packets 0..count-1; U (0.2) is
+    a peer about to subscribe."""
+    node = make(window_packets=window)
+    node.subscribe(0.0, KEY, 1)
+    for n in range(count):
+        node.publish(0.0, KEY, 1, UID + n, b"p%d" % n)
+    meet(node, b"U", 0.2)
+    return node
+
+
+def test_claim_far_beyond_the_head_moves_it_by_at_most_one_window() -> None:
+    node = root_with_packets(3)
+    node.receive(1.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 10**12))
+    stream = node.streams[KEY]
+    assert (stream.high, stream.next_in, stream.recover_until) == (2 + 8, 3, 1.0 + GRACE)
+    effects = node.handle_timer(1.0 + GRACE)
+    assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects
+    assert Deliver(1, Missed(KEY, 3, 10)) in effects
+    effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"next")
+    assert Deliver(1, PublishAcked(KEY, 999, 11)) in effects
+
+
+def test_repeated_claims_from_one_child_move_the_head_by_at_most_one_window() -> None:
+    node = root_with_packets(3)
+    for i in range(50):
+        node.receive(1.0 + i, b"U", SubscribeRequest(900 + i, KEY, 5, 0.2, 10**12))
+    high = node.streams[KEY].high
+    assert high is not None and high <= 2 + 8
+
+
+def test_claim_at_an_empty_root_never_numbers_past_the_wire_limit() -> None:
+    """An empty root must believe a resubscriber's last_seen (a handed-over tree goes on
+    from there), but never beyond the numbers a packet can carry."""
+    node = root_with_packets(0)
+    node.receive(1.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, MAX_PACKET))
+    node.handle_timer(1.0 + GRACE)
+    effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"next")
+    for effect in effects:
+        if isinstance(effect, Send):
+            encode(effect.message)  # every message a core builds must be valid on the wire
+    acks = [e.event for e in effects if isinstance(e, Deliver)]
+    assert all(a.number <= MAX_PACKET for a in acks if isinstance(a, PublishAcked))
+
+
+# --- 6. handing the tree to a closer node -----------------------------------------------------
+
+
+def test_root_hands_its_tree_to_a_closer_new_peer() -> None:
+    net = handed_over()
+    [(_, to, restarted)] = [t for t in net.sent(SubscribeRestarted) if t[0] == R]
+    [(_, hop, resubscribe)] = net.sent(ResubscribeRequest)
+    assert to == C and hop == b"N" and isinstance(restarted, SubscribeRestarted)
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, 2)
+    assert net.nodes[R].stats.restarts == 1  # for N only, not for F
+    old = carried(net, R)
+    assert (old.state, old.parent, list(old.children)) == (State.JOINED, b"N", [C])
+    assert net.roots(KEY) == [b"N"] and net.tree_problems(KEY) == []
+    for name in (R, C, A):  # one tree: every member's parent links lead to N
+        up: bytes | None = name
+        while up != b"N":
+            assert up is not None
+            up = carried(net, up).parent
+    new = carried(net, b"N")
+    assert (new.high, new.recover_until) == (2, 1.0 + GRACE)
+    net.advance(1.0 + GRACE)
+    uid = net.publish(A, KEY, b"new", client=2)
+    assert acked(net, A, client=2)[uid] == 3
+    for name in (R, A):
+        assert seen(net, name) == [*((n, OLD[n]) for n in range(3)), (3, b"new")]
+
+
+# --- 7. an Unsubscribe waits for the search that may be adopting us ---------------------------
+
+
+def searching_through_p() -> tuple[Node, int]:
+    """N (0.45) relayed U's search 40 to P (0.49), gave up on P (no Accepted) and sent it to
+    Q (0.4), which accepted it; then N's own search for KEY went to P. Returns N and the
+    uid of its own search."""
+    node = make()
+    meet(node, b"P", 0.49)
+    meet(node, b"Q", 0.4)
+    meet(node, b"U", 0.1)
+    assert sends(node.receive(0.0, b"U", SubscribeRequest(40, KEY, 5, 0.1, None)))[1][0] == b"P"
+    assert sends(node.handle_timer(ACCEPT))[0][0] == b"Q"
+    node.receive(ACCEPT, b"Q", Accepted(40))
+    uid = own_uid(node.subscribe(ACCEPT, KEY, 1))
+    assert node.routes[uid].current == b"P" and node.routes[40].current == b"Q"
+    return node, uid
+
+
+def late_success_from_p(node: Node) -> None:
+    """P answers search 40 late: it listed N as a child, which N must undo, but not yet."""
+    effects = node.receive(ACCEPT + 1, b"P", SubscribeSucceeded(40, KEY, None))
+    assert sends(effects) == []
+
+
+def test_unsubscribe_waits_for_a_search_on_that_peer_and_is_dropped_when_it_adopts_us() -> None:
+    node, uid = searching_through_p()
+    late_success_from_p(node)
+    data = SubscribeData(KEY, 0, b"x", None, PacketKind.DATA, None)
+    assert sends(node.receive(ACCEPT + 1, b"P", data)) == []  # from a non-parent: held too
+    effects = node.receive(ACCEPT + 2, b"P", SubscribeSucceeded(uid, KEY, None))
+    assert (b"P", Unsubscribe(KEY)) not in sends(effects)
+    assert (b"U", SubscribeSucceeded(40, KEY, None)) in sends(effects)  # coalesced
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, list(stream.children)) == (State.JOINED, b"P", [b"U"])
+    assert node.routes == {}
+
+
+@pytest.mark.parametrize("answer", ["DataNotFound", "timeout"])
+def test_unsubscribe_held_for_a_search_is_sent_once_that_search_leaves_the_peer(
+    answer: str,
+) -> None:
+    node, uid = searching_through_p()
+    late_success_from_p(node)
+    if answer == "DataNotFound":
+        effects = node.receive(ACCEPT + 2, b"P", DataNotFound(uid, KEY, 3))
+    else:
+        effects = node.handle_timer(2 * ACCEPT)
+    out = sends(effects)
+    assert out.count((b"P", Unsubscribe(KEY))) == 1
+    assert node.routes[uid].current == b"Q"  # the search went on without P
+
+
+def test_unsubscribe_held_for_a_search_completed_another_way_goes_with_the_answer() -> None:
+    node, uid = searching_through_p()
+    late_success_from_p(node)
+    effects = node.receive(ACCEPT + 2, b"Q", SubscribeSucceeded(40, KEY, None))
+    assert node.streams[KEY].parent == b"Q" and node.routes == {}
+    sent = sends(effects)
+    # P, which still has N's own search, answers it (it lists N already: a success).
+    sent += sends(node.receive(ACCEPT + 3, b"P", SubscribeSucceeded(uid, KEY, None)))
+    assert sent.count((b"P", Unsubscribe(KEY))) >= 1
+    assert (b"Q", Unsubscribe(KEY)) not in sent
+
+
+def test_unsubscribe_for_another_key_is_not_held() -> None:
+    node, _ = searching_through_p()
+    data = SubscribeData(KEY2, 0, b"x", None, PacketKind.DATA, None)
+    assert sends(node.receive(ACCEPT + 1, b"P", data)) == [(b"P", Unsubscribe(KEY2))]
+
+
+# --- 8. bad input: bounded, harmless, and no business of the other stream ---------------------
+
+
+def two_streams(**config: object) -> Node:
+    """N (0.45) carries KEY (parent P 0.49, children C1 0.2 and C2 0.25) and KEY2 (parent P,
+    child D 0.15, packets 0..1); U (0.3) is the peer that misbehaves."""
+    node = make(0.45, **config)
+    for peer, location in ((b"P", 0.49), (b"C1", 0.2), (b"C2", 0.25), (b"D", 0.15), (b"U", 0.3)):
+        meet(node, peer, location, boot_id=len(node.peers) + 1)
+    for key, client, children in ((KEY, 1, (b"C1", b"C2")), (KEY2, 2, (b"D",))):
+        uid = own_uid(node.subscribe(0.0, key, client))
+        node.receive(0.0, b"P", SubscribeSucceeded(uid, key, None))
+        for i, child in enumerate(children):
+            node.receive(0.0, child, SubscribeRequest(700 + i + client * 10, key, 5, 0.2, None))
+    for n in range(2):
+        node.receive(0.0, b"P", SubscribeData(KEY2, n, b"o%d" % n, None, PacketKind.DATA, None))
+    return node
+
+
+def snapshot(node: Node, key: bytes = KEY2) -> tuple[object, ...]:
+    s = node.streams[key]
+    packets = [(n, p.data) for n, p in s.window.packets.items()]
+    return (s.state, s.parent, list(s.children), packets, s.next_in, s.high, s.restart_uid)
+
+
+def test_restart_traffic_for_a_stream_not_carried_starts_nothing() -> None:
+    node = two_streams()
+    other = key_at(0.9)
+    before = snapshot(node)
+    for peer in (b"P", b"U"):
+        assert proto(node.receive(1.0, peer, SubscribeRestarted(77, other))) == []
+    assert other not in node.streams
+    # Spec: "If we don't have the stream, we route it normally as a SubscribeRequest."
+    effects = node.receive(1.0, b"U", ResubscribeRequest(78, other, MAX_HTL, 0.3, 0.3, None))
+    [(_, accepted), (_, routed)] = sends(effects)
+    assert accepted == Accepted(78) and isinstance(routed, ResubscribeRequest)
+    assert (routed.uid, routed.must_beat) == (78, 0.3) and other not in node.streams
+    assert snapshot(node) == before
+
+
+def test_replayed_uid_of_a_search_is_rejected_as_a_loop() -> None:
+    node = two_streams()
+    other = key_at(0.9, tag=1)
+    assert len(sends(node.receive(1.0, b"U", SubscribeRequest(90, other, 5, 0.3, None)))) == 2
+    replays = [
+        (b"U", SubscribeRequest(90, other, 5, 0.3, None)),
+        (b"D", SubscribeRequest(90, other, 5, 0.15, None)),
+        (b"U", ResubscribeRequest(90, other, 5, 0.3, 0.3, None)),
+    ]
+    for peer, message in replays:
+        assert sends(node.receive(1.5, peer, message)) == [(peer, RejectedLoop(90))]
+    assert node.stats.loops == 3 and list(node.routes) == [90]
+
+
+def test_flood_of_subscribe_restarted_from_one_peer_is_bounded() -> None:
+    node = two_streams()
+    before = snapshot(node)
+    children = list(node.streams[KEY].children)
+    for i in range(2_000):
+        effects = node.receive(1.0, b"P", SubscribeRestarted(10_000 + i, KEY))
+        assert sends(effects) == [(c, SubscribeRestarted(10_000 + i, KEY)) for c in children]
+        assert proto(node.receive(1.0, b"U", SubscribeRestarted(90_000 + i, KEY))) == []
+    stream = node.streams[KEY]
+    assert stream.restart_uid == 10_000 + 1_999 and list(stream.children) == children
+    assert (stream.state, stream.parent) == (State.JOINED, b"P")
+    assert snapshot(node) == before and set(node.streams) == {KEY, KEY2}
+
+
+def test_flood_of_resubscribes_that_we_accept_is_bounded() -> None:
+    node = two_streams(seen_uid_capacity=64)
+    before = snapshot(node)
+    for i in range(2_000):
+        request = ResubscribeRequest(20_000 + i, KEY, MAX_HTL, 0.3, 0.3, None)
+        out = sends(node.receive(1.0, b"U", request))
+        assert out == [(b"U", SubscribeSucceeded(20_000 + i, KEY, None))]
+    # The same uid again (a replay) is accepted again, and U is still one child.
+    request = ResubscribeRequest(20_000, KEY, MAX_HTL, 0.3, 0.3, None)
+    assert sends(node.receive(2.0, b"U", request)) == [
+        (b"U", SubscribeSucceeded(20_000, KEY, None))
+    ]
+    assert list(node.streams[KEY].children) == [b"C1", b"C2", b"U"]
+    assert len(node._seen) <= 64 and node.routes == {}
+    assert snapshot(node) == before
+
+
+def test_flood_of_resubscribes_that_we_route_on_is_bounded() -> None:
+    """must_beat 0.48 is closer than N: each is routed on to P, which has not answered."""
+    node = two_streams(seen_uid_capacity=64, max_searches_per_key=64)
+    before = snapshot(node)
+    for i in range(2_000):
+        request = ResubscribeRequest(30_000 + i, KEY, MAX_HTL, 0.3, 0.48, None)
+        out = sends(node.receive(1.0, b"U", request))
+        if i < 64:
+            assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
+        else:
+            assert out == [(b"U", RejectOverload(30_000 + i, KEY))]
+    assert snapshot(node) == before and b"U" not in node.streams[KEY].children
+    assert len(node._seen) <= 64
+    # Searches in flight are state too: max_searches_per_key bounds them per key.
+    assert len(node.routes) == 64
+
+
+def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
+    node = two_streams(max_streams=4)
+    before = snapshot(node)
+    for i in range(200):
+        key = key_at(0.9, tag=i + 1)
+        out = sends(node.receive(1.0, b"U", ResubscribeRequest(40_000 + i, key, 5, 0.3, 0.3, 3)))
+        assert 1 <= len(out) <= 2
+    assert len(node.streams.keys() | node._routes_by_key.keys()) <= 4
+    assert node.stats.overloads == 200 - 2
+    assert snapshot(node) == before
