@@ -344,21 +344,8 @@ class PacketFlow:
         if refusal is not None:
             self.stats.publish_rejected += 1
             return _rejection(message, refusal)
-        number = _next(stream)
-        packet = SubscribeData(
-            message.key,
-            number,
-            message.data,
-            message.epoch,
-            message.kind,
-            message.sig,
-            stream.frontier.first_of(message.epoch, number),
-            message.uid,
-        )
         self.stats.published += 1
-        self._store(stream, packet)
-        self._remember(stream, message.uid, number)
-        return PublishSucceeded(message.uid, message.key, number)
+        return self._take(stream, message, _next(stream))
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:
         """Take a packet the old root ordered that this root lacks, in its order. The old
@@ -367,6 +354,11 @@ class PacketFlow:
         assert number is not None
         if stream.signer is not None and not self._signature_ok(stream, message):
             return _rejection(message, PublishError.BAD_SIGNATURE)
+        self.stats.refilled += 1
+        return self._take(stream, message, number)
+
+    def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
+        """Store ``message`` as packet ``number``, send it down, remember its uid."""
         packet = SubscribeData(
             message.key,
             number,
@@ -377,7 +369,6 @@ class PacketFlow:
             stream.frontier.first_of(message.epoch, number),
             message.uid,
         )
-        self.stats.refilled += 1
         self._store(stream, packet)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)

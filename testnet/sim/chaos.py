@@ -25,7 +25,7 @@ from overlay.core.events import ClientEvent, PublishFailed
 from overlay.core.streams import State
 from overlay.messages import RETRYABLE, PacketKind
 from testnet.sim.deliveries import DeliveryLog
-from testnet.sim.invariants import check_all, check_stream, collect, violations
+from testnet.sim.invariants import TreeShape, check_all, check_stream, collect, violations
 from testnet.sim.report import percentile
 from testnet.sim.simulator import SimConfig, Simulator
 from testnet.sim.workload import (
@@ -247,5 +247,5 @@ def _duplicates(log: DeliveryLog) -> int:
     return sum(len(s.numbers) - len(set(s.numbers)) for s in log.subs.values())
 
 
-def _one_tree(shape: object) -> bool:
-    return shape is not None and not getattr(shape, "violations", True)
+def _one_tree(shape: TreeShape | None) -> bool:
+    return shape is not None and not shape.violations
