@@ -147,6 +147,7 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_DESCRIPTOR: _optional(_bytes_of(33, MAX_DESCRIPTOR)),
     Kind.EPOCH_STARTS: _epoch_starts,
     Kind.OPT_UID: _optional(_int_in(0, MAX_U64)),
+    Kind.OPT_LOCATION: _optional(_location),
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.

@@ -63,6 +63,7 @@ class Kind(IntEnum):
     OPT_DESCRIPTOR = 13  # None, or bytes of length 33..MAX_DESCRIPTOR
     EPOCH_STARTS = 14  # tuple of at most MAX_OPEN_EPOCHS (epoch, first packet) PACKET pairs
     OPT_UID = 15  # UID or None
+    OPT_LOCATION = 16  # LOCATION or None
 
 
 def _f(kind: Kind) -> Any:
@@ -211,6 +212,10 @@ class SubscribeSucceeded(Message):
     last_packet: int | None = _f(Kind.OPT_PACKET)
     last_closed: int | None = _opt(Kind.OPT_PACKET)
     open_epochs: tuple[tuple[int, int], ...] = _opt(Kind.EPOCH_STARTS, ())
+    # The sender's restart label (see SubscribeRestarted): if its subtree is detached, the
+    # receiver is detached with it from the moment it joins, before any other message.
+    restart: int | None = _opt(Kind.OPT_UID)
+    origin: float | None = _opt(Kind.OPT_LOCATION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +231,33 @@ class SubscribeSucceededNewRoot(Message):
 @dataclass(frozen=True, slots=True)
 class SubscribeRestarted(Message):
     """Sent down a subtree whose uplink broke; ``uid`` is that of the ResubscribeRequest the
-    subtree's top is routing. Only the most recent one counts (spec)."""
+    subtree's top (its origin) is routing, ``origin`` that node's location, the request's
+    must-beat. Each receiver relays it and answers RestartConfirmed once its own subtree has.
+    Also sent down to relabel a subtree that came to hang below a detached one."""
 
     TYPE: ClassVar[int] = 7
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    origin: float = _f(Kind.LOCATION)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartConfirmed(Message):
+    """Answer to SubscribeRestarted: the sender and its whole subtree know restart ``uid``.
+    The origin routes its ResubscribeRequest only then, so no member of its subtree can take
+    that request for a stranger's and accept it (a cycle)."""
+
+    TYPE: ClassVar[int] = 20
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartEnded(Message):
+    """The origin of restart ``uid`` is attached to a tree again (or became its root): the
+    subtree is no longer detached. Relayed down by every node that holds that restart."""
+
+    TYPE: ClassVar[int] = 21
     uid: int = _f(Kind.UID)
     key: bytes = _f(Kind.KEY)
 
@@ -375,6 +404,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
     SubscribeRestarted,
+    RestartConfirmed,
+    RestartEnded,
     DataNotFound,
     RejectOverload,
     RejectedLoop,

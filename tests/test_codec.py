@@ -82,6 +82,10 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
         st.tuples(st.integers(0, MAX_PACKET), st.integers(0, MAX_PACKET)), max_size=5
     ).map(tuple),
     Kind.OPT_UID: st.none() | st.integers(0, MAX_U64),
+    Kind.OPT_LOCATION: st.none()
+    | st.floats(
+        min_value=0.0, max_value=1.0, exclude_max=True, allow_nan=False, allow_infinity=False
+    ),
     Kind.LOCATIONS: st.lists(
         st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         max_size=20,
@@ -104,6 +108,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.OPT_DESCRIPTOR: b"d" * 40,
     Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
     Kind.OPT_UID: 2**63 + 5,
+    Kind.OPT_LOCATION: 0.75,
 }
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -122,6 +127,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
     Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
     Kind.OPT_UID: MAX_U64,
+    Kind.OPT_LOCATION: LARGEST_LOCATION,
 }
 
 SMALLEST_VALUE: dict[Kind, object] = {
@@ -140,6 +146,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: (),
     Kind.OPT_UID: None,
+    Kind.OPT_LOCATION: None,
 }
 
 
@@ -500,6 +507,11 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         (((1, -2),), "-2 is outside"),
         (((1.0, 2),), "expected an integer, got float"),
         (5, "expected an array of epoch starts, got int"),
+    ],
+    Kind.OPT_LOCATION: [
+        (1, "expected a float location, got int"),
+        (1.0, "location 1.0 is outside [0, 1)"),
+        (math.nan, "location nan is outside [0, 1)"),
     ],
     Kind.OPT_UID: [
         (-1, "-1 is outside"),

@@ -91,6 +91,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return tuple((rng.randrange(2**40), rng.randrange(2**40)) for _ in range(3))
         case Kind.OPT_UID:
             return rng.choice((None, rng.getrandbits(64)))
+        case Kind.OPT_LOCATION:
+            return rng.choice((None, rng.random()))
     raise AssertionError(f"no random values for {kind!r}")
 
 

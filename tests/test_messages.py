@@ -44,6 +44,8 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "PacketsMissed": 17,
     "Neighbours": 18,
     "Accepted": 19,
+    "RestartConfirmed": 20,
+    "RestartEnded": 21,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -73,9 +75,13 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("last_packet", Kind.OPT_PACKET),
         ("last_closed", Kind.OPT_PACKET),
         ("open_epochs", Kind.EPOCH_STARTS),
+        ("restart", Kind.OPT_UID),
+        ("origin", Kind.OPT_LOCATION),
     ),
     "SubscribeSucceededNewRoot": (("uid", Kind.UID), ("key", Kind.KEY)),
-    "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY)),
+    "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY), ("origin", Kind.LOCATION)),
+    "RestartConfirmed": (("uid", Kind.UID), ("key", Kind.KEY)),
+    "RestartEnded": (("uid", Kind.UID), ("key", Kind.KEY)),
     "DataNotFound": (("uid", Kind.UID), ("key", Kind.KEY), ("htl", Kind.HTL)),
     "RejectOverload": (("uid", Kind.UID), ("key", Kind.KEY)),
     "RejectedLoop": (("uid", Kind.UID),),
@@ -131,6 +137,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: ((1, 2),),
     Kind.OPT_UID: 2**64 - 1,
+    Kind.OPT_LOCATION: 0.5,
 }
 
 

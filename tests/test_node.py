@@ -29,6 +29,7 @@ from overlay.messages import (
     PacketKind,
     RejectedLoop,
     RejectOverload,
+    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
@@ -195,12 +196,11 @@ def test_restarted_only_child_of_a_relay_prunes_the_relay() -> None:
 def test_hello_with_new_boot_id_from_parent_restarts_the_stream() -> None:
     node = joined_node()
     effects = node.receive(1.0, b"P", Hello(0.49, 999))
-    out = sends(effects)
-    assert len(out) == 2
-    (child, restarted), (hop, resubscribe) = out
-    assert child == b"C" and isinstance(restarted, SubscribeRestarted)
-    assert restarted.key == KEY
-    # Routed like any search: the restarted P is a new node, still the closest peer.
+    [(child, restarted)] = sends(effects)
+    assert child == b"C" and restarted == SubscribeRestarted(restarted.uid, KEY, 0.45)
+    # Once the subtree confirmed, routed like any search: the restarted P is a new node,
+    # still the closest peer.
+    [(hop, resubscribe)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY)))
     assert hop == b"P"
     assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
     stream = node.streams[KEY]

@@ -34,6 +34,8 @@ from overlay.messages import (
     Accepted,
     DataNotFound,
     RejectedLoop,
+    RestartConfirmed,
+    RestartEnded,
     ResubscribeRequest,
     SubscribeRequest,
     SubscribeRestarted,
@@ -156,15 +158,20 @@ def test_timeout_and_late_answer_in_a_network() -> None:
 def test_link_down_of_parent_restarts_and_reattaches() -> None:
     node = joined_node()
     effects = node.link_down(5.0, b"P")
-    (child, restarted), (hop, resubscribe) = sends(effects)
-    assert (child, hop) == (b"C", b"Q")
-    assert isinstance(restarted, SubscribeRestarted) and restarted.key == KEY
+    [(child, restarted)] = sends(effects)
+    assert child == b"C" and restarted == SubscribeRestarted(restarted.uid, KEY, 0.45)
+    # The resubscribe goes out only once the subtree confirmed the restart.
+    effects = node.receive(5.0, b"C", RestartConfirmed(restarted.uid, KEY))
+    [(hop, resubscribe)] = sends(effects)
+    assert hop == b"Q"
     assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
     assert node.streams[KEY].state is State.RESTARTING
     effects = node.receive(5.1, b"Q", SubscribeSucceeded(restarted.uid, KEY, None))
-    assert sends(effects) == []
+    # Attached to an attached tree: the subtree is no longer detached.
+    assert sends(effects) == [(b"C", RestartEnded(restarted.uid, KEY))]
     stream = node.streams[KEY]
     assert (stream.state, stream.parent, list(stream.children)) == (State.JOINED, b"Q", [b"C"])
+    assert stream.restart_uid is None and stream.restart_origin is None
 
 
 def test_restart_with_nothing_closer_keeps_the_subtree_under_us_as_root() -> None:
@@ -180,7 +187,12 @@ def test_restart_with_nothing_closer_keeps_the_subtree_under_us_as_root() -> Non
     assert resub.must_beat == 0.3
     assert net.roots(KEY) == [b"B"]
     a = net.stream(b"A", KEY)
-    assert a is not None and a.parent == b"B" and a.restart_uid == resub.uid
+    # B became the root: its subtree is attached again, and remembers the restart.
+    assert a is not None and a.parent == b"B" and a.restart_uid is None
+    assert resub.uid in a.restarts_seen
+    [(_, _, confirmed)] = net.sent(RestartConfirmed)
+    [(_, _, ended)] = net.sent(RestartEnded)
+    assert confirmed == RestartConfirmed(resub.uid, KEY) and ended == RestartEnded(resub.uid, KEY)
     assert net.tree_problems(KEY) == []
 
 
@@ -198,20 +210,33 @@ def child_of_b() -> Node:
     return node
 
 
-def test_subscribe_restarted_is_relayed_to_children_once() -> None:
+def test_subscribe_restarted_is_relayed_to_children_once_and_confirmed_after_them() -> None:
     node = child_of_b()
-    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == [
-        Send(b"D", SubscribeRestarted(70, KEY))
+    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.49)) == [
+        Send(b"D", SubscribeRestarted(70, KEY, 0.49))
     ]
-    assert node.streams[KEY].restart_uid == 70
-    assert node.receive(1.0, b"B", SubscribeRestarted(70, KEY)) == []  # duplicate
-    assert node.receive(1.0, b"W", SubscribeRestarted(71, KEY)) == []  # not from our parent
-    assert node.streams[KEY].restart_uid == 70
+    stream = node.streams[KEY]
+    assert (stream.restart_uid, stream.restart_origin) == (70, 0.49)
+    # A duplicate is confirmed at once, not relayed again.
+    assert sends(node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.49))) == [
+        (b"B", RestartConfirmed(70, KEY))
+    ]
+    # Not from our parent: confirmed (the sender must not wait) and told we are not its child.
+    assert sends(node.receive(1.0, b"W", SubscribeRestarted(71, KEY, 0.3))) == [
+        (b"W", RestartConfirmed(71, KEY)),
+        (b"W", Unsubscribe(KEY)),
+    ]
+    assert stream.restart_uid == 70
+    # D confirms: now N's whole subtree knows, and N confirms to B.
+    assert sends(node.receive(1.1, b"D", RestartConfirmed(70, KEY))) == [
+        (b"B", RestartConfirmed(70, KEY))
+    ]
+    assert sends(node.receive(1.1, b"D", RestartConfirmed(70, KEY))) == []  # once only
 
 
 def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stream() -> None:
     node = child_of_b()
-    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
     effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
     (hop, forwarded) = relayed(effects, b"W", 70)
     # Not a SubscribeSucceeded: routed on, closest untried peer first, N's location as best.
@@ -219,22 +244,45 @@ def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stre
     assert forwarded.must_beat == 0.1 and forwarded.best_loc == 0.45
     assert hop == b"B"
     assert list(node.streams[KEY].children) == [b"D"]
-    # Any other resubscribe from W that N beats is accepted.
+    # Any other resubscribe from W that N and its detached subtree's origin (0.2) beat is
+    # accepted; the success hands W the label.
     effects = node.receive(1.2, b"W", ResubscribeRequest(72, KEY, 5, 0.3, 0.1, None))
-    assert sends(effects)[0] == (b"W", SubscribeSucceeded(72, KEY, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(72, KEY, None, restart=70, origin=0.2))
     assert b"W" in node.streams[KEY].children
 
 
-def test_only_the_most_recent_subscribe_restarted_counts() -> None:
+def test_every_remembered_restart_counts_not_only_the_most_recent() -> None:
+    """The spec says only the most recent SubscribeRestarted counts; but a restart that a
+    newer one overtook still comes from one of our ancestors, so its resubscribe is refused
+    too (accepting it would close a cycle)."""
     node = child_of_b()
-    node.receive(1.0, b"B", SubscribeRestarted(70, KEY))
-    assert node.receive(1.0, b"B", SubscribeRestarted(71, KEY)) == [
-        Send(b"D", SubscribeRestarted(71, KEY))
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.05))
+    assert node.receive(1.0, b"B", SubscribeRestarted(71, KEY, 0.05)) == [
+        Send(b"D", SubscribeRestarted(71, KEY, 0.05))
     ]
-    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
-    assert sends(effects)[0] == (b"W", SubscribeSucceeded(70, KEY, None))
-    effects = node.receive(1.2, b"X", ResubscribeRequest(71, KEY, 5, 0.35, 0.1, None))
-    assert isinstance(relayed(effects, b"X", 71)[1], ResubscribeRequest)
+    for uid, peer, at in ((70, b"W", 0.3), (71, b"X", 0.35)):
+        effects = node.receive(1.1, peer, ResubscribeRequest(uid, KEY, 5, at, 0.1, None))
+        assert isinstance(relayed(effects, peer, uid)[1], ResubscribeRequest)
+    assert list(node.streams[KEY].children) == [b"D"]
+
+
+def test_detached_subtree_takes_only_resubscribes_from_origins_farther_than_its_own() -> None:
+    """Two detached subtrees must not adopt each other: one whose origin is at 0.2 takes a
+    resubscribe that must beat 0.1 (its origin is closer to the key at 0.5), never one that
+    must beat 0.3."""
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(81, KEY, 5, 0.3, 0.3, None))
+    assert isinstance(relayed(effects, b"W", 81)[1], ResubscribeRequest)
+    effects = node.receive(1.2, b"X", ResubscribeRequest(82, KEY, 5, 0.35, 0.1, None))
+    assert sends(effects)[0] == (b"X", SubscribeSucceeded(82, KEY, None, restart=70, origin=0.2))
+    # Once the subtree is attached again (RestartEnded from B), the spec's rule alone applies.
+    assert sends(node.receive(1.3, b"B", RestartEnded(70, KEY))) == [
+        (b"D", RestartEnded(70, KEY)),
+        (b"X", RestartEnded(70, KEY)),
+    ]
+    effects = node.receive(1.4, b"W", ResubscribeRequest(83, KEY, 5, 0.3, 0.3, None))
+    assert sends(effects)[0] == (b"W", SubscribeSucceeded(83, KEY, None))
 
 
 def test_resubscribe_is_refused_by_a_node_not_closer_than_must_beat() -> None:
@@ -290,16 +338,15 @@ def test_resubscribe_routed_through_the_subtree_forms_no_cycle() -> None:
 
 
 def test_child_adopted_while_restarting_is_told_the_restart_uid() -> None:
-    """A node that takes a new child while its own resubscribe is in flight must send it the
-    SubscribeRestarted too, or that child may accept the resubscribe (see the next test)."""
+    """A node that takes a new child while its own restart is under way labels it in the
+    success itself, or that child may accept the resubscribe (see the next test)."""
     node = joined_node()
-    (_, restarted), _ = sends(node.link_down(5.0, b"P"))
+    [(_, restarted)] = sends(node.link_down(5.0, b"P"))
     assert isinstance(restarted, SubscribeRestarted)
     meet(node, b"E", 0.48)
     effects = node.receive(5.1, b"E", SubscribeRequest(800, KEY, 5, 0.48, None))
     assert sends(effects) == [
-        (b"E", SubscribeSucceeded(800, KEY, None)),
-        (b"E", SubscribeRestarted(restarted.uid, KEY)),
+        (b"E", SubscribeSucceeded(800, KEY, None, restart=restarted.uid, origin=0.45)),
     ]
 
 

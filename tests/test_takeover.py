@@ -18,14 +18,14 @@ from collections.abc import Callable
 
 import pytest
 from corenet import CoreNet, key_at
-from test_node import KEY2, make, meet, own_uid, proto, sends
+from test_node import KEY2, make, meet, own_uid, sends
 
 from overlay.codec import encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Send
 from overlay.core.events import Missed, Packet, PublishAcked
 from overlay.core.node import Node
-from overlay.core.streams import State, Stream
+from overlay.core.streams import RESTARTS_REMEMBERED, State, Stream
 from overlay.messages import (
     MAX_PACKET,
     Accepted,
@@ -35,6 +35,7 @@ from overlay.messages import (
     PublishData,
     RejectedLoop,
     RejectOverload,
+    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
@@ -545,7 +546,12 @@ def test_restart_traffic_for_a_stream_not_carried_starts_nothing() -> None:
     other = key_at(0.9)
     before = snapshot(node)
     for peer in (b"P", b"U"):
-        assert proto(node.receive(1.0, peer, SubscribeRestarted(77, other))) == []
+        # Answered to the sender only: don't wait for us, and we are not your child.
+        effects = node.receive(1.0, peer, SubscribeRestarted(77, other, 0.3))
+        assert sends(effects) == [
+            (peer, RestartConfirmed(77, other)),
+            (peer, Unsubscribe(other)),
+        ]
     assert other not in node.streams
     # Spec: "If we don't have the stream, we route it normally as a SubscribeRequest."
     effects = node.receive(1.0, b"U", ResubscribeRequest(78, other, MAX_HTL, 0.3, 0.3, None))
@@ -574,11 +580,16 @@ def test_flood_of_subscribe_restarted_from_one_peer_is_bounded() -> None:
     before = snapshot(node)
     children = list(node.streams[KEY].children)
     for i in range(2_000):
-        effects = node.receive(1.0, b"P", SubscribeRestarted(10_000 + i, KEY))
-        assert sends(effects) == [(c, SubscribeRestarted(10_000 + i, KEY)) for c in children]
-        assert proto(node.receive(1.0, b"U", SubscribeRestarted(90_000 + i, KEY))) == []
+        effects = node.receive(1.0, b"P", SubscribeRestarted(10_000 + i, KEY, 0.49))
+        assert sends(effects) == [(c, SubscribeRestarted(10_000 + i, KEY, 0.49)) for c in children]
+        effects = node.receive(1.0, b"U", SubscribeRestarted(90_000 + i, KEY, 0.3))
+        assert sends(effects) == [
+            (b"U", RestartConfirmed(90_000 + i, KEY)),
+            (b"U", Unsubscribe(KEY)),
+        ]
     stream = node.streams[KEY]
     assert stream.restart_uid == 10_000 + 1_999 and list(stream.children) == children
+    assert len(stream.restarts_seen) == RESTARTS_REMEMBERED
     assert (stream.state, stream.parent) == (State.JOINED, b"P")
     assert snapshot(node) == before and set(node.streams) == {KEY, KEY2}
 

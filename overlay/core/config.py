@@ -29,6 +29,10 @@ class NodeConfig:
     # After Accepted, how long the search below that peer may take before we backtrack. A
     # search may run many hops below a peer, so this is far above one round trip.
     request_timeout: float = 60.0
+    # A restarting node routes its resubscribe once its whole subtree has confirmed the
+    # restart, or after this long: a member slow to confirm may let the request close a
+    # cycle, a dead one is dropped by liveness long before. Many round trips of a deep tree.
+    confirm_timeout: float = 10.0
     # Loop detection remembers uids this long and at most this many (oldest forgotten
     # first); together they bound memory whatever the request rate.
     seen_uid_ttl: float = 600.0
@@ -91,6 +95,8 @@ class NodeConfig:
                 "need 0 < heartbeat_interval < dead_after, got "
                 f"{self.heartbeat_interval} and {self.dead_after}"
             )
+        if not self.confirm_timeout > 0:
+            raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.announce_delay < 0:

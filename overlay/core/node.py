@@ -37,6 +37,7 @@ from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PUBLISH_TIMER, RECOVER_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
+from overlay.core.restarts import RESTART_TIMER, Restarts
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, next_state
@@ -59,6 +60,8 @@ from overlay.messages import (
     PublishSucceeded,
     RejectedLoop,
     RejectOverload,
+    RestartConfirmed,
+    RestartEnded,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
@@ -73,7 +76,7 @@ _ANNOUNCE_TIMER = "announce"
 _HEARTBEAT_TIMER = "heartbeat"
 
 
-class Node(LocalClients):
+class Node(LocalClients, Restarts):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -102,6 +105,7 @@ class Node(LocalClients):
         self._unsettled: set[tuple[PeerId, bytes]] = set()  # Unsubscribes held back: _leave
         self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
         self._beating = False
+        self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
         self._out: list[Effect] = []
         self.flow = PacketFlow(
             self.config,
@@ -156,6 +160,8 @@ class Node(LocalClients):
                 self._on_route_timeout(now, uid, attempt)
             elif kind == PUBLISH_TIMER:
                 self.flow.on_timer(now, uid, attempt)
+            elif kind == RESTART_TIMER:
+                self._on_restart_timer(now, uid)
             elif kind == RECOVER_TIMER:
                 self.flow.on_recover_timer(now, uid)
             elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
@@ -175,7 +181,8 @@ class Node(LocalClients):
         takeover grace or an announcement due. Heartbeats do not count; a driver that runs
         until the network is quiet (the simulator) waits for every node to stop being busy."""
         flow = self.flow
-        return bool(self.routes or flow.local or flow.recovering) or self._announce_at is not None
+        pending = self.routes or self._awaiting or flow.local or flow.recovering
+        return bool(pending) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -194,9 +201,13 @@ class Node(LocalClients):
             case DataNotFound() | RejectOverload() | RejectedLoop():
                 self._on_failure(now, peer, message)
             case SubscribeRestarted():
-                self._on_restarted(peer, message)
+                self._on_restarted(now, peer, message)
+            case RestartConfirmed():
+                self._on_restart_confirmed(now, peer, message.uid, message.key)
+            case RestartEnded():
+                self._on_restart_ended(peer, message.uid, message.key)
             case Unsubscribe():
-                self._on_unsubscribe(peer, message.key)
+                self._on_unsubscribe(now, peer, message.key)
             case Neighbours():
                 record = self.peers.get(peer)
                 if record is not None:
@@ -296,14 +307,6 @@ class Node(LocalClients):
         route.tried.add(peer)
         self._start_route(now, route)
 
-    def _may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool:
-        """Spec, ResubscribeRequest: accept only "if our location is closer to the target key
-        than the must-beat location" and we have not "recently had a SubscribeRestarted with
-        the same ID" (that would make us adopt our own ancestor)."""
-        if must_beat is None:
-            return True
-        return is_closer(stream.target, self.location, must_beat) and stream.restart_uid != uid
-
     def _start_own_search(
         self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
     ) -> None:
@@ -381,7 +384,7 @@ class Node(LocalClients):
             # Nobody closer than us outside our own subtree answered: we are the closest
             # node that routing can find, so the subtree keeps us as its root.
             self._change(stream, Change.BECAME_ROOT, parent=None)
-            stream.restart_uid = None
+            self._take_label(stream, None, None)
             self.stats.roots += 1
             self.flow.became_root(now, stream, None, takeover=True)
             self._complete_pending(now, stream)
@@ -411,12 +414,26 @@ class Node(LocalClients):
             # joined by another path): the sender just listed us as a child; undo that.
             self._refuse_parent(peer, reply.key)
             return
-        self._drop_route(route)
         stream = self.streams.get(route.key)
+        if (
+            stream is not None
+            and peer in stream.children
+            and (stream.state is State.RESTARTING or route.uid == stream.restart_uid)
+        ):
+            # Spec: "a subtree never adopts its own descendant as parent". We are about to
+            # take ``peer`` as parent while it is listed as our child: either the listing is
+            # stale or the success went round our own subtree. We cannot tell which, so we
+            # refuse, undo its adoption of us and try our next peer.
+            self.stats.loops += 1
+            self._leave(peer, route.key)
+            self._forward(now, route)
+            self._settle(peer, route.key)
+            return
+        self._drop_route(route)
         if stream is not None and stream.carried:
             if stream.state is State.RESTARTING and stream.join_uid == route.uid:
                 self._change(stream, Change.ATTACHED, parent=peer)
-                stream.restart_uid = None
+                self._take_label(stream, *_label_of(reply))
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
                 self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
@@ -426,6 +443,7 @@ class Node(LocalClients):
                 # ancestor, which will attach below us), so no cycle closes.
                 old = stream.parent
                 self._change(stream, Change.REPARENTED, parent=peer)
+                self._take_label(stream, *_label_of(reply))
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
                 if old is not None and old in self.peers:
                     self._leave(old, route.key)
@@ -494,6 +512,7 @@ class Node(LocalClients):
             stream = self._new_stream(key, state, parent, route.descriptor)
         else:
             self._change(stream, change, parent)
+        self._take_label(stream, *_label_of(reply))
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
             # A resubscribe that makes us root brings an existing tree: a takeover.
@@ -573,10 +592,6 @@ class Node(LocalClients):
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
             self._send(peer, self.flow.success(uid, stream))
-        if stream.restart_uid is not None:
-            # A restart may still be routing through our subtree: the new member must know
-            # its uid, or it could accept that resubscribe and close a cycle.
-            self._send(peer, SubscribeRestarted(stream.restart_uid, stream.key))
         if not new_root and not known:
             self.flow.catch_up(stream, peer, last_seen)
         self.flow.reported(now, stream, last_seen)
@@ -610,11 +625,10 @@ class Node(LocalClients):
         if peer in self.peers and (stream is None or stream.parent != peer):
             self._send(peer, Unsubscribe(key))
 
-    def _on_unsubscribe(self, peer: PeerId, key: bytes) -> None:
+    def _on_unsubscribe(self, now: float, peer: PeerId, key: bytes) -> None:
         stream = self.streams.get(key)
         if stream is not None and peer in stream.children:
-            del stream.children[peer]
-            self._prune(stream)
+            self._child_gone(now, stream, peer)
 
     def _prune(self, stream: Stream) -> None:
         """Leave the tree if nobody needs us: "Unsubscribe prunes the tree: a node with no
@@ -626,44 +640,6 @@ class Node(LocalClients):
         if stream.parent is not None and stream.parent in self.peers:
             self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
-
-    # --- restarts -------------------------------------------------------------------------
-
-    def _forget_peer(self, now: float, peer: PeerId) -> None:
-        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
-        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
-        for route in list(self.routes.values()):
-            # Handling one route can finish others (joining a tree completes every search
-            # for the key): act only on routes still live and still waiting on ``peer``.
-            if self.routes.get(route.uid) is route and route.current == peer:
-                self._forward(now, route)  # backtrack past it
-        for stream in list(self.streams.values()):
-            if stream.parent == peer:
-                self._restart(now, stream, Change.PARENT_LOST)
-            elif peer in stream.children:
-                del stream.children[peer]
-                self._prune(stream)
-
-    def _restart(self, now: float, stream: Stream, change: Change) -> None:
-        """Spec, "When something changes": send SubscribeRestarted down the subtree, then
-        route a ResubscribeRequest whose must-beat location is our own."""
-        self.stats.restarts += 1
-        self._change(stream, change, parent=None)
-        uid = self.rng.getrandbits(64)
-        stream.restart_uid = uid
-        for child in stream.children:
-            self._send(child, SubscribeRestarted(uid, stream.key))
-        self._start_own_search(now, stream, must_beat=self.location, uid=uid)
-
-    def _on_restarted(self, peer: PeerId, message: SubscribeRestarted) -> None:
-        """Relay a restart down the subtree; "only the most recent SubscribeRestarted
-        counts", so a newer uid replaces the one we hold."""
-        stream = self.streams.get(message.key)
-        if stream is None or stream.parent != peer or stream.restart_uid == message.uid:
-            return
-        stream.restart_uid = message.uid
-        for child in stream.children:
-            self._send(child, SubscribeRestarted(message.uid, message.key))
 
     # --- liveness ---------------------------------------------------------------------------
 
@@ -744,3 +720,12 @@ def _success_of(
     reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
 ) -> SubscribeSucceeded | None:
     return reply if isinstance(reply, SubscribeSucceeded) else None
+
+
+def _label_of(
+    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
+) -> tuple[int | None, float | None]:
+    """The restart label a success hands its receiver (a new root's tree is attached)."""
+    if isinstance(reply, SubscribeSucceeded):
+        return reply.restart, reply.origin
+    return None, None

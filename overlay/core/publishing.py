@@ -588,7 +588,15 @@ class PacketFlow:
             last = stream.high
         else:
             last = stream.next_in - 1 if stream.next_in > 0 else None
-        return SubscribeSucceeded(uid, stream.key, last, frontier.last_closed, frontier.starts())
+        return SubscribeSucceeded(
+            uid,
+            stream.key,
+            last,
+            frontier.last_closed,
+            frontier.starts(),
+            stream.restart_uid,
+            stream.restart_origin,
+        )
 
     def catch_up(self, stream: Stream, child: PeerId, last_seen: int | None) -> None:
         """Send a newly adopted child what it lacks of what we have processed: everything

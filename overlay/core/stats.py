@@ -17,6 +17,7 @@ class NodeStats:
     timeouts: int = 0  # forwarded searches whose peer never answered
     roots: int = 0  # times this node became a root
     restarts: int = 0  # subscriptions restarted after losing a parent
+    confirm_timeouts: int = 0  # restarts routed before the whole subtree confirmed
     dead_peers: int = 0  # peers dropped for silence (no heartbeat within dead_after)
     ignored: int = 0  # messages with nothing to do here
     published: int = 0  # packets this node ordered as a root

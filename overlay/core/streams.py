@@ -18,7 +18,7 @@ so the new parent link closes no cycle.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -29,6 +29,10 @@ from overlay.core.epochs import Frontier
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData
+
+# Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
+# its link, so a handful covers every restart still travelling through the subtree.
+RESTARTS_REMEMBERED = 16
 
 
 class State(Enum):
@@ -95,7 +99,13 @@ class Stream:
     children: dict[PeerId, None] = field(default_factory=dict)
     local: dict[ClientId, Member] = field(default_factory=dict)
     join_uid: int | None = None  # the uid of our own search while JOINING or RESTARTING
-    restart_uid: int | None = None  # the latest SubscribeRestarted uid relayed or sent
+    # The restart label (see overlay.core.restarts): while our subtree is detached, the uid
+    # of the restart routing to reattach it and the location of that restart's origin.
+    restart_uid: int | None = None
+    restart_origin: float | None = None
+    confirming: set[PeerId] | None = None  # children yet to confirm restart_uid
+    # The last few restart uids relayed or sent, newest last: none is relayed twice.
+    restarts_seen: deque[int] = field(default_factory=lambda: deque(maxlen=RESTARTS_REMEMBERED))
     descriptor: bytes | None = None  # a signed stream's public key and name
     # --- packets (see overlay.core.publishing) ---
     window: Window = field(

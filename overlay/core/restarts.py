@@ -1,0 +1,226 @@
+"""Restarts: how a subtree that lost its way to the root finds a tree again without a cycle.
+
+Spec, "When something changes": the node that lost its parent (the *origin*) sends
+SubscribeRestarted down its subtree and routes a ResubscribeRequest whose must-beat location
+is its own; "a node with the stream accepts it only if it is closer to the key than must_beat
+and has not seen a SubscribeRestarted with that uid", so the subtree never adopts its own
+ancestor. That rule alone leaves three races, each seen as a cycle in the simulator:
+
+1. The resubscribe can overtake the SubscribeRestarted it depends on: the one goes down the
+   subtree hop by hop, the other takes any route, and a deep member that has not yet heard
+   the restart accepts it. So every member **confirms** (RestartConfirmed, once its own
+   children have), and the origin routes its request only when the whole subtree has.
+2. A member that joins the subtree during the restart never saw the SubscribeRestarted. So
+   every SubscribeSucceeded carries the sender's restart *label* (uid, origin location),
+   and the new member is labelled from the moment it joins.
+3. Two detached subtrees can adopt each other. So a detached member accepts a resubscribe
+   only if its own origin is closer to the key than the request's must-beat, the
+   requester's origin. Detached subtrees then hang below one another only in strictly
+   decreasing distance of their origins, which no cycle can do; the closest origin finds
+   an attached tree or becomes the root, and the others end up below it.
+
+A label is dropped (RestartEnded) when its origin is attached again, and replaced (a new
+SubscribeRestarted) when the origin attached below another detached subtree. Labels only
+ever overstate how far a subtree's true top is from the key, never understate it, so a
+stale one refuses more than it must, never less.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from keyspace.location import is_closer
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.routing import Route
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Change, State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import Message, RestartConfirmed, RestartEnded, SubscribeRestarted
+
+RESTART_TIMER = "restart"
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    location: float
+    config: NodeConfig
+    rng: random.Random
+    stats: NodeStats
+    streams: dict[bytes, Stream]
+    routes: dict[int, Route]
+    _timers: TimerQueue
+    _unsettled: set[tuple[PeerId, bytes]]
+    _awaiting: dict[int, bytes]
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
+    def _forward(self, now: float, route: Route) -> None: ...
+    def _prune(self, stream: Stream) -> None: ...
+    def _leave(self, peer: PeerId, key: bytes) -> None: ...
+    def _start_own_search(
+        self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
+    ) -> None: ...
+    def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
+    def _restart(self, now: float, stream: Stream, change: Change) -> None: ...
+    def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
+    def _check_confirmed(self, now: float, stream: Stream) -> None: ...
+    def _route_restart(self, now: float, stream: Stream) -> None: ...
+
+
+class Restarts:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _may_accept(self: _NodeParts, stream: Stream, uid: int, must_beat: float | None) -> bool:
+        """Whether a search may end here. A resubscribe needs, by the spec, our location
+        closer to the key than must-beat and a uid we have not relayed as a restart (it
+        would come from our ancestor); every remembered restart uid counts, since an older
+        restart that a newer one overtook still comes from an ancestor. And a detached
+        subtree takes only requests from origins farther than its own (race 3 above)."""
+        if must_beat is None:
+            return True
+        target = stream.target
+        if uid in stream.restarts_seen or not is_closer(target, self.location, must_beat):
+            return False
+        origin = stream.restart_origin
+        return origin is None or is_closer(target, origin, must_beat)
+
+    def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
+        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
+        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
+        for route in list(self.routes.values()):
+            # Handling one route can finish others (joining a tree completes every search
+            # for the key): act only on routes still live and still waiting on ``peer``.
+            if self.routes.get(route.uid) is route and route.current == peer:
+                self._forward(now, route)  # backtrack past it
+        for stream in list(self.streams.values()):
+            if stream.parent == peer:
+                self._restart(now, stream, Change.PARENT_LOST)
+            elif peer in stream.children:
+                self._child_gone(now, stream, peer)
+
+    def _child_gone(self: _NodeParts, now: float, stream: Stream, peer: PeerId) -> None:
+        del stream.children[peer]
+        if stream.idle:
+            self._prune(stream)
+        elif stream.confirming is not None:
+            stream.confirming.discard(peer)
+            self._check_confirmed(now, stream)
+
+    def _restart(self: _NodeParts, now: float, stream: Stream, change: Change) -> None:
+        """Become the origin of a restart: label the subtree, and route the resubscribe
+        (must beat: our location) once every child has confirmed."""
+        self.stats.restarts += 1
+        self._change(stream, change, parent=None)
+        uid = self.rng.getrandbits(64)
+        self._label(stream, uid, self.location)
+        self._awaiting[uid] = stream.key
+        if stream.confirming:
+            self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
+        else:
+            self._route_restart(now, stream)
+
+    def _route_restart(self: _NodeParts, now: float, stream: Stream) -> None:
+        uid = stream.restart_uid
+        assert uid is not None
+        del self._awaiting[uid]
+        stream.confirming = None
+        self._start_own_search(now, stream, must_beat=self.location, uid=uid)
+
+    def _label(self: _NodeParts, stream: Stream, uid: int, origin: float) -> None:
+        """Take restart ``uid`` as our subtree's label and pass it to every child, each of
+        which confirms once its own subtree has."""
+        stream.restart_uid = uid
+        stream.restart_origin = origin
+        stream.restarts_seen.append(uid)
+        stream.confirming = set(stream.children)
+        message = SubscribeRestarted(uid, stream.key, origin)
+        for child in stream.children:
+            self._send(child, message)
+
+    def _take_label(
+        self: _NodeParts, stream: Stream, uid: int | None, origin: float | None
+    ) -> None:
+        """We hang from a new parent (or are the root now) whose label is ``uid``/``origin``:
+        our subtree takes it, or drops ours if the new parent is attached."""
+        old = stream.restart_uid
+        if uid is None or origin is None:
+            stream.restart_uid = stream.restart_origin = None
+            stream.confirming = None
+            if old is not None:
+                for child in stream.children:
+                    self._send(child, RestartEnded(old, stream.key))
+        elif uid != old:
+            self._label(stream, uid, origin)
+
+    def _on_restarted(
+        self: _NodeParts, now: float, peer: PeerId, message: SubscribeRestarted
+    ) -> None:
+        """Relay a restart (or a new label) from our parent down the subtree, and confirm
+        it once the subtree has. A uid seen before is confirmed at once and not relayed:
+        should parent links ever close a cycle, restarts would otherwise chase each other
+        round it for ever."""
+        key = message.key
+        stream = self.streams.get(key)
+        if stream is None or stream.parent != peer or not stream.carried:
+            # Not our parent: the sender must not wait for us, nor keep us as a child.
+            self._send(peer, RestartConfirmed(message.uid, key))
+            self._leave(peer, key)
+            return
+        if message.uid in stream.restarts_seen:
+            self._send(peer, RestartConfirmed(message.uid, key))
+            return
+        self._label(stream, message.uid, message.origin)
+        self._check_confirmed(now, stream)
+
+    def _on_restart_confirmed(
+        self: _NodeParts, now: float, peer: PeerId, uid: int, key: bytes
+    ) -> None:
+        stream = self.streams.get(key)
+        if (
+            stream is not None
+            and stream.restart_uid == uid
+            and stream.confirming is not None
+            and peer in stream.confirming
+        ):
+            stream.confirming.discard(peer)
+            self._check_confirmed(now, stream)
+
+    def _check_confirmed(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Once no child is left to confirm: the origin routes its resubscribe; any other
+        member confirms to its parent."""
+        if stream.confirming is None or stream.confirming:
+            return
+        stream.confirming = None
+        uid = stream.restart_uid
+        if uid is None:
+            return
+        if self._awaiting.get(uid) == stream.key and stream.state is State.RESTARTING:
+            self._route_restart(now, stream)
+        elif stream.parent is not None:
+            self._send(stream.parent, RestartConfirmed(uid, stream.key))
+
+    def _on_restart_ended(self: _NodeParts, peer: PeerId, uid: int, key: bytes) -> None:
+        """Our subtree's origin is attached again: relay that down and drop the label."""
+        stream = self.streams.get(key)
+        if stream is None or stream.parent != peer or stream.restart_uid != uid:
+            return
+        stream.restart_uid = stream.restart_origin = None
+        stream.confirming = None
+        for child in stream.children:
+            self._send(child, RestartEnded(uid, key))
+
+    def _on_restart_timer(self: _NodeParts, now: float, uid: int) -> None:
+        """Some member has not confirmed within ``confirm_timeout``: route anyway; a tree
+        that never reattached is worse than the small risk a slow member brings."""
+        key = self._awaiting.get(uid)
+        if key is None:
+            return
+        stream = self.streams.get(key)
+        if stream is None or stream.restart_uid != uid or stream.state is not State.RESTARTING:
+            del self._awaiting[uid]  # the stream is gone, or moved on to a newer restart
+            return
+        self.stats.confirm_timeouts += 1
+        self._route_restart(now, stream)
