@@ -198,6 +198,22 @@ def test_crashed_node_does_nothing_more() -> None:
     assert not sim.alive[victim]
 
 
+def test_client_calls_on_a_crashed_node_do_nothing_and_run_still_ends() -> None:
+    # Found by the chaos run: a publish scheduled before its node was killed ran the dead
+    # core, which then counted as busy for ever, so run() never returned.
+    sim = subscribed(small())
+    victim = SUBSCRIBERS[0]
+    node = sim.nodes[victim]
+    sim.crash(victim, silent=True)
+    sent = node.stats.sent
+    sim.publish(victim, KEY, 2, 1, b"after death")
+    sim.subscribe(victim, stream_keys(2)[1], 3)
+    sim.unsubscribe(victim, KEY, 1)
+    assert node.stats.sent == sent and not node.busy()
+    sim.run(until=sim.now + 2 * SILENCE)
+    run_quiet(sim)
+
+
 @pytest.mark.parametrize("silent", [True, False], ids=["silent", "sockets-closed"])
 @pytest.mark.parametrize("seed", [1, 2, 6])
 def test_crashed_root_is_replaced_and_survivors_form_one_tree(seed: int, silent: bool) -> None:

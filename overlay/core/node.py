@@ -375,6 +375,7 @@ class Node(LocalClients, Restarts):
         elif may_become_root(route, self.location):
             stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             self._answer(now, stream, route, new_root=True)
+            self.flow.carried(now, stream)
             self._prune(stream)
         else:
             self._fail(route)
@@ -390,7 +391,7 @@ class Node(LocalClients, Restarts):
             self._complete_pending(now, stream)
             self.flow.carried(now, stream)
         elif may_become_root(route, self.location):
-            self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
+            self.flow.carried(now, self._enter_tree(now, route, Change.BECAME_ROOT, parent=None))
         else:
             self._change(stream, Change.JOIN_FAILED, parent=None)
             reason = "no route to the stream's key: every peer refused the search"
@@ -454,6 +455,7 @@ class Node(LocalClients, Restarts):
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
             new_root = isinstance(reply, SubscribeSucceededNewRoot)
             self._answer(now, stream, route, new_root=new_root)
+            self.flow.carried(now, stream)
         self._prune(stream)
         self._settle(peer, route.key)
 
@@ -502,7 +504,9 @@ class Node(LocalClients, Restarts):
         reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None = None,
     ) -> Stream:
         """Join the tree of ``route``'s key (as a child of ``parent``, or as root) and tell
-        local clients."""
+        local clients. The caller releases the publishes that waited (``flow.carried``)
+        once it has adopted whoever asked: a new root that numbered them first would leave
+        its first child without them (a new root's child gets no catch-up)."""
         key = route.key
         stream = self.streams.get(key)
         if stream is None:
@@ -526,7 +530,6 @@ class Node(LocalClients, Restarts):
                 if member.receives:
                     self._deliver(client, subscribed)
         self._complete_pending(now, stream)
-        self.flow.carried(now, stream)
         return stream
 
     def _new_stream(

@@ -150,18 +150,28 @@ class Simulator:
         self._work += 1
         self._push(at, _CALL, -1, -1, action)
 
+    # Client calls on a dead node do nothing: its clients died with it. (A call scheduled
+    # before a crash would otherwise run the dead core and mark it busy for ever, so the
+    # network never counted as quiet.)
+
     def subscribe(self, i: int, key: bytes, client: ClientId) -> None:
+        if not self.alive[i]:
+            return
         self._apply(i, self.nodes[i].subscribe(self.now, key, client))
 
     def subscribe_from(
         self, i: int, key: bytes, client: ClientId, last_seen: int | None, atomic: bool
     ) -> None:
         """Subscribe with catch-up (``last_seen``) or atomic epochs."""
+        if not self.alive[i]:
+            return
         self._apply(
             i, self.nodes[i].subscribe(self.now, key, client, last_seen=last_seen, atomic=atomic)
         )
 
     def unsubscribe(self, i: int, key: bytes, client: ClientId) -> None:
+        if not self.alive[i]:
+            return
         self._apply(i, self.nodes[i].unsubscribe(self.now, key, client))
 
     def publish(
@@ -175,6 +185,8 @@ class Simulator:
         kind: PacketKind = PacketKind.DATA,
         packet: int | None = None,
     ) -> None:
+        if not self.alive[i]:
+            return
         self._apply(
             i,
             self.nodes[i].publish(
@@ -242,7 +254,7 @@ class Simulator:
                     self.on_deliver(i, effect.client, effect.event)
             elif type(effect) is DropPeer:
                 self.disconnect(i, self.index[effect.peer])
-        if self.nodes[i].busy():
+        if self.alive[i] and self.nodes[i].busy():
             self._busy.add(i)
         else:
             self._busy.discard(i)
