@@ -1,0 +1,550 @@
+"""The client side of one client-port connection, sans-IO: what both client drivers share.
+
+Theory of operation (h11's shape). ``ClientConnection`` never touches a socket. Each request
+method (``subscribe``, ``publish``, ...) appends its frame to an outbound buffer that the
+driver empties with ``data_to_send()``; the driver hands every received chunk to
+``receive_data()``, which decodes the node's events and updates the state the driver then
+queries: a publish's outcome by uid (``outcome``), a subscription's next event
+(``next_event``), a describe's answer by request id (``description``). The async client
+(``overlay.client.aio``) and the blocking one (``overlay.client.blocking``) are two thin
+drivers of this one object.
+
+Signed streams: the client holds the private key (``SignedStream``) and signs each packet,
+whose signature covers its number, so the publisher names the number. The connection guesses
+the stream's next number (from its last ack, or from its subscription's packets, else 0);
+a wrong guess is answered ``PublishCollided`` with ``suggested_next``, and the connection
+re-signs for that number and sends the publish again under the same uid, at most
+``MAX_SIGNED_RETRIES`` times. Reusing the uid keeps the retry idempotent at the root.
+
+Invariants: memory is bounded by the caller's use: each subscription buffers at most
+``max_buffered_events`` events and ``max_buffered_bytes`` payload bytes; beyond that it stops
+buffering, unsubscribes, and its reader gets ``SubscriptionOverflow`` after the buffered
+events, naming the ``last_seen`` to resubscribe from (the node's window then replays what it
+still has, and ``Missed`` names the rest). Publish outcomes are kept until taken.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from keyspace.stream_key import StreamAddressError, StreamKey, sign_packet
+from overlay.client.protocol import (
+    DEFAULT_CLIENT_PORT,
+    MAX_EVENT_FRAME,
+    PROTOCOL_VERSION,
+    ClientProtocolError,
+    Describe,
+    Description,
+    Event,
+    Hello,
+    ProtocolError,
+    Publish,
+    Request,
+    Subscribe,
+    Unsubscribe,
+    Unsubscribed,
+    Welcome,
+    decode_event,
+    encode_request,
+)
+from overlay.core.events import (
+    Epoch,
+    EpochAborted,
+    EpochSkipped,
+    Missed,
+    Packet,
+    PublishAcked,
+    PublishCollided,
+    PublishFailed,
+    Subscribed,
+    SubscribeFailed,
+)
+from overlay.errors import LocalProtocolError
+from overlay.messages import RETRYABLE, PacketKind, PublishError
+from overlay.runtime.framing import FrameReader, FrameTooLarge
+
+# Re-signing after a collision: each retry takes a number the root just called free, so more
+# than a few retries means another publisher races us on the same signed stream. 16 rounds
+# of that is a contest this client will not win; the caller hears PublishCollisionError.
+MAX_SIGNED_RETRIES = 16
+
+# Per-subscription buffer bounds (see the module notes): 65,536 events cover a fast stream
+# for seconds of a reader's pause; 64 MiB bounds the payload they hold.
+DEFAULT_MAX_BUFFERED_EVENTS = 65_536
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+
+StreamEvent = Packet | Missed | Epoch | EpochSkipped | EpochAborted
+
+
+class ClientError(Exception):
+    """Base of every error the client library raises about the node or the connection."""
+
+
+class NodeUnreachable(ClientError, ConnectionError):
+    """No node answers at the address (refused, unresolvable, not a node); names it."""
+
+
+class ClientClosed(ClientError):
+    """The connection is closed: by the node (its reason is in the message), the network,
+    or this client's own ``close``."""
+
+
+class ClientTimeout(ClientError, TimeoutError):
+    """An answer the client waited for did not come within its timeout."""
+
+
+class PublishRejectedError(ClientError):
+    """The node refused a publish. ``error`` is the protocol's ``PublishError``;
+    ``retryable`` says whether the same publish (same uid) may succeed later."""
+
+    def __init__(self, key: bytes, uid: int, error: PublishError, reason: str) -> None:
+        super().__init__(f"publish {uid:#x} refused ({error.name}): {reason}")
+        self.key = key
+        self.uid = uid
+        self.error = error
+        self.reason = reason
+        self.retryable = error in RETRYABLE
+
+
+class PublishCollisionError(PublishRejectedError):
+    """The stream already holds another packet under the number asked for; packet
+    ``suggested_next`` is free (a signed publisher re-signs for it)."""
+
+    def __init__(self, key: bytes, uid: int, number: int, suggested_next: int) -> None:
+        reason = f"packet {number} is taken; {suggested_next} is free"
+        super().__init__(key, uid, PublishError.INVALID, reason)
+        self.number = number
+        self.suggested_next = suggested_next
+        self.retryable = False
+
+
+class SubscribeFailedError(ClientError):
+    """The node could not join the stream's tree; ``reason`` says why."""
+
+    def __init__(self, key: bytes, reason: str) -> None:
+        super().__init__(f"subscribe failed: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class SubscriptionOverflow(ClientError):
+    """The reader fell behind the buffer's bound; the client unsubscribed. Subscribe again
+    with ``last_seen`` (None: no packet was read) to go on where the reader stopped."""
+
+    def __init__(self, key: bytes, last_seen: int | None, dropped: int) -> None:
+        super().__init__(
+            f"subscription buffer full: {dropped} events dropped and the stream left; "
+            f"resubscribe with last_seen={last_seen}"
+        )
+        self.key = key
+        self.last_seen = last_seen
+
+
+@dataclass(frozen=True)
+class SignedStream:
+    """A signed stream together with its private key: what a publisher needs. Subscribers
+    need only ``stream`` (or its ``address``)."""
+
+    stream: StreamKey
+    private_key: Ed25519PrivateKey
+
+    def __post_init__(self) -> None:
+        public = self.private_key.public_key().public_bytes_raw()
+        if self.stream.public_key != public:
+            raise StreamAddressError(
+                f"the private key does not belong to signed stream {self.stream.address}"
+            )
+
+    @classmethod
+    def generate(cls, name: str) -> SignedStream:
+        """A new signed stream named ``name`` under a freshly generated key pair."""
+        private = Ed25519PrivateKey.generate()
+        return cls(StreamKey.signed(private.public_key().public_bytes_raw(), name), private)
+
+    @classmethod
+    def from_private_bytes(cls, raw: bytes, name: str) -> SignedStream:
+        """The signed stream ``name`` of the raw 32-byte Ed25519 private key ``raw``."""
+        if len(raw) != 32:
+            raise StreamAddressError(f"an Ed25519 private key is 32 bytes, got {len(raw)}")
+        private = Ed25519PrivateKey.from_private_bytes(raw)
+        return cls(StreamKey.signed(private.public_key().public_bytes_raw(), name), private)
+
+    def private_bytes(self) -> bytes:
+        """The raw 32-byte private key, to keep on disk."""
+        return self.private_key.private_bytes_raw()
+
+    @property
+    def address(self) -> str:
+        return self.stream.address
+
+
+StreamLike = str | StreamKey | SignedStream
+
+
+def resolve_stream(stream: StreamLike) -> tuple[StreamKey, Ed25519PrivateKey | None]:
+    """The stream key and signing key (if any) of a client's ``stream`` argument: an ``ovl:``
+    address or bare name, a ``StreamKey``, or a ``SignedStream``. StreamAddressError for a bad
+    address."""
+    if isinstance(stream, SignedStream):
+        return stream.stream, stream.private_key
+    if isinstance(stream, StreamKey):
+        return stream, None
+    return StreamKey.parse(stream), None
+
+
+def fresh_uid() -> int:
+    """A random 64-bit publish uid: collisions between clients are negligible."""
+    return secrets.randbits(64)
+
+
+def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
+    """``"host:port"``, ``"host"`` (the default client port) or ``(host, port)``; a bad one
+    raises NodeUnreachable naming it."""
+    if isinstance(address, tuple):
+        return address
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        return address, DEFAULT_CLIENT_PORT
+    host = host.strip("[]")  # "[::1]:7702"
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise NodeUnreachable(f"bad node address {address!r}: expected host:port")
+    return host, int(port)
+
+
+@dataclass
+class _Subscription:
+    key: bytes
+    joined: Subscribed | None = None
+    failed: str | None = None
+    leaving: bool = False
+    events: deque[StreamEvent] = field(default_factory=deque)
+    buffered_bytes: int = 0
+    last_seen: int | None = None  # newest packet number buffered
+    dropped: int = 0  # > 0: overflowed
+
+
+@dataclass
+class _Pending:
+    """A publish awaiting its answer; ``signer`` set if the connection chose the number."""
+
+    request: Publish
+    signer: Ed25519PrivateKey | None
+    retries: int = 0
+
+
+class ClientConnection:
+    """One connection's client-side state; see the module notes. Not thread-safe: one
+    driver, one thread or one trio task group."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        max_event_frame: int = MAX_EVENT_FRAME,
+        max_buffered_events: int = DEFAULT_MAX_BUFFERED_EVENTS,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    ) -> None:
+        self.max_buffered_events = max_buffered_events
+        self.max_buffered_bytes = max_buffered_bytes
+        self._frames = FrameReader(max_event_frame)
+        self._max_event_frame = max_event_frame
+        self._out = bytearray()
+        self._next_rid = 0
+        self._subs: dict[bytes, _Subscription] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._outcomes: dict[int, int | PublishRejectedError] = {}
+        self._descriptions: dict[int, dict[str, object]] = {}
+        self._unsubscribing: dict[int, bytes] = {}
+        self._next_number: dict[bytes, int] = {}
+        self.welcome: Welcome | None = None
+        self.closed: ClientError | None = None
+        self._send(Hello(self._rid(), PROTOCOL_VERSION, name))
+
+    # --- bytes in and out -----------------------------------------------------------------
+
+    def data_to_send(self) -> bytes:
+        """Every request frame built since the last call (possibly empty)."""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    @property
+    def outbound_bytes(self) -> int:
+        """Bytes of requests built and not yet taken by ``data_to_send``."""
+        return len(self._out)
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Take bytes from the node; returns the events they completed (state is already
+        updated). A protocol violation closes the connection and raises
+        ClientProtocolError; a node's ProtocolError closes it (see ``closed``)."""
+        if self.closed is not None:
+            return []
+        try:
+            try:
+                bodies = self._frames.feed(data)
+            except FrameTooLarge as exc:
+                raise ClientProtocolError(str(exc)) from None
+            events = [decode_event(body, self._max_event_frame) for body in bodies]
+        except ClientProtocolError as exc:
+            self.closed = ClientClosed(f"the node broke the client protocol: {exc}")
+            raise
+        for event in events:
+            self._handle(event)
+        return events
+
+    def connection_lost(self, reason: str = "the node closed the connection") -> None:
+        """The byte stream ended; every waiter should now see ``closed``."""
+        if self.closed is None:
+            self.closed = ClientClosed(reason)
+
+    def check_open(self) -> None:
+        """Raise the reason the connection closed, if it did."""
+        if self.closed is not None:
+            raise self.closed
+
+    # --- requests -------------------------------------------------------------------------
+
+    def subscribe(
+        self, stream: StreamLike, *, last_seen: int | None = None, atomic: bool = False
+    ) -> bytes:
+        """Ask for the stream's events; returns its key (for ``joined``/``next_event``)."""
+        self.check_open()
+        key, _ = resolve_stream(stream)
+        raw = key.key
+        if raw in self._subs:
+            raise LocalProtocolError(f"already subscribed to {key.address} on this connection")
+        self._subs[raw] = _Subscription(raw, last_seen=last_seen)
+        self._send(Subscribe(self._rid(), raw, last_seen, atomic, key.descriptor))
+        return raw
+
+    def joined(self, key: bytes) -> Subscribed | None:
+        """The subscription's Subscribed event once it came; SubscribeFailedError if the
+        node could not join (the subscription is then forgotten)."""
+        sub = self._subs.get(key)
+        if sub is None:
+            raise LocalProtocolError("no subscription to that stream on this connection")
+        if sub.failed is not None:
+            del self._subs[key]
+            raise SubscribeFailedError(key, sub.failed)
+        return sub.joined
+
+    def next_event(self, key: bytes) -> StreamEvent | None:
+        """The subscription's next buffered event, or None. After an overflow, once the
+        buffer is drained: SubscriptionOverflow."""
+        sub = self._subs.get(key)
+        if sub is None:
+            raise LocalProtocolError("no subscription to that stream on this connection")
+        if sub.events:
+            event = sub.events.popleft()
+            if isinstance(event, Packet):
+                sub.buffered_bytes -= len(event.data)
+            elif isinstance(event, Epoch):
+                sub.buffered_bytes -= sum(len(p.data) for p in event.packets)
+            return event
+        if sub.dropped:
+            del self._subs[key]  # the stream was left; the caller may subscribe anew
+            raise SubscriptionOverflow(key, sub.last_seen, sub.dropped)
+        return None
+
+    def unsubscribe(self, stream: StreamLike) -> int:
+        """Leave the stream; returns the request id ``unsubscribed`` reports on."""
+        self.check_open()
+        return self.leave(resolve_stream(stream)[0].key)
+
+    def unsubscribed(self, rid: int) -> bool:
+        """Whether the node confirmed the Unsubscribe ``rid`` (then no event follows)."""
+        return rid not in self._unsubscribing
+
+    def publish(
+        self,
+        stream: StreamLike,
+        data: bytes,
+        *,
+        uid: int | None = None,
+        packet: int | None = None,
+        epoch: int | None = None,
+        kind: PacketKind = PacketKind.DATA,
+    ) -> int:
+        """Send a publish; returns its uid, which ``outcome`` reports on. On a signed stream
+        with ``packet`` None the connection chooses the number and re-signs on collision."""
+        self.check_open()
+        key, signer = resolve_stream(stream)
+        uid = fresh_uid() if uid is None else uid
+        if uid in self._pending or uid in self._outcomes:
+            raise LocalProtocolError(f"publish uid {uid:#x} is already in use on this connection")
+        raw = key.key
+        chooses = signer is not None and packet is None
+        if chooses:
+            packet = self._next_number.get(raw, 0)
+            self._next_number[raw] = packet + 1
+        sig = None
+        if signer is not None:
+            if packet is None:
+                raise LocalProtocolError("unreachable: a signed publish always has a number")
+            sig = sign_packet(signer, raw, packet, epoch, int(kind), data)
+        request = Publish(
+            self._rid(), raw, uid, data, packet, epoch, kind, sig, key.descriptor if sig else None
+        )
+        self._send(request)
+        self._pending[uid] = _Pending(request, signer if chooses else None)
+        return uid
+
+    def outcome(self, uid: int) -> int | None:
+        """The packet number of publish ``uid`` once answered (taking it), None before;
+        raises its PublishRejectedError if it was refused."""
+        result = self._outcomes.pop(uid, None)
+        if result is None:
+            if uid not in self._pending:
+                raise LocalProtocolError(f"no publish {uid:#x} in flight on this connection")
+            return None
+        if isinstance(result, PublishRejectedError):
+            raise result
+        return result
+
+    def answered(self, uid: int) -> bool:
+        """Whether publish ``uid`` has an outcome waiting (``outcome`` won't return None)."""
+        return uid in self._outcomes
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes sent and not yet answered."""
+        return len(self._pending)
+
+    def describe(self, key: bytes | None = None) -> int:
+        """Ask for the node's state (or one stream's); returns the request id."""
+        self.check_open()
+        rid = self._rid()
+        self._send(Describe(rid, key))
+        return rid
+
+    def description(self, rid: int) -> dict[str, object] | None:
+        """The answer to Describe ``rid`` once it came (taking it), else None."""
+        return self._descriptions.pop(rid, None)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _rid(self) -> int:
+        rid = self._next_rid
+        self._next_rid += 1
+        return rid
+
+    def _send(self, request: Request) -> None:
+        self._out += encode_request(request)
+
+    def leave(self, key: bytes) -> int:
+        """``unsubscribe`` by raw stream key."""
+        self.check_open()
+        rid = self._rid()
+        sub = self._subs.get(key)
+        if sub is not None:
+            sub.leaving = True
+        self._unsubscribing[rid] = key
+        self._send(Unsubscribe(rid, key))
+        return rid
+
+    def _handle(self, event: Event) -> None:
+        match event:
+            case PublishAcked(key, uid, number):
+                if self._pending.pop(uid, None) is not None:
+                    self._outcomes[uid] = number
+                    self._learn(key, number)
+            case PublishCollided():
+                self._collided(event)
+            case PublishFailed(key, uid, error, reason):
+                if self._pending.pop(uid, None) is not None:
+                    self._outcomes[uid] = PublishRejectedError(key, uid, error, reason)
+            case Subscribed():
+                sub = self._subs.get(event.key)
+                if sub is not None and sub.joined is None:
+                    sub.joined = event
+                    if event.last_packet is not None:
+                        self._learn(event.key, event.last_packet)
+            case SubscribeFailed(key, reason):
+                sub = self._subs.get(key)
+                if sub is not None and sub.joined is None:
+                    sub.failed = reason
+            case Packet() | Missed() | Epoch() | EpochSkipped() | EpochAborted():
+                self._buffer(event)
+            case Unsubscribed(rid, key):
+                if self._unsubscribing.pop(rid, None) is not None:
+                    sub = self._subs.get(key)
+                    if sub is not None and sub.leaving:
+                        del self._subs[key]
+            case Description(rid, state):
+                self._descriptions[rid] = state
+            case Welcome():
+                if event.version != PROTOCOL_VERSION:
+                    self.closed = ClientClosed(f"the node speaks version {event.version}")
+                    raise ClientProtocolError(f"Welcome names version {event.version}")
+                self.welcome = event
+            case ProtocolError(rid, code, reason):
+                self.closed = ClientClosed(
+                    f"the node closed the connection ({code.name}): {reason}"
+                )
+
+    def _collided(self, event: PublishCollided) -> None:
+        pending = self._pending.get(event.uid)
+        if pending is None:
+            return
+        if pending.signer is None or pending.retries >= MAX_SIGNED_RETRIES:
+            del self._pending[event.uid]
+            self._outcomes[event.uid] = PublishCollisionError(
+                event.key, event.uid, event.number, event.suggested_next
+            )
+            return
+        old = pending.request
+        number = max(event.suggested_next, self._next_number.get(old.key, 0))
+        self._next_number[old.key] = number + 1
+        sig = sign_packet(pending.signer, old.key, number, old.epoch, int(old.kind), old.data)
+        retry = Publish(
+            self._rid(),
+            old.key,
+            old.uid,
+            old.data,
+            number,
+            old.epoch,
+            old.kind,
+            sig,
+            old.descriptor,
+        )
+        pending.request = retry
+        pending.retries += 1
+        self._send(retry)
+
+    def _learn(self, key: bytes, number: int) -> None:
+        # The next number a signed publish should try: after the newest this client saw.
+        if number + 1 > self._next_number.get(key, 0):
+            self._next_number[key] = number + 1
+
+    def _buffer(self, event: StreamEvent) -> None:
+        sub = self._subs.get(event.key)
+        if sub is None or sub.leaving:
+            return  # events racing an Unsubscribe, or of a stream we only publish to
+        if sub.dropped:
+            sub.dropped += 1
+            return
+        size = 0
+        newest: int | None = None
+        if isinstance(event, Packet):
+            size, newest = len(event.data), event.number
+        elif isinstance(event, Epoch):
+            size = sum(len(p.data) for p in event.packets)
+            newest = event.closed_at
+        elif isinstance(event, Missed):
+            newest = event.last
+        if newest is not None:
+            self._learn(event.key, newest)
+        full = len(sub.events) >= self.max_buffered_events
+        if full or (sub.events and sub.buffered_bytes + size > self.max_buffered_bytes):
+            sub.dropped = 1
+            self.leave(sub.key)
+            sub.leaving = False  # keep it until its reader has seen the overflow
+            return
+        sub.events.append(event)
+        sub.buffered_bytes += size
+        if newest is not None:
+            sub.last_seen = newest

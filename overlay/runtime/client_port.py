@@ -1,0 +1,330 @@
+"""The client port: the node side of the protocol local scripts speak (``overlay.client``).
+
+Theory of operation. ``serve_client_port`` accepts TCP connections and runs one
+``ClientSession`` per connection, in the listener's nursery. A session is two tasks:
+
+* the *reader* reads frames (``overlay.runtime.framing``), decodes each request
+  (``overlay.client.protocol.decode_request``) and makes the matching ``NodeHost`` call; the
+  core's answers come back through ``deliver``;
+* the *writer* sends what ``deliver`` and the reader queued. It drains the whole queue into
+  one ``send_all`` each time it wakes: one ``send_all`` per frame caps trio near 40,000
+  frames a second, joining them reaches several hundred thousand.
+
+``deliver`` runs inside the host's effect loop, so it never blocks: it encodes the event at
+once (so the queue's size in bytes is exact) and appends the frame.
+
+Slow clients (the policy). A client's outbound queue is bounded by
+``ClientPortConfig.max_queue_events`` frames and ``max_queue_bytes`` bytes. A client that
+reads more slowly than its streams and answers arrive lets the queue fill; the event that
+would exceed either bound instead ends the session: the queue is dropped, one
+``ProtocolError(TOO_SLOW)`` frame is sent as the last word (given ``close_timeout`` to get
+out, and the send in progress the same), the connection is closed, and the client is
+removed from the host (``NodeHost.remove_client``), which leaves every stream it subscribed
+to and forgets its publishes in flight. The client may reconnect and resubscribe from its
+``last_seen``; the stream window replays what it still holds and ``Missed`` names the rest.
+Invariant: a session holds at most ``max_queue_bytes`` queued plus one batch being sent
+(itself at most ``max_queue_bytes``) plus one event frame, whatever its client does.
+
+Malformed input. A frame that does not decode as a request, a frame announced above
+``max_request_frame``, a request before ``Hello``: the session answers one ``ProtocolError``
+naming the problem and closes that connection only. The node and its other clients go on.
+A publish or subscribe that decodes but is refused by the core (a bad signature, a number
+out of range) is not a protocol error: the core answers it (``PublishFailed``,
+``SubscribeFailed``) and the connection stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import trio
+
+from overlay.client.protocol import (
+    MAX_EVENT_FRAME,
+    MAX_REQUEST_FRAME,
+    PROTOCOL_VERSION,
+    ClientProtocolError,
+    Describe,
+    Description,
+    ErrorCode,
+    Event,
+    FrameTooLargeError,
+    Hello,
+    ProtocolError,
+    Publish,
+    Request,
+    Subscribe,
+    Unsubscribe,
+    Unsubscribed,
+    Welcome,
+    decode_request,
+    encode_event,
+)
+from overlay.core.effects import ClientId
+from overlay.core.events import ClientEvent, Epoch, EpochSkipped
+from overlay.runtime.framing import FrameReader, FrameTooLarge
+from overlay.runtime.host import NodeHost
+
+log = logging.getLogger("overlay.client_port")
+
+# One receive_some reads at most this much: a few full publishes per wakeup.
+_READ_SIZE = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPortConfig:
+    """Per-connection bounds of the client port."""
+
+    # The outbound queue (see the module notes). 64 MiB holds seconds of a fast stream for a
+    # reader that pauses (a GC, a slow batch) and is the runtime config's default too;
+    # 100,000 frames bounds the deque's overhead when the frames are small acks.
+    max_queue_bytes: int = 64 * 1024 * 1024
+    max_queue_events: int = 100_000
+    # Requests: a publish with a full payload is the largest there is.
+    max_request_frame: int = MAX_REQUEST_FRAME
+    # Events: an Epoch larger than this is sent as EpochSkipped (the client's reader refuses
+    # frames above MAX_EVENT_FRAME by default).
+    max_event_frame: int = MAX_EVENT_FRAME
+    # How long the last frame (an error) and a send under way get before a closing session
+    # drops the connection anyway: a client that reads nothing must not hold it open.
+    close_timeout: float = 5.0
+
+
+class ClientSession:
+    """One client connection: the host's ``ClientSink`` for it, and its two tasks."""
+
+    def __init__(self, host: NodeHost, stream: trio.abc.Stream, config: ClientPortConfig) -> None:
+        self.host = host
+        self.stream = stream
+        self.config = config
+        self.client: ClientId | None = None  # set once Hello is accepted
+        self.queue: deque[bytes] = deque()
+        self.queued_bytes = 0
+        self.peak_queued_bytes = 0
+        self.closing: ProtocolError | None = None  # the last word, once the session ends
+        self._wakeup = trio.Event()
+        self._send_scope: trio.CancelScope | None = None
+
+    # --- ClientSink -----------------------------------------------------------------------
+
+    def deliver(self, event: ClientEvent) -> None:
+        """Queue ``event`` (never blocks); a queue past its bound ends the session."""
+        if self.closing is not None:
+            return
+        try:
+            data = encode_event(event, self.config.max_event_frame)
+        except FrameTooLargeError:
+            if not isinstance(event, Epoch):
+                raise
+            reason = f"the epoch is larger than one client frame ({self.config.max_event_frame})"
+            data = encode_event(EpochSkipped(event.key, event.epoch, reason))
+        self._queue(data)
+
+    def _queue(self, data: bytes) -> None:
+        config = self.config
+        if self.queue and (
+            len(self.queue) >= config.max_queue_events
+            or self.queued_bytes + len(data) > config.max_queue_bytes
+        ):
+            self.fail(
+                None,
+                ErrorCode.TOO_SLOW,
+                f"the client read too slowly: more than {config.max_queue_events} frames or "
+                f"{config.max_queue_bytes} bytes were waiting for it; its subscriptions are "
+                f"dropped (resubscribe with last_seen)",
+            )
+            return
+        self.queue.append(data)
+        self.queued_bytes += len(data)
+        self.peak_queued_bytes = max(self.peak_queued_bytes, self.queued_bytes)
+        self._wakeup.set()
+
+    def _reply(self, event: Event) -> None:
+        if self.closing is None:
+            self._queue(encode_event(event, self.config.max_event_frame))
+
+    def fail(self, rid: int | None, code: ErrorCode, reason: str) -> None:
+        """End the session with one last ProtocolError frame: the queue is dropped, the send
+        under way gets ``close_timeout`` to finish."""
+        if self.closing is not None:
+            return
+        log.info("client %s disconnected (%s): %s", self.client, code.name, reason)
+        self.closing = ProtocolError(rid, code, reason)
+        self.queue.clear()
+        self.queued_bytes = 0
+        if self._send_scope is not None:
+            self._send_scope.deadline = trio.current_time() + self.config.close_timeout
+        self._wakeup.set()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the session is closing (its last frame chosen)."""
+        return self.closing is not None
+
+    # --- the tasks ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until either side ends it; then the client leaves the
+        host. Exceptions of our own code are logged and end this session only."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader, nursery.cancel_scope)
+                await self._writer()
+                nursery.cancel_scope.cancel()
+        except Exception:
+            log.exception("client session %s failed (a bug of this node)", self.client)
+        finally:
+            if self.client is not None:
+                self.host.remove_client(self.client)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    async def _reader(self, scope: trio.CancelScope) -> None:
+        frames = FrameReader(self.config.max_request_frame)
+        try:
+            while self.closing is None:
+                data = await self.stream.receive_some(_READ_SIZE)
+                if not data:
+                    break
+                for body in frames.feed(bytes(data)):
+                    self._request(decode_request(body))
+                    if self.ended:
+                        return
+        except FrameTooLarge as exc:
+            self.fail(None, ErrorCode.FRAME_TOO_LARGE, str(exc))
+            return
+        except ClientProtocolError as exc:
+            self.fail(None, ErrorCode.MALFORMED, f"malformed request: {exc}")
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        scope.cancel()  # the client is gone: nothing left to write
+
+    async def _writer(self) -> None:
+        while self.closing is None:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            if self.closing is not None or not self.queue:
+                continue
+            data = b"".join(self.queue)
+            self.queue.clear()
+            self.queued_bytes = 0
+            if not await self._send(data):
+                return
+        closing = encode_event(self.closing)
+        self._send_scope = None
+        with trio.move_on_after(self.config.close_timeout):
+            await self._send(closing)
+
+    async def _send(self, data: bytes) -> bool:
+        """Send ``data``; False if the connection broke or the send ran out of time."""
+        with trio.CancelScope() as scope:
+            self._send_scope = scope
+            if self.closing is not None:
+                scope.deadline = trio.current_time() + self.config.close_timeout
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
+            finally:
+                self._send_scope = None
+        return not scope.cancelled_caught
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _request(self, request: Request) -> None:
+        host = self.host
+        if self.client is None:
+            if not isinstance(request, Hello):
+                what = type(request).__name__
+                self.fail(request.rid, ErrorCode.NOT_HELLO, f"{what} before Hello")
+            elif request.version != PROTOCOL_VERSION:
+                reason = f"version {request.version} asked; this node speaks {PROTOCOL_VERSION}"
+                self.fail(request.rid, ErrorCode.BAD_VERSION, reason)
+            else:
+                self.client = host.add_client(self)
+                max_request = self.config.max_request_frame
+                self._reply(Welcome(request.rid, PROTOCOL_VERSION, host.node_id, max_request))
+            return
+        client = self.client
+        match request:
+            case Publish(rid, key, uid, data, packet, epoch, kind, sig, descriptor):
+                host.publish(
+                    client,
+                    key,
+                    uid,
+                    data,
+                    packet=packet,
+                    epoch=epoch,
+                    kind=kind,
+                    sig=sig,
+                    descriptor=descriptor,
+                )
+            case Subscribe(rid, key, last_seen, atomic, descriptor):
+                host.subscribe(
+                    client, key, last_seen=last_seen, atomic=atomic, descriptor=descriptor
+                )
+            case Unsubscribe(rid, key):
+                host.unsubscribe(client, key)
+                self._reply(Unsubscribed(rid, key))
+            case Describe(rid, key):
+                self._reply(Description(rid, host.describe(key)))
+            case Hello(rid):
+                self.fail(rid, ErrorCode.NOT_HELLO, "a second Hello on one connection")
+
+
+class ClientPort:
+    """The client port of one host: its config, its live sessions and its counters."""
+
+    def __init__(self, host: NodeHost, config: ClientPortConfig | None = None) -> None:
+        self.host = host
+        self.config = config or ClientPortConfig()
+        self.sessions: set[ClientSession] = set()
+        self.accepted = 0
+        self.dropped_slow = 0
+        self.dropped_malformed = 0
+
+    async def handle(self, stream: trio.abc.Stream) -> None:
+        """Serve one connection (any trio stream: tests may hand a memory stream)."""
+        session = ClientSession(self.host, stream, self.config)
+        self.sessions.add(session)
+        self.accepted += 1
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)
+            if session.closing is not None:
+                if session.closing.code is ErrorCode.TOO_SLOW:
+                    self.dropped_slow += 1
+                else:
+                    self.dropped_malformed += 1
+
+    async def serve(
+        self,
+        listen: Sequence[trio.SocketListener] | tuple[str, int],
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections until cancelled; reports the listeners (their bound ports)."""
+        if isinstance(listen, tuple):
+            address, port = listen
+            listeners = await trio.open_tcp_listeners(port, host=address)
+        else:
+            listeners = list(listen)
+        await trio.serve_listeners(self.handle, listeners, task_status=task_status)
+
+
+async def serve_client_port(
+    host: NodeHost,
+    listen: Sequence[trio.SocketListener] | tuple[str, int],
+    *,
+    config: ClientPortConfig | None = None,
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``host``'s client port on ``listen`` (open listeners, or an (address, port) to
+    open; port 0 picks a free one) until cancelled; ``task_status.started`` gets the
+    listeners once they accept."""
+    await ClientPort(host, config).serve(listen, task_status=task_status)
