@@ -1,0 +1,205 @@
+"""The node side of the client port over real loopback TCP, against a real NodeHost with no
+links (a one-node network): ordering, pipelining, idempotency, atomic epochs, describe, and
+hostile or slow clients, which lose their own connection and nothing else."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+import trio.testing
+from client_node import running_node
+
+from keyspace.stream_key import StreamKey
+from overlay.client import open_client
+from overlay.client.connection import ClientConnection
+from overlay.client.protocol import (
+    MAX_REQUEST_FRAME,
+    ErrorCode,
+    Hello,
+    ProtocolError,
+    Subscribe,
+    decode_event,
+    encode_request,
+)
+from overlay.core.events import Epoch, Packet
+from overlay.messages import PacketKind
+from overlay.runtime.client_port import ClientPortConfig
+from overlay.runtime.framing import FrameReader
+
+STREAM = "ovl:open/prices"
+
+# Every test here waits on the kernel (real sockets): this bound only turns a hang into a
+# failure, it is never reached by a passing test.
+HANG = 60
+
+
+async def raw_connect(address: str) -> trio.SocketStream:
+    host, port = address.rsplit(":", 1)
+    return await trio.open_tcp_stream(host, int(port))
+
+
+async def read_until_closed(stream: trio.SocketStream) -> list[object]:
+    """Every event the node sends before it closes the connection."""
+    reader = FrameReader(16 * 1024 * 1024)
+    events: list[object] = []
+    while data := await stream.receive_some(65536):
+        events.extend(decode_event(body) for body in reader.feed(data))
+    return events
+
+
+async def test_publishes_reach_a_subscriber_in_order() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address), open_client(address) as client:
+            subscription = await client.subscribe(STREAM)
+            assert subscription.subscribed.root
+            numbers = [await client.publish(STREAM, b"%d" % i) for i in range(50)]
+            assert numbers == list(range(50))
+            for i in range(50):
+                event = await subscription.next()
+                assert isinstance(event, Packet)
+                assert (event.number, event.data) == (i, b"%d" % i)
+
+
+async def test_many_pipelined_publishes() -> None:
+    with trio.fail_after(HANG):
+        async with (
+            running_node() as (_, address),
+            open_client(address) as publisher,
+            open_client(address) as reader,
+        ):
+            subscription = await reader.subscribe(STREAM)
+            for i in range(5000):
+                publisher.publish_nowait(STREAM, b"%d" % i)
+            assert await publisher.flush() == list(range(5000))
+            for i in range(5000):
+                event = await subscription.next()
+                assert isinstance(event, Packet) and event.number == i
+
+
+async def test_the_same_uid_is_ordered_once() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address), open_client(address) as client:
+            subscription = await client.subscribe(STREAM)
+            first = await client.publish(STREAM, b"a", uid=77)
+            again = await client.publish(STREAM, b"a", uid=77)
+            other = await client.publish(STREAM, b"b")
+            assert (first, again, other) == (0, 0, 1)
+            numbers = [(await subscription.next()), (await subscription.next())]
+            assert [e.number for e in numbers if isinstance(e, Packet)] == [0, 1]
+
+
+async def test_atomic_subscribers_get_epochs_whole() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address), open_client(address) as client:
+            atomic = await client.subscribe(STREAM, atomic=True)
+            async with open_client(address) as other:
+                plain = await other.subscribe(STREAM)
+                for i in range(3):
+                    client.publish_nowait(STREAM, b"e%d" % i, epoch=1)
+                await client.flush()
+                assert await client.close_epoch(STREAM, 1) == 3
+                event = await atomic.next()
+                assert isinstance(event, Epoch)
+                assert [p.data for p in event.packets] == [b"e0", b"e1", b"e2"]
+                assert event.closed_at == 3
+                kinds = [(await plain.next()) for _ in range(4)]
+                assert [e.kind for e in kinds if isinstance(e, Packet)] == [
+                    PacketKind.DATA,
+                    PacketKind.DATA,
+                    PacketKind.DATA,
+                    PacketKind.EPOCH_CLOSED,
+                ]
+
+
+async def test_describe_answers_the_hosts_snapshot() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (port, address), open_client(address) as client:
+            await client.subscribe(STREAM)
+            await client.publish(STREAM, b"x")
+            state = await client.describe()
+            assert state["id"] == port.host.node_id
+            assert state["clients"] == 1
+            one = await client.describe(STREAM)
+            streams = one["streams"]
+            assert isinstance(streams, list) and len(streams) == 1
+            assert streams[0]["key"] == StreamKey.parse(STREAM).key
+            assert streams[0]["high"] == 0
+            empty = await client.describe("ovl:open/other")
+            assert empty["streams"] == []
+
+
+@pytest.mark.parametrize(
+    ("garbage", "code"),
+    [
+        (b"\x00\x00\x00\x03\xff\xff\xff", ErrorCode.MALFORMED),
+        ((MAX_REQUEST_FRAME + 1).to_bytes(4, "big"), ErrorCode.FRAME_TOO_LARGE),
+        (encode_request(Subscribe(0, bytes(32))), ErrorCode.NOT_HELLO),
+        (encode_request(Hello(0, 99)), ErrorCode.BAD_VERSION),
+        (encode_request(Hello(0)) + encode_request(Hello(1)), ErrorCode.NOT_HELLO),
+    ],
+    ids=["garbage", "oversized", "no-hello", "bad-version", "second-hello"],
+)
+async def test_a_bad_client_loses_only_its_own_connection(garbage: bytes, code: ErrorCode) -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (port, address), open_client(address) as good:
+            subscription = await good.subscribe(STREAM)
+            bad = await raw_connect(address)
+            await bad.send_all(garbage)
+            events = await read_until_closed(bad)
+            last = events[-1]
+            assert isinstance(last, ProtocolError) and last.code is code
+            assert last.reason
+            # The node and its other client go on.
+            assert await good.publish(STREAM, b"still here") == 0
+            event = await subscription.next()
+            assert isinstance(event, Packet) and event.data == b"still here"
+            assert port.dropped_malformed == 1
+
+
+@pytest.fixture
+def slow_clock() -> trio.testing.MockClock:
+    # Virtual time that jumps only once every task has been idle for 50 ms of real time:
+    # the slow client's close_timeout passes without the test waiting 5 s, while socket
+    # round trips (which autojump cannot see) still finish first.
+    return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+async def test_a_slow_client_is_cut_off_and_the_queue_stays_bounded(
+    slow_clock: trio.testing.MockClock,
+) -> None:
+    bound = 256 * 1024
+    config = ClientPortConfig(max_queue_bytes=bound, max_queue_events=1000)
+    with trio.fail_after(HANG):
+        async with running_node(config) as (port, address), open_client(address) as publisher:
+            # A client that subscribes and then never reads, with a small receive buffer.
+            sock = trio.socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            host, number = address.rsplit(":", 1)
+            await sock.connect((host, int(number)))
+            slow = trio.SocketStream(sock)
+            hello = ClientConnection()
+            hello.subscribe(STREAM)
+            await slow.send_all(hello.data_to_send())
+            while port.host.describe()["clients"] < 2 or not port.host.core.streams:
+                await trio.sleep(0.01)
+            (session,) = [s for s in port.sessions if s.client == 2]
+            payload = b"x" * 60_000
+            sent = 0
+            while session.closing is None:
+                for _ in range(10):
+                    publisher.publish_nowait(STREAM, payload)
+                await publisher.flush()
+                sent += 10
+                assert sent < 2000, "the slow client was never cut off"
+            assert session.peak_queued_bytes <= bound
+            assert session.closing is not None and session.closing.code is ErrorCode.TOO_SLOW
+            while session in port.sessions:
+                await trio.sleep(0.1)
+            assert port.dropped_slow == 1
+            # Its subscription is gone; the publisher's connection is untouched.
+            state = await publisher.describe(STREAM)
+            assert state["clients"] == 1
+            assert await publisher.publish(STREAM, b"after") == sent
+            await slow.aclose()
