@@ -148,6 +148,7 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.EPOCH_STARTS: _epoch_starts,
     Kind.OPT_UID: _optional(_int_in(0, MAX_U64)),
     Kind.OPT_LOCATION: _optional(_location),
+    Kind.OPT_SEEN: _optional(_int_in(-1, MAX_PACKET)),
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.

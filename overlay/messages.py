@@ -64,6 +64,11 @@ class Kind(IntEnum):
     EPOCH_STARTS = 14  # tuple of at most MAX_OPEN_EPOCHS (epoch, first packet) PACKET pairs
     OPT_UID = 15  # UID or None
     OPT_LOCATION = 16  # LOCATION or None
+    # None (a fresh subscriber: from the head), or the last packet seen in [-1, MAX_PACKET],
+    # where -1 is "nothing seen yet": send everything from packet 0. Without it a node that
+    # expected packet 0 and lost its parent before it came would rejoin as fresh and skip the
+    # stream's start without a word.
+    OPT_SEEN = 17
 
 
 def _f(kind: Kind) -> Any:
@@ -166,7 +171,7 @@ class SubscribeRequest(Message):
     key: bytes = _f(Kind.KEY)
     htl: int = _f(Kind.HTL)
     best_loc: float = _f(Kind.LOCATION)
-    last_seen: int | None = _f(Kind.OPT_PACKET)
+    last_seen: int | None = _f(Kind.OPT_SEEN)
     descriptor: bytes | None = _opt(Kind.OPT_DESCRIPTOR)
 
 
@@ -182,7 +187,7 @@ class ResubscribeRequest(Message):
     htl: int = _f(Kind.HTL)
     best_loc: float = _f(Kind.LOCATION)
     must_beat: float = _f(Kind.LOCATION)
-    last_seen: int | None = _f(Kind.OPT_PACKET)
+    last_seen: int | None = _f(Kind.OPT_SEEN)
     descriptor: bytes | None = _opt(Kind.OPT_DESCRIPTOR)
 
 

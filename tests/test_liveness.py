@@ -206,7 +206,9 @@ def test_silent_parent_is_dropped_and_the_stream_restarts() -> None:
     # peer, must-beat is our own location.
     [(hop, resubscribe)] = sends(node.receive(4 * BEAT, b"C", RestartConfirmed(restarted.uid, KEY)))
     assert hop == b"Q"
-    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    # last_seen -1: our client waits for packet 0, so the new parent must send from there
+    # (None would make us a fresh member and skip whatever was published meanwhile).
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, -1)
     stream = node.streams[KEY]
     assert (stream.state, stream.parent) == (State.RESTARTING, None)
     assert list(stream.children) == [b"C"] and stream.restart_uid == restarted.uid

@@ -57,7 +57,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("key", Kind.KEY),
         ("htl", Kind.HTL),
         ("best_loc", Kind.LOCATION),
-        ("last_seen", Kind.OPT_PACKET),
+        ("last_seen", Kind.OPT_SEEN),
         ("descriptor", Kind.OPT_DESCRIPTOR),
     ),
     "ResubscribeRequest": (
@@ -66,7 +66,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("htl", Kind.HTL),
         ("best_loc", Kind.LOCATION),
         ("must_beat", Kind.LOCATION),
-        ("last_seen", Kind.OPT_PACKET),
+        ("last_seen", Kind.OPT_SEEN),
         ("descriptor", Kind.OPT_DESCRIPTOR),
     ),
     "SubscribeSucceeded": (
@@ -128,6 +128,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.LOCATION: 0.25,
     Kind.PACKET: 3,
     Kind.OPT_PACKET: None,
+    Kind.OPT_SEEN: -1,
     Kind.DATA: b"payload",
     Kind.OPT_SIGNATURE: b"s" * SIGNATURE_SIZE,
     Kind.PACKET_KIND: PacketKind.DATA,

@@ -202,7 +202,8 @@ def test_hello_with_new_boot_id_from_parent_restarts_the_stream() -> None:
     # still the closest peer.
     [(hop, resubscribe)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY)))
     assert hop == b"P"
-    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    # last_seen -1: the client waits for packet 0 (see test_liveness).
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, -1)
     stream = node.streams[KEY]
     assert (stream.state, stream.parent) == (State.RESTARTING, None)
     assert list(stream.children) == [b"C"] and stream.restart_uid == restarted.uid

@@ -164,7 +164,8 @@ def test_link_down_of_parent_restarts_and_reattaches() -> None:
     effects = node.receive(5.0, b"C", RestartConfirmed(restarted.uid, KEY))
     [(hop, resubscribe)] = sends(effects)
     assert hop == b"Q"
-    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, None)
+    # last_seen -1: the client waits for packet 0 (see test_liveness).
+    assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, -1)
     assert node.streams[KEY].state is State.RESTARTING
     effects = node.receive(5.1, b"Q", SubscribeSucceeded(restarted.uid, KEY, None))
     # Attached to an attached tree: the subtree is no longer detached.

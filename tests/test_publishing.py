@@ -28,6 +28,7 @@ from overlay.messages import (
     PublishData,
     PublishError,
     PublishRejected,
+    ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
     Unsubscribe,
@@ -142,8 +143,11 @@ def test_explicit_held_number_with_the_same_content_is_acked_again(publisher: by
     to_root = len([m for m in net.trace if m[1] == b"R"])
     net.publish(publisher, KEY, b"x", packet=0, uid=77)
     assert net.answers(publisher)[-1] == PublishAcked(KEY, 77, 0)
-    if publisher == b"A":  # A holds packet 0 itself: it answers without asking the root
-        assert len([m for m in net.trace if m[1] == b"R"]) == to_root
+    if publisher == b"A":
+        # A holds packet 0 itself but still asks the root: after a takeover the root may
+        # lack a packet a relay holds, and only a publish that reaches it keeps it from
+        # giving that number to another packet (the chaos run's double-numbered packet).
+        assert len([m for m in net.trace if m[1] == b"R"]) == to_root + 1
     assert window(net, b"R") == [0, 1]
     for name in SUBSCRIBERS:
         assert packets(net, name) == [(0, b"x"), (1, b"y")]
@@ -507,3 +511,30 @@ def test_local_publishes_in_flight_are_bounded() -> None:
         net.publish(b"A", KEY, b"x", client=5, uid=uid)
     failed = [e for e in net.answers(b"A", 5) if isinstance(e, PublishFailed)]
     assert [(e.uid, e.error) for e in failed] == [(3, PublishError.BUSY)]
+
+
+def test_subscriber_whose_parent_dies_before_packet_zero_still_gets_it() -> None:
+    """A node that joined an empty stream waits for packet 0. If its parent dies before
+    anything arrives, its resubscribe must ask for everything from 0 (last_seen -1): asking
+    as a fresh member would place it at the head and skip what was published meanwhile,
+    with no Missed to say so (found by the real-TCP restart test)."""
+    key = key_at(0.1)
+    net = CoreNet(seed=5)
+    for name, location in ((b"R", 0.1), (b"A", 0.3), (b"B", 0.35), (b"S", 0.6)):
+        net.add(name, location)
+    for a, b in ((b"R", b"A"), (b"R", b"B"), (b"A", b"S"), (b"B", b"S")):
+        net.connect(a, b)
+    net.subscribe(b"R", key, client=9)  # R roots the stream
+    net.subscribe(b"S", key)
+    parent = net.stream(b"S", key).parent  # type: ignore[union-attr]
+    assert parent in (b"A", b"B") and net.roots(key) == [b"R"]
+    net.hold(b"S")  # nothing reaches S: its parent's packets are lost with the link
+    for i in range(3):
+        net.publish(b"R", key, b"p%d" % i, client=9)
+    net.disconnect(parent, b"S")
+    net.release(b"S")
+    assert [m.last_seen for _, _, m in net.sent(ResubscribeRequest)][:1] == [-1]
+    packets = [e for e in net.received(b"S") if isinstance(e, Packet)]
+    assert [p.number for p in packets] == [0, 1, 2]
+    assert [p.data for p in packets] == [b"p0", b"p1", b"p2"]
+    assert net.tree_problems(key) == [] and net.roots(key) == [b"R"]

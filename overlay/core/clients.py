@@ -76,10 +76,11 @@ class LocalClients:
         descriptor: bytes | None = None,
     ) -> list[Effect]:
         """Subscribe a local client. It gets Subscribed once the node is in the tree (then
-        the stream's packets after ``last_seen``, or from the head for a fresh client), or
-        SubscribeFailed if the node cannot join. ``atomic`` clients get closed epochs whole.
-        A signed stream needs its ``descriptor`` (``StreamKey.descriptor``)."""
-        if last_seen is not None and not 0 <= last_seen < MAX_PACKET:
+        the stream's packets after ``last_seen``, -1 meaning from the first, or from the head
+        for a fresh client), or SubscribeFailed if the node cannot join. ``atomic`` clients
+        get closed epochs whole. A signed stream needs its ``descriptor``
+        (``StreamKey.descriptor``)."""
+        if last_seen is not None and not -1 <= last_seen < MAX_PACKET:
             self._deliver(client, SubscribeFailed(key, f"last_seen {last_seen} is out of range"))
             return self._flush()
         member = Member(atomic=atomic)

@@ -391,7 +391,7 @@ class PacketFlow:
             for number, packet in stream.window.packets.items():
                 if packet.uid is not None:
                     uids[packet.uid] = number
-        if stream.next_in is None and last_seen is not None:
+        if stream.next_in is None and last_seen is not None and last_seen >= 0:
             self._continue_after(stream, last_seen)
         if stream.next_in is None:
             stream.next_in = _next(stream)
@@ -406,7 +406,7 @@ class PacketFlow:
         above it, after a grace in which the child brings what it holds. A claim far
         beyond our own head moves it by at most one window: a peer cannot make the root
         skip an unbounded range of numbers."""
-        if stream.state is not State.ROOT or last_seen is None or last_seen > _LAST_CLAIM:
+        if stream.state is not State.ROOT or last_seen is None or not 0 <= last_seen <= _LAST_CLAIM:
             return  # (a claim so near the end of the numbers leaves no room to go on)
         high = stream.high
         if high is not None and last_seen <= high:
@@ -638,9 +638,8 @@ class PacketFlow:
     def resume_point(self, stream: Stream) -> int | None:
         """The ``last_seen`` our own search for ``stream`` asks to resume after."""
         if stream.next_in is not None:
-            return stream.next_in - 1 if stream.next_in > 0 else None
+            return stream.next_in - 1  # -1: we expect packet 0 and have nothing yet
         wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
-        wanted = [w for w in wanted if w >= 0]
         return min(wanted) if wanted else None
 
     def subscribed(self, stream: Stream, root: bool) -> Subscribed:
