@@ -83,7 +83,7 @@ class FrameReader:
         """Bytes received and not yet returned as part of a body (a partial frame)."""
         return len(self._buffer) - self._offset
 
-    def push(self, data: bytes) -> None:
+    def push(self, data: bytes | bytearray) -> None:
         """Buffer ``data``; take the bodies with :meth:`pop` until it returns None."""
         self._buffer += data
 
@@ -115,7 +115,7 @@ class FrameReader:
             self._offset = 0
         return None
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         """Buffer ``data`` and return every body now complete, in order (possibly none).
 
         Raises FrameTooLarge when a prefix exceeds ``max_body``; the bodies before it in the

@@ -1,0 +1,218 @@
+"""A real node's configuration: the TOML file ``overlay node --config`` reads, with defaults.
+
+Every setting has a default that starts a working node (an identity file next to the config,
+peers on 0.0.0.0:7701, clients on 127.0.0.1:7702, open mode, no peers to dial), so an empty
+file or none at all is a valid configuration. Every problem (unknown key, wrong type,
+bad address, bad identity in the trust list) is a ``ConfigError`` that names the file, the
+key and what is wrong, never a stack trace.
+
+    [node]
+    identity = "node.key"          # Ed25519 identity, created on first start
+    location = 0.25                # optional; default: derived from the node id
+    network = "overlay"            # nodes link only within the same network name
+    listen = "0.0.0.0:7701"        # where peers connect
+    client = "127.0.0.1:7702"      # where local scripts connect (keep it on loopback)
+
+    [peers]
+    connect = ["127.0.0.1:7711", "10.0.0.5:7701@<node id>"]
+    trust = "open"                 # or "listed": accept only the ids in `trusted`
+    trusted = ["<node id>"]
+
+    [limits]                       # any field of overlay.core.config.NodeConfig
+    heartbeat_interval = 5.0
+    [runtime]
+    send_queue_bytes = 16777216    # per link; a peer that reads slower is disconnected
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from overlay.core.config import NodeConfig
+from overlay.runtime.identity import IdentityError, parse_node_id
+from overlay.runtime.link import DEFAULT_MAX_QUEUE_BYTES
+
+DEFAULT_PEER_PORT = 7701
+DEFAULT_CLIENT_PORT = 7702
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str, *, default_host: str | None = None) -> Address:
+    """``host:port`` (``[v6]:port`` for IPv6); ``:port`` or a bare port takes
+    ``default_host`` if one is given. Raises ConfigError naming what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"bad address {text!r}: expected host:port")
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ConfigError(f"bad address {text!r}: expected [ipv6]:port")
+        port_text = rest[1:]
+    elif ":" in text:
+        host, _, port_text = text.rpartition(":")
+    elif text.isdigit() and default_host is not None:
+        host, port_text = "", text
+    else:
+        raise ConfigError(f"bad address {text!r}: expected host:port")
+    if not host:
+        if default_host is None:
+            raise ConfigError(f"bad address {text!r}: no host")
+        host = default_host
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"bad address {text!r}: port must be a number in 0..65535")
+    return Address(host, int(port_text))
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    """A peer to dial; ``node_id``, if given, is the identity it must prove."""
+
+    address: Address
+    node_id: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    identity: Path = Path("node.key")
+    location: float | None = None
+    network: str = "overlay"
+    listen: Address = Address("0.0.0.0", DEFAULT_PEER_PORT)
+    client: Address = Address("127.0.0.1", DEFAULT_CLIENT_PORT)
+    connect: tuple[PeerAddress, ...] = ()
+    trust_listed: bool = False
+    trusted: frozenset[bytes] = frozenset()
+    core: NodeConfig = field(default_factory=NodeConfig)
+    send_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES
+    handshake_timeout: float = 10.0  # a peer that has not authenticated by then is cut off
+    reconnect_min: float = 0.5  # first redial delay; doubles up to reconnect_max
+    reconnect_max: float = 30.0
+    client_queue_bytes: int = 64 * 1024 * 1024  # per client; a slower reader is cut off
+
+
+_SECTIONS = {
+    "node": {"identity", "location", "network", "listen", "client"},
+    "peers": {"connect", "trust", "trusted"},
+    "limits": {f.name for f in dataclasses.fields(NodeConfig)},
+    "runtime": {
+        "send_queue_bytes",
+        "handshake_timeout",
+        "reconnect_min",
+        "reconnect_max",
+        "client_queue_bytes",
+    },
+}
+
+
+def load_config(path: Path | None) -> RuntimeConfig:
+    """Read ``path`` (None: every default). Relative paths in it are relative to its folder."""
+    if path is None:
+        return RuntimeConfig()
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+    try:
+        return config_from_dict(data, base=path.parent)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def config_from_dict(data: Mapping[str, Any], *, base: Path = Path(".")) -> RuntimeConfig:
+    """Build a config from already parsed TOML (the testnet launcher writes these)."""
+    for section, values in data.items():
+        if section not in _SECTIONS:
+            raise ConfigError(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"[{section}] must be a table")
+        for key in values:
+            if key not in _SECTIONS[section]:
+                raise ConfigError(f"unknown key {key!r} in [{section}]")
+    node = data.get("node", {})
+    peers = data.get("peers", {})
+    kwargs: dict[str, Any] = {}
+    if "identity" in node:
+        kwargs["identity"] = base / _typed(node, "identity", str, "node")
+    if "location" in node:
+        location = _typed(node, "location", float, "node")
+        if not 0.0 <= location < 1.0:
+            raise ConfigError(f"[node] location must be in [0, 1), got {location}")
+        kwargs["location"] = location
+    if "network" in node:
+        kwargs["network"] = _typed(node, "network", str, "node")
+    if "listen" in node:
+        kwargs["listen"] = parse_address(
+            _typed(node, "listen", str, "node"), default_host="0.0.0.0"
+        )
+    if "client" in node:
+        kwargs["client"] = parse_address(
+            _typed(node, "client", str, "node"), default_host="127.0.0.1"
+        )
+    if "connect" in peers:
+        kwargs["connect"] = tuple(parse_peer(p) for p in _typed(peers, "connect", list, "peers"))
+    if "trust" in peers:
+        trust = _typed(peers, "trust", str, "peers")
+        if trust not in ("open", "listed"):
+            raise ConfigError(f'[peers] trust must be "open" or "listed", got {trust!r}')
+        kwargs["trust_listed"] = trust == "listed"
+    if "trusted" in peers:
+        kwargs["trusted"] = frozenset(
+            _node_id(t, "[peers] trusted") for t in _typed(peers, "trusted", list, "peers")
+        )
+    limits = dict(data.get("limits", {}))
+    try:
+        kwargs["core"] = NodeConfig(**limits)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"[limits] {error}") from None
+    for key, value in data.get("runtime", {}).items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"[runtime] {key} must be a positive number, got {value!r}")
+        kwargs[key] = int(value) if key.endswith("_bytes") else float(value)
+    return RuntimeConfig(**kwargs)
+
+
+def parse_peer(text: object) -> PeerAddress:
+    """``host:port`` or ``host:port@<node id>``."""
+    if not isinstance(text, str):
+        raise ConfigError(f"[peers] connect entries must be strings, got {text!r}")
+    address, sep, node_id = text.partition("@")
+    return PeerAddress(
+        parse_address(address), _node_id(node_id, "[peers] connect") if sep else None
+    )
+
+
+def _node_id(text: object, where: str) -> bytes:
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: node ids are strings, got {text!r}")
+    try:
+        return parse_node_id(text)
+    except IdentityError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type, section: str) -> Any:
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ConfigError(f"[{section}] {key} must be a {kind.__name__}, got {value!r}")
+    return value

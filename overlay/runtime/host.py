@@ -1,0 +1,268 @@
+"""The trio driver of one node's protocol core: it feeds the core and carries out its effects.
+
+The core (``overlay.core.node.Node``) is a synchronous state machine; this host is the only
+code that calls it, always from trio tasks of one thread, so no two calls interleave. Every
+input (a message from a link, a link opening or closing, a timer, a local client's request)
+becomes one core call, and the effects it returns are carried out at once and in order:
+
+* ``Send``: queued on that peer's link (``PeerLink.send``, which never blocks). A peer with
+  no open link is skipped, as the simulator does: the core learns of the loss from
+  ``link_down`` or from its heartbeats, and its timeouts resend what matters.
+* ``Deliver``: queued on that client's session (``ClientSink.deliver``, never blocking).
+* ``SetTimer``: moves the deadline of the one timer task (the core keeps its own timer
+  queue and asks for its earliest deadline only).
+* ``DropPeer``: closes that peer's link with the core's reason.
+
+Time is ``trio.current_time()``, so tests under trio's ``autojump_clock`` run the real node
+in virtual time. Links and client sessions are owned by the tasks that run them (the
+listener's and dialers' nurseries, the client port's); the host only keeps a table of them.
+
+Duplicate links: two nodes that dial each other at once end up with two authenticated links.
+Both ends keep the one whose initiator has the smaller node id, so they agree without a word
+(``PeerLink.initiator``); a link that loses is closed before the core ever sees it, or, if it
+was already registered, replaced by the winner (the core sees the peer go and come back,
+which it handles as any reconnect).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import trio
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.events import ClientEvent
+from overlay.core.node import Node
+from overlay.messages import Message
+
+log = logging.getLogger("overlay.node")
+
+
+class PeerLink(Protocol):
+    """What the host needs of an authenticated link (``overlay.runtime.link.Link``)."""
+
+    peer: PeerId
+    initiator: PeerId  # the node id of the side that dialled
+
+    def send(self, message: Message) -> None:
+        """Queue ``message``; never blocks. A link whose queue overflows closes itself."""
+
+    def close(self, reason: str) -> None:
+        """Close the link (idempotent); its task then calls ``NodeHost.link_closed``."""
+
+
+class ClientSink(Protocol):
+    """What the host needs of a local client's session (``overlay.runtime.client_port``)."""
+
+    def deliver(self, event: ClientEvent) -> None:
+        """Queue ``event`` for the client; never blocks. A client that falls too far behind
+        is disconnected by its session (then the port calls ``NodeHost.remove_client``)."""
+
+
+class NodeHost:
+    """Runs one ``Node`` core under trio. Create it, start ``run`` in a nursery (it runs the
+    timer), then register links and clients as they come and go."""
+
+    def __init__(
+        self,
+        node_id: PeerId,
+        location: float,
+        *,
+        config: NodeConfig | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
+        self._clock = clock
+        self.core = Node(node_id, location, rng or random.Random(), config)
+        self.links: dict[PeerId, PeerLink] = {}
+        self._clients: dict[ClientId, ClientSink] = {}
+        self._next_client = 1
+        self._deadline = math.inf
+        self._timer_scope: trio.CancelScope | None = None
+        self.started_at = clock()
+        # Counters for ``overlay stats`` beyond the core's own.
+        self.links_opened = 0
+        self.links_refused = 0  # duplicate links closed by the tie-break
+        self.frames_in = 0
+        self.frames_out = 0
+        self._waiters: list[trio.Event] = []  # woken after every input (wait_until)
+
+    @property
+    def node_id(self) -> PeerId:
+        return self.core.id
+
+    # --- the timer ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Call the core's ``handle_timer`` whenever its deadline passes; runs until
+        cancelled. The deadline is a cancel scope's, so moving it costs no task switch."""
+        task_status.started()
+        while True:
+            with trio.CancelScope(deadline=self._deadline) as scope:
+                self._timer_scope = scope
+                await trio.sleep_forever()
+            self._timer_scope = None
+            now = self._clock()
+            if now >= self._deadline:
+                self._deadline = math.inf
+                self._apply(self.core.handle_timer(now))
+
+    # --- links ----------------------------------------------------------------------------
+
+    def link_opened(self, link: PeerLink) -> bool:
+        """An authenticated link to ``link.peer`` is up. Returns False if it lost the
+        duplicate-link tie-break: the caller must close it and not report it closed."""
+        current = self.links.get(link.peer)
+        if current is not None:
+            if current.initiator <= link.initiator:
+                self.links_refused += 1
+                return False
+            # The new link wins: the old one goes (its task will not report it again).
+            del self.links[link.peer]
+            current.close("replaced by a link its peer also dialled")
+            self._apply(self.core.link_down(self._clock(), link.peer))
+        self.links[link.peer] = link
+        self.links_opened += 1
+        self._apply(self.core.link_up(self._clock(), link.peer))
+        return True
+
+    def link_closed(self, link: PeerLink, reason: str) -> None:
+        """The link's task ended (EOF, error, or a close). Only the registered link of a peer
+        counts: a replaced one was already taken out."""
+        if self.links.get(link.peer) is not link:
+            return
+        del self.links[link.peer]
+        log.info("link to %s closed: %s", link.peer.hex()[:12], reason)
+        self._apply(self.core.link_down(self._clock(), link.peer))
+
+    def received(self, link: PeerLink, message: Message) -> None:
+        """A decoded message arrived on ``link``."""
+        if self.links.get(link.peer) is not link:
+            return  # a link being replaced: its last frames are stale
+        self.frames_in += 1
+        self._apply(self.core.receive(self._clock(), link.peer, message))
+
+    # --- local clients --------------------------------------------------------------------
+
+    def add_client(self, sink: ClientSink) -> ClientId:
+        client = self._next_client
+        self._next_client += 1
+        self._clients[client] = sink
+        return client
+
+    def remove_client(self, client: ClientId) -> None:
+        """The client went away: it leaves every stream it was in (the core prunes)."""
+        if self._clients.pop(client, None) is not None:
+            self._apply(self.core.remove_client(self._clock(), client))
+
+    def subscribe(
+        self,
+        client: ClientId,
+        key: bytes,
+        *,
+        last_seen: int | None = None,
+        atomic: bool = False,
+        descriptor: bytes | None = None,
+    ) -> None:
+        self._apply(
+            self.core.subscribe(
+                self._clock(),
+                key,
+                client,
+                last_seen=last_seen,
+                atomic=atomic,
+                descriptor=descriptor,
+            )
+        )
+
+    def unsubscribe(self, client: ClientId, key: bytes) -> None:
+        self._apply(self.core.unsubscribe(self._clock(), key, client))
+
+    def publish(self, client: ClientId, key: bytes, uid: int, data: bytes, **fields: Any) -> None:
+        """``fields``: ``overlay.core.clients.LocalClients.publish``'s keyword arguments."""
+        self._apply(self.core.publish(self._clock(), key, client, uid, data, **fields))
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds, re-checking after every input the core handles:
+        how tests and launchers wait for the node to reach a state without polling."""
+        while not predicate():
+            event = trio.Event()
+            self._waiters.append(event)
+            await event.wait()
+
+    # --- effects --------------------------------------------------------------------------
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if type(effect) is Send:
+                link = self.links.get(effect.peer)
+                if link is not None:
+                    self.frames_out += 1
+                    link.send(effect.message)
+            elif type(effect) is Deliver:
+                sink = self._clients.get(effect.client)
+                if sink is not None:
+                    sink.deliver(effect.event)
+            elif type(effect) is SetTimer:
+                self._set_deadline(effect.at)
+            elif type(effect) is DropPeer:
+                dropped = self.links.get(effect.peer)
+                if dropped is not None:
+                    dropped.close(effect.reason)
+        if self._waiters:
+            for event in self._waiters:
+                event.set()
+            self._waiters.clear()
+
+    def _set_deadline(self, at: float) -> None:
+        # SetTimer replaces any earlier one: the core names its earliest deadline each time.
+        self._deadline = at
+        if self._timer_scope is not None:
+            self._timer_scope.deadline = at
+
+    # --- inspection -----------------------------------------------------------------------
+
+    def describe(self, key: bytes | None = None) -> dict[str, Any]:
+        """A snapshot of this node for tools (``overlay tree``, ``overlay stats``): its
+        identity, links and counters, and its view of every stream it carries (or of
+        ``key`` only). Plain values only, so the client port can send it as CBOR."""
+        core = self.core
+        streams = []
+        for stream in core.streams.values():
+            if key is not None and stream.key != key:
+                continue
+            streams.append(
+                {
+                    "key": stream.key,
+                    "target": stream.target,
+                    "state": stream.state.value,
+                    "parent": stream.parent,
+                    "children": list(stream.children),
+                    "clients": len(stream.local),
+                    "high": stream.high,
+                    "window": len(stream.window),
+                    "restart": stream.restart_uid,
+                }
+            )
+        return {
+            "id": core.id,
+            "location": core.location,
+            "boot_id": core.boot_id,
+            "uptime": self._clock() - self.started_at,
+            "peers": [{"id": p.id, "location": p.location} for p in core.peers],
+            "links": len(self.links),
+            "clients": len(self._clients),
+            "streams": streams,
+            "stats": {
+                **core.stats.as_dict(),
+                "links_opened": self.links_opened,
+                "links_refused": self.links_refused,
+                "frames_in": self.frames_in,
+                "frames_out": self.frames_out,
+            },
+        }

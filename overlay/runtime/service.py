@@ -1,0 +1,80 @@
+"""One real node: identity, listeners, dialled peers and the client port, in one nursery.
+
+``run_node`` owns every task of the node (structured concurrency): cancel the scope it runs
+in, and every link, dialler and client session ends with it. It reports readiness through
+``task_status.started(RunningNode)`` once both ports listen, so a launcher that hosts many
+nodes in one process (``overlay testnet``) starts each with ``await nursery.start(...)``
+and knows its real port numbers (port 0 in a config picks a free one).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+
+import trio
+
+from keyspace.location import location_from_id
+from overlay.runtime.client_port import serve_client_port
+from overlay.runtime.config import Address, RuntimeConfig
+from overlay.runtime.host import NodeHost
+from overlay.runtime.identity import Identity, node_id_text
+from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
+
+log = logging.getLogger("overlay.node")
+
+
+@dataclass(frozen=True, slots=True)
+class RunningNode:
+    """What a started node tells its launcher."""
+
+    host: NodeHost
+    identity: Identity
+    peer_address: Address  # where peers connect (the bound port)
+    client_address: Address  # where local clients connect
+
+    @property
+    def node_id(self) -> str:
+        return node_id_text(self.identity.public)
+
+
+async def run_node(
+    config: RuntimeConfig,
+    *,
+    identity: Identity | None = None,
+    rng: random.Random | None = None,
+    task_status: trio.TaskStatus[RunningNode] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a node until cancelled. ``identity`` overrides the config's identity file (a
+    launcher that keeps identities itself); ``rng`` seeds the core and the dialler jitter."""
+    if identity is None:
+        identity = Identity.load_or_create(config.identity)
+    rng = rng if rng is not None else random.Random()
+    location = config.location if config.location is not None else location_from_id(identity.public)
+    host = NodeHost(identity.public, location, config=config.core, rng=rng)
+    params = LinkParams.from_config(identity, config)
+    peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
+    client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)
+    peer_address = _bound(config.listen, peer_listeners)
+    client_address = _bound(config.client, client_listeners)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        await nursery.start(serve_peers, host, params, peer_listeners)
+        await nursery.start(serve_client_port, host, client_listeners)
+        for peer in config.connect:
+            nursery.start_soon(keep_dialled, host, params, peer, config, rng)
+        log.info(
+            "node %s at location %.6f: peers on %s, clients on %s",
+            node_id_text(identity.public),
+            location,
+            peer_address,
+            client_address,
+        )
+        task_status.started(RunningNode(host, identity, peer_address, client_address))
+
+
+def _bound(asked: Address, listeners: list[trio.SocketListener]) -> Address:
+    """The address actually listened on: the configured host, the kernel's port."""
+    port = listeners[0].socket.getsockname()[1]
+    return Address(asked.host, int(port))

@@ -1,0 +1,166 @@
+"""Real nodes over real loopback TCP: authenticated links, the core's protocol end to end.
+
+Every node here is a full ``run_node`` (handshake, sealed frames, coalescing writers); local
+clients are attached straight to the host with an in-memory sink, so these tests are about
+the node-to-node runtime (the client port has its own tests). Waits are on the nodes' own
+state (``NodeHost.wait_until``), under a ``fail_after`` so a regression fails, never hangs.
+Timers are shortened so recovery after a kill takes a fraction of a second of real time.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from keyspace.stream_key import StreamKey
+from keyspace.topology import Topology, small_world
+from overlay.core.config import NodeConfig
+from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.messages import RETRYABLE
+from overlay.runtime.host import NodeHost
+from overlay.runtime.service import RunningNode
+from testnet.local import LocalNetwork
+
+FAST = NodeConfig(
+    heartbeat_interval=0.2,
+    dead_after=0.6,
+    accept_timeout=1.0,
+    request_timeout=3.0,
+    confirm_timeout=1.0,
+    takeover_grace=0.3,
+    announce_delay=0.05,
+    publish_timeout=1.0,
+    publish_attempts=20,
+)
+KEY = StreamKey.open("runtime-test").key
+LIMIT = 30.0  # seconds of real time any one test may take before it fails
+
+
+class Inbox:
+    """A local client of one node: records what the node delivers to it."""
+
+    def __init__(self) -> None:
+        self.events: list[ClientEvent] = []
+
+    def deliver(self, event: ClientEvent) -> None:
+        self.events.append(event)
+
+    def numbers(self) -> list[int]:
+        return [e.number for e in self.events if isinstance(e, Packet)]
+
+    def acked(self) -> dict[int, int]:
+        return {e.uid: e.number for e in self.events if isinstance(e, PublishAcked)}
+
+
+def chain(n: int) -> Topology:
+    locations = tuple((i + 0.5) / n for i in range(n))
+    neighbours = tuple(tuple(j for j in (i - 1, i + 1) if 0 <= j < n) for i in range(n))
+    return Topology(locations, neighbours)
+
+
+async def join(node: RunningNode, key: bytes = KEY) -> Inbox:
+    inbox = Inbox()
+    host = node.host
+    client = host.add_client(inbox)
+    host.subscribe(client, key)
+    await host.wait_until(lambda: any(isinstance(e, Subscribed) for e in inbox.events))
+    return inbox
+
+
+async def publish_all(host: NodeHost, count: int, key: bytes = KEY, start: int = 0) -> Inbox:
+    """Publish ``count`` packets and wait for every acknowledgement, resending (same uid)
+    any that fail for a reason that may pass, as a careful client does."""
+    publisher = Inbox()
+    client = host.add_client(publisher)
+    uids = range(1_000 + start, 1_000 + start + count)
+    for uid in uids:
+        host.publish(client, key, uid, b"packet %d" % uid)
+
+    def settled() -> bool:
+        failed = [e for e in publisher.events if isinstance(e, PublishFailed)]
+        for event in failed:
+            assert event.error in RETRYABLE, event
+            publisher.events.remove(event)
+            host.publish(client, key, event.uid, b"packet %d" % event.uid)
+        return set(uids) <= set(publisher.acked())
+
+    await host.wait_until(settled)
+    return publisher
+
+
+@pytest.mark.parametrize("size", [2, 3])
+async def test_small_networks_deliver_in_order(size: int) -> None:
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(chain(size), core=FAST) as net:
+            await net.wait_linked()
+            inbox = await join(net.node(size - 1))
+            acks = await publish_all(net.node(0).host, 200)
+            numbers = sorted(acks.acked().values())
+            await net.node(size - 1).host.wait_until(lambda: len(inbox.numbers()) >= 200)
+            assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 200))
+
+
+@pytest.mark.slow
+async def test_twenty_nodes_deliver_to_every_subscriber_in_order() -> None:
+    topology = small_world(20, 6, random.Random(7))
+    with trio.fail_after(LIMIT * 2):
+        async with LocalNetwork(topology, core=FAST, seed=7) as net:
+            await net.wait_linked()
+            subscribers = [3, 8, 11, 17, 19]
+            inboxes = [await join(net.node(i)) for i in subscribers]
+            acks = await publish_all(net.node(5).host, 300)
+            numbers = sorted(acks.acked().values())
+            assert numbers == list(range(numbers[0], numbers[0] + 300))
+            for i, inbox in zip(subscribers, inboxes, strict=True):
+                await net.node(i).host.wait_until(lambda inbox=inbox: len(inbox.numbers()) >= 300)
+                assert inbox.numbers() == numbers, f"subscriber on node {i}"
+            roots = [
+                n
+                for n in net.nodes
+                if any(s.state.value == "root" for s in n.host.core.streams.values())
+            ]
+            assert len(roots) == 1
+
+
+@pytest.mark.slow
+async def test_restarted_node_subtree_recovers_without_loss() -> None:
+    """A ring of 6: kill a relay on the subscriber's path while publishing, start it again
+    (new boot id): the subscriber gets every acknowledged packet exactly once, in order."""
+    n = 6
+    topology = Topology(
+        tuple((i + 0.5) / n for i in range(n)),
+        tuple(tuple(sorted(((i - 1) % n, (i + 1) % n))) for i in range(n)),
+    )
+    with trio.fail_after(LIMIT * 2):
+        async with LocalNetwork(topology, core=FAST, seed=3) as net:
+            await net.wait_linked()
+            key = _key_near(0.5 / n)  # the root is node 0
+            subscriber = 3
+            inbox = await join(net.node(subscriber), key)
+            parent = net.node(subscriber).host.core.streams[key].parent
+            relay = next(i for i, node in enumerate(net.nodes) if node.identity.public == parent)
+            assert relay in (2, 4)
+            before = await publish_all(net.node(0).host, 50, key)
+            old_boot = net.node(relay).host.core.boot_id
+            await net.stop(relay)
+            during = await publish_all(net.node(0).host, 50, key, start=50)
+            restarted = await net.restart(relay)
+            assert restarted.host.core.boot_id != old_boot
+            after = await publish_all(net.node(0).host, 50, key, start=100)
+            numbers = sorted(
+                [*before.acked().values(), *during.acked().values(), *after.acked().values()]
+            )
+            host = net.node(subscriber).host
+            await host.wait_until(lambda: len(inbox.numbers()) >= len(numbers))
+            assert inbox.numbers() == numbers
+
+
+def _key_near(location: float) -> bytes:
+    """An open stream key whose location is within 1% of ``location``."""
+    for i in range(100_000):
+        stream = StreamKey.open(f"near-{location}-{i}")
+        if abs(stream.location - location) < 0.01:
+            return stream.key
+    raise AssertionError("no key found")

@@ -1,0 +1,59 @@
+"""The ``overlay`` command: one console script, one subcommand per job.
+
+Each subcommand lives in its own module under ``tools/`` and registers itself with
+``add_parser``; this module only assembles them and turns the errors users cause (a bad
+address, an unreachable node, a bad stream address, a missing key file, a bad config) into
+one line on stderr and exit status 2, never a stack trace. Exit status 1 means the job ran
+and found a problem (e.g. ``overlay tree`` found two roots); 0 means all is well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from tools import keygen_cmd, node_cmd
+
+# Errors that are the user's to fix: shown as one line, exit 2.
+USAGE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="overlay",
+        description="A Freenet-style routed subscription tree overlay: run nodes, publish "
+        "and subscribe to keyed streams, inspect trees.",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in _COMMANDS:
+        module.add_parser(commands)
+    return parser
+
+
+_COMMANDS = [keygen_cmd, node_cmd]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run: Command = args.run
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+    except USAGE_ERRORS as error:
+        print(f"overlay {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

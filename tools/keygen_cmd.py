@@ -1,0 +1,42 @@
+"""``overlay keygen``: make a node identity, or the signing key of a signed stream.
+
+A node identity (``overlay keygen node.key``) is the Ed25519 key a node proves itself with
+on every link; its public half is the node id that trust lists and ``host:port@id`` peer
+entries name. A stream key (``overlay keygen --stream NAME stream.key``) is the same kind of
+file, used to sign the packets of the signed stream ``ovl:<public key>/NAME``; whoever holds
+it may publish there, and anyone who knows the address may subscribe.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from keyspace.stream_key import StreamKey
+from overlay.runtime.identity import Identity, node_id_text
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "keygen",
+        help="create a node identity or a signed stream's key",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", type=Path, help="file to write (mode 0600; never overwritten)")
+    p.add_argument("--stream", metavar="NAME", help="a signed stream's key, for stream NAME")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    identity = Identity.generate()
+    # The address is computed first: it checks the stream name before anything is written.
+    address = None if args.stream is None else StreamKey.signed(identity.public, args.stream)
+    identity.save(args.path, overwrite=args.force)
+    if address is not None:
+        print(f"wrote {args.path}: the signing key of stream {address.address}")
+    else:
+        print(f"wrote {args.path}: node id {node_id_text(identity.public)}")
+    return 0

@@ -1,0 +1,78 @@
+"""``overlay node``: run one node in the foreground until Ctrl-C.
+
+With no ``--config`` it starts with every default (identity ``node.key`` in the current
+folder, created if missing; peers on 0.0.0.0:7701; clients on 127.0.0.1:7702; no peers to
+dial). The flags override the config file, so a quick second node needs no file at all::
+
+    overlay node --identity b.key --listen 127.0.0.1:7711 --client 127.0.0.1:7712 \\
+        --connect 127.0.0.1:7701
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from overlay.runtime.config import RuntimeConfig, load_config, parse_address, parse_peer
+from overlay.runtime.service import RunningNode, run_node
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "node",
+        help="run a node",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", type=Path, help="TOML config file (see the README)")
+    p.add_argument("--identity", type=Path, help="identity file (created if missing)")
+    p.add_argument("--listen", help="host:port for peers")
+    p.add_argument("--client", help="host:port for local clients")
+    p.add_argument("--location", type=float, help="location in [0, 1)")
+    p.add_argument("--network", help="network name; nodes link only within one")
+    p.add_argument(
+        "--connect", action="append", default=[], metavar="HOST:PORT[@ID]", help="a peer to dial"
+    )
+    p.set_defaults(run=run)
+
+
+def configure(args: argparse.Namespace) -> RuntimeConfig:
+    config = load_config(args.config)
+    changes: dict[str, Any] = {}
+    if args.identity is not None:
+        changes["identity"] = args.identity
+    if args.listen is not None:
+        changes["listen"] = parse_address(args.listen, default_host="0.0.0.0")
+    if args.client is not None:
+        changes["client"] = parse_address(args.client, default_host="127.0.0.1")
+    if args.location is not None:
+        if not 0.0 <= args.location < 1.0:
+            raise ValueError(f"--location must be in [0, 1), got {args.location}")
+        changes["location"] = args.location
+    if args.network is not None:
+        changes["network"] = args.network
+    if args.connect:
+        changes["connect"] = config.connect + tuple(parse_peer(p) for p in args.connect)
+    return dataclasses.replace(config, **changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = configure(args)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            node: RunningNode = await nursery.start(run_node, config)
+            print(
+                f"node {node.node_id}\n"
+                f"  location {node.host.core.location:.6f}\n"
+                f"  peers    {node.peer_address}\n"
+                f"  clients  {node.client_address}",
+                flush=True,
+            )
+
+    trio.run(main)
+    return 0
