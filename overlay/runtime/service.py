@@ -9,6 +9,7 @@ and knows its real port numbers (port 0 in a config picks a free one).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import trio
 
 from keyspace.location import location_from_id
-from overlay.runtime.client_port import serve_client_port
+from overlay.runtime.client_port import ClientPortConfig, serve_client_port
 from overlay.runtime.config import Address, RuntimeConfig
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
@@ -61,7 +62,10 @@ async def run_node(
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         await nursery.start(serve_peers, host, params, peer_listeners)
-        await nursery.start(serve_client_port, host, client_listeners)
+        port_config = ClientPortConfig(max_queue_bytes=config.client_queue_bytes)
+        await nursery.start(
+            functools.partial(serve_client_port, config=port_config), host, client_listeners
+        )
         for peer in config.connect:
             nursery.start_soon(keep_dialled, host, params, peer, config, rng)
         log.info(
