@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import trio
 
+from overlay.codec import encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.events import ClientEvent
@@ -51,6 +52,9 @@ class PeerLink(Protocol):
 
     def send(self, message: Message) -> None:
         """Queue ``message``; never blocks. A link whose queue overflows closes itself."""
+
+    def send_encoded(self, body: bytes) -> None:
+        """``send`` for a message the host has encoded already."""
 
     def close(self, reason: str) -> None:
         """Close the link (idempotent); its task then calls ``NodeHost.link_closed``."""
@@ -198,12 +202,18 @@ class NodeHost:
     # --- effects --------------------------------------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
+        # A broadcast is one message object sent to every child in a row: encode it once.
+        last: Message | None = None
+        body = b""
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
                 if link is not None:
                     self.frames_out += 1
-                    link.send(effect.message)
+                    if effect.message is not last:
+                        last = effect.message
+                        body = encode(last)
+                    link.send_encoded(body)
             elif type(effect) is Deliver:
                 sink = self._clients.get(effect.client)
                 if sink is not None:

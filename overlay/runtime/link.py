@@ -96,9 +96,13 @@ class Link:
         return self._queued
 
     def send(self, message: Message) -> None:
+        self.send_encoded(encode(message))
+
+    def send_encoded(self, body: bytes) -> None:
+        """Send a message already encoded: a broadcast encodes once for all its links."""
         if self.reason is not None:
             return
-        data = frame(self._session.seal(encode(message)))
+        data = frame(self._session.seal(body))
         self._queue.append(data)
         self._queued += len(data)
         if self._queued > self._max_queue:
