@@ -14,10 +14,11 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from tools import keygen_cmd, node_cmd
+from overlay.client import ClientError
+from tools import keygen_cmd, node_cmd, publish_cmd, subscribe_cmd
 
 # Errors that are the user's to fix: shown as one line, exit 2.
-USAGE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
+USAGE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ClientError)
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS = [keygen_cmd, node_cmd]
+_COMMANDS = [keygen_cmd, node_cmd, publish_cmd, subscribe_cmd]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

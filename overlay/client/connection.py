@@ -25,6 +25,7 @@ still has, and ``Missed`` names the rest). Publish outcomes are kept until taken
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ from overlay.core.events import (
 from overlay.errors import LocalProtocolError
 from overlay.messages import RETRYABLE, PacketKind, PublishError
 from overlay.runtime.framing import FrameReader, FrameTooLarge
+from overlay.runtime.identity import Identity
 
 # Re-signing after a collision: each retry takes a number the root just called free, so more
 # than a few retries means another publisher races us on the same signed stream. 16 rounds
@@ -176,6 +178,22 @@ class SignedStream:
     def private_bytes(self) -> bytes:
         """The raw 32-byte private key, to keep on disk."""
         return self.private_key.private_bytes_raw()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], stream: StreamLike) -> SignedStream:
+        """The signing key file ``overlay keygen --stream NAME`` wrote, for ``stream`` (its
+        ``ovl:`` address). Raises IdentityError for an unreadable file and
+        StreamAddressError if the key is not that stream's, each naming the file."""
+        key, _ = resolve_stream(stream)
+        if not key.is_signed:
+            raise StreamAddressError(f"{key.address} is an open stream: it takes no key file")
+        identity = Identity.load(path)
+        if identity.public != key.public_key:
+            raise StreamAddressError(
+                f"{os.fspath(path)} holds the key of "
+                f"{StreamKey.signed(identity.public, key.name).address}, not of {key.address}"
+            )
+        return cls.from_private_bytes(identity.private_bytes(), key.name)
 
     @property
     def address(self) -> str:

@@ -165,6 +165,11 @@ class Identity:
         """The 64-byte Ed25519 signature of ``data``."""
         return self._private.sign(data)
 
+    def private_bytes(self) -> bytes:
+        """The raw 32-byte private key: for a signed stream's publisher, whose key file is
+        an identity file (``overlay keygen --stream``)."""
+        return self._private.private_bytes_raw()
+
     @property
     def text(self) -> str:
         """This identity's node id in printable form (:func:`node_id_text`)."""

@@ -1,0 +1,191 @@
+"""The ``overlay`` command as a user runs it: real processes, real sockets.
+
+Two ``overlay node`` processes on loopback (port 0: the kernel picks, the node prints what it
+got), ``overlay subscribe`` on one, ``overlay publish`` on the other. Waits are on the
+processes' own output lines, each with a deadline, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+OVERLAY = [sys.executable, "-m", "tools.cli"]
+DEADLINE = 20.0  # seconds any one wait may take before the test fails
+
+
+def overlay(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*OVERLAY, *args], input=stdin, capture_output=True, text=True, timeout=DEADLINE, cwd=cwd
+    )
+
+
+class Lines:
+    """The lines a process writes to ``stream``, read on a thread so a test can wait for
+    one with a deadline (select() on the pipe would miss lines already buffered)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._queue: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        """The next line matching ``pattern`` (a regex), within the deadline."""
+        end = time.monotonic() + DEADLINE
+        while (left := end - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+        raise AssertionError(f"no line matching {pattern!r} in {self.seen}")
+
+
+def start_node(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    """Start ``overlay node``; return it with its peer and client addresses."""
+    proc = subprocess.Popen(
+        [
+            *OVERLAY,
+            "node",
+            "--identity",
+            str(tmp / f"{name}.key"),
+            "--listen",
+            "127.0.0.1:0",
+            "--client",
+            "127.0.0.1:0",
+            "--network",
+            "cli-test",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = Lines(proc.stdout)
+    peers = lines.wait_for(r"peers\s+(\S+)").group(1)
+    clients = lines.wait_for(r"clients\s+(\S+)").group(1)
+    return proc, peers, clients
+
+
+@pytest.fixture
+def two_nodes(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two linked nodes; yields their client addresses."""
+    a, a_peers, a_clients = start_node(tmp_path, "a")
+    b = None
+    try:
+        b, _, b_clients = start_node(tmp_path, "b", "--connect", a_peers)
+        yield a_clients, b_clients
+    finally:
+        for proc in (a, b):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=DEADLINE)
+
+
+def test_publish_on_one_node_subscribe_on_another(two_nodes: tuple[str, str]) -> None:
+    a, b = two_nodes
+    sub = subprocess.Popen(
+        [*OVERLAY, "subscribe", "demo", "--node", b, "--count", "4", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sub.stderr is not None
+        Lines(sub.stderr).wait_for(r"^subscribed")
+        first = overlay("publish", "demo", "hello", "world", "--node", a)
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.split() == ["0", "1"]
+        second = overlay("publish", "ovl:open/demo", "--node", b, stdin="line one\nline two\n")
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.split() == ["2", "3"]
+        sub.wait(timeout=DEADLINE)
+        assert sub.stdout is not None
+        out = sub.stdout.read()
+    finally:
+        sub.kill()
+    assert sub.returncode == 0
+    assert out.splitlines() == [
+        '{"packet": 0, "data": "hello", "epoch": null}',
+        '{"packet": 1, "data": "world", "epoch": null}',
+        '{"packet": 2, "data": "line one", "epoch": null}',
+        '{"packet": 3, "data": "line two", "epoch": null}',
+    ]
+
+
+def test_signed_stream_needs_its_key(two_nodes: tuple[str, str], tmp_path: Path) -> None:
+    a, _ = two_nodes
+    made = overlay("keygen", "--stream", "news", str(tmp_path / "news.key"))
+    assert made.returncode == 0, made.stderr
+    address = re.search(r"(ovl:\S+/news)", made.stdout).group(1)  # type: ignore[union-attr]
+    assert os.stat(tmp_path / "news.key").st_mode & 0o777 == 0o600
+    signed = overlay("publish", address, "scoop", "--key", str(tmp_path / "news.key"), "--node", a)
+    assert (signed.returncode, signed.stdout.split()) == (0, ["0"]), signed.stderr
+    unsigned = overlay("publish", address, "fake", "--node", a)
+    assert unsigned.returncode == 2 and "needs its key file" in unsigned.stderr
+    other = overlay("keygen", "--stream", "news", str(tmp_path / "other.key"))
+    assert other.returncode == 0
+    wrong = overlay("publish", address, "fake", "--key", str(tmp_path / "other.key"), "--node", a)
+    assert wrong.returncode == 2 and "holds the key of" in wrong.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["publish", "demo", "x", "--node", "127.0.0.1:1"],
+            "cannot connect to a node at 127.0.0.1:1",
+        ),
+        (["publish", "demo", "x", "--node", "no-port-here"], "cannot connect"),
+        (["subscribe", "ovl:zzz/x"], "the key part 'zzz'"),
+        (["node", "--listen", "127.0.0.1:99999"], "port must be a number"),
+        (["node", "--connect", "nohost"], "bad address 'nohost'"),
+        (["node", "--config", "/nonexistent/node.toml"], "no such config file"),
+        (["node", "--location", "1.5"], "--location must be in [0, 1)"),
+        (["publish", "demo", "x", "--key", "/nonexistent.key"], "open stream: it takes no key"),
+        (["subscribe", "demo", "--count", "0"], "--count must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], says: str) -> None:
+    result = overlay(*args)
+    assert result.returncode == 2
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_config_file_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nlisten = "127.0.0.1:0"\ncolour = "blue"\n')
+    result = overlay("node", "--config", str(config))
+    assert result.returncode == 2 and "unknown key 'colour' in [node]" in result.stderr
+    config.write_text("[limits]\nheartbeat_interval = 30.0\n")
+    result = overlay("node", "--config", str(config))
+    assert result.returncode == 2 and "heartbeat_interval" in result.stderr
+
+
+def test_keygen_never_overwrites(tmp_path: Path) -> None:
+    path = tmp_path / "node.key"
+    assert overlay("keygen", str(path)).returncode == 0
+    before = path.read_text()
+    again = overlay("keygen", str(path))
+    assert again.returncode == 2 and path.read_text() == before

@@ -1,0 +1,75 @@
+"""``overlay publish STREAM [DATA ...]``: publish to a stream through a local node.
+
+Each DATA argument is one packet; with none, each line of standard input is one (its line
+ending removed), so ``tail -f log | overlay publish logs`` streams a file. Publishes are
+pipelined (many in flight, each acknowledged by the stream's root) and the command prints
+the packet number the root gave each one, in order, once acknowledged. A signed stream
+(``ovl:<public key>/<name>``) needs ``--key`` with the file ``overlay keygen --stream``
+wrote; an open stream is named ``ovl:open/<name>`` or just ``<name>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from keyspace.stream_key import StreamKey
+from overlay.client import Client, SignedStream, StreamLike
+from overlay.client.protocol import DEFAULT_CLIENT_PORT
+
+DEFAULT_NODE = f"127.0.0.1:{DEFAULT_CLIENT_PORT}"
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "publish",
+        help="publish packets to a stream",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("stream", help="stream address (ovl:open/NAME, ovl:KEY/NAME, or NAME)")
+    p.add_argument("data", nargs="*", help="packets to publish (default: lines of stdin)")
+    p.add_argument("--node", default=DEFAULT_NODE, help=f"node client port ({DEFAULT_NODE})")
+    p.add_argument("--key", type=Path, help="signing key file of a signed stream")
+    p.add_argument("--epoch", type=int, help="publish into this epoch, then close it")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for answers")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    stream: StreamLike = args.stream
+    if args.key is not None:
+        stream = SignedStream.load(args.key, args.stream)
+    elif StreamKey.parse(args.stream).is_signed:
+        raise ValueError(
+            f"{args.stream} is a signed stream: publishing needs its key file "
+            "(--key FILE, as written by `overlay keygen --stream NAME FILE`)"
+        )
+    if args.epoch is not None and args.epoch < 0:
+        raise ValueError(f"--epoch must not be negative, got {args.epoch}")
+    payloads = (arg.encode() for arg in args.data) if args.data else _lines(sys.stdin.buffer)
+    with Client(args.node, timeout=args.timeout, name="overlay publish") as client:
+        uids: list[int] = []
+        for data in payloads:
+            uids.append(client.publish_nowait(stream, data, epoch=args.epoch))
+            if len(uids) >= 256:  # print as we go, so a long stdin stream shows progress
+                _print_numbers(client.wait(uid) for uid in uids)
+                uids.clear()
+        _print_numbers(client.wait(uid) for uid in uids)
+        if args.epoch is not None:
+            marker = client.close_epoch(stream, args.epoch)
+            print(f"closed epoch {args.epoch} at packet {marker}", file=sys.stderr)
+    return 0
+
+
+def _lines(source: Iterable[bytes]) -> Iterator[bytes]:
+    for line in source:
+        yield line.rstrip(b"\r\n")
+
+
+def _print_numbers(numbers: Iterable[int]) -> None:
+    for number in numbers:
+        print(number, flush=True)

@@ -1,0 +1,101 @@
+"""``overlay subscribe STREAM``: print a stream's packets as they arrive, until Ctrl-C.
+
+Each packet prints as ``<number> <data>`` (data as text when it is UTF-8, else hex), or with
+``--json`` as one JSON object a line: ``{"packet": n, "data": ..., "epoch": e}`` for a
+packet, ``{"missed": [first, last]}`` for packets that could not be had, and for atomic
+subscribers ``{"epoch": e, "packets": [...]}`` per whole epoch. ``--last-seen N`` resumes
+after packet N (catch-up from the tree's windows); ``--count N`` exits after N packets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from keyspace.stream_key import StreamKey
+from overlay.client import Client
+from overlay.core.events import Epoch, EpochAborted, EpochSkipped, Missed, Packet
+from overlay.messages import PacketKind
+from tools.publish_cmd import DEFAULT_NODE
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "subscribe",
+        help="print a stream's packets as they arrive",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("stream", help="stream address (ovl:open/NAME, ovl:KEY/NAME, or NAME)")
+    p.add_argument("--node", default=DEFAULT_NODE, help=f"node client port ({DEFAULT_NODE})")
+    p.add_argument("--last-seen", type=int, help="resume after this packet number")
+    p.add_argument("--atomic", action="store_true", help="whole epochs only (Strymon)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--count", type=int, help="exit after this many packets")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait to join")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count is not None and args.count < 1:
+        raise ValueError(f"--count must be at least 1, got {args.count}")
+    StreamKey.parse(args.stream)  # a bad address is the user's to fix before any connection
+    seen = 0
+    with Client(args.node, timeout=args.timeout, name="overlay subscribe") as client:
+        subscription = client.subscribe(
+            args.stream, last_seen=args.last_seen, atomic=args.atomic, timeout=args.timeout
+        )
+        joined = subscription.subscribed
+        head = "none yet" if joined.last_packet is None else joined.last_packet
+        print(f"subscribed; newest packet: {head}", file=sys.stderr, flush=True)
+        for event in subscription:
+            line, packets = _render(event, args.json)
+            print(line, flush=True)
+            seen += packets
+            if args.count is not None and seen >= args.count:
+                break
+    return 0
+
+
+def _render(event: object, as_json: bool) -> tuple[str, int]:
+    """The line to print for ``event`` and how many packets it counts for."""
+    if isinstance(event, Packet):
+        if as_json:
+            return json.dumps(_packet(event)), 1
+        marker = "" if event.kind is PacketKind.DATA else f" [{event.kind.name.lower()}]"
+        return f"{event.number} {_text(event.data)}{marker}", 1
+    if isinstance(event, Epoch):
+        if as_json:
+            return json.dumps(
+                {"epoch": event.epoch, "packets": [_packet(p) for p in event.packets]}
+            ), len(event.packets)
+        lines = [f"epoch {event.epoch} ({len(event.packets)} packets)"]
+        lines += [f"  {p.number} {_text(p.data)}" for p in event.packets]
+        return "\n".join(lines), len(event.packets)
+    if isinstance(event, Missed):
+        if as_json:
+            return json.dumps({"missed": [event.first, event.last]}), 0
+        return f"missed packets {event.first}..{event.last}", 0
+    if isinstance(event, EpochSkipped | EpochAborted):
+        what = "skipped" if isinstance(event, EpochSkipped) else "aborted"
+        if as_json:
+            return json.dumps({f"epoch_{what}": event.epoch}), 0
+        return f"epoch {event.epoch} {what}", 0
+    return (json.dumps({"event": type(event).__name__}) if as_json else repr(event)), 0
+
+
+def _packet(packet: Packet) -> dict[str, Any]:
+    try:
+        data: Any = packet.data.decode()
+    except UnicodeDecodeError:
+        data = {"hex": packet.data.hex()}
+    return {"packet": packet.number, "data": data, "epoch": packet.epoch}
+
+
+def _text(data: bytes) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data.hex()
