@@ -38,12 +38,9 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from keyspace.ed25519 import is_small_order, verify
 from keyspace.location import key_location
 
 # URI-scheme style prefix of every full address. Like a URI scheme it is matched without regard
@@ -119,6 +116,10 @@ def _check_public_key(public_key: object) -> bytes:
         raise StreamAddressError(
             f"an Ed25519 public key is {PUBLIC_KEY_BYTES} bytes, got {len(raw)} bytes"
         )
+    if is_small_order(raw):
+        # No one holds its private key, and a trivial signature verifies for it (see
+        # keyspace.ed25519): a stream named by it could be published to by anyone.
+        raise StreamAddressError("the public key is a small-order point: no one can own it")
     return raw
 
 
@@ -357,8 +358,6 @@ def verify_packet(
     """
     try:
         payload = signing_payload(key, packet, epoch, kind, data)
-        verifier = Ed25519PublicKey.from_public_bytes(bytes(public_key))
-        verifier.verify(bytes(signature), payload)
-    except (InvalidSignature, ValueError, TypeError):
+        return verify(bytes(public_key), bytes(signature), payload)
+    except (ValueError, TypeError):
         return False
-    return True

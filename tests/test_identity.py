@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +15,6 @@ from overlay.runtime.identity import (
     FILE_HEADER,
     Identity,
     IdentityError,
-    is_small_order,
     node_id_text,
     parse_node_id,
     verify,
@@ -63,70 +61,6 @@ def test_repr_shows_the_node_id_and_not_the_private_key() -> None:
     text = repr(ALICE)
     assert node_id_text(ALICE.public) in text
     assert base64.b64encode(bytes(range(32))).decode() not in text
-
-
-# -- small-order keys -----------------------------------------------------------------------------
-
-P = 2**255 - 19
-D = (-121665 * pow(121666, -1, P)) % P
-IDENTITY_POINT = (1).to_bytes(32, "little")
-
-
-def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
-    """Twisted Edwards addition on Ed25519 (a = -1), affine, for an independent check."""
-    (x1, y1), (x2, y2) = a, b
-    t = D * x1 * x2 * y1 * y2
-    return (
-        (x1 * y2 + x2 * y1) * pow(1 + t, -1, P) % P,
-        (y1 * y2 + x1 * x2) * pow(1 - t, -1, P) % P,
-    )
-
-
-def _x_for(y: int) -> list[int]:
-    """Every x with (x, y) on the curve: x^2 = (y^2 - 1) / (d y^2 + 1)."""
-    u = (y * y - 1) * pow(D * y * y + 1, -1, P) % P
-    for x in (pow(u, (P + 3) // 8, P), pow(u, (P + 3) // 8, P) * pow(2, (P - 1) // 4, P) % P):
-        if x * x % P == u:
-            return sorted({x, (P - x) % P})
-    return []
-
-
-def test_the_small_order_set_is_exactly_the_8_torsion() -> None:
-    # Independently: the points whose 8th multiple is the neutral element (0, 1) are exactly
-    # those whose y the module lists; there are 8 of them.
-    from overlay.runtime import identity
-
-    torsion: list[tuple[int, int]] = []
-    for y in identity._SMALL_ORDER_Y:
-        for x in _x_for(y):
-            point = (x, y)
-            multiple = point
-            for _ in range(7):
-                multiple = _add(multiple, point)
-            assert multiple == (0, 1), (x, y)
-            torsion.append(point)
-    assert len(torsion) == 8
-
-
-def test_small_order_keys_are_detected_in_every_spelling() -> None:
-    from overlay.runtime import identity
-
-    for y in identity._SMALL_ORDER_Y:
-        encoded = y.to_bytes(32, "little")
-        assert is_small_order(encoded)
-        assert is_small_order(encoded[:31] + bytes([encoded[31] | 0x80]))  # sign bit set
-        if y + P < 2**255:  # a non-canonical spelling y + p exists
-            assert is_small_order((y + P).to_bytes(32, "little"))
-    assert not is_small_order(ALICE.public)
-    assert not is_small_order(BOB.public)
-
-
-def test_openssl_accepts_a_forgery_by_a_small_order_key_and_verify_does_not() -> None:
-    # Why the check exists: with A the neutral point, R = A and S = 0 satisfy the verification
-    # equation for every message, and the library does not refuse such keys.
-    forged = IDENTITY_POINT + bytes(32)
-    Ed25519PublicKey.from_public_bytes(IDENTITY_POINT).verify(forged, b"anything at all")
-    assert not verify(IDENTITY_POINT, forged, b"anything at all")
 
 
 # -- node id text -------------------------------------------------------------------------------

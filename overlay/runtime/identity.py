@@ -39,32 +39,32 @@ import os
 import tempfile
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+# Every signature check goes through keyspace.ed25519, which refuses small-order keys (anyone
+# can "sign" for those); re-exported here for the handshake and the tests.
+from keyspace.ed25519 import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, is_small_order, verify
+
+__all__ = [
+    "PUBLIC_KEY_SIZE",
+    "SIGNATURE_SIZE",
+    "Identity",
+    "IdentityError",
+    "is_small_order",
+    "node_id_text",
+    "parse_node_id",
+    "verify",
+]
 
 # The first line of every identity file. The version lets a later format (an encrypted key,
 # another algorithm) be told apart from this one instead of being misread as it.
 FILE_HEADER = "overlay-identity-v1"
 
-# Ed25519 sizes (RFC 8032): the private key (seed) and the public key are 32 bytes each, a
-# signature 64.
+# Ed25519 sizes (RFC 8032): the private key (seed) is 32 bytes, as is the public key.
 PRIVATE_KEY_SIZE = 32
-PUBLIC_KEY_SIZE = 32
-SIGNATURE_SIZE = 64
 
 # 32 bytes are 52 base32 characters once the "====" padding is dropped.
 NODE_ID_TEXT_LENGTH = 52
-
-# Field prime of Curve25519/Ed25519, and the y-coordinates of the eight points of small order
-# (the 8-torsion: y = 1, -1, 0 and the two order-8 values). A "public key" that is one of these
-# has no private key, and OpenSSL's Ed25519 verification accepts a trivial signature by it over
-# any message (checked in tests/test_identity.py), so such keys must never count as identities.
-_P = 2**255 - 19
-_ORDER_8_Y = 2707385501144840649318225287225658788936804267575313519463743609750303402022
-_SMALL_ORDER_Y = frozenset({0, 1, _P - 1, _ORDER_8_Y, _P - _ORDER_8_Y})
 
 # Identity files are about 150 bytes; anything much longer is not one, and reading it whole
 # (it could be a log file or a device given by mistake) would waste memory to say so.
@@ -109,33 +109,6 @@ def parse_node_id(text: str) -> bytes:
             f"node id {text!r} is not canonical: its last character has stray low bits"
         )
     return raw
-
-
-def is_small_order(public: bytes) -> bool:
-    """True if ``public`` encodes one of Ed25519's small-order points (in any spelling).
-
-    The sign bit is ignored and y is reduced mod p, so the non-canonical encodings of these
-    points (y >= p) are caught as well (the same rule as libsodium's blocklist).
-    """
-    y = int.from_bytes(public, "little") & ((1 << 255) - 1)
-    if y >= _P:
-        y -= _P
-    return y in _SMALL_ORDER_Y
-
-
-def verify(public: bytes, sig: bytes, data: bytes) -> bool:
-    """True only if ``sig`` is the Ed25519 signature of ``data`` by the key ``public``.
-
-    Never raises for bad input: a key or signature of the wrong length is simply not valid.
-    Small-order keys (:func:`is_small_order`) are refused outright: anyone can "sign" for them.
-    """
-    if len(public) != PUBLIC_KEY_SIZE or len(sig) != SIGNATURE_SIZE or is_small_order(public):
-        return False
-    try:
-        Ed25519PublicKey.from_public_bytes(public).verify(sig, data)
-    except (InvalidSignature, ValueError):
-        return False
-    return True
 
 
 class Identity:
