@@ -15,7 +15,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from overlay.client import ClientError
-from tools import keygen_cmd, node_cmd, publish_cmd, subscribe_cmd
+from tools import (
+    keygen_cmd,
+    node_cmd,
+    publish_cmd,
+    stats_cmd,
+    subscribe_cmd,
+    testnet_cmd,
+    tree_cmd,
+)
 
 # Errors that are the user's to fix: shown as one line, exit 2.
 USAGE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ClientError)
@@ -38,7 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS = [keygen_cmd, node_cmd, publish_cmd, subscribe_cmd]
+_COMMANDS = [
+    keygen_cmd,
+    node_cmd,
+    publish_cmd,
+    subscribe_cmd,
+    testnet_cmd,
+    tree_cmd,
+    stats_cmd,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

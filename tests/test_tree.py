@@ -1,0 +1,173 @@
+"""Assembling a stream's tree from nodes' describe() answers, and its views.
+
+The broken trees here are built by hand as the nodes would describe them, so every kind of
+problem ``overlay tree`` must report (two roots, a cycle, an orphan, a parent and child that
+disagree) is shown in each view and makes the command exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from keyspace.stream_key import StreamKey
+from testnet.survey import Answer
+from testnet.tree import assemble
+from testnet.tree_view import render_dot, render_json, render_text
+from tools import cli, tree_cmd
+
+STREAM = StreamKey.open("tree-test")
+KEY = STREAM.key
+
+
+def node_id(n: int) -> bytes:
+    return bytes([n]) * 32
+
+
+def answer(
+    n: int,
+    parent: int | None,
+    children: list[int],
+    state: str = "joined",
+    clients: int = 0,
+    carries: bool = True,
+) -> Answer:
+    streams = []
+    if carries:
+        streams.append(
+            {
+                "key": KEY,
+                "target": STREAM.location,
+                "state": state,
+                "parent": None if parent is None else node_id(parent),
+                "children": [node_id(c) for c in children],
+                "clients": clients,
+                "high": 7,
+                "window": 8,
+                "restart": None,
+            }
+        )
+    description: dict[str, Any] = {
+        "id": node_id(n),
+        "location": n / 10,
+        "peers": [],
+        "links": 0,
+        "clients": clients,
+        "streams": streams,
+    }
+    return Answer(f"127.0.0.1:{7000 + n}", description, None, n)
+
+
+def healthy() -> list[Answer]:
+    return [
+        answer(1, None, [2, 3], "root"),
+        answer(2, 1, [4], clients=1),
+        answer(3, 1, [], clients=2),
+        answer(4, 2, [], clients=1),
+        answer(5, None, [], carries=False),
+    ]
+
+
+def test_healthy_tree_text_view() -> None:
+    tree = assemble(STREAM, healthy())
+    assert tree.check.ok
+    assert tree.check.roots == [node_id(1)]
+    assert tree.check.depth[node_id(4)] == 2
+    text = render_text(tree)
+    assert text.splitlines()[1].startswith("root node 1  @0.100000")
+    assert "`-- node 4" in text
+    assert "* 2 subscribers" in text
+    assert "4 members; 1 root; depth 2; 4 subscribers on 3 nodes" in text
+    assert "OK: one root, no cycles" in text
+
+
+def test_json_and_dot_views() -> None:
+    tree = assemble(STREAM, healthy())
+    data = json.loads(render_json(tree))
+    assert data["ok"] and data["roots"] == [node_id(1).hex()] and data["height"] == 2
+    assert {m["label"]: m["depth"] for m in data["members"]} == {
+        "node 1": 0,
+        "node 2": 1,
+        "node 3": 1,
+        "node 4": 2,
+    }
+    dot = render_dot(tree)
+    assert dot.startswith("digraph tree {") and dot.rstrip().endswith("}")
+    assert "doublecircle" in dot and "lightblue" in dot and "dashed" not in dot
+
+
+@pytest.mark.parametrize(
+    ("answers", "kind", "words"),
+    [
+        # a second root (a split tree)
+        ([*healthy()[:4], answer(5, None, [], "root")], "roots", "2 roots (node 1, node 5)"),
+        # 5 -> 6 -> 5: a cycle of parents beside the tree
+        ([*healthy()[:4], answer(5, 6, [6]), answer(6, 5, [5])], "cycle", "parents go round"),
+        # 4's parent 9 did not answer (killed)
+        (
+            [*healthy()[:3], answer(4, 9, []), Answer("127.0.0.1:7009", None, "refused", 9)],
+            "orphan",
+            "parent 09090909 did not answer",
+        ),
+        # 4 names 2 as parent, 2 does not list it
+        (
+            [answer(1, None, [2, 3], "root"), answer(2, 1, []), answer(3, 1, []), answer(4, 2, [])],
+            "disagreement",
+            "node 4 names node 2 as its parent, but node 2 does not list it",
+        ),
+    ],
+)
+def test_broken_trees_are_reported_in_every_view(
+    answers: list[Answer], kind: str, words: str
+) -> None:
+    tree = assemble(STREAM, answers)
+    assert not tree.check.ok
+    assert kind in {p.kind for p in tree.check.problems}
+    text = render_text(tree)
+    assert "PROBLEMS" in text and words in text and "  !" in text
+    data = json.loads(render_json(tree))
+    assert not data["ok"] and kind in {p["kind"] for p in data["problems"]}
+    assert "color=red" in render_dot(tree)
+
+
+def test_tree_command_exits_1_on_a_broken_tree(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = [*healthy()[:4], answer(5, None, [], "root")]
+
+    async def fake_survey(addresses: Any, stream: Any = None, **_: Any) -> list[Answer]:
+        return broken
+
+    monkeypatch.setattr(tree_cmd, "survey", fake_survey)
+    assert cli.main(["tree", STREAM.address, "--nodes", "127.0.0.1:7001"]) == 1
+    assert "2 roots" in capsys.readouterr().out
+    monkeypatch.setattr(tree_cmd, "survey", lambda *a, **k: _coro(healthy()))
+    assert cli.main(["tree", STREAM.address, "--nodes", "127.0.0.1:7001", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+
+
+async def _coro(value: Any) -> Any:
+    return value
+
+
+def test_png_view(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from testnet.tree_plot import plot_png
+
+    out = tmp_path / "tree.png"
+    plot_png(assemble(STREAM, [*healthy()[:4], answer(5, None, [], "root")]), out)
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["tree", "x", "--manifest", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no testnet running" in err
+    assert cli.main(["tree", "x", "--nodes", "nohost:notaport"]) == 2
+    assert "bad node address" in capsys.readouterr().err
+    assert cli.main(["tree", "ovl:", "--nodes", "127.0.0.1:1"]) == 2

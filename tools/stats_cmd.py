@@ -1,0 +1,112 @@
+"""``overlay stats``: per-node figures of a testnet or of any nodes, one line each.
+
+    overlay stats                       # the testnet in ./testnet-data
+    overlay stats --nodes 127.0.0.1:7702 --json
+
+Columns: links (open peer links), streams carried, children (summed over streams), local
+clients, packets stored (taken into a window once each) and delivered to local clients,
+messages received and sent, frames in and out on the links, duplicates and gaps seen,
+restarts, and uptime. Totals come last. Nodes that do not answer are listed as such
+(exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import trio
+
+from testnet.survey import Answer, survey
+from tools.node_targets import add_target_arguments, targets
+
+# (column title, how to read it from a describe answer)
+_COLUMNS: list[tuple[str, Any]] = [
+    ("links", lambda d: d["links"]),
+    ("streams", lambda d: len(d["streams"])),
+    ("children", lambda d: sum(len(s["children"]) for s in d["streams"])),
+    ("clients", lambda d: d["clients"]),
+    ("stored", lambda d: d["stats"]["stored"]),
+    ("delivered", lambda d: d["stats"]["delivered"]),
+    ("recv", lambda d: d["stats"]["received"]),
+    ("sent", lambda d: d["stats"]["sent"]),
+    ("frames_in", lambda d: d["stats"]["frames_in"]),
+    ("frames_out", lambda d: d["stats"]["frames_out"]),
+    ("dups", lambda d: d["stats"]["duplicates"]),
+    ("gaps", lambda d: d["stats"]["gaps"]),
+    ("restarts", lambda d: d["stats"]["restarts"]),
+]
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "stats",
+        help="per-node figures: links, streams, children, packets, counters",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_target_arguments(p)
+    p.add_argument("--json", action="store_true", help="every node's describe() as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    nodes = targets(args)
+    answers: list[Answer] = trio.run(lambda: survey(nodes.addresses, indices=nodes.indices))
+    if args.json:
+        print(json.dumps([_jsonable(a) for a in answers], indent=1))
+    else:
+        print(stats_table(answers))
+    return 0 if all(a.description is not None for a in answers) else 1
+
+
+def stats_table(answers: list[Answer]) -> str:
+    width = max((len(a.label) for a in answers), default=4)
+    head = (
+        f"{'node':<{width}}  {'location':>8}  "
+        + "  ".join(f"{title:>{max(len(title), 6)}}" for title, _ in _COLUMNS)
+        + f"  {'uptime':>7}"
+    )
+    lines = [head]
+    totals = [0] * len(_COLUMNS)
+    for a in answers:
+        d = a.description
+        if d is None:
+            lines.append(f"{a.label:<{width}}  not answering: {a.error}")
+            continue
+        values = [int(get(d)) for _, get in _COLUMNS]
+        totals = [t + v for t, v in zip(totals, values, strict=True)]
+        lines.append(
+            f"{a.label:<{width}}  {float(d['location']):8.6f}  "
+            + "  ".join(
+                f"{v:>{max(len(title), 6)}}" for (title, _), v in zip(_COLUMNS, values, strict=True)
+            )
+            + f"  {float(d['uptime']):6.0f}s"
+        )
+    answered = sum(a.description is not None for a in answers)
+    lines.append(
+        f"{'total':<{width}}  {answered:>4}/{len(answers):<3} "
+        + "  ".join(
+            f"{v:>{max(len(title), 6)}}" for (title, _), v in zip(_COLUMNS, totals, strict=True)
+        )
+    )
+    return "\n".join(lines)
+
+
+def _jsonable(answer: Answer) -> dict[str, Any]:
+    def plain(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return value.hex()
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {
+        "node": answer.index if answer.index is not None else answer.address,
+        "address": answer.address,
+        "describe": plain(answer.description),
+        "error": answer.error,
+    }

@@ -1,0 +1,209 @@
+"""``overlay testnet``: launch a testnet of real nodes on this machine, inspect it, break it.
+
+    overlay testnet up --nodes 100          # start 100 nodes, return when all are linked
+    overlay testnet status                  # alive nodes, links, streams
+    overlay testnet kill 17                 # kill node 17 (its worker keeps the others)
+    overlay testnet restart 17              # bring it back: same id and ports, new boot id
+    overlay testnet down                    # stop everything
+    overlay testnet demo                    # the whole story in one command (own testnet)
+    overlay testnet chaos --rate 1 --duration 20    # kill/restart nodes while publishing
+
+Every command finds the testnet through ``--dir`` (default ``./testnet-data``), where ``up``
+writes the manifest and the workers' logs. ``overlay tree`` and ``overlay stats`` read the
+same manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from overlay.runtime.identity import node_id_text
+from testnet import launcher
+from testnet.manifest import DEFAULT_DIR, Manifest, read_manifest
+from testnet.survey import Answer, survey
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "testnet",
+        help="launch and drive a local testnet of many nodes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="testnet_command", metavar="ACTION", required=True)
+
+    def action(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        q: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+        q.add_argument(
+            "--dir",
+            type=Path,
+            default=DEFAULT_DIR,
+            help=f"the testnet's folder: manifest and logs (default ./{DEFAULT_DIR})",
+        )
+        q.set_defaults(run=run)
+        return q
+
+    q = action("up", "start N nodes and wait until every one is linked", run_up)
+    q.add_argument("--nodes", type=int, default=100, help="how many nodes (default 100)")
+    q.add_argument(
+        "--processes",
+        type=int,
+        help=f"worker processes (default: 1 up to {launcher.SINGLE_PROCESS_MAX} nodes, else "
+        f"one per {launcher.NODES_PER_PROCESS})",
+    )
+    q.add_argument("--seed", type=int, default=0, help="topology and identity seed")
+    q.add_argument(
+        "--degree", type=int, default=launcher.DEFAULT_DEGREE, help="mean links per node"
+    )
+    q.add_argument(
+        "--base-port",
+        type=int,
+        default=0,
+        help="fixed ports: node i listens on BASE+2i (peers) and BASE+2i+1 (clients); "
+        "default: the kernel picks free ports",
+    )
+    q.add_argument("--timeout", type=float, help="give up if not linked by then (seconds)")
+    action("status", "alive nodes, links and streams of the running testnet", run_status)
+    action("down", "stop every node and remove the manifest (logs stay)", run_down)
+    for name, text in (
+        ("kill", "kill one node (a crash: its peers see the links drop)"),
+        ("restart", "restart one node: same id and ports, new boot id"),
+    ):
+        q = action(name, text, run_kill if name == "kill" else run_restart)
+        q.add_argument("node", help="node index (see `overlay testnet status`)")
+    for module in _EXTRA:
+        module.add_parser(sub, action)
+
+
+_EXTRA: list[Any] = []  # demo and chaos register here (see the bottom of this module)
+
+
+def node_index(text: str) -> int:
+    """A node index from the command line; ValueError (one line, exit 2) if not one."""
+    try:
+        index = int(text)
+    except ValueError:
+        raise ValueError(f"node index must be a number, got {text!r}") from None
+    if index < 0:
+        raise ValueError(f"node index must not be negative, got {index}")
+    return index
+
+
+def run_up(args: argparse.Namespace) -> int:
+    launcher.up(
+        args.nodes,
+        args.dir,
+        processes=args.processes,
+        seed=args.seed,
+        degree=args.degree,
+        base_port=args.base_port,
+        timeout=args.timeout,
+        progress=_say,
+    )
+    print(
+        f"try: overlay testnet status --dir {args.dir}; "
+        f"overlay tree STREAM --manifest {args.dir}; overlay testnet down --dir {args.dir}"
+    )
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    stopped = launcher.down(args.dir, progress=_say)
+    print(f"testnet in {args.dir} is down ({stopped} worker{'s' if stopped != 1 else ''} stopped)")
+    return 0
+
+
+def run_kill(args: argparse.Namespace) -> int:
+    index = node_index(args.node)
+    launcher.kill(args.dir, index)
+    print(f"node {index} killed")
+    return 0
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    index = node_index(args.node)
+    launcher.restart(args.dir, index)
+    print(f"node {index} restarted and linked to its live neighbours")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.dir)
+    answers = trio.run(_survey_all, manifest)
+    print(status_text(manifest, answers))
+    return 0 if all(a.description is not None for a in answers) else 1
+
+
+async def _survey_all(manifest: Manifest) -> list[Answer]:
+    return await survey([n.client for n in manifest.nodes], indices=range(len(manifest.nodes)))
+
+
+def status_text(manifest: Manifest, answers: list[Answer]) -> str:
+    """The status report: workers, alive nodes, links (and missing ones), streams."""
+    alive = {a.index: a.description for a in answers if a.description is not None}
+    lines = [
+        f"testnet: {len(manifest.nodes)} nodes in {len(manifest.workers)} worker "
+        f"process{'es' if len(manifest.workers) != 1 else ''} (seed {manifest.seed}, "
+        f"degree {manifest.degree}); came up in {manifest.up_seconds:.1f} s"
+    ]
+    for w in manifest.workers:
+        state = "running" if launcher.worker_alive(w.pid) else "NOT RUNNING"
+        lines.append(
+            f"  worker {w.index}: pid {w.pid}, nodes {w.nodes[0]}..{w.nodes[1] - 1}, "
+            f"control {w.control}, {state}"
+        )
+    dead = sorted(i for i in range(len(manifest.nodes)) if i not in alive)
+    lines.append(
+        f"nodes: {len(alive)} alive"
+        + (f", {len(dead)} not answering: {_some(dead)}" if dead else "")
+    )
+    links = 0
+    lacking = []
+    for i, description in alive.items():
+        assert description is not None and i is not None
+        peers = {_text(p["id"]) for p in description["peers"]}
+        links += len(peers)
+        want = {manifest.nodes[j].id for j in manifest.nodes[i].neighbours if j in alive}
+        if not want <= peers:
+            lacking.append(i)
+    lines.append(
+        f"links: {links // 2} (mean degree {links / max(len(alive), 1):.1f})"
+        + (
+            f"; {len(lacking)} nodes lack a link to a live neighbour: {_some(lacking)}"
+            if lacking
+            else "; every live node is linked to all its live neighbours"
+        )
+    )
+    members: Counter[bytes] = Counter()
+    roots: dict[bytes, list[int]] = {}
+    for i, description in alive.items():
+        assert description is not None and i is not None
+        for view in description["streams"]:
+            key = bytes(view["key"])
+            members[key] += 1
+            if view["state"] == "root":
+                roots.setdefault(key, []).append(i)
+    lines.append(f"streams: {len(members)}")
+    for key, count in members.most_common(20):
+        root_list = roots.get(key, [])
+        root_text = ", ".join(f"node {r}" for r in root_list) or "none"
+        lines.append(f"  key {key.hex()[:16]}: {count} members, root {root_text}")
+    return "\n".join(lines)
+
+
+def _text(node_id: Any) -> str:
+    return node_id_text(bytes(node_id))
+
+
+def _some(indices: list[int], limit: int = 12) -> str:
+    shown = ", ".join(map(str, indices[:limit]))
+    return shown + (f" ... (+{len(indices) - limit})" if len(indices) > limit else "")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
