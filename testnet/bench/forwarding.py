@@ -1,0 +1,801 @@
+"""How fast one real node forwards 1 KB packets to its children, beside a plain trio forwarder.
+
+    python -m testnet.bench.forwarding [--children 1,8] [--duration 4] [--repeats 2]
+                                       [--profile] [--json]
+
+Method. Every run uses two fresh OS processes (multiprocessing, spawn), so the forwarder has
+a core of its own and the receivers' work is not charged to it:
+
+* the *forwarder* process holds the node under test, or the plain program;
+* the *receiver* process holds its N children (and, for the plain program, the source).
+
+Protocol variant: the forwarder is a full ``run_node`` (TCP listener, X25519/Ed25519
+handshake, ChaCha20Poly1305-sealed frames, one coalescing writer per link) placed exactly at
+the stream's location, so it is the root. The N children are full ``run_node`` nodes too; each
+dials it and subscribes a local sink that counts packets (and checks their numbers run on
+without a gap or repeat). The publisher is a local client *at the root*
+(``host.publish``), so what is measured is numbering plus forwarding: no client-port protocol
+and no extra hop sits in front of the node.
+
+Plain variant: a trio program in the forwarder process reads length-prefixed frames from a
+TCP source (in the receiver process), frames each once and appends it to the queue of each of
+N TCP sinks, written by one coalescing writer per sink (the node's pattern: join everything
+queued, one ``send_all``). The sinks parse frames and count. Its frames have the size of the
+node's sealed packet frames (1 KB payload plus the message header and the 16-byte tag), so
+both put the same bytes on the wire. The plain program does strictly more input work than the
+node (it reads its packets from a socket; the node's publisher is a function call), so the
+ratio errs against the node, if at all.
+
+Flow control is the same for both: the receiver process reports, on a separate loopback
+control connection, how many packets *every* child has received (the minimum), and the
+forwarder keeps at most ``--window`` packets sent but not yet delivered to all. That bounds
+every queue (the node's per-link send queue, which disconnects a child beyond 16 MiB, never
+fills) and means "packets a second" is packets published *and* delivered to all children:
+the clock runs from the first packet to the report that every child has the last one.
+
+Reported per N and variant: packets a second (best of ``--repeats`` runs, the runs of both
+variants interleaved so that load from elsewhere hits both alike), the forwarder process's CPU
+seconds (``getrusage``) and packets per forwarder CPU second, the receiver process's CPU
+use, and the ratio protocol/plain of both rates. ``--profile`` adds one shorter protocol run
+per N under cProfile in the forwarder process and prints its top 10 functions by own time.
+
+Caveats. The machine is shared and has two cores: when the receiver process is saturated
+(its nodes open and decode every frame and run the core for each, N times the forwarder's
+per-child work) the wall-clock rate measures the receivers, not the forwarder; the report
+then shows the receivers near 100% CPU and the forwarder below, and packets per forwarder
+CPU second is the better estimate of the node's own capacity. Wall times across the two
+processes are compared only as differences taken in the forwarder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import json
+import multiprocessing
+import pstats
+import random
+import resource
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+import trio
+
+from keyspace.stream_key import StreamKey
+from overlay.codec import encode
+from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.messages import PacketKind, SubscribeData
+from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
+from overlay.runtime.framing import AEAD_TAG_SIZE, SEALED_MAX, FrameReader, frame
+from overlay.runtime.host import NodeHost
+from overlay.runtime.identity import Identity
+from overlay.runtime.link import READ_SIZE
+from overlay.runtime.service import run_node
+
+LOOPBACK = "127.0.0.1"
+NETWORK = "bench-forwarding"
+STREAM = StreamKey.open("bench/forwarding")
+PAYLOAD_SIZE = 1024
+# Packets sent but not yet at every child. 2048 x ~1.1 KB is ~2.3 MiB per child link: far
+# below the node's 16 MiB send-queue bound, and about 100 ms of traffic at 20,000 packets a
+# second, so a credit report (one loopback round trip) always comes back before it runs dry.
+DEFAULT_WINDOW = 2048
+# Publishes between two yields of the publisher: lets the writers start on a batch while the
+# window still has room, instead of one burst of the whole window.
+PUBLISH_BATCH = 256
+# A credit report on the control connection: one 8-byte big-endian count.
+_COUNT = struct.Struct(">Q")
+# Bounds on real time, so a broken run fails instead of hanging.
+SETUP_TIMEOUT = 30.0
+DRAIN_TIMEOUT = 30.0
+PROFILE_DURATION = 3.0
+PROFILE_TOP = 10
+
+Report = Callable[[str, Any], None]
+
+
+class BenchError(RuntimeError):
+    """A run that could not measure what it should (a process failed, a packet went missing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One run: ``variant`` is "protocol" or "plain"."""
+
+    variant: str
+    children: int
+    duration: float
+    window: int = DEFAULT_WINDOW
+    payload: int = PAYLOAD_SIZE
+    profile: bool = False
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _Meter:
+    """Wall and CPU time of this process over the measured span, optionally under cProfile."""
+
+    def __init__(self, profile: bool) -> None:
+        self._profiler = cProfile.Profile() if profile else None
+        self._wall = 0.0
+        self._cpu = 0.0
+
+    def start(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = _cpu_seconds()
+        if self._profiler is not None:
+            self._profiler.enable()
+
+    def stop(self) -> dict[str, Any]:
+        if self._profiler is not None:
+            self._profiler.disable()
+        measured: dict[str, Any] = {
+            "elapsed": time.perf_counter() - self._wall,
+            "cpu": _cpu_seconds() - self._cpu,
+        }
+        if self._profiler is not None:
+            measured["profile"] = _top_functions(self._profiler, PROFILE_TOP)
+        return measured
+
+
+# Time the profiled process spent waiting for the network, not working: left out of the
+# ranking (cProfile's clock is wall time) and reported as idle instead.
+_IDLE = "<method 'poll' of 'select.epoll' objects>"
+
+
+def _top_functions(profiler: cProfile.Profile, count: int) -> dict[str, Any]:
+    """The ``count`` functions with most own time, and the ``count`` of this project with
+    most cumulative time (where the own time is spent from), idle time left out."""
+    stats = pstats.Stats(profiler)
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
+    table = stats.stats  # type: ignore[attr-defined]
+    idle = sum(entry[2] for place, entry in table.items() if place[2] == _IDLE)
+    busy = sum(entry[2] for entry in table.values()) - idle or 1.0
+    rows = [(_where(place), entry) for place, entry in table.items() if place[2] != _IDLE]
+
+    def listed(chosen: list[tuple[str, tuple[int, int, float, float, Any]]]) -> list[Any]:
+        return [
+            {
+                "function": where,
+                "calls": calls,
+                "tottime": tottime,
+                "share": tottime / busy,
+                "cumtime": cumtime,
+                "cumshare": cumtime / busy,
+            }
+            for where, (_, calls, tottime, cumtime, _) in chosen
+        ]
+
+    own = sorted(rows, key=lambda row: row[1][2], reverse=True)[:count]
+    ours = [row for row in rows if row[0].startswith("overlay/")]
+    cumulative = sorted(ours, key=lambda row: row[1][3], reverse=True)[:count]
+    return {"busy": busy, "idle": idle, "own": listed(own), "cumulative": listed(cumulative)}
+
+
+def _where(place: tuple[str, int, str]) -> str:
+    path, line, name = place
+    if path == "~":
+        return name  # a built-in
+    for marker in ("/site-packages/", "/lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    else:
+        path = path.split("/work/main/", 1)[-1]
+    return f"{path}:{line}({name})"
+
+
+class _Credit:
+    """The forwarder's view of the receivers: packets every child has received."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self._changed = trio.Event()
+
+    async def follow(self, control: trio.abc.ReceiveStream) -> None:
+        buffer = b""
+        while data := await control.receive_some(4096):
+            buffer += data
+            whole = len(buffer) - len(buffer) % _COUNT.size
+            if whole:
+                (self.delivered,) = _COUNT.unpack_from(buffer, whole - _COUNT.size)
+                buffer = buffer[whole:]
+                self._changed.set()
+                self._changed = trio.Event()
+
+    async def changed(self) -> None:
+        await self._changed.wait()
+
+    async def reach(self, count: int) -> None:
+        while self.delivered < count:
+            await self.changed()
+
+
+class _Progress:
+    """Wakes the receivers' reporter after packets arrived (one wake-up per batch)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def note(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = trio.Event()
+
+
+async def _report_progress(
+    control: trio.SocketStream, delivered: Callable[[], int], progress: _Progress
+) -> dict[str, float]:
+    """Send ``delivered()`` to the forwarder whenever it grows, until the forwarder closes
+    the control connection; return this process's wall and CPU time over that span."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    async with trio.open_nursery() as nursery:
+
+        async def until_closed() -> None:
+            try:
+                while await control.receive_some(64):
+                    pass
+            except trio.BrokenResourceError:
+                pass
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(until_closed)
+        sent = 0
+        try:
+            while True:
+                await progress.wait()
+                count = delivered()
+                if count > sent:
+                    sent = count
+                    await control.send_all(_COUNT.pack(count))
+        except trio.BrokenResourceError:
+            nursery.cancel_scope.cancel()
+    return {"elapsed": time.perf_counter() - wall, "cpu": _cpu_seconds() - cpu}
+
+
+# --- the protocol variant -------------------------------------------------------------------
+
+
+def _node_config(location: float, connect: tuple[PeerAddress, ...] = ()) -> RuntimeConfig:
+    return RuntimeConfig(
+        location=location,
+        network=NETWORK,
+        listen=Address(LOOPBACK, 0),
+        client=Address(LOOPBACK, 0),
+        connect=connect,
+    )
+
+
+class _Publisher:
+    """The root's local publishing client: counts acknowledgements, keeps any failure."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.failed: list[PublishFailed] = []
+
+    def deliver(self, event: ClientEvent) -> None:
+        if type(event) is PublishAcked:
+            self.acked += 1
+        elif type(event) is PublishFailed:
+            self.failed.append(event)
+
+
+class _Child:
+    """A child node's local subscriber: counts packets and checks their numbers."""
+
+    def __init__(self, progress: _Progress) -> None:
+        self.progress = progress
+        self.count = 0
+        self.irregular = 0  # a number that is not the previous one plus one
+        self.last: int | None = None
+        self.subscribed: Subscribed | None = None
+
+    def deliver(self, event: ClientEvent) -> None:
+        if type(event) is Packet:
+            if self.last is not None and event.number != self.last + 1:
+                self.irregular += 1
+            self.last = event.number
+            self.count += 1
+            self.progress.note()
+        elif type(event) is Subscribed:
+            self.subscribed = event
+
+
+def _stream_children(host: NodeHost) -> int:
+    stream = host.core.streams.get(STREAM.key)
+    return 0 if stream is None else len(stream.children)
+
+
+async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
+    identity = Identity.generate()
+    config = _node_config(STREAM.location)
+    (control_listener,) = await trio.open_tcp_listeners(0, host=LOOPBACK)
+    async with trio.open_nursery() as nursery:
+        node = await nursery.start(
+            functools.partial(run_node, config, identity=identity, rng=random.Random(1))
+        )
+        host = node.host
+        report(
+            "ready",
+            {
+                "peer_port": node.peer_address.port,
+                "node_id": identity.public,
+                "control_port": _port(control_listener),
+            },
+        )
+        with trio.fail_after(SETUP_TIMEOUT):
+            control = await control_listener.accept()
+            await host.wait_until(lambda: _stream_children(host) >= case.children)
+        state = host.core.streams[STREAM.key].state.value
+        if state != "root":
+            raise BenchError(f"the forwarder should be the stream's root, it is {state}")
+        credit = _Credit()
+        nursery.start_soon(credit.follow, control)
+        publisher = _Publisher()
+        client = host.add_client(publisher)
+        payload = random.Random(0).randbytes(case.payload)
+        frames_before = host.frames_out
+        meter = _Meter(case.profile)
+        meter.start()
+        deadline = trio.current_time() + case.duration
+        published = 0
+        while trio.current_time() < deadline:
+            room = min(credit.delivered + case.window - published, PUBLISH_BATCH)
+            if room <= 0:
+                await credit.changed()
+                continue
+            for _ in range(room):
+                published += 1
+                host.publish(client, STREAM.key, published, payload)
+            if publisher.failed:
+                raise BenchError(f"a publish failed: {publisher.failed[0]}")
+            await trio.sleep(0)
+        with trio.fail_after(DRAIN_TIMEOUT):
+            await credit.reach(published)
+        measured = meter.stop()
+        nursery.cancel_scope.cancel()
+    await trio.aclose_forcefully(control)
+    return {
+        **measured,
+        "packets": published,
+        "acked": publisher.acked,
+        "frames_out": host.frames_out - frames_before,
+    }
+
+
+async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) -> dict[str, Any]:
+    forwarder = PeerAddress(Address(LOOPBACK, info["peer_port"]), info["node_id"])
+    progress = _Progress()
+    children = [_Child(progress) for _ in range(case.children)]
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(SETUP_TIMEOUT):
+            for i, child in enumerate(children):
+                # Half the circle away from the key: the forwarder is closer than any child.
+                location = (STREAM.location + 0.4 + 0.2 * i / case.children) % 1.0
+                node = await nursery.start(
+                    functools.partial(
+                        run_node,
+                        _node_config(location, (forwarder,)),
+                        identity=Identity.generate(),
+                        rng=random.Random(100 + i),
+                    )
+                )
+                host = node.host
+                await host.wait_until(lambda host=host: bool(host.core.peers))
+                host.subscribe(host.add_client(child), STREAM.key)
+                await host.wait_until(lambda child=child: child.subscribed is not None)
+                if child.subscribed is None or child.subscribed.root:
+                    raise BenchError(f"child {i} did not join below the forwarder")
+            control = await trio.open_tcp_stream(LOOPBACK, info["control_port"])
+        measured = await _report_progress(control, lambda: min(c.count for c in children), progress)
+        nursery.cancel_scope.cancel()
+    return {
+        **measured,
+        "counts": [c.count for c in children],
+        "irregular": sum(c.irregular for c in children),
+    }
+
+
+# --- the plain variant ----------------------------------------------------------------------
+
+
+def plain_body_size(payload: int) -> int:
+    """The size of the node's sealed frame carrying a ``payload``-byte packet to a child."""
+    message = SubscribeData(
+        STREAM.key, 10**6, bytes(payload), None, PacketKind.DATA, None, None, 10**6
+    )
+    return len(encode(message)) + AEAD_TAG_SIZE
+
+
+class _Writer:
+    """One sink's coalescing writer, as ``overlay.runtime.link.Link`` writes."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._queue: list[bytes] = []
+        self._ready = trio.Event()
+
+    def push(self, data: bytes) -> None:
+        self._queue.append(data)
+        self._ready.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready = trio.Event()
+            if not self._queue:
+                continue
+            data = b"".join(self._queue)
+            self._queue.clear()
+            await self._stream.send_all(data)
+
+
+async def _plain_forwarder(case: Case, report: Report) -> dict[str, Any]:
+    listeners = [(await trio.open_tcp_listeners(0, host=LOOPBACK))[0] for _ in range(3)]
+    sink_listener, source_listener, control_listener = listeners
+    report(
+        "ready",
+        {
+            "peer_port": _port(sink_listener),
+            "source_port": _port(source_listener),
+            "control_port": _port(control_listener),
+        },
+    )
+    with trio.fail_after(SETUP_TIMEOUT):
+        sinks = [await sink_listener.accept() for _ in range(case.children)]
+        source = await source_listener.accept()
+        control = await control_listener.accept()
+    async with trio.open_nursery() as nursery:
+        writers = [_Writer(sink) for sink in sinks]
+        for writer in writers:
+            nursery.start_soon(writer.run)
+        credit = _Credit()
+        nursery.start_soon(credit.follow, control)
+        reader = FrameReader(SEALED_MAX)
+        meter = _Meter(case.profile)
+        meter.start()
+        deadline = trio.current_time() + case.duration
+        forwarded = 0
+        while trio.current_time() < deadline:
+            if forwarded - credit.delivered >= case.window:
+                await credit.changed()
+                continue
+            data = await source.receive_some(READ_SIZE)
+            if not data:
+                raise BenchError("the source closed its connection")
+            for body in reader.feed(data):
+                framed = frame(body)
+                for writer in writers:
+                    writer.push(framed)
+                forwarded += 1
+        with trio.fail_after(DRAIN_TIMEOUT):
+            await credit.reach(forwarded)
+        measured = meter.stop()
+        nursery.cancel_scope.cancel()
+    for stream in (source, control, *sinks):
+        await trio.aclose_forcefully(stream)
+    return {**measured, "packets": forwarded}
+
+
+async def _plain_receivers(case: Case, info: dict[str, Any], report: Report) -> dict[str, Any]:
+    progress = _Progress()
+    counts = [0] * case.children
+
+    async def sink(i: int, stream: trio.SocketStream) -> None:
+        reader = FrameReader(SEALED_MAX)
+        while data := await stream.receive_some(READ_SIZE):
+            counts[i] += len(reader.feed(data))
+            progress.note()
+
+    async def source(stream: trio.SocketStream) -> None:
+        size = plain_body_size(case.payload)
+        body = random.Random(0).randbytes(size)
+        chunk = b"".join(frame(body) for _ in range(64))
+        try:
+            while True:
+                await stream.send_all(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(SETUP_TIMEOUT):
+            for i in range(case.children):
+                stream = await trio.open_tcp_stream(LOOPBACK, info["peer_port"])
+                nursery.start_soon(sink, i, stream)
+            nursery.start_soon(source, await trio.open_tcp_stream(LOOPBACK, info["source_port"]))
+            control = await trio.open_tcp_stream(LOOPBACK, info["control_port"])
+        measured = await _report_progress(control, lambda: min(counts), progress)
+        nursery.cancel_scope.cancel()
+    return {**measured, "counts": counts, "irregular": 0}
+
+
+def _port(listener: trio.SocketListener) -> int:
+    return int(listener.socket.getsockname()[1])
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+def _serve_role(conn: Connection, role: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
+    """Run one role's trio program in this (spawned) process and send its result, or the
+    traceback of its failure, to the parent."""
+    try:
+        result = trio.run(role, lambda kind, value: conn.send((kind, value)))
+        conn.send(("result", result))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        sys.exit(1)
+    finally:
+        conn.close()
+
+
+def _forwarder_process(case: Case, conn: Connection) -> None:
+    variant = _protocol_forwarder if case.variant == "protocol" else _plain_forwarder
+    _serve_role(conn, functools.partial(variant, case))
+
+
+def _receiver_process(case: Case, info: dict[str, Any], conn: Connection) -> None:
+    variant = _protocol_receivers if case.variant == "protocol" else _plain_receivers
+    _serve_role(conn, functools.partial(variant, case, info))
+
+
+class _Processes:
+    """The child processes of one run and their pipes; ``close`` ends whatever still runs."""
+
+    def __init__(self) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._running: dict[str, tuple[BaseProcess, Connection]] = {}
+        self._inbox: dict[str, list[tuple[str, Any]]] = {}
+
+    def start(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        receiving, sending = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=target, args=(*args, sending), name=f"bench-{name}", daemon=True
+        )
+        process.start()
+        sending.close()
+        self._running[name] = (process, receiving)
+        self._inbox[name] = []
+
+    def expect(self, name: str, kind: str, timeout: float) -> Any:
+        """The next message of ``name``, which must be ``kind``; any process's error raises."""
+        deadline = time.monotonic() + timeout
+        while not self._inbox[name]:
+            open_pipes = [c for p, c in self._running.values() if not c.closed]
+            if not any(c is self._running[name][1] for c in open_pipes):
+                code = self._running[name][0].exitcode
+                raise BenchError(f"the {name} process ended (exit code {code}) before {kind}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BenchError(f"the {name} process sent no {kind} within {timeout:.0f} s")
+            for ready in wait(open_pipes, timeout=min(remaining, 0.5)):
+                assert isinstance(ready, Connection)
+                sender = next(n for n, (_, c) in self._running.items() if c is ready)
+                try:
+                    got, value = ready.recv()
+                except EOFError:
+                    ready.close()
+                    continue
+                if got == "error":
+                    raise BenchError(f"the {sender} process failed:\n{value}")
+                self._inbox[sender].append((got, value))
+        got, value = self._inbox[name].pop(0)
+        if got != kind:
+            raise BenchError(f"the {name} process sent {got}, expected {kind}")
+        return value
+
+    def close(self) -> None:
+        for process, conn in self._running.values():
+            process.join(timeout=5.0)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=3.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            conn.close()
+        self._running.clear()
+
+
+def run_case(case: Case) -> dict[str, Any]:
+    """One run in two fresh processes: the forwarder's measurements and the receivers'."""
+    processes = _Processes()
+    try:
+        processes.start("forwarder", _forwarder_process, case)
+        info = processes.expect("forwarder", "ready", SETUP_TIMEOUT)
+        processes.start("receiver", _receiver_process, case, info)
+        budget = 2 * SETUP_TIMEOUT + case.duration + DRAIN_TIMEOUT
+        forwarder = processes.expect("forwarder", "result", budget)
+        receivers = processes.expect("receiver", "result", SETUP_TIMEOUT)
+    finally:
+        processes.close()
+    packets = forwarder["packets"]
+    if min(receivers["counts"]) < packets or receivers["irregular"]:
+        raise BenchError(
+            f"{case.variant} x{case.children}: {packets} packets sent, children got "
+            f"{receivers['counts']} with {receivers['irregular']} out of sequence"
+        )
+    return {
+        "variant": case.variant,
+        "children": case.children,
+        "packets": packets,
+        "elapsed": forwarder["elapsed"],
+        "rate": packets / forwarder["elapsed"],
+        "forwarder_cpu": forwarder["cpu"],
+        "rate_per_cpu": packets / max(forwarder["cpu"], 1e-9),
+        "forwarder_load": forwarder["cpu"] / forwarder["elapsed"],
+        "receiver_load": receivers["cpu"] / max(receivers["elapsed"], 1e-9),
+        "delivered": receivers["counts"],
+        "profile": forwarder.get("profile"),
+    }
+
+
+def run_benchmark(
+    children: Sequence[int] = (1, 8),
+    *,
+    duration: float = 4.0,
+    repeats: int = 2,
+    window: int = DEFAULT_WINDOW,
+    payload: int = PAYLOAD_SIZE,
+    profile: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Every run of the benchmark and its summary per number of children: best rate of each
+    variant over ``repeats`` interleaved runs, and the ratios protocol/plain."""
+    runs: list[dict[str, Any]] = []
+    summary: list[dict[str, Any]] = []
+    for n in children:
+        best: dict[str, dict[str, Any]] = {}
+        for _ in range(repeats):
+            for variant in ("plain", "protocol"):
+                run = run_case(Case(variant, n, duration, window, payload))
+                runs.append(run)
+                if progress is not None:
+                    progress(_run_line(run))
+                if variant not in best or run["rate"] > best[variant]["rate"]:
+                    best[variant] = run
+        plain, protocol = best["plain"], best["protocol"]
+        summary.append(
+            {
+                "children": n,
+                "plain": {k: plain[k] for k in _SUMMARY_FIELDS},
+                "protocol": {k: protocol[k] for k in _SUMMARY_FIELDS},
+                "ratio": protocol["rate"] / plain["rate"],
+                "ratio_per_cpu": protocol["rate_per_cpu"] / plain["rate_per_cpu"],
+            }
+        )
+    profiles = []
+    if profile:
+        for n in children:
+            run = run_case(
+                Case("protocol", n, min(duration, PROFILE_DURATION), window, payload, True)
+            )
+            profiles.append({"children": n, "rate": run["rate"], "top": run["profile"]})
+    return {
+        "parameters": {
+            "children": list(children),
+            "duration": duration,
+            "repeats": repeats,
+            "window": window,
+            "payload": payload,
+            "frame_bytes": plain_body_size(payload),
+        },
+        "summary": summary,
+        "runs": runs,
+        "profiles": profiles,
+    }
+
+
+_SUMMARY_FIELDS = ("rate", "rate_per_cpu", "forwarder_load", "receiver_load", "packets")
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    return (
+        f"  {run['variant']:>8} x{run['children']}: {run['rate']:9,.0f} packets/s "
+        f"({run['packets']:,} in {run['elapsed']:.2f} s; forwarder CPU "
+        f"{run['forwarder_load']:.0%}, receivers {run['receiver_load']:.0%})"
+    )
+
+
+def format_report(result: dict[str, Any]) -> str:
+    p = result["parameters"]
+    lines = [
+        f"Forwarding {p['payload']}-byte packets ({p['frame_bytes']}-byte frames), "
+        f"window {p['window']}, best of {p['repeats']} x {p['duration']:g} s per variant",
+        "",
+        f"{'children':>8} {'variant':>9} {'packets/s':>10} {'pkts/CPU-s':>11} "
+        f"{'fwd CPU':>8} {'rcv CPU':>8}",
+    ]
+    for row in result["summary"]:
+        for variant in ("plain", "protocol"):
+            r = row[variant]
+            lines.append(
+                f"{row['children']:>8} {variant:>9} {r['rate']:>10,.0f} "
+                f"{r['rate_per_cpu']:>11,.0f} {r['forwarder_load']:>8.0%} "
+                f"{r['receiver_load']:>8.0%}"
+            )
+        verdict = "meets" if row["ratio"] >= 0.5 else "below"
+        lines.append(
+            f"{'':>8} {'ratio':>9} {row['ratio']:>10.0%} {row['ratio_per_cpu']:>11.0%}"
+            f"   ({verdict} the 50% goal)"
+        )
+    for prof in result["profiles"]:
+        top = prof["top"]
+        lines += [
+            "",
+            f"Profile of the forwarder, protocol x{prof['children']} (under cProfile: "
+            f"{prof['rate']:,.0f} packets/s; {top['busy']:.2f} s busy, {top['idle']:.2f} s "
+            f"idle in epoll), top {PROFILE_TOP} by own time:",
+            f"{'own s':>7} {'share':>6} {'cum s':>7} {'calls':>9}  function",
+        ]
+        for f in top["own"]:
+            lines.append(
+                f"{f['tottime']:>7.2f} {f['share']:>6.1%} {f['cumtime']:>7.2f} "
+                f"{f['calls']:>9,}  {f['function']}"
+            )
+        lines += ["  ... and the project's functions by cumulative time (share of busy time):"]
+        for f in top["cumulative"]:
+            lines.append(
+                f"{f['cumtime']:>7.2f} {f['cumshare']:>6.1%} {'':>7} {f['calls']:>9,}  "
+                f"{f['function']}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m testnet.bench.forwarding",
+        description="One node forwarding 1 KB packets to N children over TCP, against a plain "
+        "trio forwarder of the same frames; both measured in this invocation.",
+    )
+    parser.add_argument(
+        "--children",
+        default="1,8",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="comma-separated numbers of children (default 1,8)",
+    )
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds per run")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per variant; best counts")
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="packets in flight")
+    parser.add_argument("--payload", type=int, default=PAYLOAD_SIZE, help="bytes per packet")
+    parser.add_argument("--profile", action="store_true", help="add a cProfile of the node")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.duration <= 0 or args.window < 1 or min(args.children) < 1:
+        parser.error("--repeats, --duration, --window and --children must be positive")
+    progress = None if args.json else functools.partial(print, flush=True)
+    try:
+        result = run_benchmark(
+            args.children,
+            duration=args.duration,
+            repeats=args.repeats,
+            window=args.window,
+            payload=args.payload,
+            profile=args.profile,
+            progress=progress,
+        )
+    except BenchError as error:
+        print(f"benchmark failed: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2) if args.json else "\n" + format_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

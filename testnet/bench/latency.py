@@ -1,0 +1,360 @@
+"""Publish-to-delivery latency on a 20-node loopback network at a steady rate.
+
+    python -m testnet.bench.latency [--nodes 20] [--subscribers 5] [--rate 200]
+                                    [--duration 20] [--payload 1024] [--seed 1] [--json]
+
+Method. ``LocalNetwork`` runs ``--nodes`` full nodes (``run_node``: TCP, handshakes, sealed
+frames, coalescing writers) of a seeded ``small_world`` topology in this process. Local sinks
+attached straight to ``--subscribers`` nodes (chosen by the seed, never the publisher's) join
+one open stream; a local client on node 0 publishes to it. One packet is published and
+delivered everywhere first, so the tree and the publisher's route exist; then the publisher
+sends ``--rate`` packets a second for ``--duration`` seconds on a fixed schedule (packet i at
+start + i/rate, not "sleep between packets", so a slow moment does not lower the rate). Each
+payload starts with its publish time (``trio.current_time()``, one clock for all nodes in the
+process); a subscriber's latency for a packet is its arrival time minus that.
+
+Reported: p50, p90, p99 and max over every (packet, subscriber) delivery; packets delivered
+against expected (acknowledged publishes times subscribers), duplicates and order violations
+(both must be 0), publishes that failed, and each subscriber's depth in the tree (hops below
+the root; a packet also climbs from the publisher's node to the root). The baseline, run in
+the same invocation and process at the same rate and size, is one plain loopback TCP hop: a
+trio task sends length-prefixed frames stamped the same way to another task that reads them,
+so the reader can see what one hop costs without the protocol.
+
+Caveats. All nodes share one Python thread and core: a packet's hops run one after another,
+and a delivery waits for whatever else the loop is doing (other nodes' forwarding, heartbeats),
+so these latencies are an upper bound for nodes on separate machines with idle CPUs, and on a
+shared machine the tail (p99, max) mostly shows other processes' load: compare it with the
+baseline's tail, measured under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import struct
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from keyspace.stream_key import StreamKey
+from keyspace.topology import small_world
+from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.runtime.framing import FrameReader, frame
+from overlay.runtime.host import NodeHost
+from testnet.local import LOOPBACK, LocalNetwork
+
+STREAM = StreamKey.open("bench/latency")
+# The publish time at the front of every payload: a big-endian double of trio's clock.
+_STAMP = struct.Struct(">d")
+# Small-world degree of the testnet: the mean degree the simulator and tests use at this size.
+DEGREE = 6
+# Bounds on real time, so a broken network fails the run instead of hanging it.
+SETUP_TIMEOUT = 60.0
+DRAIN_TIMEOUT = 10.0  # after the last publish, for the last deliveries
+BASELINE_DURATION = 5.0  # seconds of the baseline hop: plenty of samples for p99 at 200/s
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+class _Subscriber:
+    """A local sink: (packet number, publish time, arrival time) of every packet."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[int, float, float]] = []
+        self.subscribed = False
+
+    def deliver(self, event: ClientEvent) -> None:
+        if type(event) is Packet:
+            (stamp,) = _STAMP.unpack_from(event.data)
+            self.arrivals.append((event.number, stamp, trio.current_time()))
+        elif type(event) is Subscribed:
+            self.subscribed = True
+
+
+class _Publisher:
+    def __init__(self) -> None:
+        self.acked: dict[int, int] = {}  # uid -> packet number
+        self.failed: list[PublishFailed] = []
+
+    def deliver(self, event: ClientEvent) -> None:
+        if type(event) is PublishAcked:
+            self.acked[event.uid] = event.number
+        elif type(event) is PublishFailed:
+            self.failed.append(event)
+
+
+def _subscribed(sink: _Subscriber) -> Callable[[], bool]:
+    return lambda: sink.subscribed
+
+
+def _arrived(sink: _Subscriber) -> Callable[[], bool]:
+    return lambda: bool(sink.arrivals)
+
+
+def _payload(size: int) -> bytes:
+    return _STAMP.pack(trio.current_time()) + bytes(max(0, size - _STAMP.size))
+
+
+def summarize(latencies: Sequence[float]) -> dict[str, float]:
+    """Nearest-rank quantiles, mean and max, in milliseconds."""
+    ordered = sorted(latencies)
+    if not ordered:
+        return {}
+    result = {
+        f"p{round(q * 100)}": ordered[max(0, math.ceil(q * len(ordered)) - 1)] for q in QUANTILES
+    }
+    result["max"] = ordered[-1]
+    result["mean"] = sum(ordered) / len(ordered)
+    return {name: value * 1000 for name, value in result.items()}
+
+
+async def measure_network(
+    *,
+    nodes: int,
+    subscribers: int,
+    rate: float,
+    duration: float,
+    payload: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Build the network, publish at ``rate`` for ``duration`` s, and return the deliveries'
+    latencies and checks (see the module docstring)."""
+    rng = random.Random(seed)
+    topology = small_world(nodes, DEGREE, rng)
+    chosen = sorted(rng.sample(range(1, nodes), subscribers))
+    async with LocalNetwork(topology, seed=seed) as net:
+        with trio.fail_after(SETUP_TIMEOUT):
+            await net.wait_linked()
+            sinks = []
+            for i in chosen:
+                sink = _Subscriber()
+                host = net.node(i).host
+                host.subscribe(host.add_client(sink), STREAM.key)
+                await host.wait_until(_subscribed(sink))
+                sinks.append(sink)
+            publisher_host = net.node(0).host
+            publisher = _Publisher()
+            client = publisher_host.add_client(publisher)
+            # The warm-up packet: the publisher's node joins the tree, every route exists.
+            publisher_host.publish(client, STREAM.key, 0, _payload(payload))
+            await publisher_host.wait_until(lambda: bool(publisher.acked or publisher.failed))
+            for i, sink in zip(chosen, sinks, strict=True):
+                await net.node(i).host.wait_until(_arrived(sink))
+            for sink in sinks:
+                sink.arrivals.clear()
+        depths = _depths(net, chosen)
+        count = max(1, round(rate * duration))
+        start = trio.current_time()
+        for uid in range(1, count + 1):
+            await trio.sleep_until(start + (uid - 1) / rate)
+            publisher_host.publish(client, STREAM.key, uid, _payload(payload))
+        with trio.move_on_after(DRAIN_TIMEOUT):
+            await publisher_host.wait_until(
+                lambda: len(publisher.acked) + len(publisher.failed) > count
+            )
+        numbers = {publisher.acked[uid] for uid in range(1, count + 1) if uid in publisher.acked}
+
+        def complete() -> bool:
+            return all(numbers <= {a[0] for a in sink.arrivals} for sink in sinks)
+
+        with trio.move_on_after(DRAIN_TIMEOUT):
+            while not complete():
+                await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
+        elapsed = trio.current_time() - start
+    latencies: list[float] = []
+    duplicates = order_violations = delivered = 0
+    for sink in sinks:
+        seen: set[int] = set()
+        highest = -1
+        for number, stamp, arrival in sink.arrivals:
+            if number in seen:
+                duplicates += 1
+                continue
+            seen.add(number)
+            if number < highest:
+                order_violations += 1
+            highest = max(highest, number)
+            latencies.append(arrival - stamp)
+        delivered += len(seen & numbers)
+    return {
+        "published": count,
+        "acked": len(numbers),
+        "failed": len(publisher.failed),
+        "unanswered": count + 1 - len(publisher.acked) - len(publisher.failed),
+        "expected": len(numbers) * len(sinks),
+        "delivered": delivered,
+        "duplicates": duplicates,
+        "order_violations": order_violations,
+        "elapsed": elapsed,
+        "achieved_rate": count / elapsed,
+        "subscribers": chosen,
+        "depths": depths,
+        "latency_ms": summarize(latencies),
+    }
+
+
+def _depths(net: LocalNetwork, chosen: Sequence[int]) -> list[int | None]:
+    """Hops from each chosen node up its parents to the stream's root (None: not found)."""
+    by_id = {node.identity.public: node.host for node in net.nodes}
+    result: list[int | None] = []
+    for i in chosen:
+        host: NodeHost | None = net.node(i).host
+        depth = 0
+        while host is not None and depth <= len(by_id):
+            stream = host.core.streams.get(STREAM.key)
+            if stream is None:
+                host = None
+                break
+            if stream.parent is None:
+                break
+            host = by_id.get(stream.parent)
+            depth += 1
+        result.append(depth if host is not None and depth <= len(by_id) else None)
+    return result
+
+
+async def measure_tcp_hop(*, rate: float, duration: float, payload: int) -> dict[str, Any]:
+    """One plain loopback TCP hop in this process: stamped frames at ``rate``, latency at the
+    reading task."""
+    latencies: list[float] = []
+    count = max(1, round(rate * duration))
+    (listener,) = await trio.open_tcp_listeners(0, host=LOOPBACK)
+    port = listener.socket.getsockname()[1]
+    with trio.fail_after(duration + SETUP_TIMEOUT):
+        async with trio.open_nursery() as nursery:
+
+            async def receive() -> None:
+                stream = await listener.accept()
+                reader = FrameReader(payload + _STAMP.size)
+                while len(latencies) < count:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        break
+                    now = trio.current_time()
+                    for body in reader.feed(data):
+                        latencies.append(now - _STAMP.unpack_from(body)[0])
+                await stream.aclose()
+
+            nursery.start_soon(receive)
+            sender = await trio.open_tcp_stream(LOOPBACK, port)
+            start = trio.current_time()
+            for i in range(count):
+                await trio.sleep_until(start + i / rate)
+                await sender.send_all(frame(_payload(payload)))
+            await sender.aclose()
+    await listener.aclose()
+    return {"packets": count, "received": len(latencies), "latency_ms": summarize(latencies)}
+
+
+async def run_benchmark(
+    *,
+    nodes: int = 20,
+    subscribers: int = 5,
+    rate: float = 200.0,
+    duration: float = 20.0,
+    payload: int = 1024,
+    seed: int = 1,
+    baseline_duration: float = BASELINE_DURATION,
+) -> dict[str, Any]:
+    """The baseline hop, then the network; both in this trio run."""
+    if not 1 <= subscribers < nodes:
+        raise ValueError(f"need 1 <= subscribers < nodes, got {subscribers} and {nodes}")
+    baseline = await measure_tcp_hop(
+        rate=rate, duration=min(duration, baseline_duration), payload=payload
+    )
+    network = await measure_network(
+        nodes=nodes,
+        subscribers=subscribers,
+        rate=rate,
+        duration=duration,
+        payload=payload,
+        seed=seed,
+    )
+    return {
+        "parameters": {
+            "nodes": nodes,
+            "subscribers": subscribers,
+            "rate": rate,
+            "duration": duration,
+            "payload": payload,
+            "seed": seed,
+        },
+        "network": network,
+        "tcp_hop": baseline,
+    }
+
+
+def format_report(result: dict[str, Any]) -> str:
+    p, net, hop = result["parameters"], result["network"], result["tcp_hop"]
+
+    def row(name: str, stats: dict[str, float]) -> str:
+        return f"{name:<26}" + "".join(f"{stats.get(k, math.nan):>9.2f}" for k in _COLUMNS)
+
+    lines = [
+        f"Publish-to-delivery latency: {p['nodes']} nodes (small world, seed {p['seed']}), "
+        f"{p['subscribers']} subscribers, {p['rate']:g} packets/s of {p['payload']} bytes "
+        f"for {p['duration']:g} s (achieved {net['achieved_rate']:.1f}/s)",
+        "",
+        f"{'ms':<26}" + "".join(f"{k:>9}" for k in _COLUMNS),
+        row("overlay, publish->deliver", net["latency_ms"]),
+        row("plain TCP hop (baseline)", hop["latency_ms"]),
+        "",
+        f"delivered {net['delivered']:,} of {net['expected']:,} expected "
+        f"({net['acked']:,} of {net['published']:,} publishes acknowledged, "
+        f"{net['failed']} failed, {net['unanswered']} unanswered); duplicates {net['duplicates']}, "
+        f"order violations {net['order_violations']}",
+        f"subscribers on nodes {net['subscribers']}, depth below the root "
+        f"{net['depths']} (publisher on node 0)",
+        f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "
+        f"connection in this process",
+    ]
+    return "\n".join(lines)
+
+
+_COLUMNS = ("p50", "p90", "p99", "max", "mean")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m testnet.bench.latency",
+        description="Publish-to-delivery latency on a loopback network of real nodes at a "
+        "steady rate, beside one plain TCP hop measured in the same run.",
+    )
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--subscribers", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=200.0, help="packets a second")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of publishing")
+    parser.add_argument("--payload", type=int, default=1024, help="bytes per packet (>= 8)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.rate <= 0 or args.duration <= 0 or args.payload < _STAMP.size:
+        parser.error("--rate and --duration must be positive, --payload at least 8")
+    if not 1 <= args.subscribers < args.nodes:
+        parser.error("need 1 <= --subscribers < --nodes")
+    result = trio.run(
+        lambda: run_benchmark(
+            nodes=args.nodes,
+            subscribers=args.subscribers,
+            rate=args.rate,
+            duration=args.duration,
+            payload=args.payload,
+            seed=args.seed,
+        )
+    )
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    net = result["network"]
+    ok = (
+        net["delivered"] == net["expected"]
+        and not net["duplicates"]
+        and not net["order_violations"]
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The benchmarks run end to end with tiny parameters: their results have the documented
+shape, and packets were really delivered (to every child, every subscriber), so a benchmark
+that silently measures nothing fails here. The numbers themselves are not checked: the
+machine is shared and they mean something only as the ratios the commands print."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testnet.bench import forwarding, latency
+
+
+def test_forwarding_benchmark_delivers_to_every_child(capsys: pytest.CaptureFixture[str]) -> None:
+    code = forwarding.main(
+        ["--children", "2", "--duration", "0.2", "--repeats", "1", "--window", "256", "--json"]
+    )
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["parameters"]["children"] == [2]
+    assert result["parameters"]["frame_bytes"] > 1024
+    (row,) = result["summary"]
+    assert row["children"] == 2
+    assert row["ratio"] == pytest.approx(row["protocol"]["rate"] / row["plain"]["rate"])
+    assert [run["variant"] for run in result["runs"]] == ["plain", "protocol"]
+    for run in result["runs"]:
+        assert run["packets"] >= 100, run
+        assert len(run["delivered"]) == 2
+        assert min(run["delivered"]) >= run["packets"]
+        assert run["rate"] > 0 and run["forwarder_cpu"] > 0
+    assert "ratio" in forwarding.format_report(result)
+
+
+async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
+    result = await latency.run_benchmark(
+        nodes=8, subscribers=3, rate=300, duration=1.0, baseline_duration=0.5, seed=2
+    )
+    net, hop = result["network"], result["tcp_hop"]
+    assert net["published"] == 300
+    assert net["acked"] == 300 and net["failed"] == 0 and net["unanswered"] == 0
+    assert net["delivered"] == net["expected"] == 300 * 3
+    assert net["duplicates"] == 0 and net["order_violations"] == 0
+    assert len(net["depths"]) == 3 and all(d is not None and d >= 0 for d in net["depths"])
+    for stats in (net["latency_ms"], hop["latency_ms"]):
+        assert 0 < stats["p50"] <= stats["p99"] <= stats["max"]
+    assert hop["received"] == hop["packets"] == 150
+    assert "p99" in latency.format_report(result)
