@@ -18,9 +18,9 @@ far below the 20,000 a process may open, but one trio loop runs on one core, so 
 in four processes use both cores of a small machine.
 
 Timers: loopback delivers in microseconds and a killed node's sockets close at once, so
-testnets run with ``LOOPBACK_CORE`` (heartbeats every 2 s, takeover grace 1 s, faster
-retries) rather than the defaults meant for wide-area links; repairs then take a fraction of a
-second, which is what the demo and the chaos run show.
+testnets run with ``LOOPBACK_CORE`` (heartbeats every 2 s, takeover grace 0.5 s, publishes
+retried after 1 s) rather than the defaults meant for wide-area links; repairs then take
+about a second, which is what the demo and the chaos run show.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ LOOPBACK_CORE = NodeConfig(
     accept_timeout=2.0,
     request_timeout=20.0,
     confirm_timeout=2.0,
-    takeover_grace=1.0,
+    takeover_grace=0.5,
     announce_delay=0.1,
-    publish_timeout=2.0,
+    publish_timeout=1.0,
     publish_attempts=10,
 )
 # Redials of a lost peer start at 0.2 s and back off to 2 s at most: a restarted node is

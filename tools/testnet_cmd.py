@@ -24,6 +24,8 @@ import trio
 
 from overlay.runtime.identity import node_id_text
 from testnet import launcher
+from testnet.demo import DemoOptions
+from testnet.demo import run_demo as demo
 from testnet.manifest import DEFAULT_DIR, Manifest, read_manifest
 from testnet.survey import Answer, survey
 
@@ -76,11 +78,15 @@ def add_parser(commands: Any) -> None:
     ):
         q = action(name, text, run_kill if name == "kill" else run_restart)
         q.add_argument("node", help="node index (see `overlay testnet status`)")
-    for module in _EXTRA:
-        module.add_parser(sub, action)
-
-
-_EXTRA: list[Any] = []  # demo and chaos register here (see the bottom of this module)
+    q = action(
+        "demo", "the whole story: a testnet, a tree, the root killed, all delivered", run_demo
+    )
+    defaults = DemoOptions()
+    q.add_argument("--nodes", type=int, default=defaults.nodes, help="testnet size")
+    q.add_argument("--subscribers", type=int, default=defaults.subscribers)
+    q.add_argument("--packets", type=int, default=defaults.packets)
+    q.add_argument("--rate", type=float, default=defaults.rate, help="packets per second")
+    q.add_argument("--seed", type=int, default=defaults.seed)
 
 
 def node_index(text: str) -> int:
@@ -130,6 +136,22 @@ def run_restart(args: argparse.Namespace) -> int:
     launcher.restart(args.dir, index)
     print(f"node {index} restarted and linked to its live neighbours")
     return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if args.nodes < 4 or not 1 <= args.subscribers <= args.nodes - 3:
+        raise ValueError("the demo needs --nodes >= 4 and 1 <= --subscribers <= nodes - 3")
+    if args.packets < 2 or args.rate <= 0:
+        raise ValueError("the demo needs --packets >= 2 and --rate > 0")
+    options = DemoOptions(
+        nodes=args.nodes,
+        subscribers=args.subscribers,
+        packets=args.packets,
+        rate=args.rate,
+        kill_at=max(1, args.packets // 3),
+        seed=args.seed,
+    )
+    return 0 if trio.run(demo, options, _say) else 1
 
 
 def run_status(args: argparse.Namespace) -> int:
