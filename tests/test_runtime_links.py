@@ -7,15 +7,21 @@ attacker is this test, speaking raw bytes, or a genuine handshake followed by ba
 
 from __future__ import annotations
 
+import contextlib
+import socket
+
 import pytest
 import trio
-from test_runtime_network import FAST, KEY, LIMIT, chain, join, publish_all
+from test_runtime_network import FAST, KEY, LIMIT, Inbox, _key_near, chain, join, publish_all
 
 from overlay.codec import encode
-from overlay.messages import Hello, SubscribeRequest
+from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
+from overlay.runtime.config import RuntimeConfig
 from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
 from overlay.runtime.handshake import Handshake, HandshakeError, Session
+from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
+from overlay.runtime.link import Link
 from overlay.runtime.service import RunningNode
 from testnet.local import LocalNetwork
 
@@ -154,3 +160,72 @@ async def test_malformed_message_in_a_good_frame_closes_only_that_link() -> None
             await stream.send_all(frame(session.seal(b"\x82\x01\xff not cbor")))
             assert await closed_by_peer(stream)
             await still_works(net)
+
+
+async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() -> None:
+    """A peer that joins a stream as a child and stops reading: once the node's send queue to
+    it passes ``send_queue_bytes`` the link closes ("send queue full"), and the queue never
+    held more than the bound plus one frame. The node's other subscriber gets everything."""
+    bound = 256 * 1024
+    with trio.fail_after(LIMIT):
+        async with (
+            LocalNetwork(chain(2), core=FAST, runtime=RuntimeConfig(send_queue_bytes=bound)) as net,
+            trio.open_nursery() as nursery,
+        ):
+            await net.wait_linked()
+            node = net.node(0)
+            host = node.host
+            sock = trio.socket.socket()
+            # A tiny receive buffer, so the kernel absorbs little before the node's own queue.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await sock.connect((node.peer_address.host, node.peer_address.port))
+            stream = trio.SocketStream(sock)
+            intruder = Identity.generate()
+            session, _ = await handshake(stream, intruder)
+            key = _key_near(0.25)  # node 0 is the closest node: it roots the stream
+
+            async def send(message: Message) -> None:
+                await stream.send_all(frame(session.seal(encode(message))))
+
+            async def beat() -> None:  # it writes (so it is alive) but never reads
+                with contextlib.suppress(trio.BrokenResourceError):  # until it is cut off
+                    for n in range(10_000):
+                        await send(Heartbeat(n))
+                        await trio.sleep(FAST.heartbeat_interval / 2)
+
+            await send(Hello(0.99, 1))
+            await send(SubscribeRequest(77, key, 5, 0.99, None))
+            nursery.start_soon(beat)
+            await host.wait_until(lambda: intruder.public in _children(host, key))
+            link = host.links[intruder.public]
+            assert isinstance(link, Link)
+            peak = 0
+
+            def watch() -> bool:
+                nonlocal peak
+                peak = max(peak, link.queued_bytes)
+                return link.closed
+
+            inbox = await join(net.node(1), key)
+            publisher = host.add_client(Inbox())
+            # 400 x 32 KiB, far beyond the bound and any kernel buffer, in batches paced by
+            # the healthy subscriber: only the child that never reads falls behind. A batch
+            # (128 KiB) is queued at once, so it must fit the bound on the healthy link too.
+            for batch in range(100):
+                for uid in range(batch * 4, batch * 4 + 4):
+                    host.publish(publisher, key, uid, bytes(32 * 1024))
+                    watch()
+                await net.node(1).host.wait_until(inbox.has(batch * 4 + 4))
+            await host.wait_until(watch)
+            assert link.reason is not None and "send queue full" in link.reason
+            assert peak <= bound + 64 * 1024
+            await host.wait_until(lambda: intruder.public not in host.links)
+            await net.node(1).host.wait_until(lambda: len(inbox.numbers()) >= 400)
+            assert inbox.numbers() == list(range(400))
+            nursery.cancel_scope.cancel()
+            await stream.aclose()
+
+
+def _children(host: NodeHost, key: bytes) -> dict[bytes, None]:
+    stream = host.core.streams.get(key)
+    return {} if stream is None else stream.children

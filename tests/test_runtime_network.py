@@ -10,6 +10,7 @@ Timers are shortened so recovery after a kill takes a fraction of a second of re
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -52,6 +53,10 @@ class Inbox:
 
     def acked(self) -> dict[int, int]:
         return {e.uid: e.number for e in self.events if isinstance(e, PublishAcked)}
+
+    def has(self, count: int) -> Callable[[], bool]:
+        """A predicate for ``wait_until``: at least ``count`` packets arrived."""
+        return lambda: len(self.numbers()) >= count
 
 
 def chain(n: int) -> Topology:
@@ -114,7 +119,7 @@ async def test_twenty_nodes_deliver_to_every_subscriber_in_order() -> None:
             numbers = sorted(acks.acked().values())
             assert numbers == list(range(numbers[0], numbers[0] + 300))
             for i, inbox in zip(subscribers, inboxes, strict=True):
-                await net.node(i).host.wait_until(lambda inbox=inbox: len(inbox.numbers()) >= 300)
+                await net.node(i).host.wait_until(inbox.has(300))
                 assert inbox.numbers() == numbers, f"subscriber on node {i}"
             roots = [
                 n
