@@ -138,8 +138,9 @@ class SubscriberReport:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryReport:
-    published: int  # acknowledged by the root
+    published: int  # distinct packet numbers acknowledged by the root
     failed: int  # publishes the overlay refused for good
+    double_acked: tuple[tuple[int, tuple[int, ...]], ...]  # number -> the publishes given it
     retries: int
     subscribers: tuple[SubscriberReport, ...]
     latencies: tuple[float, ...]  # seconds, every delivery of every subscriber
@@ -155,7 +156,7 @@ class DeliveryReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and all(s.ok for s in self.subscribers)
+        return not self.failed and not self.double_acked and all(s.ok for s in self.subscribers)
 
     def percentile(self, p: float) -> float:
         return percentile(self.latencies, p)
@@ -165,6 +166,11 @@ class DeliveryReport:
             f"published {self.published} packets ({self.retries} publish retries, "
             f"{self.failed} refused for good)",
         ]
+        for number, seqs in self.double_acked[:5]:
+            out.append(
+                f"  ACK BUG: packet number {number} was acknowledged for {len(seqs)} different "
+                f"publishes (sequence {', '.join(map(str, seqs))}): one of them is lost"
+            )
         for s in self.subscribers:
             mark = "ok" if s.ok else "FAIL"
             out.append(
@@ -222,9 +228,13 @@ def report(
         )
         latencies.extend(a - s for a, s in zip(r.arrivals, r.sent, strict=True) if s == s)
     repairs = [_repair(kill, recorders) for kill in kills]
+    given: dict[int, list[int]] = {}
+    for seq, number in sorted(publisher.acked.items()):
+        given.setdefault(number, []).append(seq)
     return DeliveryReport(
         published=len(numbers),
         failed=len(publisher.failed),
+        double_acked=tuple((n, tuple(s)) for n, s in sorted(given.items()) if len(s) > 1),
         retries=publisher.retries,
         subscribers=tuple(subscribers),
         latencies=tuple(latencies),

@@ -171,3 +171,46 @@ def test_bad_input_is_one_line_and_exit_2(
     assert cli.main(["tree", "x", "--nodes", "nohost:notaport"]) == 2
     assert "bad node address" in capsys.readouterr().err
     assert cli.main(["tree", "ovl:", "--nodes", "127.0.0.1:1"]) == 2
+
+
+async def test_live_tree_over_client_ports_and_after_the_root_is_killed() -> None:
+    """Real nodes: the tree assembled from their describe() answers has one root, no
+    cycles, every subscriber in it; after the root is killed it has one new root."""
+    import trio
+
+    from overlay.core.streams import State
+    from testnet.demo import index_of, tree_of
+    from testnet.handle import local_testnet
+    from testnet.traffic import Recorder
+
+    with trio.fail_after(60):
+        async with local_testnet(20, seed=4) as net, trio.open_nursery() as nursery:
+            recorders = [Recorder(i, net.client(i)) for i in (2, 9, 15)]
+            for r in recorders:
+                await nursery.start(r.run, STREAM.address)
+            tree = await tree_of(net, STREAM)
+            assert tree.check.ok and len(tree.check.roots) == 1
+            assert {2, 9, 15} <= {index_of(tree, n) for n in tree.check.depth}
+            assert "OK: one root, no cycles" in render_text(tree)
+            root = index_of(tree, tree.check.roots[0])
+            if root in (2, 9, 15):
+                pytest.skip("the root carries a subscriber in this topology")
+            dead = net.net.node(root).identity.public
+            await net.kill(root)
+
+            def settled(host: Any) -> bool:
+                # Not carrying it, the new root, or joined below a live parent.
+                stream = host.core.streams.get(KEY)
+                if stream is None or stream.state is State.ROOT:
+                    return True
+                return stream.state is State.JOINED and stream.parent != dead
+
+            for i in range(len(net)):
+                if net.alive(i):
+                    host = net.net.node(i).host
+                    await host.wait_until(lambda host=host: settled(host))
+            repaired = await tree_of(net, STREAM)
+            assert repaired.check.ok, repaired.check.problems
+            assert index_of(repaired, repaired.check.roots[0]) != root
+            assert {2, 9, 15} <= {index_of(repaired, n) for n in repaired.check.depth}
+            nursery.cancel_scope.cancel()

@@ -17,17 +17,24 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
+from overlay.client.connection import ClientError
 from overlay.runtime.identity import node_id_text
 from testnet import launcher
+from testnet.churn import ChaosOptions, ChaosResult
+from testnet.churn import run_chaos as chaos
 from testnet.demo import DemoOptions
 from testnet.demo import run_demo as demo
+from testnet.handle import Launched, local_testnet
 from testnet.manifest import DEFAULT_DIR, Manifest, read_manifest
 from testnet.survey import Answer, survey
+
+T = TypeVar("T")
 
 
 def add_parser(commands: Any) -> None:
@@ -87,6 +94,24 @@ def add_parser(commands: Any) -> None:
     q.add_argument("--packets", type=int, default=defaults.packets)
     q.add_argument("--rate", type=float, default=defaults.rate, help="packets per second")
     q.add_argument("--seed", type=int, default=defaults.seed)
+    q = action("chaos", "kill and restart random nodes while publishing; count losses", run_chaos)
+    chaos = ChaosOptions()
+    q.add_argument("--rate", type=float, default=chaos.rate, help="kills per second (0: none)")
+    q.add_argument("--duration", type=float, default=chaos.duration, help="seconds")
+    q.add_argument("--downtime", type=float, default=chaos.downtime, help="seconds down")
+    q.add_argument("--subscribers", type=int, default=chaos.subscribers)
+    q.add_argument("--publish-rate", type=float, default=chaos.publish_rate, help="packets/s")
+    q.add_argument("--seed", type=int, default=chaos.seed)
+    q.add_argument(
+        "--in-tree",
+        action="store_true",
+        help="kill only nodes of the stream's tree (the root included): every kill a repair",
+    )
+    q.add_argument(
+        "--nodes",
+        type=int,
+        help="run on a new in-process testnet of this many nodes instead of the one in --dir",
+    )
 
 
 def node_index(text: str) -> int:
@@ -151,7 +176,41 @@ def run_demo(args: argparse.Namespace) -> int:
         kill_at=max(1, args.packets // 3),
         seed=args.seed,
     )
-    return 0 if trio.run(demo, options, _say) else 1
+    return 0 if _trio(demo, options, _say) else 1
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    if args.rate < 0 or args.duration <= 0 or args.downtime < 0 or args.publish_rate <= 0:
+        raise ValueError("need --rate >= 0, --duration > 0, --downtime >= 0, --publish-rate > 0")
+    if args.subscribers < 1:
+        raise ValueError(f"--subscribers must be at least 1, got {args.subscribers}")
+    options = ChaosOptions(
+        rate=args.rate,
+        duration=args.duration,
+        downtime=args.downtime,
+        subscribers=args.subscribers,
+        publish_rate=args.publish_rate,
+        seed=args.seed,
+        in_tree=args.in_tree,
+    )
+    if args.nodes is not None:
+
+        async def local() -> ChaosResult:
+            _say(f"starting {args.nodes} nodes in this process ...")
+            async with local_testnet(args.nodes, seed=args.seed) as net:
+                return await chaos(net, options, _say)
+
+        result = _trio(local)
+    else:
+        manifest = read_manifest(args.dir)
+
+        async def launched() -> ChaosResult:
+            net = Launched(manifest)
+            await net.refresh()
+            return await chaos(net, options, _say)
+
+        result = _trio(launched)
+    return 0 if result.ok else 1
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -225,6 +284,25 @@ def _text(node_id: Any) -> str:
 def _some(indices: list[int], limit: int = 12) -> str:
     shown = ", ".join(map(str, indices[:limit]))
     return shown + (f" ... (+{len(indices) - limit})" if len(indices) > limit else "")
+
+
+def _trio(function: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``trio.run``, with a user's error (a bad option found inside a nursery) unwrapped
+    from its exception group so that the command line shows it as one line."""
+    try:
+        return trio.run(function, *args)
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) == 1 and isinstance(leaves[0], ValueError | OSError | ClientError):
+            raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for error in group.exceptions:
+        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return out
 
 
 def _say(line: str) -> None:

@@ -1,0 +1,122 @@
+"""``overlay testnet`` through the real command line: worker processes, control ports, the
+manifest, and the errors a user meets. Each command is a subprocess, as a user runs it;
+the testnet is always taken down (and its workers killed if ``down`` fails) at the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testnet.launcher import worker_alive
+from testnet.manifest import ManifestError, read_manifest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def overlay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture
+def testnet_dir(tmp_path: Path) -> Iterator[Path]:
+    directory = tmp_path / "testnet"
+    yield directory
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError:
+        return
+    overlay("testnet", "down", "--dir", str(directory))
+    for worker in manifest.workers:  # down failed: no worker may outlive the test
+        if worker_alive(worker.pid):
+            os.kill(worker.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_up_status_kill_restart_down_over_two_processes(testnet_dir: Path) -> None:
+    d = ["--dir", str(testnet_dir)]
+    up = overlay("testnet", "up", "--nodes", "30", "--processes", "2", "--seed", "5", *d)
+    assert up.returncode == 0, up.stderr
+    assert "ready: 30 nodes linked" in up.stdout
+    manifest = read_manifest(testnet_dir)
+    assert len(manifest.nodes) == 30 and len(manifest.workers) == 2
+    assert {n.worker for n in manifest.nodes} == {0, 1}
+    assert all(worker_alive(w.pid) for w in manifest.workers)
+
+    status = overlay("testnet", "status", *d)
+    assert status.returncode == 0, status.stderr
+    assert "nodes: 30 alive" in status.stdout
+    assert "every live node is linked to all its live neighbours" in status.stdout
+
+    # Node 20 lives in the second worker; its neighbours span both.
+    assert overlay("testnet", "kill", "20", *d).returncode == 0
+    status = overlay("testnet", "status", *d)
+    assert status.returncode == 1
+    assert "29 alive, 1 not answering: 20" in status.stdout
+    restart = overlay("testnet", "restart", "20", *d)
+    assert restart.returncode == 0, restart.stderr
+    assert "linked to its live neighbours" in restart.stdout
+    assert overlay("testnet", "status", *d).returncode == 0
+
+    stats = overlay("stats", "--manifest", str(testnet_dir))
+    assert stats.returncode == 0 and stats.stdout.count("\nnode ") == 30
+    tree = overlay("tree", "nobody-subscribed", "--manifest", str(testnet_dir))
+    assert tree.returncode == 0 and "no node that answered carries this stream" in tree.stdout
+
+    again = overlay("testnet", "up", "--nodes", "4", *d)
+    assert again.returncode == 2 and "already running" in again.stderr
+
+    down = overlay("testnet", "down", *d)
+    assert down.returncode == 0, down.stderr
+    assert not any(worker_alive(w.pid) for w in manifest.workers)
+    assert not (testnet_dir / "manifest.json").exists()
+
+
+def test_commands_without_a_testnet_say_so_in_one_line(tmp_path: Path) -> None:
+    for args in (
+        ["testnet", "status", "--dir", str(tmp_path)],
+        ["testnet", "kill", "3", "--dir", str(tmp_path)],
+        ["testnet", "down", "--dir", str(tmp_path)],
+        ["stats", "--manifest", str(tmp_path)],
+    ):
+        result = overlay(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "no testnet running" in result.stderr
+
+
+@pytest.mark.slow
+def test_bad_node_index_and_port_in_use(testnet_dir: Path) -> None:
+    d = ["--dir", str(testnet_dir)]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        if port > 65535 - 16:
+            pytest.skip("the kernel gave a port too near the top")
+        up = overlay("testnet", "up", "--nodes", "4", "--base-port", str(port), *d)
+        assert up.returncode == 2
+        assert up.stderr.count("\n") == 1 and "in use" in up.stderr, up.stderr
+    assert not (testnet_dir / "manifest.json").exists()
+
+    assert overlay("testnet", "up", "--nodes", "6", *d).returncode == 0
+    for bad, words in (
+        ("99", "out of range: this testnet has nodes 0..5"),
+        ("-1", "must not be negative"),
+        ("abc", "must be a number"),
+    ):
+        result = overlay("testnet", "kill", bad, *d)
+        assert result.returncode == 2, result
+        assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
