@@ -196,3 +196,19 @@ async def test_a_reader_that_falls_behind_overflows_cleanly() -> None:
             again = await client.subscribe(STREAM, last_seen=4)
             event = await again.next()
             assert isinstance(event, Packet) and event.number == 5
+
+
+async def test_flush_raises_the_first_refusal_after_taking_every_answer() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address), open_client(address) as client:
+            keeper = await client.subscribe(STREAM)  # keeps the stream (and its numbers) alive
+            client.publish_nowait(STREAM, b"a", packet=0)
+            client.publish_nowait(STREAM, b"b", packet=0)  # collides with a
+            client.publish_nowait(STREAM, b"c")
+            with pytest.raises(PublishCollisionError) as refused:
+                await client.flush()
+            assert refused.value.suggested_next == 1
+            assert client.connection.in_flight == 0  # every answer was taken
+            assert await client.flush() == []
+            assert await client.publish(STREAM, b"d") == 2
+            del keeper

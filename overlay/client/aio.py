@@ -223,31 +223,8 @@ class Client:
         the order they were sent. If any was refused, raises the first refusal after all
         have answered (the others' numbers are then lost to the caller)."""
         uids, self._pipelined = list(self._pipelined), {}
-        conn = self.connection
-        remaining = iter(uids)
-        pending = next(remaining, None)
-
-        def done() -> bool:
-            # Answers come in about the order of sending: walk forward, never rescan.
-            nonlocal pending
-            while pending is not None and conn.answered(pending):
-                pending = next(remaining, None)
-            return pending is None
-
-        await self._until(done)
-        numbers: list[int] = []
-        first_error: Exception | None = None
-        for uid in uids:
-            try:
-                number = conn.outcome(uid)
-            except Exception as exc:
-                first_error = first_error or exc
-                continue
-            assert number is not None
-            numbers.append(number)
-        if first_error is not None:
-            raise first_error
-        return numbers
+        await self._until(self.connection.all_answered(uids))
+        return self.connection.numbers(uids)
 
     async def close_epoch(self, stream: StreamLike, epoch: int) -> int:
         """Close ``epoch``: atomic subscribers now get its packets whole. Returns the

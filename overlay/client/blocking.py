@@ -203,31 +203,10 @@ class Client:
     def flush(self, timeout: float | None = None) -> list[int]:
         """Send every queued publish and wait for all their answers; their packet numbers in
         the order they were queued. A refusal is raised after all have answered."""
-        conn = self.connection
         uids, self._pipelined = list(self._pipelined), {}
-        remaining = iter(uids)
-        pending = next(remaining, None)
-
-        def done() -> bool:
-            nonlocal pending
-            while pending is not None and conn.answered(pending):
-                pending = next(remaining, None)
-            return pending is None
-
-        self._until(done, timeout, f"the answers to {len(uids)} publishes")
-        numbers: list[int] = []
-        first_error: Exception | None = None
-        for uid in uids:
-            try:
-                number = conn.outcome(uid)
-            except Exception as exc:
-                first_error = first_error or exc
-                continue
-            assert number is not None
-            numbers.append(number)
-        if first_error is not None:
-            raise first_error
-        return numbers
+        waiting = f"the answers to {len(uids)} publishes"
+        self._until(self.connection.all_answered(uids), timeout, waiting)
+        return self.connection.numbers(uids)
 
     def close_epoch(self, stream: StreamLike, epoch: int, timeout: float | None = None) -> int:
         """Close ``epoch`` (atomic subscribers get it whole); the marker's packet number."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -426,6 +427,37 @@ class ClientConnection:
     def answered(self, uid: int) -> bool:
         """Whether publish ``uid`` has an outcome waiting (``outcome`` won't return None)."""
         return uid in self._outcomes
+
+    def all_answered(self, uids: list[int]) -> Callable[[], bool]:
+        """A predicate that holds once every publish of ``uids`` has an outcome. Answers come
+        in about the order of sending, so it walks forward and never rescans."""
+        remaining = iter(uids)
+        pending = next(remaining, None)
+
+        def done() -> bool:
+            nonlocal pending
+            while pending is not None and pending in self._outcomes:
+                pending = next(remaining, None)
+            return pending is None
+
+        return done
+
+    def numbers(self, uids: list[int]) -> list[int]:
+        """The packet numbers of the answered publishes ``uids``, in order, taking every
+        outcome; if any was refused, raises the first refusal once all are taken."""
+        numbers: list[int] = []
+        first_error: Exception | None = None
+        for uid in uids:
+            try:
+                number = self.outcome(uid)
+            except PublishRejectedError as exc:
+                first_error = first_error or exc
+                continue
+            assert number is not None, f"publish {uid:#x} is not answered yet"
+            numbers.append(number)
+        if first_error is not None:
+            raise first_error
+        return numbers
 
     @property
     def in_flight(self) -> int:
