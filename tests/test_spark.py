@@ -1,0 +1,442 @@
+"""Spark jobs publishing through real nodes: one local SparkSession (``local[2,3]``, so a
+failed task is retried) for the module, a node on loopback (``client_node``), and
+subscribers that were there before the job ran.
+
+What is checked is what a subscriber sees: every row exactly once, micro-batches as whole
+epochs, nothing twice after a task retry or a query restart, and the root's packet count
+equal to what one clean run cuts (``Packer`` run locally on the same rows), so a packet
+stored twice would show even if its rows were filtered out later. Bad options fail the job
+with the sink's own message. Spark costs about 10 s to start and a second or two a job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs a Java runtime", allow_module_level=True)
+
+import trio  # noqa: E402
+from client_node import node_in_thread  # noqa: E402
+from pyspark import TaskContext  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.types import StructType  # noqa: E402
+
+from keyspace.topology import Topology  # noqa: E402
+from overlay.client import Client  # noqa: E402
+from overlay.client.blocking import BlockingSubscription  # noqa: E402
+from overlay.client.connection import StreamEvent  # noqa: E402
+from overlay.core.events import Epoch, Packet, Subscribed  # noqa: E402
+from overlay.messages import PacketKind  # noqa: E402
+from overlay.spark import OverlayDataSource, unpack  # noqa: E402
+from overlay.spark.packing import Packer  # noqa: E402
+from overlay.spark.source import OverlayBatchWriter  # noqa: E402
+from testnet.local import LocalNetwork  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 60.0  # per wait: only a broken test waits this long
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2,3]")
+        .appName("overlay-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(OverlayDataSource)
+    import pyspark.cloudpickle as cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for FlakyOverlay
+    session.dataSource.register(FlakyOverlay)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[str]:
+    with node_in_thread() as (_, address):
+        yield address
+
+
+# --- what subscribers saw ---------------------------------------------------------------
+
+
+class Watcher:
+    """A plain and an atomic subscriber of one stream, joined before the job runs."""
+
+    def __init__(self, address: str, stream: str) -> None:
+        self.stream = stream
+        self.client = Client(address, timeout=TIMEOUT)
+        self.plain = self.client.subscribe(stream, event_timeout=TIMEOUT)
+        # One subscription a stream a connection: the atomic one has its own.
+        self.atomic_client = Client(address, timeout=TIMEOUT)
+        self.atomic = self.atomic_client.subscribe(stream, atomic=True, event_timeout=TIMEOUT)
+
+    def head(self) -> int:
+        """The newest packet number at the node (the root here)."""
+        (state,) = self.client.describe(self.stream)["streams"]  # type: ignore[misc]
+        high = state["high"]
+        assert isinstance(high, int)
+        return high
+
+    def packets(self) -> list[Packet]:
+        """Every packet up to the head, in order (the head is read once the job is done)."""
+        return [e for e in _until_number(self.plain, self.head()) if isinstance(e, Packet)]
+
+    def epochs(self) -> list[Epoch]:
+        head = self.head()
+        events = _read(self.atomic, lambda e: isinstance(e, Epoch) and e.closed_at == head)
+        return [e for e in events if isinstance(e, Epoch)]
+
+    def close(self) -> None:
+        self.client.close()
+        self.atomic_client.close()
+
+
+def _read(subscription: BlockingSubscription, last: Any) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    while not events or not last(events[-1]):
+        events.append(subscription.next(TIMEOUT))
+    return events
+
+
+def _until_number(subscription: BlockingSubscription, head: int) -> list[StreamEvent]:
+    return _read(subscription, lambda e: isinstance(e, Packet) and e.number == head)
+
+
+def rows_in(packets: list[Packet]) -> list[tuple[bytes | None, bytes | None]]:
+    data = [p for p in packets if p.kind is PacketKind.DATA]
+    return [(r.key, r.value) for p in data for r in unpack(p.data)]
+
+
+def packets_for(partitions: list[list[str]], rows_per_packet: int, bytes_per_packet: int) -> int:
+    """How many packets one clean run cuts from these partitions' values."""
+    total = 0
+    for values in partitions:
+        packer = Packer(rows_per_packet, bytes_per_packet, keyed=False)
+        total += len(list(packer.add(pa.array(values, pa.string()))))
+        total += packer.finish() is not None
+    return total
+
+
+@contextmanager
+def watching(address: str, stream: str) -> Iterator[Watcher]:
+    watcher = Watcher(address, stream)
+    try:
+        yield watcher
+    finally:
+        watcher.close()
+
+
+# --- batch writes ----------------------------------------------------------------------
+
+
+def test_batch_write_delivers_every_row_exactly_once(spark: SparkSession, node: str) -> None:
+    stream = "ovl:open/spark-batch"
+    df = spark.range(0, 3000, numPartitions=3).selectExpr(
+        "cast(id as string) as key", "concat('row-', cast(id as string)) as value"
+    )
+    with watching(node, stream) as watcher:
+        (
+            df.write.format("overlay")
+            .mode("append")
+            .option("stream", stream)
+            .option("node", f"{node},{node}")
+            .option("keyColumn", "key")
+            .option("bytesPerPacket", "2000")
+            .save()
+        )
+        got = rows_in(watcher.packets())
+    want = [(b"%d" % i, b"row-%d" % i) for i in range(3000)]
+    assert sorted(got) == sorted(want)
+
+
+class FlakyBatchWriter(OverlayBatchWriter):
+    """The sink's writer, except that the first attempt of partition 1 dies after it has
+    handed three Arrow batches (and so some packets) to the sink."""
+
+    marker_dir = ""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Any:
+        context = TaskContext.get()
+        assert context is not None
+        if context.partitionId() == 1 and context.attemptNumber() == 0:
+            Path(self.marker_dir, "failed").touch()
+            return super().write(_dies_after(iterator, 3))
+        return super().write(iterator)
+
+
+def _dies_after(iterator: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    for i, batch in enumerate(iterator):
+        if i == count:
+            raise RuntimeError("task killed on purpose (first attempt)")
+        yield batch
+
+
+class FlakyOverlay(OverlayDataSource):
+    marker_dir = ""
+
+    @classmethod
+    def name(cls) -> str:
+        return "overlay_flaky"
+
+    def writer(self, schema: StructType, overwrite: bool) -> OverlayBatchWriter:
+        marker_dir = self.options["markerdir"]
+        self.options = {k: v for k, v in self.options.items() if k.lower() != "markerdir"}
+        writer = super().writer(schema, overwrite)
+        flaky = FlakyBatchWriter(writer.options, writer.job)
+        flaky.marker_dir = marker_dir
+        return flaky
+
+
+def test_a_task_failing_once_duplicates_and_loses_nothing(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    stream = "ovl:open/spark-flaky"
+    values = [[f"value-{p}-{i:04}" for i in range(1000)] for p in range(3)]
+    df = spark.range(0, 3000, numPartitions=3).selectExpr(
+        "concat('value-', cast(floor(id / 1000) as string), '-', "
+        "lpad(cast(id % 1000 as string), 4, '0')) as value"
+    )
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        with watching(node, stream) as watcher:
+            writer = (
+                df.write.format("overlay_flaky")
+                .mode("append")
+                .option("stream", stream)
+                .option("node", node)
+                .option("bytesPerPacket", "500")
+            )
+            # markerDir is the test's own option: the sink itself refuses unknown ones.
+            writer = writer.option("markerDir", str(tmp_path))
+            with pytest.raises(Exception, match="unknown option 'markerdir'"):
+                writer.format("overlay").save()
+            writer.format("overlay_flaky").save()
+            packets = watcher.packets()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert (tmp_path / "failed").exists()  # the first attempt did die
+    assert Counter(v for _, v in rows_in(packets)) == Counter(
+        v.encode() for part in values for v in part
+    )
+    assert len(packets) == packets_for(values, 100_000, 500)  # no packet stored twice
+
+
+# --- streaming writes ------------------------------------------------------------------
+
+
+def _files(folder: Path, names: range, lines: int = 200) -> dict[str, set[bytes]]:
+    """Text files of ``lines`` lines each; each file's lines, by file name."""
+    folder.mkdir(exist_ok=True)
+    contents = {}
+    for n in names:
+        rows = [f"file{n}-line{i:03}" for i in range(lines)]
+        (folder / f"{n:02}.txt").write_text("\n".join(rows) + "\n")
+        contents[f"{n:02}"] = {r.encode() for r in rows}
+    return contents
+
+
+def _run_stream(spark: SparkSession, folder: Path, checkpoint: Path, node: str, **opts: str):  # type: ignore[no-untyped-def]
+    source: DataFrame = (
+        spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(folder))
+    )
+    writer = (
+        source.writeStream.format("overlay")
+        .option("checkpointLocation", str(checkpoint))
+        .option("node", node)
+        .option("bytesPerPacket", "1000")
+        .trigger(availableNow=True)
+    )
+    for key, value in opts.items():
+        writer = writer.option(key, value)
+    query = writer.start()
+    assert query.awaitTermination(TIMEOUT * 2)
+    assert query.exception() is None
+    return query
+
+
+def _check_epochs(epochs: list[Epoch], files: dict[str, set[bytes]], offset: int) -> None:
+    """One whole epoch a file, numbered from ``offset``, each file's lines exactly once."""
+    assert [e.epoch for e in epochs] == [offset + b for b in range(len(files))]
+    seen = []
+    for epoch in epochs:
+        values = [r.value for p in epoch.packets for r in unpack(p.data)]
+        assert len(values) == len(set(values))
+        matches = [name for name, lines in files.items() if lines == set(values)]
+        assert len(matches) == 1, f"epoch {epoch.epoch} is not one whole file"
+        seen.extend(matches)
+    assert sorted(seen) == sorted(files)
+
+
+def test_streaming_micro_batches_arrive_whole_and_once(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    stream = "ovl:open/spark-stream"
+    files = _files(tmp_path / "in", range(3))
+    with watching(node, stream) as watcher:
+        _run_stream(spark, tmp_path / "in", tmp_path / "ck", node, stream=stream)
+        epochs = watcher.epochs()
+        packets = watcher.packets()
+    _check_epochs(epochs, files, 0)
+    data = [p for p in packets if p.kind is PacketKind.DATA]
+    markers = [p for p in packets if p.kind is PacketKind.EPOCH_CLOSED]
+    assert [m.epoch for m in markers] == [0, 1, 2]
+    assert len(data) == packets_for(
+        [sorted(v.decode() for v in f) for f in files.values()], 100_000, 1000
+    )
+    assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
+
+
+def test_a_restarted_query_replays_its_last_batch_without_duplicates(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    stream = "ovl:open/spark-restart"
+    folder, checkpoint = tmp_path / "in", tmp_path / "ck"
+    files = _files(folder, range(2))
+    with watching(node, stream) as watcher:
+        first = _run_stream(spark, folder, checkpoint, node, stream=stream, epochOffset="100")
+        # The driver "died" after the sink committed batch 1 and before Spark recorded it:
+        # the restarted query runs batch 1 again, same id, same rows.
+        for name in ("1", ".1.crc"):
+            (checkpoint / "commits" / name).unlink(missing_ok=True)
+        files |= _files(folder, range(2, 3))
+        second = _run_stream(spark, folder, checkpoint, node, stream=stream, epochOffset="100")
+        assert second.id == first.id  # the query id, so the uids, survive the restart
+        assert second.lastProgress["batchId"] == 2
+        epochs = watcher.epochs()
+        packets = watcher.packets()
+    _check_epochs(epochs, files, 100)
+    markers = [p.epoch for p in packets if p.kind is PacketKind.EPOCH_CLOSED]
+    assert markers == [100, 101, 102]  # epoch 101 closed once: the replayed close was a no-op
+    assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
+
+
+# --- options -------------------------------------------------------------------------------
+
+
+def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, node: str) -> None:
+    df = spark.range(3).selectExpr("cast(id as string) as value", "id as number")
+    cases: list[tuple[dict[str, str], str]] = [
+        ({"node": node}, "option 'stream' is required"),
+        ({"stream": "ovl:!!/x", "node": node}, "option 'stream'"),
+        (
+            {"stream": "ovl:open/x", "node": "127.0.0.1:1"},
+            "cannot connect to a node at 127.0.0.1:1",
+        ),
+        ({"stream": "ovl:open/x", "node": "nowhere"}, "option 'node'"),
+        ({"stream": "ovl:open/x", "node": node, "valueColumn": "payload"}, "no column 'payload'"),
+        (
+            {"stream": "ovl:open/x", "node": node, "valueColumn": "number"},
+            "must be binary or string",
+        ),
+        ({"stream": "ovl:open/x", "node": node, "rowsPerPacket": "-3"}, "'rowsPerPacket' must be"),
+    ]
+    for options, message in cases:
+        writer = df.write.format("overlay").mode("append")
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        with pytest.raises(Exception, match=message) as raised:
+            writer.save()
+        assert "OverlaySinkError: overlay sink:" in str(raised.value)
+    with pytest.raises(Exception, match="cannot be overwritten"):
+        df.write.format("overlay").mode("overwrite").option("stream", "x").save()
+
+
+def test_a_streaming_query_with_an_unreachable_node_fails_clearly(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _files(tmp_path / "in", range(1), lines=3)
+    query = (
+        spark.readStream.format("text")
+        .load(str(tmp_path / "in"))
+        .writeStream.format("overlay")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .option("stream", "ovl:open/x")
+        .option("node", "127.0.0.1:1")
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match=r"cannot connect to a node at 127\.0\.0\.1:1"):
+        query.awaitTermination(TIMEOUT)
+
+
+# --- several nodes ---------------------------------------------------------------------------
+
+
+@contextmanager
+def network_in_thread(size: int) -> Iterator[list[str]]:
+    """``size`` real nodes in a chain (``LocalNetwork``), run by their own trio.run in a
+    background thread; yields their client addresses."""
+    ready = threading.Event()
+    found: dict[str, Any] = {}
+
+    async def serve() -> None:
+        locations = tuple((i + 0.5) / size for i in range(size))
+        chain = tuple(tuple(j for j in (i - 1, i + 1) if 0 <= j < size) for i in range(size))
+        async with LocalNetwork(Topology(locations, chain)) as network:
+            await network.wait_linked()
+            found["addresses"] = [str(n.client_address) for n in network.nodes]
+            found["token"] = trio.lowlevel.current_trio_token()
+            found["stop"] = stop = trio.Event()
+            ready.set()
+            await stop.wait()
+
+    def main() -> None:
+        try:
+            trio.run(serve)
+        except BaseException as error:
+            found["error"] = error
+            ready.set()
+
+    thread = threading.Thread(target=main, name="network", daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(TIMEOUT) and "error" not in found, found.get("error")
+        yield found["addresses"]
+    finally:
+        if "stop" in found:
+            trio.from_thread.run_sync(found["stop"].set, trio_token=found["token"])
+        thread.join(TIMEOUT)
+
+
+def test_partitions_spread_over_several_nodes(spark: SparkSession) -> None:
+    stream = "ovl:open/spark-spread"
+    with network_in_thread(3) as addresses:
+        df = spark.range(0, 900, numPartitions=3).selectExpr("cast(id as string) as value")
+        # Each node joins the stream's tree; the watcher on the last node sees it all.
+        with watching(addresses[-1], stream) as watcher:
+            assert isinstance(watcher.plain.subscribed, Subscribed)
+            (
+                df.write.format("overlay")
+                .mode("append")
+                .option("stream", stream)
+                .option("node", ",".join(addresses))
+                .option("epoch", "5")
+                .option("bytesPerPacket", "1000")
+                .save()
+            )
+            (epoch,) = _read(watcher.atomic, lambda e: isinstance(e, Epoch))
+        assert isinstance(epoch, Epoch) and epoch.epoch == 5
+        values = [r.value for p in epoch.packets for r in unpack(p.data)]
+        assert sorted(values) == sorted(b"%d" % i for i in range(900))
