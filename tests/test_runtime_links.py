@@ -8,6 +8,7 @@ attacker is this test, speaking raw bytes, or a genuine handshake followed by ba
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 
 import pytest
@@ -135,7 +136,8 @@ async def test_oversized_frame_after_handshake_closes_only_that_link() -> None:
             await still_works(net)
 
 
-async def test_tampered_frame_closes_only_that_link() -> None:
+async def test_tampered_frame_closes_only_that_link(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="overlay.node")
     with trio.fail_after(LIMIT):
         async with LocalNetwork(chain(2), core=FAST) as net:
             await net.wait_linked()
@@ -147,7 +149,9 @@ async def test_tampered_frame_closes_only_that_link() -> None:
             sealed[3] ^= 0x40
             await stream.send_all(frame(bytes(sealed)))
             assert await closed_by_peer(stream)
-            assert intruder.public not in host.links
+            await host.wait_until(lambda: intruder.public not in host.links)
+            # The operator sees why, by default (a warning, not an info line).
+            assert "LinkAuthError" in caplog.text and intruder.text in caplog.text
             await still_works(net)
 
 

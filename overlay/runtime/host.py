@@ -40,6 +40,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Se
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Message
+from overlay.runtime.identity import node_id_text
 
 log = logging.getLogger("overlay.node")
 
@@ -49,6 +50,7 @@ class PeerLink(Protocol):
 
     peer: PeerId
     initiator: PeerId  # the node id of the side that dialled
+    fault: bool  # closed for something the operator should see (logged as a warning)
 
     def send(self, message: Message) -> None:
         """Queue ``message``; never blocks. A link whose queue overflows closes itself."""
@@ -141,7 +143,8 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
-        log.info("link to %s closed: %s", link.peer.hex()[:12], reason)
+        level = logging.WARNING if link.fault else logging.INFO
+        log.log(level, "link to %s closed: %s", node_id_text(link.peer), reason)
         self._apply(self.core.link_down(self._clock(), link.peer))
 
     def received(self, link: PeerLink, message: Message) -> None:

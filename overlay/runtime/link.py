@@ -84,6 +84,9 @@ class Link:
         self._scope = trio.CancelScope()
         self._done = trio.Event()
         self.reason: str | None = None  # why the link closed, once it has
+        # Closed for something the operator should see (a peer breaking the protocol, a
+        # slow peer, a bug of ours), not an ordinary disconnect: logged as a warning.
+        self.fault = False
         self.bytes_out = 0
         self.bytes_in = 0
 
@@ -106,6 +109,7 @@ class Link:
         self._queue.append(data)
         self._queued += len(data)
         if self._queued > self._max_queue:
+            self.fault = True
             self.close(f"send queue full ({self._queued} bytes): the peer reads too slowly")
             return
         self._ready.set()
@@ -150,6 +154,7 @@ class Link:
                 for body in self._reader.feed(data):
                     self._take(owner, body)
         except RemoteProtocolError as error:
+            self.fault = True
             self.close(f"{type(error).__name__}: {error}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.close(f"connection lost: {error}")
@@ -164,6 +169,7 @@ class Link:
             # A bug of ours, not the peer's fault; still, one link's message must not take
             # the whole node down. Log it loudly and drop only this link.
             log.exception("internal error handling %s from %s", type(message).__name__, self)
+            self.fault = True
             self.close(f"internal error: {error!r}")
 
     async def _write(self) -> None:
