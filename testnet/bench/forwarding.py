@@ -45,26 +45,21 @@ per-child work) the wall-clock rate measures the receivers, not the forwarder; t
 then shows the receivers near 100% CPU and the forwarder below, and packets per forwarder
 CPU second is the better estimate of the node's own capacity. Wall times across the two
 processes are compared only as differences taken in the forwarder.
+
+This module holds the two variants and the runs; ``testnet.bench.measuring`` the meter,
+profile and credit reports, ``testnet.bench.processes`` the spawned processes and their pipes.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import functools
 import json
-import multiprocessing
-import pstats
 import random
-import resource
-import struct
 import sys
-import time
-import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import Connection
 from typing import Any
 
 import trio
@@ -79,6 +74,8 @@ from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.link import READ_SIZE
 from overlay.runtime.service import run_node
+from testnet.bench.measuring import PROFILE_TOP, Credit, Meter, Progress, report_progress
+from testnet.bench.processes import BenchError, Processes, Report, serve_role
 
 LOOPBACK = "127.0.0.1"
 NETWORK = "bench-forwarding"
@@ -91,19 +88,10 @@ DEFAULT_WINDOW = 2048
 # Publishes between two yields of the publisher: lets the writers start on a batch while the
 # window still has room, instead of one burst of the whole window.
 PUBLISH_BATCH = 256
-# A credit report on the control connection: one 8-byte big-endian count.
-_COUNT = struct.Struct(">Q")
 # Bounds on real time, so a broken run fails instead of hanging.
 SETUP_TIMEOUT = 30.0
 DRAIN_TIMEOUT = 30.0
 PROFILE_DURATION = 3.0
-PROFILE_TOP = 10
-
-Report = Callable[[str, Any], None]
-
-
-class BenchError(RuntimeError):
-    """A run that could not measure what it should (a process failed, a packet went missing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,157 +104,6 @@ class Case:
     window: int = DEFAULT_WINDOW
     payload: int = PAYLOAD_SIZE
     profile: bool = False
-
-
-# --- measuring ------------------------------------------------------------------------------
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-class _Meter:
-    """Wall and CPU time of this process over the measured span, optionally under cProfile."""
-
-    def __init__(self, profile: bool) -> None:
-        self._profiler = cProfile.Profile() if profile else None
-        self._wall = 0.0
-        self._cpu = 0.0
-
-    def start(self) -> None:
-        self._wall = time.perf_counter()
-        self._cpu = _cpu_seconds()
-        if self._profiler is not None:
-            self._profiler.enable()
-
-    def stop(self) -> dict[str, Any]:
-        if self._profiler is not None:
-            self._profiler.disable()
-        measured: dict[str, Any] = {
-            "elapsed": time.perf_counter() - self._wall,
-            "cpu": _cpu_seconds() - self._cpu,
-        }
-        if self._profiler is not None:
-            measured["profile"] = _top_functions(self._profiler, PROFILE_TOP)
-        return measured
-
-
-# Time the profiled process spent waiting for the network, not working: left out of the
-# ranking (cProfile's clock is wall time) and reported as idle instead.
-_IDLE = "<method 'poll' of 'select.epoll' objects>"
-
-
-def _top_functions(profiler: cProfile.Profile, count: int) -> dict[str, Any]:
-    """The ``count`` functions with most own time, and the ``count`` of this project with
-    most cumulative time (where the own time is spent from), idle time left out."""
-    stats = pstats.Stats(profiler)
-    table: dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
-    table = stats.stats  # type: ignore[attr-defined]
-    idle = sum(entry[2] for place, entry in table.items() if place[2] == _IDLE)
-    busy = sum(entry[2] for entry in table.values()) - idle or 1.0
-    rows = [(_where(place), entry) for place, entry in table.items() if place[2] != _IDLE]
-
-    def listed(chosen: list[tuple[str, tuple[int, int, float, float, Any]]]) -> list[Any]:
-        return [
-            {
-                "function": where,
-                "calls": calls,
-                "tottime": tottime,
-                "share": tottime / busy,
-                "cumtime": cumtime,
-                "cumshare": cumtime / busy,
-            }
-            for where, (_, calls, tottime, cumtime, _) in chosen
-        ]
-
-    own = sorted(rows, key=lambda row: row[1][2], reverse=True)[:count]
-    ours = [row for row in rows if row[0].startswith("overlay/")]
-    cumulative = sorted(ours, key=lambda row: row[1][3], reverse=True)[:count]
-    return {"busy": busy, "idle": idle, "own": listed(own), "cumulative": listed(cumulative)}
-
-
-def _where(place: tuple[str, int, str]) -> str:
-    path, line, name = place
-    if path == "~":
-        return name  # a built-in
-    for marker in ("/site-packages/", "/lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    else:
-        path = path.split("/work/main/", 1)[-1]
-    return f"{path}:{line}({name})"
-
-
-class _Credit:
-    """The forwarder's view of the receivers: packets every child has received."""
-
-    def __init__(self) -> None:
-        self.delivered = 0
-        self._changed = trio.Event()
-
-    async def follow(self, control: trio.abc.ReceiveStream) -> None:
-        buffer = b""
-        while data := await control.receive_some(4096):
-            buffer += data
-            whole = len(buffer) - len(buffer) % _COUNT.size
-            if whole:
-                (self.delivered,) = _COUNT.unpack_from(buffer, whole - _COUNT.size)
-                buffer = buffer[whole:]
-                self._changed.set()
-                self._changed = trio.Event()
-
-    async def changed(self) -> None:
-        await self._changed.wait()
-
-    async def reach(self, count: int) -> None:
-        while self.delivered < count:
-            await self.changed()
-
-
-class _Progress:
-    """Wakes the receivers' reporter after packets arrived (one wake-up per batch)."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def note(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event = trio.Event()
-
-
-async def _report_progress(
-    control: trio.SocketStream, delivered: Callable[[], int], progress: _Progress
-) -> dict[str, float]:
-    """Send ``delivered()`` to the forwarder whenever it grows, until the forwarder closes
-    the control connection; return this process's wall and CPU time over that span."""
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    async with trio.open_nursery() as nursery:
-
-        async def until_closed() -> None:
-            try:
-                while await control.receive_some(64):
-                    pass
-            except trio.BrokenResourceError:
-                pass
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(until_closed)
-        sent = 0
-        try:
-            while True:
-                await progress.wait()
-                count = delivered()
-                if count > sent:
-                    sent = count
-                    await control.send_all(_COUNT.pack(count))
-        except trio.BrokenResourceError:
-            nursery.cancel_scope.cancel()
-    return {"elapsed": time.perf_counter() - wall, "cpu": _cpu_seconds() - cpu}
 
 
 # --- the protocol variant -------------------------------------------------------------------
@@ -299,7 +136,7 @@ class _Publisher:
 class _Child:
     """A child node's local subscriber: counts packets and checks their numbers."""
 
-    def __init__(self, progress: _Progress) -> None:
+    def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.count = 0
         self.irregular = 0  # a number that is not the previous one plus one
@@ -345,13 +182,13 @@ async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
         state = host.core.streams[STREAM.key].state.value
         if state != "root":
             raise BenchError(f"the forwarder should be the stream's root, it is {state}")
-        credit = _Credit()
+        credit = Credit()
         nursery.start_soon(credit.follow, control)
         publisher = _Publisher()
         client = host.add_client(publisher)
         payload = random.Random(0).randbytes(case.payload)
         frames_before = host.frames_out
-        meter = _Meter(case.profile)
+        meter = Meter(case.profile)
         meter.start()
         deadline = trio.current_time() + case.duration
         published = 0
@@ -381,7 +218,7 @@ async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
 
 async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) -> dict[str, Any]:
     forwarder = PeerAddress(Address(LOOPBACK, info["peer_port"]), info["node_id"])
-    progress = _Progress()
+    progress = Progress()
     children = [_Child(progress) for _ in range(case.children)]
     async with trio.open_nursery() as nursery:
         with trio.fail_after(SETUP_TIMEOUT):
@@ -403,7 +240,7 @@ async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) 
                 if child.subscribed is None or child.subscribed.root:
                     raise BenchError(f"child {i} did not join below the forwarder")
             control = await trio.open_tcp_stream(LOOPBACK, info["control_port"])
-        measured = await _report_progress(control, lambda: min(c.count for c in children), progress)
+        measured = await report_progress(control, lambda: min(c.count for c in children), progress)
         nursery.cancel_scope.cancel()
     return {
         **measured,
@@ -465,10 +302,10 @@ async def _plain_forwarder(case: Case, report: Report) -> dict[str, Any]:
         writers = [_Writer(sink) for sink in sinks]
         for writer in writers:
             nursery.start_soon(writer.run)
-        credit = _Credit()
+        credit = Credit()
         nursery.start_soon(credit.follow, control)
         reader = FrameReader(SEALED_MAX)
-        meter = _Meter(case.profile)
+        meter = Meter(case.profile)
         meter.start()
         deadline = trio.current_time() + case.duration
         forwarded = 0
@@ -494,7 +331,7 @@ async def _plain_forwarder(case: Case, report: Report) -> dict[str, Any]:
 
 
 async def _plain_receivers(case: Case, info: dict[str, Any], report: Report) -> dict[str, Any]:
-    progress = _Progress()
+    progress = Progress()
     counts = [0] * case.children
 
     async def sink(i: int, stream: trio.SocketStream) -> None:
@@ -520,7 +357,7 @@ async def _plain_receivers(case: Case, info: dict[str, Any], report: Report) -> 
                 nursery.start_soon(sink, i, stream)
             nursery.start_soon(source, await trio.open_tcp_stream(LOOPBACK, info["source_port"]))
             control = await trio.open_tcp_stream(LOOPBACK, info["control_port"])
-        measured = await _report_progress(control, lambda: min(counts), progress)
+        measured = await report_progress(control, lambda: min(counts), progress)
         nursery.cancel_scope.cancel()
     return {**measured, "counts": counts, "irregular": 0}
 
@@ -529,93 +366,22 @@ def _port(listener: trio.SocketListener) -> int:
     return int(listener.socket.getsockname()[1])
 
 
-# --- processes ------------------------------------------------------------------------------
-
-
-def _serve_role(conn: Connection, role: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
-    """Run one role's trio program in this (spawned) process and send its result, or the
-    traceback of its failure, to the parent."""
-    try:
-        result = trio.run(role, lambda kind, value: conn.send((kind, value)))
-        conn.send(("result", result))
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
-        sys.exit(1)
-    finally:
-        conn.close()
+# --- runs -----------------------------------------------------------------------------------
 
 
 def _forwarder_process(case: Case, conn: Connection) -> None:
     variant = _protocol_forwarder if case.variant == "protocol" else _plain_forwarder
-    _serve_role(conn, functools.partial(variant, case))
+    serve_role(conn, functools.partial(variant, case))
 
 
 def _receiver_process(case: Case, info: dict[str, Any], conn: Connection) -> None:
     variant = _protocol_receivers if case.variant == "protocol" else _plain_receivers
-    _serve_role(conn, functools.partial(variant, case, info))
-
-
-class _Processes:
-    """The child processes of one run and their pipes; ``close`` ends whatever still runs."""
-
-    def __init__(self) -> None:
-        self._context = multiprocessing.get_context("spawn")
-        self._running: dict[str, tuple[BaseProcess, Connection]] = {}
-        self._inbox: dict[str, list[tuple[str, Any]]] = {}
-
-    def start(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        receiving, sending = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=target, args=(*args, sending), name=f"bench-{name}", daemon=True
-        )
-        process.start()
-        sending.close()
-        self._running[name] = (process, receiving)
-        self._inbox[name] = []
-
-    def expect(self, name: str, kind: str, timeout: float) -> Any:
-        """The next message of ``name``, which must be ``kind``; any process's error raises."""
-        deadline = time.monotonic() + timeout
-        while not self._inbox[name]:
-            open_pipes = [c for p, c in self._running.values() if not c.closed]
-            if not any(c is self._running[name][1] for c in open_pipes):
-                code = self._running[name][0].exitcode
-                raise BenchError(f"the {name} process ended (exit code {code}) before {kind}")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BenchError(f"the {name} process sent no {kind} within {timeout:.0f} s")
-            for ready in wait(open_pipes, timeout=min(remaining, 0.5)):
-                assert isinstance(ready, Connection)
-                sender = next(n for n, (_, c) in self._running.items() if c is ready)
-                try:
-                    got, value = ready.recv()
-                except EOFError:
-                    ready.close()
-                    continue
-                if got == "error":
-                    raise BenchError(f"the {sender} process failed:\n{value}")
-                self._inbox[sender].append((got, value))
-        got, value = self._inbox[name].pop(0)
-        if got != kind:
-            raise BenchError(f"the {name} process sent {got}, expected {kind}")
-        return value
-
-    def close(self) -> None:
-        for process, conn in self._running.values():
-            process.join(timeout=5.0)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=3.0)
-            if process.is_alive():
-                process.kill()
-                process.join()
-            conn.close()
-        self._running.clear()
+    serve_role(conn, functools.partial(variant, case, info))
 
 
 def run_case(case: Case) -> dict[str, Any]:
     """One run in two fresh processes: the forwarder's measurements and the receivers'."""
-    processes = _Processes()
+    processes = Processes()
     try:
         processes.start("forwarder", _forwarder_process, case)
         info = processes.expect("forwarder", "ready", SETUP_TIMEOUT)
