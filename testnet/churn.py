@@ -57,10 +57,11 @@ class ChaosResult:
     delivery: DeliveryReport
     kills: int
     final: Tree
+    unfinished: int  # publishes neither acknowledged nor refused when time ran out
 
     @property
     def ok(self) -> bool:
-        return self.delivery.ok and self.final.check.ok
+        return self.delivery.ok and self.final.check.ok and not self.unfinished
 
 
 async def run_chaos(net: TestnetHandle, options: ChaosOptions, say: Say = print) -> ChaosResult:
@@ -115,7 +116,10 @@ async def run_chaos(net: TestnetHandle, options: ChaosOptions, say: Say = print)
     for line in render_text(final, max_nodes=0).splitlines()[1:]:
         if not line.startswith("..."):
             say(f"    {line}")
-    result = ChaosResult(delivery, len(kills), final)
+    unfinished = packets - len(publisher.acked) - len(publisher.failed)
+    if unfinished:
+        say(f"  PUBLISHING DID NOT FINISH: {unfinished} of {packets} publishes unanswered")
+    result = ChaosResult(delivery, len(kills), final, unfinished)
     say("CHAOS PASSED: lost 0, duplicates 0" if result.ok else "CHAOS FAILED")
     return result
 
@@ -145,7 +149,9 @@ async def _churn(
     async with trio.open_nursery() as restarts:
         at = began
         while True:
-            at += rng.expovariate(options.rate)
+            # Poisson times, but never behind the clock: surveying a big tree for the next
+            # victim takes a while, and the churn must end with the duration all the same.
+            at = max(at, trio.current_time()) + rng.expovariate(options.rate)
             if at > began + options.duration:
                 break
             await trio.sleep_until(at)
