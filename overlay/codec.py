@@ -18,6 +18,7 @@ bytes) and make "unknown field" impossible by construction.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from overlay.messages import (
     Kind,
     Message,
     PacketKind,
+    SubscribeData,
     field_kinds,
 )
 
@@ -158,15 +160,38 @@ _SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], obje
 }
 assert len(_SCHEMA) == len(MESSAGE_TYPES), "two message classes share a type code"
 
+# The one message a relay sends on unchanged, to every child: worth remembering its frame.
+_FORWARDED = SubscribeData.TYPE
+
 
 def _refuse_tag(decoder: Any, tag: Any) -> Any:
     # Unknown CBOR tags would otherwise decode to CBORTag objects; no message uses tags.
     raise DecodeError(f"CBOR tag {tag.tag} is not allowed")
 
 
+# The last few messages ``decode`` returned, with their frames (message objects are kept
+# alive here, so their ids cannot be reused while listed). A relay forwards the very
+# SubscribeData object it decoded to each of its children; its frame is already known to be
+# canonical and valid, so ``encode`` hands it back instead of validating and encoding again.
+# Decoding, handling and forwarding one message happen in one synchronous step of a driver,
+# so a handful of entries suffices.
+# (An OrderedDict: its eviction is one atomic call, should two threads each run a node.)
+_RECENT_SIZE = 8
+_recent: OrderedDict[int, tuple[Message, bytes]] = OrderedDict()
+
+
+def _remember(message: Message, frame: bytes) -> None:
+    _recent[id(message)] = (message, frame)
+    if len(_recent) > _RECENT_SIZE:
+        _recent.popitem(last=False)
+
+
 def encode(message: Message) -> bytes:
     """Encode ``message`` as one frame body. Validates fields so a local bug never reaches
     the wire as a frame that every peer would reject."""
+    known = _recent.get(id(message))
+    if known is not None and known[0] is message:
+        return known[1]
     try:
         cls, checks = _SCHEMA[message.TYPE]
     except KeyError:
@@ -222,4 +247,7 @@ def decode(frame: bytes) -> Message:
         if frame.startswith(canonical):
             raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {cls.__name__}")
         raise DecodeError(f"{cls.__name__} is not in canonical encoding (tags, padding, widths)")
-    return cls(**fields)
+    message = cls(**fields)
+    if cls.TYPE == _FORWARDED:
+        _remember(message, bytes(frame))
+    return message

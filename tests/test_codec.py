@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from overlay import codec
 from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
@@ -728,3 +729,29 @@ def test_huge_length_headers_are_rejected_without_allocating(frame: bytes) -> No
 def test_huge_bignum_field_is_rejected() -> None:
     frame = b"\x82\x02\xc2\x59\xff\xff" + b"\xff" * 0xFFFF  # a 2**524280-scale bignum
     assert "Heartbeat.seq" in decode_error(frame)
+
+
+# --- a relay's forwarded frames ------------------------------------------------------------
+
+
+def test_a_decoded_subscribe_data_encodes_to_its_own_frame() -> None:
+    """A relay forwards the SubscribeData it decoded: encode returns that very frame."""
+    message = SubscribeData(bytes(32), 5, b"payload", None, PacketKind.DATA, None, None, 77)
+    frame = encode(message)
+    decoded = decode(frame)
+    assert decoded == message and decoded is not message
+    assert encode(decoded) is frame  # the very bytes: not validated and encoded again
+
+
+def test_the_remembered_frames_are_bounded_and_only_for_the_same_object() -> None:
+    frames = [
+        encode(SubscribeData(bytes(32), n, b"x", None, PacketKind.DATA, None, None, None))
+        for n in range(50)
+    ]
+    decoded = [decode(f) for f in frames]
+    assert len(codec._recent) <= codec._RECENT_SIZE
+    # An equal but distinct object is encoded afresh, and gives the same canonical bytes.
+    fresh = SubscribeData(bytes(32), 49, b"x", None, PacketKind.DATA, None, None, None)
+    assert fresh == decoded[-1] and encode(fresh) == frames[-1]
+    # Old entries left the table; their messages still encode correctly the long way.
+    assert all(encode(m) == f for m, f in zip(decoded, frames, strict=True))
