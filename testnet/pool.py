@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from types import TracebackType
+from typing import Any
 
 import trio
 
@@ -82,6 +83,11 @@ class NodePool:
         except BaseException:
             del self._slots[index]
             raise
+
+    def reconfigure(self, index: int, **changes: Any) -> None:
+        """Change node ``index``'s ``RuntimeConfig`` fields for its next (re)start."""
+        slot = self._slot(index)
+        slot.config = replace(slot.config, **changes)
 
     async def kill(self, index: int) -> None:
         """Stop node ``index`` abruptly (idempotent)."""
