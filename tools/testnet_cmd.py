@@ -2,6 +2,8 @@
 
     overlay testnet up --nodes 100          # start 100 nodes, return when all are linked
     overlay testnet status                  # alive nodes, links, streams
+    overlay testnet client 17               # node 17's client address, for scripts:
+    overlay subscribe demo --node $(overlay testnet client 17)
     overlay testnet kill 17                 # kill node 17 (its worker keeps the others)
     overlay testnet restart 17              # bring it back: same id and ports, new boot id
     overlay testnet down                    # stop everything
@@ -79,6 +81,10 @@ def add_parser(commands: Any) -> None:
     q.add_argument("--timeout", type=float, help="give up if not linked by then (seconds)")
     action("status", "alive nodes, links and streams of the running testnet", run_status)
     action("down", "stop every node and remove the manifest (logs stay)", run_down)
+    q = action(
+        "client", "print a node's client address (for --node of publish/subscribe)", run_client
+    )
+    q.add_argument("node", help="node index")
     for name, text in (
         ("kill", "kill one node (a crash: its peers see the links drop)"),
         ("restart", "restart one node: same id and ports, new boot id"),
@@ -146,6 +152,11 @@ def run_up(args: argparse.Namespace) -> int:
 def run_down(args: argparse.Namespace) -> int:
     stopped = launcher.down(args.dir, progress=_say)
     print(f"testnet in {args.dir} is down ({stopped} worker{'s' if stopped != 1 else ''} stopped)")
+    return 0
+
+
+def run_client(args: argparse.Namespace) -> int:
+    print(read_manifest(args.dir).node(node_index(args.node)).client)
     return 0
 
 
