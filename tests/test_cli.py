@@ -189,3 +189,18 @@ def test_keygen_never_overwrites(tmp_path: Path) -> None:
     before = path.read_text()
     again = overlay("keygen", str(path))
     assert again.returncode == 2 and path.read_text() == before
+
+
+def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:
+    """``overlay stats | head``: the pipe closes under the command; it stops quietly."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as closed_pipe:
+        result = subprocess.run(
+            [*OVERLAY, "keygen", str(tmp_path / "k.key")],
+            stdout=closed_pipe,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=DEADLINE,
+        )
+    assert (result.returncode, result.stderr) == (0, "")

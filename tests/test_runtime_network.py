@@ -105,6 +105,10 @@ async def test_small_networks_deliver_in_order(size: int) -> None:
             numbers = sorted(acks.acked().values())
             await net.node(size - 1).host.wait_until(lambda: len(inbox.numbers()) >= 200)
             assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 200))
+            described = net.node(0).host.describe(KEY)
+            assert described["links"] == 1 and len(described["streams"]) == 1
+            assert described["queued"] >= 0 and described["queued_max"] <= described["queued"]
+            assert [p["queued"] for p in described["peers"]] == [described["queued"]]
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -67,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``overlay stats | head``): nothing is wrong, stop quietly,
+        # and keep Python from complaining about the closed stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except USAGE_ERRORS as error:
         print(f"overlay {args.command}: {error}", file=sys.stderr)
         return 2

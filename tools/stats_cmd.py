@@ -3,7 +3,8 @@
     overlay stats                       # the testnet in ./testnet-data
     overlay stats --nodes 127.0.0.1:7702 --json
 
-Columns: links (open peer links), streams carried, children (summed over streams), local
+Columns: links (open peer links), bytes queued to be sent on them (all links, and the
+fullest one), streams carried, children (summed over streams), local
 clients, packets stored (taken into a window once each) and delivered to local clients,
 messages received and sent, frames in and out on the links, duplicates and gaps seen,
 restarts, and uptime. Totals come last. Nodes that do not answer are listed as such
@@ -24,6 +25,8 @@ from tools.node_targets import add_target_arguments, targets
 # (column title, how to read it from a describe answer)
 _COLUMNS: list[tuple[str, Any]] = [
     ("links", lambda d: d["links"]),
+    ("queued", lambda d: d.get("queued", 0)),  # bytes waiting on all links
+    ("q_max", lambda d: d.get("queued_max", 0)),  # on the fullest link
     ("streams", lambda d: len(d["streams"])),
     ("children", lambda d: sum(len(s["children"]) for s in d["streams"])),
     ("clients", lambda d: d["clients"]),

@@ -52,6 +52,10 @@ class PeerLink(Protocol):
     initiator: PeerId  # the node id of the side that dialled
     fault: bool  # closed for something the operator should see (logged as a warning)
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes waiting to be written to the peer (``overlay stats`` shows it)."""
+
     def send(self, message: Message) -> None:
         """Queue ``message``; never blocks. A link whose queue overflows closes itself."""
 
@@ -202,6 +206,10 @@ class NodeHost:
             self._waiters.append(event)
             await event.wait()
 
+    def _queued(self, peer: PeerId) -> int:
+        link = self.links.get(peer)
+        return 0 if link is None else link.queued_bytes
+
     # --- effects --------------------------------------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
@@ -267,8 +275,13 @@ class NodeHost:
             "location": core.location,
             "boot_id": core.boot_id,
             "uptime": self._clock() - self.started_at,
-            "peers": [{"id": p.id, "location": p.location} for p in core.peers],
+            "peers": [
+                {"id": p.id, "location": p.location, "queued": self._queued(p.id)}
+                for p in core.peers
+            ],
             "links": len(self.links),
+            "queued": sum(link.queued_bytes for link in self.links.values()),
+            "queued_max": max((link.queued_bytes for link in self.links.values()), default=0),
             "clients": len(self._clients),
             "streams": streams,
             "stats": {
