@@ -212,3 +212,16 @@ async def test_flush_raises_the_first_refusal_after_taking_every_answer() -> Non
             assert await client.flush() == []
             assert await client.publish(STREAM, b"d") == 2
             del keeper
+
+
+async def test_a_subscriber_can_ask_for_the_stream_from_its_first_packet() -> None:
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address), open_client(address) as client:
+            keeper = await client.subscribe(STREAM)  # holds the stream while it is published
+            for i in range(3):
+                await client.publish(STREAM, b"%d" % i)
+            async with open_client(address) as late:
+                again = await late.subscribe(STREAM, last_seen=-1)
+                events = [await again.next() for _ in range(3)]
+            assert [e.number for e in events if isinstance(e, Packet)] == [0, 1, 2]
+            del keeper

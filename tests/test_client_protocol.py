@@ -140,6 +140,7 @@ MALFORMED_REQUESTS = {
     "short signature": raw(4, 0, KEY, 1, b"", 1, None, 0, b"s", None),
     "atomic not bool": raw(2, 0, KEY, None, 1, None),
     "last_seen out of range": raw(2, 0, KEY, 2**63, False, None),
+    "last_seen below -1": raw(2, 0, KEY, -2, False, None),
     "short descriptor": raw(2, 0, KEY, None, False, b"x"),
     "tagged value": cbor2.dumps([3, 0, cbor2.CBORTag(2, KEY)]),
     "bignum": cbor2.dumps([3, 2**70, KEY]),
@@ -213,3 +214,9 @@ def test_decoding_wrong_shaped_arrays_raises_only_the_protocol_error(
     for decode in (decode_request, decode_event):
         with contextlib.suppress(ClientProtocolError):
             decode(frame)
+
+
+def test_last_seen_minus_one_asks_from_the_first_packet() -> None:
+    """-1 is "nothing seen yet": the node sends everything from packet 0 (core semantics)."""
+    request = Subscribe(5, KEY, -1)
+    assert decode_request(body(encode_request(request))) == request

@@ -241,8 +241,9 @@ class Client:
         self, stream: StreamLike, *, last_seen: int | None = None, atomic: bool = False
     ) -> Subscription:
         """Join the stream; returns once the node is in its tree (SubscribeFailedError if it
-        cannot join). Events after ``last_seen`` (default: from now on); ``atomic``
-        subscribers get closed epochs whole (``Epoch``) and never a torn one."""
+        cannot join). Events after ``last_seen`` (default: from now on; -1: from the
+        stream's first packet still held); ``atomic`` subscribers get closed epochs whole
+        (``Epoch``) and never a torn one."""
         conn = self.connection
         key = conn.subscribe(stream, last_seen=last_seen, atomic=atomic)
         self._wake_writer()

@@ -402,7 +402,7 @@ def decode_request(body: bytes) -> Request:
         return Subscribe(
             _rid(f[0]),
             _key(f[1], "Subscribe.key"),
-            _opt_int(f[2], 0, MAX_PACKET, "Subscribe.last_seen"),
+            _opt_int(f[2], -1, MAX_PACKET, "Subscribe.last_seen"),  # -1: from packet 0
             _bool(f[3], "Subscribe.atomic"),
             _opt_bytes(f[4], 33, MAX_DESCRIPTOR, "Subscribe.descriptor"),
         )
