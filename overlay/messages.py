@@ -401,6 +401,23 @@ class PacketsMissed(Message):
     last: int = _f(Kind.PACKET)
 
 
+@dataclass(frozen=True, slots=True)
+class FillRequest(Message):
+    """Send me again what you hold of packets ``first..last`` (inclusive): I never had them.
+
+    A node that joined the tree late (as a relay, from the middle of the stream) has nothing
+    below the point it joined at; a child that coalesces there with an older ``last_seen``
+    needs those packets, which the tree above still holds. The receiver, the sender's
+    parent, answers in order with SubscribeData for each number it holds and PacketsMissed
+    for the rest, after asking its own parent for what it never had either.
+    """
+
+    TYPE: ClassVar[int] = 22
+    key: bytes = _f(Kind.KEY)
+    first: int = _f(Kind.PACKET)
+    last: int = _f(Kind.PACKET)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -423,6 +440,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PacketsMissed,
     Neighbours,
     Accepted,
+    FillRequest,
 )
 
 

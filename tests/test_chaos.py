@@ -1,16 +1,16 @@
 """The churn experiment (``testnet.sim.chaos``) at a small scale: 300 nodes, 5 streams of 10
 subscribers, 20% of the nodes killed silently (every root first) while publishing.
 
-The passing seeds pin what works: the run reaches quiet (it did not while a dead node's
-scheduled publishes kept it busy), nothing acknowledged is lost or delivered twice, and each
-stream is one tree again. The strict xfails are reproductions of the two bugs still open;
-each turns into a failure (XPASS) once fixed, so whoever fixes it flips it to a plain test:
+The seeds pin what works: the run reaches quiet (it did not while a dead node's scheduled
+publishes kept it busy), nothing acknowledged is lost or delivered twice, and each stream is
+one tree again. Three of them reproduced bugs, now fixed:
 
-* seed 1: a relay that joins a tree through a resubscribe continues after that search's
-  last_seen; a second resubscribe that coalesces there having seen one packet less is told
-  that packet was missed, although the tree still holds it.
-* seed 4: two restarting subtree tops both fail to find the other (HTL is spent inside their
-  own labelled subtrees) and both become root: a split tree, which nothing merges yet.
+* seeds 1 and 12: a relay that joined a tree through a resubscribe continued after that
+  search's last_seen; a second resubscribe that coalesced there having seen one packet less
+  was told that packet was missed, although the tree still held it (``refills``).
+* seed 4 (and 12 once the first was fixed): two restarting subtree tops both failed to find
+  the other and both became root: a split tree, which nothing merged (``merges``).
+* seed 12 also acked one number for two publishes (a relay answered from its window).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def healthy(report: dict[str, object]) -> None:
     assert report["violations"] == []
     assert report["streams_one_tree"] == 5 and report["max_roots"] == 1
     assert report["repaired"] == 5
-    # Found by liveness (dead_after plus up to one interval), then a search and a grace.
+    # Found by liveness (dead_after plus up to one interval), then a search, a grace and
+    # the look that ends it.
     assert float(report["repair_max"]) <= 6 * BEAT  # type: ignore[arg-type]
 
 
@@ -59,18 +60,21 @@ def test_killing_a_fifth_of_the_nodes_and_every_root_loses_nothing(seed: int) ->
 
 def test_no_packet_number_is_acked_for_two_publishes() -> None:
     # Seed 12 acked packet 19 for two publishes before a relay stopped answering numbered
-    # publishes from its own window (a pushed-up packet never reached the new root).
+    # publishes from its own window (a pushed-up packet never reached the new root), and
+    # again, differently, while its split trees were merged after one had numbered 19.
     report = experiment(12)
     assert report["delivery_problem_count"] == 0, report["delivery_problems"]
     assert report["duplicates_delivered"] == 0 and report["violations"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: a coalescing resubscribe is told 'missed'")
 @pytest.mark.parametrize("seed", [1, 12])
-def test_open_bug_relay_reports_a_held_packet_missed(seed: int) -> None:
-    healthy(experiment(seed))
+def test_a_coalescing_resubscribe_gets_what_the_tree_holds(seed: int) -> None:
+    report = experiment(seed)
+    healthy(report)
+    assert report["filled"]  # the relay asked its parent for the packet it never had
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: split trees are not detected or merged")
-def test_open_bug_two_restarting_tops_both_become_root() -> None:
-    healthy(experiment(4))
+def test_two_restarting_tops_that_both_became_root_merge() -> None:
+    report = experiment(4)
+    healthy(report)
+    assert report["merges"]  # it is a merge that mends it

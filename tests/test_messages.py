@@ -46,6 +46,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "Accepted": 19,
     "RestartConfirmed": 20,
     "RestartEnded": 21,
+    "FillRequest": 22,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -116,6 +117,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("uid", Kind.OPT_UID),
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
+    "FillRequest": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

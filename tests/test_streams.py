@@ -22,6 +22,7 @@ EXPECTED: dict[tuple[State | None, Change], State | None] = {
     (State.RESTARTING, Change.ATTACHED): State.JOINED,
     (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
     (State.ROOT, Change.CLOSER_NODE): State.RESTARTING,
+    (State.ROOT, Change.MERGED): State.JOINED,
 }
 
 ALL_PAIRS = list(itertools.product([None, *State], Change))

@@ -33,6 +33,10 @@ class NodeConfig:
     # restart, or after this long: a member slow to confirm may let the request close a
     # cycle, a dead one is dropped by liveness long before. Many round trips of a deep tree.
     confirm_timeout: float = 10.0
+    # A node asked to serve a child packets from before it joined asks its parent for them
+    # (``refills``) and waits this long at most before serving what it has: a few round
+    # trips up a deep tree, well within the child's own request_timeout.
+    fill_timeout: float = 10.0
     # Loop detection remembers uids this long and at most this many (oldest forgotten
     # first); together they bound memory whatever the request rate.
     seen_uid_ttl: float = 600.0
@@ -97,6 +101,8 @@ class NodeConfig:
             )
         if not self.confirm_timeout > 0:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
+        if not self.fill_timeout > 0:
+            raise ValueError(f"fill_timeout must be positive, got {self.fill_timeout}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.announce_delay < 0:

@@ -34,9 +34,12 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
+from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
+from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PUBLISH_TIMER, RECOVER_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
+from overlay.core.refills import FILL_TIMER, Refills
 from overlay.core.restarts import RESTART_TIMER, Restarts
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
@@ -45,9 +48,9 @@ from overlay.core.timers import TimerQueue
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
-    MAX_NEIGHBOURS,
     Accepted,
     DataNotFound,
+    FillRequest,
     Heartbeat,
     Hello,
     Message,
@@ -72,11 +75,9 @@ from overlay.messages import (
 )
 
 _ROUTE_TIMER = "route"
-_ANNOUNCE_TIMER = "announce"
-_HEARTBEAT_TIMER = "heartbeat"
 
 
-class Node(LocalClients, Restarts):
+class Node(LocalClients, Restarts, Merges, Refills, Liveness):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -106,6 +107,8 @@ class Node(LocalClients, Restarts):
         self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
         self._beating = False
         self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
+        self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
+        self._fill_tokens = 0
         self._out: list[Effect] = []
         self.flow = PacketFlow(
             self.config,
@@ -145,6 +148,8 @@ class Node(LocalClients, Restarts):
             stream = self._from_parent(peer, message.key)
             if stream is not None:
                 self.flow.on_data(peer, message, stream)
+                if stream.fills is not None:
+                    self._check_fills(now, stream)
         elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
         elif record is None:
@@ -163,10 +168,13 @@ class Node(LocalClients, Restarts):
             elif kind == RESTART_TIMER:
                 self._on_restart_timer(now, uid)
             elif kind == RECOVER_TIMER:
-                self.flow.on_recover_timer(now, uid)
-            elif kind == _ANNOUNCE_TIMER and self._announce_at is not None:
+                if not self._look_first(now, uid):
+                    self.flow.on_recover_timer(now, uid)
+            elif kind == FILL_TIMER:
+                self._on_fill_timer(now, uid)
+            elif kind == ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
-            elif kind == _HEARTBEAT_TIMER and uid == self._beats:
+            elif kind == HEARTBEAT_TIMER and uid == self._beats:
                 self._beat(now)
         return self._flush()
 
@@ -181,7 +189,7 @@ class Node(LocalClients, Restarts):
         takeover grace or an announcement due. Heartbeats do not count; a driver that runs
         until the network is quiet (the simulator) waits for every node to stop being busy."""
         flow = self.flow
-        pending = self.routes or self._awaiting or flow.local or flow.recovering
+        pending = self.routes or self._awaiting or self._fill_keys or flow.local or flow.recovering
         return bool(pending) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:
@@ -217,6 +225,10 @@ class Node(LocalClients, Restarts):
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
                     self.flow.on_missed(peer, message, stream)
+                    if stream.fills is not None:
+                        self._check_fills(now, stream)
+            case FillRequest():
+                self._on_fill_request(now, peer, message)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
             case PublishSucceeded() | PublishCollision() | PublishRejected():
@@ -239,7 +251,7 @@ class Node(LocalClients, Restarts):
         if not self._beating:
             self._beating = True
             self._timers.add(
-                now + self.config.heartbeat_interval, (_HEARTBEAT_TIMER, self._beats, 0)
+                now + self.config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0)
             )
         if previous is None or previous.location != hello.location:
             self._links_changed(now)
@@ -285,7 +297,7 @@ class Node(LocalClients, Restarts):
                 # loop, and a search whose first success through us was refused further
                 # back (a node cannot adopt its own parent) must still find this tree,
                 # or it ends as a second root beside it.
-                self._adopt(now, stream, peer, uid, False, request.last_seen)
+                self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
                 return
         if seen:
             self.stats.loops += 1
@@ -381,7 +393,9 @@ class Node(LocalClients, Restarts):
             self._fail(route)
 
     def _own_search_ended(self, now: float, stream: Stream, route: Route) -> None:
-        if stream.state is State.RESTARTING:
+        if stream.state is State.ROOT:
+            self._looked(now, stream)  # no other tree: still the root
+        elif stream.state is State.RESTARTING:
             # Nobody closer than us outside our own subtree answered: we are the closest
             # node that routing can find, so the subtree keeps us as its root.
             self._change(stream, Change.BECAME_ROOT, parent=None)
@@ -390,6 +404,7 @@ class Node(LocalClients, Restarts):
             self.flow.became_root(now, stream, None, takeover=True)
             self._complete_pending(now, stream)
             self.flow.carried(now, stream)
+            self._refill(now, stream)
         elif may_become_root(route, self.location):
             self.flow.carried(now, self._enter_tree(now, route, Change.BECAME_ROOT, parent=None))
         else:
@@ -432,12 +447,16 @@ class Node(LocalClients, Restarts):
             return
         self._drop_route(route)
         if stream is not None and stream.carried:
-            if stream.state is State.RESTARTING and stream.join_uid == route.uid:
-                self._change(stream, Change.ATTACHED, parent=peer)
+            if stream.join_uid == route.uid and stream.state is not State.JOINED:
+                if stream.state is State.ROOT:
+                    self._merged(stream)  # our look found another tree: join it
+                change = Change.ATTACHED if stream.state is State.RESTARTING else Change.MERGED
+                self._change(stream, change, parent=peer)
                 self._take_label(stream, *_label_of(reply))
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
                 self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
+                self._refill(now, stream)
             elif stream.state is State.JOINED and route.uid == stream.restart_uid:
                 # We routed our restarting ancestor's resubscribe past ourselves and it found
                 # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
@@ -448,6 +467,7 @@ class Node(LocalClients, Restarts):
                 self.flow.attached(stream, _success_of(reply), route.last_seen)
                 if old is not None and old in self.peers:
                     self._leave(old, route.key)
+                self._refill(now, stream)
             elif stream.parent != peer:
                 self._leave(peer, route.key)
             self._answer(now, stream, route, new_root=False)
@@ -576,7 +596,7 @@ class Node(LocalClients, Restarts):
         if upstream == stream.parent:
             self._send(upstream, RejectedLoop(route.uid))
             return
-        self._adopt(now, stream, upstream, route.uid, new_root, route.last_seen)
+        self._adopt(now, stream, upstream, route.uid, new_root, route.last_seen, route.must_beat)
 
     def _adopt(
         self,
@@ -586,10 +606,22 @@ class Node(LocalClients, Restarts):
         uid: int,
         new_root: bool,
         last_seen: int | None,
+        must_beat: float | None = None,
+        wait: bool = True,
     ) -> None:
+        """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
+        ``last_seen``; if that needs packets from before we joined, first ask for them
+        (``refills``; ``wait`` False: serve what we have)."""
         # A peer already our child gets everything we take in; catching it up again would
         # send it packets twice (it relays several searches through us that coalesced).
         known = peer in stream.children
+        if (
+            wait
+            and not (new_root or known)
+            and last_seen is not None
+            and self._serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
+        ):
+            return
         stream.children[peer] = None
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
@@ -643,53 +675,6 @@ class Node(LocalClients, Restarts):
         if stream.parent is not None and stream.parent in self.peers:
             self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
-
-    # --- liveness ---------------------------------------------------------------------------
-
-    def _beat(self, now: float) -> None:
-        """One heartbeat round: drop every peer silent for ``dead_after``, then tell every
-        other peer we are alive. A dead peer is found within ``dead_after`` plus one
-        interval of its last message, without help from the transport (a cut cable, a
-        frozen process and a lost route all look the same: silence)."""
-        config = self.config
-        silent = [p for p in self.peers if now - p.heard > config.dead_after]
-        for peer in silent:
-            self._out.append(
-                DropPeer(
-                    peer.id, f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)"
-                )
-            )
-            self.peers.remove(peer.id)
-            self.stats.dead_peers += 1
-            self._forget_peer(now, peer.id)
-        if silent:
-            self._links_changed(now)
-        self._beats += 1
-        if len(self.peers) == 0:
-            self._beating = False  # the next Hello starts the rounds again
-            return
-        beat = Heartbeat(self._beats)
-        for peer in self.peers:
-            self._send(peer.id, beat)
-        self._timers.add(now + config.heartbeat_interval, (_HEARTBEAT_TIMER, self._beats, 0))
-
-    # --- friend-of-a-friend announcements ---------------------------------------------------
-
-    def _links_changed(self, now: float) -> None:
-        if self._announce_at is None:
-            self._announce_at = now + self.config.announce_delay
-            self._timers.add(self._announce_at, (_ANNOUNCE_TIMER, 0, 0))
-
-    def _announce(self) -> None:
-        self._announce_at = None
-        locations = sorted(peer.location for peer in self.peers)
-        if len(locations) > MAX_NEIGHBOURS:
-            # Keep an even spread around the circle rather than one arc of it.
-            step = len(locations) / MAX_NEIGHBOURS
-            locations = [locations[int(i * step)] for i in range(MAX_NEIGHBOURS)]
-        message = Neighbours(tuple(locations))
-        for peer in self.peers:
-            self._send(peer.id, message)
 
     # --- plumbing -------------------------------------------------------------------------
 

@@ -396,6 +396,7 @@ class PacketFlow:
         if stream.contiguous_from is None:
             stream.contiguous_from = stream.next_in
         if takeover:
+            stream.look_due = True  # before numbering, look for another tree (merges)
             self._hold(now, stream)
 
     def reported(self, now: float, stream: Stream, last_seen: int | None) -> None:
@@ -512,14 +513,19 @@ class PacketFlow:
             self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
             return
         number = packet.packet
-        if (stream.next_in is not None and number < stream.next_in) or not stream.window.accepts(
-            number
-        ):
+        old = stream.next_in is not None and number < stream.next_in
+        if (old and stream.fills is None) or not stream.window.accepts(number):
             self.stats.duplicates += 1
             return
         if stream.signer is not None and not self._signature_ok(stream, packet):
             self.stats.forged += 1
             self._drop(peer, f"forged signature on packet {number}")
+            return
+        if old:
+            # One we never had, asked for (``refills``): kept for the child waiting for it;
+            # every other child and local client is past it.
+            self.stats.filled += 1
+            stream.window.add(packet)
             return
         if stream.next_in is not None and number > stream.next_in:
             self._missing(stream, stream.next_in, number - 1)
@@ -531,6 +537,9 @@ class PacketFlow:
             return
         first = message.first
         if stream.next_in is not None:
+            if stream.fills is not None and first < stream.next_in:
+                # The answer to a FillRequest (``refills``): the tree lost these too.
+                stream.window.mark_missing(first, min(message.last, stream.next_in - 1))
             first = max(first, stream.next_in)
         if first <= message.last:
             self._missing(stream, first, message.last)

@@ -77,14 +77,23 @@ class Restarts:
         """Whether a search may end here. A resubscribe needs, by the spec, our location
         closer to the key than must-beat and a uid we have not relayed as a restart (it
         would come from our ancestor); every remembered restart uid counts, since an older
-        restart that a newer one overtook still comes from an ancestor. And a detached
-        subtree takes only requests from origins farther than its own (race 3 above)."""
+        restart that a newer one overtook still comes from an ancestor. A detached subtree
+        takes only requests from origins farther than its own (race 3 above); an attached
+        root takes any (it has no ancestor to adopt)."""
         if must_beat is None:
             return True
-        target = stream.target
-        if uid in stream.restarts_seen or not is_closer(target, self.location, must_beat):
+        if uid in stream.restarts_seen:
             return False
         origin = stream.restart_origin
+        if origin is None and stream.state is State.ROOT:
+            # A root that is not detached is nobody's descendant, so adopting any subtree
+            # closes no cycle: it takes the request whatever its must-beat, and the two
+            # trees are one (see ``merges``). The spec's rule would send it on, and a
+            # search that then finds nothing closer leaves two roots side by side.
+            return True
+        target = stream.target
+        if not is_closer(target, self.location, must_beat):
+            return False
         return origin is None or is_closer(target, origin, must_beat)
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
@@ -197,7 +206,9 @@ class Restarts:
         uid = stream.restart_uid
         if uid is None:
             return
-        if self._awaiting.get(uid) == stream.key and stream.state is State.RESTARTING:
+        if self._awaiting.get(uid) == stream.key and (
+            stream.state is State.RESTARTING or stream.looking == uid
+        ):
             self._route_restart(now, stream)
         elif stream.parent is not None:
             self._send(stream.parent, RestartConfirmed(uid, stream.key))
@@ -219,7 +230,11 @@ class Restarts:
         if key is None:
             return
         stream = self.streams.get(key)
-        if stream is None or stream.restart_uid != uid or stream.state is not State.RESTARTING:
+        if (
+            stream is None
+            or stream.restart_uid != uid
+            or (stream.state is not State.RESTARTING and stream.looking != uid)
+        ):
             del self._awaiting[uid]  # the stream is gone, or moved on to a newer restart
             return
         self.stats.confirm_timeouts += 1

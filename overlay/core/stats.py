@@ -30,6 +30,9 @@ class NodeStats:
     publish_retries: int = 0  # local publishes sent again after a timeout
     pushed_up: int = 0  # packets sent up to a new parent that had not processed them
     refilled: int = 0  # packets a root took back from a child after taking over
+    looks: int = 0  # times this node, root after a takeover, looked for another tree
+    merges: int = 0  # times such a look found one and this node's tree joined it
+    filled: int = 0  # packets from before we joined, asked of our parent for a child
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

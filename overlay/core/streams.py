@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
@@ -29,6 +30,9 @@ from overlay.core.epochs import Frontier
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData
+
+if TYPE_CHECKING:
+    from overlay.core.refills import Fill
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
 # its link, so a handful covers every restart still travelling through the subtree.
@@ -54,6 +58,8 @@ class Change(Enum):
     # A root linked to a node closer to the key hands the tree on (spec: "when a new node
     # is added ... we restart the subscription").
     CLOSER_NODE = "closer node"
+    # A root that looked again for another tree of its stream found one and joins it.
+    MERGED = "merged"
 
 
 # (state before, change) -> state after; None is "not carried". Anything missing is a bug.
@@ -68,6 +74,7 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
     (State.JOINED, Change.REPARENTED): State.JOINED,
     (State.RESTARTING, Change.ATTACHED): State.JOINED,
     (State.RESTARTING, Change.BECAME_ROOT): State.ROOT,
+    (State.ROOT, Change.MERGED): State.JOINED,
 }
 
 # States in which the node is part of a tree and accepts children. A restarting node still
@@ -123,6 +130,11 @@ class Stream:
     recover_until: float | None = None
     recover_token: int = 0
     recover_base: int | None = None  # the head when the grace began: claims move it a window
+    # A root that took over looks again for another tree before numbering (merges).
+    look_due: bool = False
+    looking: int | None = None  # the uid of that look's search while it runs
+    # Children waiting for packets from before we joined, asked of our parent (refills).
+    fills: list[Fill] | None = None
 
     @property
     def signer(self) -> bytes | None:
@@ -136,4 +148,4 @@ class Stream:
     @property
     def idle(self) -> bool:
         """Nobody needs this node in the tree any more: it may leave (prune)."""
-        return not self.children and not self.local
+        return not self.children and not self.local and not self.fills

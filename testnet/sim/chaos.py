@@ -177,6 +177,9 @@ def run_chaos(exp: ChaosExperiment) -> tuple[Simulator, dict[str, object]]:
         "dead_peers": sum(node.stats.dead_peers for node in sim.nodes),
         "pushed_up": sum(node.stats.pushed_up for node in sim.nodes),
         "refilled": sum(node.stats.refilled for node in sim.nodes),
+        "filled": sum(node.stats.filled for node in sim.nodes),
+        "looks": sum(node.stats.looks for node in sim.nodes),
+        "merges": sum(node.stats.merges for node in sim.nodes),
         "virtual_time": sim.now,
         "wall": wall,
     }

@@ -1,0 +1,89 @@
+"""Liveness and friend-of-a-friend announcements: what a node tells every peer, stream or not.
+
+Heartbeats (pub0sub): every ``heartbeat_interval`` a node sends each peer a Heartbeat and drops
+any peer silent for ``dead_after``, so a dead or cut-off peer is noticed in bounded time
+whatever the transport says. Announcements (Freenet 0.7.5): after links change, debounced by
+``announce_delay``, each peer is told where our other peers are, one message per peer.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import DropPeer, Effect, PeerId
+from overlay.core.peers import PeerTable
+from overlay.core.stats import NodeStats
+from overlay.core.timers import TimerQueue
+from overlay.messages import MAX_NEIGHBOURS, Heartbeat, Message, Neighbours
+
+ANNOUNCE_TIMER = "announce"
+HEARTBEAT_TIMER = "heartbeat"
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    config: NodeConfig
+    peers: PeerTable
+    stats: NodeStats
+    _timers: TimerQueue
+    _out: list[Effect]
+    _beats: int
+    _beating: bool
+    _announce_at: float | None
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _forget_peer(self, now: float, peer: PeerId) -> None: ...
+    def _links_changed(self, now: float) -> None: ...
+    def _announce(self) -> None: ...
+
+
+class Liveness:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    _announce_at: float | None  # a Neighbours announcement is due then (None: none is)
+
+    def _beat(self: _NodeParts, now: float) -> None:
+        """One heartbeat round: drop every peer silent for ``dead_after``, then tell every
+        other peer we are alive. A dead peer is found within ``dead_after`` plus one
+        interval of its last message, without help from the transport (a cut cable, a
+        frozen process and a lost route all look the same: silence)."""
+        config = self.config
+        silent = [p for p in self.peers if now - p.heard > config.dead_after]
+        for peer in silent:
+            self._out.append(
+                DropPeer(
+                    peer.id, f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)"
+                )
+            )
+            self.peers.remove(peer.id)
+            self.stats.dead_peers += 1
+            self._forget_peer(now, peer.id)
+        if silent:
+            self._links_changed(now)
+        self._beats += 1
+        if len(self.peers) == 0:
+            self._beating = False  # the next Hello starts the rounds again
+            return
+        beat = Heartbeat(self._beats)
+        for peer in self.peers:
+            self._send(peer.id, beat)
+        self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
+
+    def _links_changed(self: _NodeParts, now: float) -> None:
+        if self._announce_at is None:
+            at = now + self.config.announce_delay
+            self._announce_at = at
+            self._timers.add(at, (ANNOUNCE_TIMER, 0, 0))
+
+    def _announce(self: _NodeParts) -> None:
+        self._announce_at = None
+        locations = sorted(peer.location for peer in self.peers)
+        if len(locations) > MAX_NEIGHBOURS:
+            # Keep an even spread around the circle rather than one arc of it.
+            step = len(locations) / MAX_NEIGHBOURS
+            locations = [locations[int(i * step)] for i in range(MAX_NEIGHBOURS)]
+        message = Neighbours(tuple(locations))
+        for peer in self.peers:
+            self._send(peer.id, message)

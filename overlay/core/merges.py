@@ -1,0 +1,120 @@
+"""Looking again: a root that took over a tree checks that no other tree of its stream exists
+before it numbers anything, and joins that tree if one does. One tree per stream.
+
+Why. When a root dies, each of its orphaned subtrees restarts at once and routes a
+resubscribe. Two of them can miss each other: one's search passes the other while that one
+is detached and refuses it (``restarts``, race 3), or has not yet joined anything, or spends
+its HTL inside its own labelled subtree; both end as root of a split tree (chaos seed 4,
+two roots that were each other's peers). Nothing in the spec merges them afterwards.
+
+How. A takeover already holds numbering for ``takeover_grace`` (``publishing``, "Taking
+over"). When the grace ends, before numbering anything, the root *looks again*: it repeats
+its restart search, labelling its subtree (SubscribeRestarted, confirmations) and routing a
+ResubscribeRequest with must-beat its own location, while staying root and holding numbers
+for as long as the search runs. By then the other restarts have settled, so the search meets
+any other tree that routing can reach:
+
+* Found: a node closer to the key than us, outside our subtree (the label keeps our own
+  members from accepting), took us as its child. We join its tree with our whole subtree
+  (ROOT -> JOINED, ``Change.MERGED``), exactly as a restarting node attaches: what we hold
+  beyond the new parent's head goes up to its root with the original uids and numbers
+  (``push_up``), and the publishes that waited for our grace go up to be numbered there.
+* Not found: we stay root; the labels end (RestartEnded), and so does the grace.
+
+Of two roots, only the farther can join the other (must-beat), so they never join each other
+and the closer one, finding nothing closer, stays. A root looks once per takeover: a look
+that finds nothing is not repeated, so a root with a closer member of its own tree (which
+the label makes refuse) does not flap.
+
+Numbering across a merge. Neither root has numbered a packet since its takeover when it
+looks, so both trees still share the dead root's numbering: a merge never puts two packets
+under one number. Packets the old root numbered that only the joining side holds reach the
+other side through ``push_up`` under their own numbers, and publishers' acks from the old
+root keep their meaning. (A split that outlives a takeover's look, two sides of a partition
+each numbering under its own root, is not merged here: see the chaos report.)
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.publishing import RECOVER_TIMER, PacketFlow
+from overlay.core.restarts import RESTART_TIMER
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    location: float
+    config: NodeConfig
+    rng: random.Random
+    stats: NodeStats
+    streams: dict[bytes, Stream]
+    flow: PacketFlow
+    _timers: TimerQueue
+    _awaiting: dict[int, bytes]
+
+    def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
+    def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
+    def _route_restart(self, now: float, stream: Stream) -> None: ...
+    def _hold_numbers(self, now: float, stream: Stream) -> None: ...
+
+
+class Merges:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _look_first(self: _NodeParts, now: float, token: int) -> bool:
+        """A root's takeover grace (timer ``token``) may be over: look again before it ends.
+        True: the grace goes on (a look started, or one is still running)."""
+        key = self.flow.recovering.get(token)
+        stream = None if key is None else self.streams.get(key)
+        if (
+            stream is None
+            or stream.state is not State.ROOT
+            or stream.recover_token != token
+            or stream.recover_until is None
+            or now < stream.recover_until
+        ):
+            return False
+        if stream.looking is not None:
+            self._hold_numbers(now, stream)  # the search is still out
+            return True
+        if not stream.look_due or stream.restart_uid is not None:
+            return False
+        stream.look_due = False
+        self.stats.looks += 1
+        uid = self.rng.getrandbits(64)
+        stream.looking = uid
+        self._hold_numbers(now, stream)
+        self._label(stream, uid, self.location)
+        self._awaiting[uid] = stream.key
+        if stream.confirming:
+            self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
+        else:
+            self._route_restart(now, stream)
+        return True
+
+    def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Keep the grace on while a look's search runs (it ends sooner, one way or the
+        other: ``_looked`` or ``_merged``)."""
+        stream.recover_until = now + self.config.request_timeout
+        self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+
+    def _looked(self: _NodeParts, now: float, stream: Stream) -> None:
+        """The look found no other tree: stay root, end the labels and the grace."""
+        stream.looking = stream.join_uid = None
+        self._take_label(stream, None, None)
+        stream.recover_until = now
+        self.flow.on_recover_timer(now, stream.recover_token)
+
+    def _merged(self: _NodeParts, stream: Stream) -> None:
+        """The look found another tree and we are about to join it: no longer a root, so
+        the grace is over (the caller attaches us, ``Change.MERGED``)."""
+        self.stats.merges += 1
+        stream.looking = None
+        stream.recover_until = None

@@ -1,0 +1,247 @@
+"""Refills: a node serves a child packets from before it joined the tree by asking upward.
+
+A node that enters a tree as a relay of someone else's search starts where that search asked
+to resume: a resubscribe that had seen up to packet 19 makes the relay expect 20, and it
+holds nothing below. A second resubscribe that coalesces there having seen only up to 18
+needs 19, which the tree above still holds. Telling it "19 missed" (catch-up's answer for
+anything not held) loses a packet the tree has: the chaos runs found exactly that.
+
+So a node that must serve a child numbers it *never had* (below the point it joined at, not
+holes its parent reported, not evicted) first asks its parent for them (FillRequest), and
+serves the child once they are in: the parent answers in order with each packet it holds
+and PacketsMissed for the rest, after asking its own parent for what it never had either.
+Only the root, which has nobody to ask, reports such numbers missed at once. Meanwhile:
+
+* A child joining through a search is not adopted yet (it would be sent live packets before
+  the older ones, and take the first as a gap): its search is told Accepted and waits. Once
+  the numbers are in, the node checks again that it may accept the search (it may have
+  restarted meanwhile) and adopts it, catching it up from its ``last_seen`` as usual.
+* A child's own FillRequest is answered by a replay of the range.
+
+Nothing waits for ever: each waiter has ``fill_timeout``, after which it is served with what
+the node has (the rest reported missed, never skipped in silence). A node restarting keeps
+its waiters and asks its new parent once attached; one that becomes the root serves them.
+Old packets that arrive are kept in the window only, never sent to other children or local
+clients (all of them are past those numbers). Waiters per stream are bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.peers import PeerTable
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.core.window import Window
+from overlay.messages import (
+    Accepted,
+    FillRequest,
+    Message,
+    PacketsMissed,
+    RejectedLoop,
+    SubscribeData,
+)
+
+FILL_TIMER = "fill"
+
+# Children one stream keeps waiting at once. A refill is rare (a late joiner meets an older
+# resubscribe); past this bound a child is served at once, any gap reported missed, so a
+# child sending FillRequests in a loop holds at most this much state here.
+MAX_FILLS = 64
+
+# A range of packet numbers, both ends included.
+Span = tuple[int, int]
+
+
+@dataclass(slots=True, eq=False)
+class Fill:
+    """A child waiting until our gaps in ``first..`` are filled."""
+
+    peer: PeerId
+    first: int
+    last: int | None  # None: up to our head when served (a search: its catch-up)
+    uid: int | None  # the search to answer and adopt (None: a child's FillRequest)
+    must_beat: float | None  # that search's, checked again when it is answered
+    token: int  # its timer
+    asked: Span  # what we asked our parent for; served once ``asked[1]`` is in
+
+
+def gaps(window: Window, first: int, last: int) -> list[Span]:
+    """The numbers in ``first..last`` this node never had: not held, not a known hole, not
+    below the floor (evicted, or never accepted). Work is bounded by the window's size."""
+    spans: list[Span] = []
+    for item in window.replay(max(first, window.floor), last):
+        if isinstance(item, SubscribeData):
+            continue
+        number, end = item
+        while number <= end:
+            hole_end = window.missing_until(number)
+            if hole_end is not None:
+                number = hole_end + 1
+                continue
+            index = window.holes.bisect_right(number)
+            stop = end
+            if index < len(window.holes):
+                stop = min(end, window.holes.peekitem(index)[0] - 1)
+            spans.append((number, stop))
+            number = stop + 1
+    return spans
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    config: NodeConfig
+    stats: NodeStats
+    peers: PeerTable
+    streams: dict[bytes, Stream]
+    _timers: TimerQueue
+    _fill_keys: dict[int, bytes]
+    _fill_tokens: int
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
+    def _adopt(
+        self,
+        now: float,
+        stream: Stream,
+        peer: PeerId,
+        uid: int,
+        new_root: bool,
+        last_seen: int | None,
+        must_beat: float | None = None,
+        wait: bool = True,
+    ) -> None: ...
+    def _prune(self, stream: Stream) -> None: ...
+    def _serve_later(
+        self,
+        now: float,
+        stream: Stream,
+        peer: PeerId,
+        first: int,
+        last: int | None,
+        uid: int | None,
+        must_beat: float | None,
+    ) -> bool: ...
+    def _finish_fill(self, now: float, stream: Stream, fill: Fill) -> None: ...
+    def _check_fills(self, now: float, stream: Stream) -> None: ...
+    def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
+
+
+class Refills:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _serve_later(
+        self: _NodeParts,
+        now: float,
+        stream: Stream,
+        peer: PeerId,
+        first: int,
+        last: int | None,
+        uid: int | None,
+        must_beat: float | None,
+    ) -> bool:
+        """Whether serving ``peer`` from ``first`` must wait for packets we never had; if so,
+        it waits (see the module notes) and our parent is asked for them."""
+        if stream.state is State.ROOT or stream.next_in is None:
+            return False
+        end = stream.next_in - 1 if last is None else min(last, stream.next_in - 1)
+        missing = gaps(stream.window, first, end)
+        fills = stream.fills or []
+        if not missing or len(fills) >= MAX_FILLS:
+            return False
+        if uid is not None:
+            if any(f.uid == uid and f.peer == peer for f in fills):
+                return True  # the same search again (a duplicate): it already waits
+            self._send(peer, Accepted(uid))  # a long wait is fine: the search goes on here
+        asked = (missing[0][0], missing[-1][1])
+        covered = any(f.asked[0] <= asked[0] and asked[1] <= f.asked[1] for f in fills)
+        self._fill_tokens += 1
+        token = self._fill_tokens
+        fills.append(Fill(peer, first, last, uid, must_beat, token, asked))
+        stream.fills = fills
+        self._fill_keys[token] = stream.key
+        self._timers.add(now + self.config.fill_timeout, (FILL_TIMER, token, 0))
+        if not covered and stream.state is State.JOINED and stream.parent is not None:
+            self._send(stream.parent, FillRequest(stream.key, *asked))
+        return True
+
+    def _on_fill_request(self: _NodeParts, now: float, peer: PeerId, message: FillRequest) -> None:
+        """A child asks for packets it never had: replay them, once we have them too."""
+        stream = self.streams.get(message.key)
+        if (
+            stream is None
+            or not stream.carried
+            or peer not in stream.children
+            or message.first > message.last
+            or stream.next_in is None
+        ):
+            self.stats.ignored += 1  # the child's wait times out; it reports them missed
+            return
+        if not self._serve_later(now, stream, peer, message.first, message.last, None, None):
+            self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
+
+    def _check_fills(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Serve every waiter whose asked-for numbers are in (held or known missing): a
+        parent answers in order, so the last number asked arrives last. A root serves all:
+        nobody is left to ask."""
+        for fill in list(stream.fills or ()):
+            if stream.state is State.ROOT or not stream.window.accepts(fill.asked[1]):
+                self._finish_fill(now, stream, fill)
+
+    def _refill(self: _NodeParts, now: float, stream: Stream) -> None:
+        """We have a new parent (or became root): ask it for what our waiters still lack."""
+        if not stream.fills:
+            return
+        if stream.state is State.ROOT:
+            self._check_fills(now, stream)
+        elif stream.state is State.JOINED and stream.parent is not None:
+            for span in sorted({fill.asked for fill in stream.fills}):
+                self._send(stream.parent, FillRequest(stream.key, *span))
+
+    def _on_fill_timer(self: _NodeParts, now: float, token: int) -> None:
+        key = self._fill_keys.get(token)
+        stream = None if key is None else self.streams.get(key)
+        for fill in () if stream is None else list(stream.fills or ()):
+            if fill.token == token:
+                assert stream is not None
+                self._finish_fill(now, stream, fill)
+                return
+        self._fill_keys.pop(token, None)  # the stream is gone
+
+    def _finish_fill(self: _NodeParts, now: float, stream: Stream, fill: Fill) -> None:
+        """Serve ``fill`` with what we hold now (anything still lacking: reported missed)."""
+        assert stream.fills is not None
+        stream.fills.remove(fill)
+        if not stream.fills:
+            stream.fills = None
+        del self._fill_keys[fill.token]
+        peer = fill.peer
+        live = self.streams.get(stream.key) is stream and stream.carried
+        if fill.uid is None:
+            if live and peer in stream.children and stream.next_in is not None:
+                end = stream.next_in - 1 if fill.last is None else fill.last
+                self._replay(stream, peer, fill.first, min(end, stream.next_in - 1))
+        elif peer in self.peers:
+            if (
+                live
+                and peer != stream.parent
+                and self._may_accept(stream, fill.uid, fill.must_beat)
+            ):
+                self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, wait=False)
+            else:
+                # We may no longer take it (we restarted meanwhile, or left): the search
+                # backtracks to its next peer with the budget it has.
+                self._send(peer, RejectedLoop(fill.uid))
+        self._prune(stream)
+
+    def _replay(self: _NodeParts, stream: Stream, peer: PeerId, first: int, last: int) -> None:
+        for item in stream.window.replay(first, last):
+            if isinstance(item, SubscribeData):
+                self._send(peer, item)
+            else:
+                self._send(peer, PacketsMissed(stream.key, *item))

@@ -1,0 +1,108 @@
+"""Looking again (``overlay.core.merges``): a root that took over a tree looks for another tree
+of its stream when its takeover grace ends, before it numbers anything, and joins it if one
+is there; and an attached root takes any resubscribe (``Restarts._may_accept``).
+
+The split scene is ``test_takeover``'s drawn tree: R (0.5) is the root; its link to X (0.47)
+breaks while C (0.3) is slow, so X's restart search dies at C and X becomes root of its own
+subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed roots for good.
+"""
+
+from __future__ import annotations
+
+from test_node import MAX_HTL, make, meet, sends
+from test_takeover import (
+    ACCEPT,
+    GRACE,
+    KEY,
+    OLD,
+    UID,
+    A,
+    C,
+    E,
+    R,
+    X,
+    acked,
+    carried,
+    lose_root,
+    seen,
+    taken_over_by_a_restart,
+    tree,
+)
+
+from overlay.core.streams import State
+from overlay.messages import ResubscribeRequest, SubscribeSucceeded
+
+
+def test_a_root_that_took_over_beside_another_tree_joins_it_when_its_grace_ends() -> None:
+    net, _, _ = taken_over_by_a_restart()
+    began = 1.0 + ACCEPT
+    assert net.roots(KEY) == [R, X]  # the split
+    net.advance(began + GRACE - 0.001)
+    assert net.roots(KEY) == [R, X] and net.nodes[X].stats.looks == 0
+    net.advance(began + GRACE)
+    # X looked again: its search, labelled so that E refuses it, went through C to R.
+    assert net.roots(KEY) == [R] and net.tree_problems(KEY) == []
+    assert (carried(net, X).state, carried(net, X).parent) == (State.JOINED, C)
+    assert carried(net, E).restart_uid is None  # the label ended with the merge
+    stats = net.nodes[X].stats
+    assert (stats.looks, stats.merges) == (1, 1)
+    # One numbering: R's next publish reaches both sides under the same number.
+    net.advance(began + 2 * GRACE)  # R's own grace (X reported what it holds) is over
+    net.publish(R, KEY, b"after", uid=999)
+    for name in (E, A):
+        assert seen(net, name) == [*((n, OLD[n]) for n in range(3)), (3, b"after")]
+
+
+def test_a_root_alone_looks_once_finds_nothing_and_numbers_then() -> None:
+    """R's whole tree loses R; X, closest, takes over. Its look at the grace's end finds
+    no other tree, so it stays root, ends the labels and numbers what waited."""
+    net = tree()
+    for n in range(3):
+        net.publish(R, KEY, OLD[n], uid=UID + n)
+    lose_root(net, "at once")
+    assert net.roots(KEY) == [R, X]  # R, cut off, is root of nothing
+    net.publish(A, KEY, b"waits", uid=300)
+    assert acked(net, A) == {}
+    stream = carried(net, X)
+    net.advance(stream.recover_until or 0.0)
+    assert stream.state is State.ROOT and stream.looking is None
+    assert net.nodes[X].stats.looks == 1 and net.nodes[X].stats.merges == 0
+    assert acked(net, A) == {300: 3}
+    assert all(carried(net, n).restart_uid is None for n in (X, E, C, A))
+    # Once per takeover: the next grace end (there is none) and later timers look no more.
+    net.advance(net.now + 10 * GRACE)
+    assert net.nodes[X].stats.looks == 1
+
+
+def test_an_attached_root_takes_a_resubscribe_whatever_its_must_beat() -> None:
+    """It has no parent, so it is nobody's descendant: adopting closes no cycle."""
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.49)
+    node.subscribe(0.0, KEY, 1)
+    node.handle_timer(ACCEPT)
+    node.handle_timer(2 * ACCEPT)  # the search dies at both peers: N is root
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT
+    # Q (0.49) is closer to the key than we are; the spec's rule alone would send it on.
+    effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
+    assert sends(effects) == [(b"Q", SubscribeSucceeded(7, KEY, None))]
+    assert list(stream.children) == [b"Q"]
+
+
+def test_a_root_that_is_looking_takes_only_farther_origins() -> None:
+    """While it looks, a root is a detached subtree's top like any restarting node: two
+    looking roots must not adopt each other (``restarts``, race 3)."""
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.49)
+    node.subscribe(0.0, KEY, 1)
+    node.handle_timer(ACCEPT)
+    node.handle_timer(2 * ACCEPT)  # the search dies at both peers: N is root
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT
+    stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``_look_first`` labels it
+    effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
+    assert (b"Q", SubscribeSucceeded(7, KEY, None)) not in sends(effects)
+    effects = node.receive(20.0, b"P", ResubscribeRequest(8, KEY, MAX_HTL, 0.2, 0.2, None))
+    assert sends(effects)[0][1] == SubscribeSucceeded(8, KEY, None, None, (), 55, 0.45)

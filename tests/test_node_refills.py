@@ -1,0 +1,193 @@
+"""Refills (``overlay.core.refills``): a node that joined a tree late asks its parent for the
+packets a child needs from before it joined, instead of telling the child they were missed.
+
+The scene (the chaos run's seeds 1 and 12): N (0.45) has nothing of the stream. A's
+resubscribe, having seen up to packet 19, goes through N to P (0.49), which has the stream, so
+N joins expecting 20. Then B's resubscribe coalesces at N having seen only up to 18: N never
+had 19, but P holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corenet import key_at
+from test_node import MAX_HTL, make, meet, sends
+
+from overlay.core.effects import Effect
+from overlay.core.node import Node
+from overlay.core.refills import MAX_FILLS, gaps
+from overlay.core.streams import State
+from overlay.core.window import Window
+from overlay.messages import (
+    Accepted,
+    FillRequest,
+    Message,
+    PacketKind,
+    PacketsMissed,
+    RejectedLoop,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+)
+
+KEY = key_at(0.5)
+P, A, B = b"P", b"A", b"B"
+FILL = make().config.fill_timeout
+
+
+def data(number: int) -> SubscribeData:
+    return SubscribeData(KEY, number, b"p%d" % number, None, PacketKind.DATA, None, None, number)
+
+
+def joined_late() -> Node:
+    """N joined as the relay of A's resubscribe (last_seen 19); P sent 20 and 21."""
+    node = make(0.45)
+    meet(node, P, 0.49)
+    meet(node, A, 0.2)
+    meet(node, B, 0.3)
+    effects = node.receive(0.0, A, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 19))
+    assert sends(effects) == [
+        (A, Accepted(1)),
+        (P, ResubscribeRequest(1, KEY, MAX_HTL, 0.45, 0.2, 19)),
+    ]
+    effects = node.receive(0.0, P, SubscribeSucceeded(1, KEY, 19))
+    assert sends(effects) == [(A, SubscribeSucceeded(1, KEY, 19))]
+    for n in (20, 21):
+        assert sends(node.receive(0.0, P, data(n))) == [(A, data(n))]
+    stream = node.streams[KEY]
+    assert (stream.state, stream.next_in, list(stream.children)) == (State.JOINED, 22, [A])
+    return node
+
+
+def b_resubscribes(node: Node, now: float = 1.0) -> list[Effect]:
+    return node.receive(now, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, 18))
+
+
+def to(effects: Sequence[Effect], peer: bytes) -> list[Message]:
+    return [m for p, m in sends(effects) if p == peer]
+
+
+def test_a_late_joiner_asks_its_parent_for_what_a_child_needs_and_waits() -> None:
+    node = joined_late()
+    effects = b_resubscribes(node)
+    # B is not adopted yet: live packets before 19 would make it take 19 for lost.
+    assert sends(effects) == [(B, Accepted(2)), (P, FillRequest(KEY, 19, 19))]
+    assert B not in node.streams[KEY].children and node.busy() and node._fill_keys
+    assert sends(node.receive(1.5, P, data(22))) == [(A, data(22))]  # live traffic goes on
+    effects = node.receive(1.5, P, data(19))
+    # 19 went to nobody else (A had it); B gets it first, then everything after, in order.
+    assert to(effects, A) == []
+    assert to(effects, B) == [
+        SubscribeSucceeded(2, KEY, 22),
+        data(19),
+        data(20),
+        data(21),
+        data(22),
+    ]
+    assert list(node.streams[KEY].children) == [A, B] and not node._fill_keys
+    assert node.stats.filled == 1
+
+
+def test_before_refills_the_child_was_told_a_held_packet_was_missed() -> None:
+    """The bug itself, pinned: without waiting (``wait=False``) the catch-up says 19 missed."""
+    node = joined_late()
+    stream = node.streams[KEY]
+    node._adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
+    effects = node._flush()
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+
+
+def test_what_the_parent_lacks_too_is_reported_missed_then() -> None:
+    node = joined_late()
+    b_resubscribes(node)
+    effects = node.receive(1.5, P, PacketsMissed(KEY, 19, 19))
+    assert to(effects, A) == []  # A is past 19: nothing to tell it
+    assert to(effects, B) == [
+        SubscribeSucceeded(2, KEY, 21),
+        PacketsMissed(KEY, 19, 19),
+        data(20),
+        data(21),
+    ]
+
+
+def test_a_silent_parent_costs_the_child_fill_timeout_not_its_subscription() -> None:
+    node = joined_late()
+    b_resubscribes(node)
+    assert to(node.handle_timer(1.0 + FILL - 0.1), B) == []
+    effects = node.handle_timer(1.0 + FILL)
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+    assert B in node.streams[KEY].children and not node._fill_keys
+
+
+def test_a_search_that_may_no_longer_end_here_is_sent_on() -> None:
+    """N restarted while B waited, under a label whose origin (0.2) is farther from the key
+    than B's must-beat (0.3): adopting B now could close a cycle, so B backtracks."""
+    node = joined_late()
+    b_resubscribes(node)
+    node.receive(1.2, P, SubscribeRestarted(77, KEY, 0.2))
+    effects = node.receive(1.5, P, data(19))
+    assert (B, RejectedLoop(2)) in sends(effects)
+    assert B not in node.streams[KEY].children
+
+
+def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() -> None:
+    node = joined_late()  # N lacks 19; now its child A asks N for 19 (A joined late too)
+    effects = node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    assert sends(effects) == [(P, FillRequest(KEY, 19, 19))]
+    effects = node.receive(1.5, P, data(19))
+    assert sends(effects) == [(A, data(19))]
+
+
+def test_a_fill_request_is_answered_from_the_window_in_order() -> None:
+    node = joined_late()
+    node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, 20))  # no gap: adopted
+    node.receive(1.0, P, PacketsMissed(KEY, 22, 22))
+    node.receive(1.0, P, data(23))
+    # Up to the head only; a hole the parent reported is passed on, not asked for again.
+    effects = node.receive(1.5, B, FillRequest(KEY, 20, 30))
+    assert sends(effects) == [
+        (B, data(20)),
+        (B, data(21)),
+        (B, PacketsMissed(KEY, 22, 22)),
+        (B, data(23)),
+    ]
+
+
+def test_fill_requests_from_strangers_or_malformed_ones_change_nothing() -> None:
+    node = joined_late()
+    assert sends(node.receive(1.0, B, FillRequest(KEY, 19, 19))) == []  # B is not a child
+    assert sends(node.receive(1.0, A, FillRequest(KEY, 21, 19))) == []  # first > last
+    assert sends(node.receive(1.0, A, FillRequest(key_at(0.1), 1, 2))) == []  # not carried
+    assert node.streams[KEY].fills is None and not node._fill_keys
+
+
+def test_waiters_are_bounded() -> None:
+    node = joined_late()
+    for _ in range(MAX_FILLS + 3):
+        node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    fills = node.streams[KEY].fills
+    assert fills is not None and len(fills) == MAX_FILLS
+    # Past the bound the child is answered at once, with what the node has.
+    assert sends(node.receive(1.0, A, FillRequest(KEY, 19, 20))) == [
+        (A, PacketsMissed(KEY, 19, 19)),
+        (A, data(20)),
+    ]
+
+
+def test_a_root_has_nobody_to_ask_and_reports_the_gap_at_once() -> None:
+    node = joined_late()
+    stream = node.streams[KEY]
+    stream.state, stream.parent = State.ROOT, None
+    effects = b_resubscribes(node)
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+
+
+def test_gaps_are_what_was_never_held_nor_reported_missed() -> None:
+    window = Window(100, 10**6)
+    for n in (3, 4, 9):
+        window.add(data(n))
+    window.mark_missing(6, 7)
+    assert gaps(window, 0, 10) == [(0, 2), (5, 5), (8, 8), (10, 10)]
+    assert gaps(window, 3, 4) == []
