@@ -191,3 +191,18 @@ def test_gaps_are_what_was_never_held_nor_reported_missed() -> None:
     window.mark_missing(6, 7)
     assert gaps(window, 0, 10) == [(0, 2), (5, 5), (8, 8), (10, 10)]
     assert gaps(window, 3, 4) == []
+
+
+def test_a_relay_never_claims_more_than_its_parent_has() -> None:
+    """A's resubscribe has seen up to 19; P, where it coalesces, only up to 18. N, joining
+    as its relay, must tell A the tree has 18, so A pushes 19 up to the root (the 1000-node
+    chaos run: N claimed 19, A pushed nothing, and the new root gave 19 to another publish)."""
+    node = make(0.45)
+    meet(node, P, 0.49)
+    meet(node, A, 0.2)
+    node.receive(0.0, A, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 19))
+    effects = node.receive(0.0, P, SubscribeSucceeded(1, KEY, 18))
+    assert sends(effects) == [(A, SubscribeSucceeded(1, KEY, 18))]
+    assert node.streams[KEY].next_in == 19
+    # The pushed-up 19 comes back down from the root: N takes it and passes it on.
+    assert sends(node.receive(1.0, P, data(19))) == [(A, data(19))]

@@ -639,8 +639,15 @@ class PacketFlow:
                 stream.high = reply.last_packet
             stream.frontier.learn(reply.last_closed, reply.open_epochs)
         if stream.next_in is None and last_seen is not None:
-            stream.next_in = last_seen + 1
-            stream.contiguous_from = last_seen + 1
+            # We start where the search asked to resume, but never past what the parent
+            # has: a relay that claimed the requester's newest packet would tell it, in its
+            # own success, that the tree has it, and it would push nothing up.
+            start = last_seen
+            if reply is not None:
+                if reply.last_packet is None:
+                    return  # the parent has nothing yet: take what comes
+                start = min(last_seen, reply.last_packet)
+            stream.next_in = stream.contiguous_from = start + 1
 
     def resume_point(self, stream: Stream) -> int | None:
         """The ``last_seen`` our own search for ``stream`` asks to resume after."""
