@@ -538,3 +538,40 @@ def test_subscriber_whose_parent_dies_before_packet_zero_still_gets_it() -> None
     assert [p.number for p in packets] == [0, 1, 2]
     assert [p.data for p in packets] == [b"p0", b"p1", b"p2"]
     assert net.tree_problems(key) == [] and net.roots(key) == [b"R"]
+
+
+def _two_node_stream() -> tuple[CoreNet, bytes]:
+    """R roots ``key``; A is a member whose publishes go up to R."""
+    key = key_at(0.1)
+    net = CoreNet(seed=9)
+    net.add(b"R", 0.1)
+    net.add(b"A", 0.6)
+    net.connect(b"R", b"A")
+    net.subscribe(b"R", key, client=9)
+    net.subscribe(b"A", key, client=8)
+    assert net.roots(key) == [b"R"] and net.stream(b"A", key) is not None
+    return net, key
+
+
+def test_two_clients_publishing_one_uid_in_flight_both_get_its_answer() -> None:
+    """A Spark task and its speculative copy publish the same uid through one node: one
+    publish, stored once, and each client is answered (neither waits for a timeout)."""
+    net, key = _two_node_stream()
+    net.hold(b"R")  # the publish stays in flight
+    net.publish(b"A", key, b"rows", client=1, uid=4242)
+    net.publish(b"A", key, b"rows", client=2, uid=4242)
+    assert net.answers(b"A", 1) == net.answers(b"A", 2) == []
+    net.release(b"R")
+    assert net.answers(b"A", 1) == net.answers(b"A", 2) == [PublishAcked(key, 4242, 0)]
+    assert net.nodes[b"R"].stats.published == 1
+
+
+def test_the_publish_goes_on_for_the_other_client_when_the_first_leaves() -> None:
+    net, key = _two_node_stream()
+    net.hold(b"R")
+    net.publish(b"A", key, b"rows", client=1, uid=77)
+    net.publish(b"A", key, b"rows", client=2, uid=77)
+    net._apply(b"A", net.nodes[b"A"].remove_client(net.now, 1))
+    net.release(b"R")
+    assert net.answers(b"A", 2) == [PublishAcked(key, 77, 0)]
+    assert net.answers(b"A", 1) == []

@@ -133,7 +133,10 @@ class LocalClients:
             self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
             return self._flush()
         if uid in self.flow.local:
-            return self._flush()  # already in flight: its answer will come
+            # Already in flight (a retry, or another client with the same uid, such as a
+            # speculative Spark task): one publish, and every one of them gets its answer.
+            self.flow.join(uid, client)
+            return self._flush()
         if len(self.flow.local) >= self.config.max_relayed_publishes:
             # Local publishes in flight share the relay table's bound: memory stays bounded
             # however fast clients publish without waiting for answers.

@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import pump
@@ -104,6 +104,13 @@ class LocalPublish:
     client: ClientId
     message: PublishData
     attempt: int = 1
+    # Other clients that published the same uid while it was in flight (a Spark task and
+    # its speculative copy): one publish, so they wait for the same answer.
+    also: list[ClientId] = field(default_factory=list)
+
+    @property
+    def clients(self) -> list[ClientId]:
+        return [self.client, *self.also]
 
 
 @dataclass(slots=True, eq=False)
@@ -174,16 +181,30 @@ class PacketFlow:
         self._arm(now, uid, entry.attempt)
         self._route(now, stream, entry.client, entry.message)
 
+    def join(self, uid: int, client: ClientId) -> None:
+        """Another client published ``uid`` while it is in flight: it gets the same answer."""
+        entry = self.local[uid]
+        if client not in entry.clients:
+            entry.also.append(client)
+
     def forget_client(self, client: ClientId) -> None:
-        for uid in [uid for uid, entry in self.local.items() if entry.client == client]:
-            del self.local[uid]
+        for uid, entry in list(self.local.items()):
+            if client in entry.also:
+                entry.also.remove(client)
+            elif entry.client == client:
+                if entry.also:
+                    entry.client = entry.also.pop(0)  # still wanted: keep it going
+                else:
+                    del self.local[uid]
 
     def _arm(self, now: float, uid: int, attempt: int) -> None:
         self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
 
     def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
-        self.local.pop(message.uid, None)
-        self._deliver(client, PublishFailed(message.key, message.uid, error, EXPLAIN[error]))
+        entry = self.local.pop(message.uid, None)
+        failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
+        for waiting in [client] if entry is None else entry.clients:
+            self._deliver(waiting, failed)
 
     # --- publishes from peers ---------------------------------------------------------------
 
@@ -294,16 +315,19 @@ class PacketFlow:
         if entry is None:
             return  # answered already (a resend crossed the first answer)
         key, uid = answer.key, answer.uid
+        event: ClientEvent
         if isinstance(answer, PublishSucceeded):
-            self._deliver(source, PublishAcked(key, uid, answer.packet))
+            event = PublishAcked(key, uid, answer.packet)
         elif isinstance(answer, PublishCollision):
-            self._deliver(source, PublishCollided(key, uid, answer.packet, answer.suggested_next))
+            event = PublishCollided(key, uid, answer.packet, answer.suggested_next)
         else:
             try:
                 error = PublishError(answer.reason)
             except ValueError:
                 error = PublishError.INVALID
-            self._deliver(source, PublishFailed(key, uid, error, explain(answer.reason)))
+            event = PublishFailed(key, uid, error, explain(answer.reason))
+        for client in entry.clients:
+            self._deliver(client, event)
 
     def _reject(self, peer: PeerId, message: PublishData, error: PublishError) -> None:
         self.stats.publish_rejected += 1
