@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+
+from overlay.client import Client
 
 OVERLAY = [sys.executable, "-m", "tools.cli"]
 DEADLINE = 20.0  # seconds any one wait may take before the test fails
@@ -204,3 +207,35 @@ def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:
             timeout=DEADLINE,
         )
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def _rows_packet(rows: list[tuple[bytes | None, bytes]]) -> bytes:
+    """One packet of rows in the Spark sink's framing (overlay/spark/rows.py), by hand."""
+    lengths = [len(v) for _, v in rows] + [-1 if k is None else len(k) for k, _ in rows]
+    values = b"".join(v for _, v in rows)
+    keys = b"".join(k for k, _ in rows if k is not None)
+    header = struct.pack("<4sBI", b"OVR1", 1, len(rows))
+    return header + struct.pack(f"<{len(lengths)}i", *lengths) + values + keys
+
+
+def test_subscribe_rows_unpacks_the_spark_sinks_packets(two_nodes: tuple[str, str]) -> None:
+    a, b = two_nodes
+    sub = subprocess.Popen(
+        [*OVERLAY, "subscribe", "rows", "--node", b, "--count", "2", "--rows"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sub.stderr is not None
+        Lines(sub.stderr).wait_for(r"^subscribed")
+        with Client(a) as client:
+            client.publish("rows", _rows_packet([(b"k1", b"v1"), (None, b"v2")]))
+            client.publish("rows", b"plain text, not rows")
+        sub.wait(timeout=DEADLINE)
+        assert sub.stdout is not None
+        out = sub.stdout.read()
+    finally:
+        sub.kill()
+    assert out.splitlines() == ["0.0 k1: v1", "0.1 v2"]
+    assert sub.returncode == 2  # the second packet is no packet of rows: said, not guessed

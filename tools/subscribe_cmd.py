@@ -4,7 +4,9 @@ Each packet prints as ``<number> <data>`` (data as text when it is UTF-8, else h
 ``--json`` as one JSON object a line: ``{"packet": n, "data": ..., "epoch": e}`` for a
 packet, ``{"missed": [first, last]}`` for packets that could not be had, and for atomic
 subscribers ``{"epoch": e, "packets": [...]}`` per whole epoch. ``--last-seen N`` resumes
-after packet N (catch-up from the tree's windows); ``--count N`` exits after N packets.
+after packet N (-1: from the first packet still held); ``--count N`` exits after N packets.
+``--rows`` unpacks packets the Spark sink published (many rows each, ``overlay.spark``)
+into one line per row: ``<packet>.<row> [<key>: ]<value>``, or ``"rows": [...]`` in JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from keyspace.stream_key import StreamKey
 from overlay.client import Client
 from overlay.core.events import Epoch, EpochAborted, EpochSkipped, Missed, Packet
 from overlay.messages import PacketKind
+from overlay.spark.rows import PackingError, unpack
 from tools.publish_cmd import DEFAULT_NODE
 
 
@@ -34,6 +37,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--atomic", action="store_true", help="whole epochs only (Strymon)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--count", type=int, help="exit after this many packets")
+    p.add_argument("--rows", action="store_true", help="unpack the Spark sink's rows")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait to join")
     p.set_defaults(run=run)
 
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         head = "none yet" if joined.last_packet is None else joined.last_packet
         print(f"subscribed; newest packet: {head}", file=sys.stderr, flush=True)
         for event in subscription:
-            line, packets = _render(event, args.json)
+            line, packets = _render(event, args.json, args.rows)
             print(line, flush=True)
             seen += packets
             if args.count is not None and seen >= args.count:
@@ -59,20 +63,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(event: object, as_json: bool) -> tuple[str, int]:
-    """The line to print for ``event`` and how many packets it counts for."""
+def _render(event: object, as_json: bool, rows: bool) -> tuple[str, int]:
+    """The line(s) to print for ``event`` and how many packets it counts for."""
     if isinstance(event, Packet):
         if as_json:
-            return json.dumps(_packet(event)), 1
-        marker = "" if event.kind is PacketKind.DATA else f" [{event.kind.name.lower()}]"
-        return f"{event.number} {_text(event.data)}{marker}", 1
+            return json.dumps(_packet(event, rows)), 1
+        return _packet_text(event, rows, ""), 1
     if isinstance(event, Epoch):
         if as_json:
-            return json.dumps(
-                {"epoch": event.epoch, "packets": [_packet(p) for p in event.packets]}
-            ), len(event.packets)
+            packets = [_packet(p, rows) for p in event.packets]
+            return json.dumps({"epoch": event.epoch, "packets": packets}), len(event.packets)
         lines = [f"epoch {event.epoch} ({len(event.packets)} packets)"]
-        lines += [f"  {p.number} {_text(p.data)}" for p in event.packets]
+        lines += [_packet_text(p, rows, "  ") for p in event.packets]
         return "\n".join(lines), len(event.packets)
     if isinstance(event, Missed):
         if as_json:
@@ -86,15 +88,45 @@ def _render(event: object, as_json: bool) -> tuple[str, int]:
     return (json.dumps({"event": type(event).__name__}) if as_json else repr(event)), 0
 
 
-def _packet(packet: Packet) -> dict[str, Any]:
+def _packet_text(packet: Packet, rows: bool, indent: str) -> str:
+    if packet.kind is not PacketKind.DATA:
+        return f"{indent}{packet.number} [{packet.kind.name.lower()}]"
+    if not rows:
+        return f"{indent}{packet.number} {_text(packet.data)}"
+    return "\n".join(
+        f"{indent}{packet.number}.{i} " + ("" if key is None else f"{_text(key)}: ") + _text(value)
+        for i, (key, value) in enumerate(_rows(packet))
+    )
+
+
+def _packet(packet: Packet, rows: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"packet": packet.number, "epoch": packet.epoch}
+    if rows and packet.kind is PacketKind.DATA:
+        out["rows"] = [{"key": _json(k), "value": _json(v)} for k, v in _rows(packet)]
+    else:
+        out["data"] = _json(packet.data)
+    return out
+
+
+def _rows(packet: Packet) -> list[tuple[bytes | None, bytes | None]]:
     try:
-        data: Any = packet.data.decode()
+        return [(r.key, r.value) for r in unpack(packet.data)]
+    except PackingError as error:
+        raise ValueError(f"packet {packet.number} is not a packet of rows: {error}") from None
+
+
+def _json(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return data.decode()
     except UnicodeDecodeError:
-        data = {"hex": packet.data.hex()}
-    return {"packet": packet.number, "data": data, "epoch": packet.epoch}
+        return {"hex": data.hex()}
 
 
-def _text(data: bytes) -> str:
+def _text(data: bytes | None) -> str:
+    if data is None:
+        return "null"
     try:
         return data.decode()
     except UnicodeDecodeError:
