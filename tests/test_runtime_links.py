@@ -23,6 +23,7 @@ from overlay.runtime.handshake import Handshake, HandshakeError, Session
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.link import Link
+from overlay.runtime.peering import LinkParams, authenticate
 from overlay.runtime.service import RunningNode
 from testnet.local import LocalNetwork
 
@@ -233,3 +234,21 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
 def _children(host: NodeHost, key: bytes) -> dict[bytes, None]:
     stream = host.core.streams.get(key)
     return {} if stream is None else stream.children
+
+
+async def test_a_node_that_is_not_the_configured_id_is_refused_by_the_dialler() -> None:
+    """``connect = ["host:port@<id>"]``: the dialler checks the answering node proves that id
+    (the same ``authenticate`` its redial loop runs); a node with another key is refused,
+    and the node dialled keeps its other links."""
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(chain(2), core=FAST) as net:
+            await net.wait_linked()
+            target = net.node(0)
+            dialler = Identity.generate()
+            params = LinkParams(dialler, b"testnet", None, 5.0, 1 << 20)
+            stream = await connect(target)
+            with pytest.raises(HandshakeError, match="dialled"):
+                await authenticate(stream, params, initiator=True, expect=bytes(range(32)))
+            await stream.aclose()
+            assert dialler.public not in target.host.links
+            await still_works(net)
