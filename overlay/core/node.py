@@ -612,8 +612,8 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
         """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
         ``last_seen``; if that needs packets from before we joined, first ask for them
         (``refills``; ``wait`` False: serve what we have)."""
-        # A peer already our child gets everything we take in; catching it up again would
-        # send it packets twice (it relays several searches through us that coalesced).
+        # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
+        # is caught up anyway: a restarting sender drops what we sent it before it attached.
         known = peer in stream.children
         if (
             wait
@@ -627,7 +627,7 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
             self._send(peer, self.flow.success(uid, stream))
-        if not new_root and not known:
+        if not new_root and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
         self.flow.reported(now, stream, last_seen)
 

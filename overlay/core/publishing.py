@@ -662,7 +662,10 @@ class PacketFlow:
             ):
                 stream.high = reply.last_packet
             stream.frontier.learn(reply.last_closed, reply.open_epochs)
-        if stream.next_in is None and last_seen is not None:
+        if stream.next_in is None and last_seen is None:
+            head = None if reply is None else reply.last_packet  # None: on a new root's path
+            stream.start = 0 if head is None else head + 1
+        elif stream.next_in is None and last_seen is not None:
             # We start where the search asked to resume, but never past what the parent
             # has: a relay that claimed the requester's newest packet would tell it, in its
             # own success, that the tree has it, and it would push nothing up.
@@ -678,6 +681,11 @@ class PacketFlow:
         if stream.next_in is not None:
             return stream.next_in - 1  # -1: we expect packet 0 and have nothing yet
         wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
+        if stream.start is not None:
+            # A relay whose parent was lost before any packet came: its children were told
+            # the stream starts there (chaos: a relay resuming "anywhere" had its
+            # subscriber told the packets published meanwhile were missed).
+            wanted.append(stream.start - 1)
         return min(wanted) if wanted else None
 
     def subscribed(self, stream: Stream, root: bool) -> Subscribed:

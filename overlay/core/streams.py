@@ -124,6 +124,10 @@ class Stream:
     high: int | None = None  # the newest packet number known to exist
     next_in: int | None = None  # the number expected next from the parent (None: any)
     contiguous_from: int | None = None  # no packet from here on was missed by this node
+    # Where a fresh join placed us (the parent's head + 1), while no packet has come: what
+    # our subtree was told it starts at, so a resubscribe before the first packet resumes
+    # there rather than at whatever head it meets.
+    start: int | None = None
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
     uids: OrderedDict[int, int] | None = None  # at the root: publish uid -> packet number
     # At a root that took over a tree: until then it numbers nothing new (see publishing).
