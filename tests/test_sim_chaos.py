@@ -298,3 +298,19 @@ def test_restarting_node_that_relayed_a_success_gets_what_its_parent_sent_before
     )
     outcome = run(Scenario(seed=369, nodes=25, streams=2, subscribers=2, faults=faults))
     assert outcome.log.acks and failures(outcome) == []
+
+
+def test_detached_relay_does_not_answer_a_search_it_could_not_accept() -> None:
+    # Root 9 died; 15 and 12 restarted its two subtrees. 12's resubscribe (must-beat 12,
+    # closer than 15) passed node 0, in 15's detached subtree, which rightly routed it on
+    # (race 3), to a node just added, which became a new root. On the success coming back
+    # 0 answered 12's search itself, hanging 12's subtree below 15's; 15's own search then
+    # found 12's subtree: a cycle with no root, publishes bouncing round it for ever.
+    faults = (
+        Fault(at=0.0, kind="crash", arg=194),
+        Fault(at=0.0, kind="crash", arg=11371),
+        Fault(at=0.0, kind="add", arg=2),
+        Fault(at=1.0, kind="crash", arg=0),
+    )
+    outcome = run(Scenario(seed=0, nodes=25, streams=2, subscribers=6, faults=faults))
+    assert outcome.log.acks and failures(outcome) == []

@@ -40,7 +40,7 @@ from overlay.core.peers import PeerTable
 from overlay.core.publishing import PUBLISH_TIMER, RECOVER_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
-from overlay.core.restarts import RESTART_TIMER, Restarts
+from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, success_of
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, next_state
@@ -452,8 +452,8 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
                     self._merged(stream)  # our look found another tree: join it
                 change = Change.ATTACHED if stream.state is State.RESTARTING else Change.MERGED
                 self._change(stream, change, parent=peer)
-                self._take_label(stream, *_label_of(reply))
-                self.flow.attached(stream, _success_of(reply), route.last_seen)
+                self._take_label(stream, *label_of(reply))
+                self.flow.attached(stream, success_of(reply), route.last_seen)
                 self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
                 self._refill(now, stream)
@@ -463,13 +463,16 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
                 # ancestor, which will attach below us), so no cycle closes.
                 old = stream.parent
                 self._change(stream, Change.REPARENTED, parent=peer)
-                self._take_label(stream, *_label_of(reply))
-                self.flow.attached(stream, _success_of(reply), route.last_seen)
+                self._take_label(stream, *label_of(reply))
+                self.flow.attached(stream, success_of(reply), route.last_seen)
                 if old is not None and old in self.peers:
                     self._leave(old, route.key)
                 self._refill(now, stream)
             elif stream.parent != peer:
                 self._leave(peer, route.key)
+                if not self._may_hang_below(stream, route.uid, route.must_beat):
+                    self._fail(route)  # answering it from here would put it below us
+                    return
             self._answer(now, stream, route, new_root=False)
         else:
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
@@ -536,13 +539,13 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
             stream = self._new_stream(key, state, parent, route.descriptor)
         else:
             self._change(stream, change, parent)
-        self._take_label(stream, *_label_of(reply))
+        self._take_label(stream, *label_of(reply))
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
             # A resubscribe that makes us root brings an existing tree: a takeover.
             self.flow.became_root(now, stream, route.last_seen, takeover=route.is_resubscribe)
         else:
-            self.flow.attached(stream, _success_of(reply), route.last_seen)
+            self.flow.attached(stream, success_of(reply), route.last_seen)
         root = stream.state is State.ROOT
         if stream.local:
             subscribed = self.flow.subscribed(stream, root)
@@ -702,18 +705,3 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
         self._announced = deadline
         out, self._out = self._out, []
         return out
-
-
-def _success_of(
-    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
-) -> SubscribeSucceeded | None:
-    return reply if isinstance(reply, SubscribeSucceeded) else None
-
-
-def _label_of(
-    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
-) -> tuple[int | None, float | None]:
-    """The restart label a success hands its receiver (a new root's tree is attached)."""
-    if isinstance(reply, SubscribeSucceeded):
-        return reply.restart, reply.origin
-    return None, None

@@ -37,7 +37,14 @@ from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
 from overlay.core.timers import TimerQueue
-from overlay.messages import Message, RestartConfirmed, RestartEnded, SubscribeRestarted
+from overlay.messages import (
+    Message,
+    RestartConfirmed,
+    RestartEnded,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
+)
 
 RESTART_TIMER = "restart"
 
@@ -58,6 +65,7 @@ class _NodeParts(Protocol):
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
     def _forward(self, now: float, route: Route) -> None: ...
+    def _may_hang_below(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
     def _prune(self, stream: Stream) -> None: ...
     def _leave(self, peer: PeerId, key: bytes) -> None: ...
     def _start_own_search(
@@ -95,6 +103,19 @@ class Restarts:
         if not is_closer(target, self.location, must_beat):
             return False
         return origin is None or is_closer(target, origin, must_beat)
+
+    def _may_hang_below(
+        self: _NodeParts, stream: Stream, uid: int, must_beat: float | None
+    ) -> bool:
+        """Whether a search we routed on, which found a tree beyond us, may be answered
+        from here (joining our tree, not the one it found: we carry the stream). While we
+        are detached that is race 3 again: only a subtree whose origin is farther than ours
+        may hang below us (chaos: answering regardless closed a cycle with no root). Our
+        own location does not matter here: the tree that accepted it was close enough."""
+        origin = stream.restart_origin
+        if must_beat is None or origin is None:
+            return True
+        return uid not in stream.restarts_seen and is_closer(stream.target, origin, must_beat)
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
@@ -239,3 +260,19 @@ class Restarts:
             return
         self.stats.confirm_timeouts += 1
         self._route_restart(now, stream)
+
+
+def success_of(
+    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
+) -> SubscribeSucceeded | None:
+    """The success that tells its receiver the tree's head (None: a new root's, empty)."""
+    return reply if isinstance(reply, SubscribeSucceeded) else None
+
+
+def label_of(
+    reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
+) -> tuple[int | None, float | None]:
+    """The restart label a success hands its receiver (a new root's tree is attached)."""
+    if isinstance(reply, SubscribeSucceeded):
+        return reply.restart, reply.origin
+    return None, None
