@@ -314,3 +314,17 @@ def test_detached_relay_does_not_answer_a_search_it_could_not_accept() -> None:
     )
     outcome = run(Scenario(seed=0, nodes=25, streams=2, subscribers=6, faults=faults))
     assert outcome.log.acks and failures(outcome) == []
+
+
+def test_root_whose_child_left_during_its_look_looks_again() -> None:
+    # Both roots died; node 3 became root, with 13 (closer to the key) below it through
+    # node 1. 3's look labelled 13's subtree, then 1 died: 13's subtree, refusing 3's look
+    # (its label), restarted and made 13 a root; 13's own look, routing toward the key,
+    # never came near 3. Two roots numbered from 0 (packets 0..12 ordered twice).
+    faults = (
+        Fault(at=0.0, kind="crash", arg=0),
+        Fault(at=0.0, kind="crash", arg=0),
+        Fault(at=13.0, kind="crash", arg=97),
+    )
+    outcome = run(Scenario(seed=0, nodes=20, streams=2, subscribers=2, faults=faults))
+    assert outcome.log.acks and failures(outcome) == []

@@ -24,7 +24,10 @@ any other tree that routing can reach:
 Of two roots, only the farther can join the other (must-beat), so they never join each other
 and the closer one, finding nothing closer, stays. A root looks once per takeover: a look
 that finds nothing is not repeated, so a root with a closer member of its own tree (which
-the label makes refuse) does not flap.
+the label makes refuse) does not flap. Except: a child that leaves while the look runs takes
+away a subtree that carries the look's label and so refused it, and a closer member of that
+subtree may become a root of its own meanwhile, which the closer root's look, routing toward
+the key, never finds. So such a look is repeated with a fresh uid, at most ``RELOOKS`` times.
 
 Numbering across a merge. Neither root has numbered a packet since its takeover when it
 looks, so both trees still share the dead root's numbering: a merge never puts two packets
@@ -46,6 +49,10 @@ from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
 
+# Looks one takeover may repeat because a child left while one ran: a few cover a
+# subtree that came off mid-look; more would hold numbering for as long as churn goes on.
+RELOOKS = 3
+
 
 class _NodeParts(Protocol):
     """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
@@ -63,6 +70,7 @@ class _NodeParts(Protocol):
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
     def _hold_numbers(self, now: float, stream: Stream) -> None: ...
+    def _start_look(self, now: float, stream: Stream) -> None: ...
 
 
 class Merges:
@@ -87,6 +95,13 @@ class Merges:
         if not stream.look_due or stream.restart_uid is not None:
             return False
         stream.look_due = False
+        stream.relooks = 0
+        self._start_look(now, stream)
+        return True
+
+    def _start_look(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Label our subtree with a fresh uid and route the look's search."""
+        stream.look_lost = False
         self.stats.looks += 1
         uid = self.rng.getrandbits(64)
         stream.looking = uid
@@ -97,7 +112,6 @@ class Merges:
             self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
         else:
             self._route_restart(now, stream)
-        return True
 
     def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
         """Keep the grace on while a look's search runs (it ends sooner, one way or the
@@ -106,8 +120,16 @@ class Merges:
         self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
 
     def _looked(self: _NodeParts, now: float, stream: Stream) -> None:
-        """The look found no other tree: stay root, end the labels and the grace."""
+        """The look found no other tree: stay root, end the labels and the grace; or, if
+        a child left while it ran, look once more (up to ``RELOOKS`` times)."""
         stream.looking = stream.join_uid = None
+        if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
+            # The child took away a subtree carrying this look's label, which refused the
+            # search: a closer member of it may since have become a root, and a fresh uid
+            # is one it will accept (chaos: two roots, both numbering from 0).
+            stream.relooks += 1
+            self._start_look(now, stream)
+            return
         self._take_label(stream, None, None)
         stream.recover_until = now
         self.flow.on_recover_timer(now, stream.recover_token)

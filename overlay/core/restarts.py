@@ -133,6 +133,8 @@ class Restarts:
 
     def _child_gone(self: _NodeParts, now: float, stream: Stream, peer: PeerId) -> None:
         del stream.children[peer]
+        if stream.looking is not None:
+            stream.look_lost = True  # see ``merges``: the look may have missed its subtree
         if stream.idle:
             self._prune(stream)
         elif stream.confirming is not None:

@@ -137,6 +137,8 @@ class Stream:
     # A root that took over looks again for another tree before numbering (merges).
     look_due: bool = False
     looking: int | None = None  # the uid of that look's search while it runs
+    look_lost: bool = False  # a child left while it ran: look once more (merges)
+    relooks: int = 0  # looks repeated so far for this takeover
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
 
