@@ -7,6 +7,7 @@ processes' own output lines, each with a deadline, never on sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -128,11 +129,11 @@ def test_publish_on_one_node_subscribe_on_another(two_nodes: tuple[str, str]) ->
     finally:
         sub.kill()
     assert sub.returncode == 0
-    assert out.splitlines() == [
-        '{"packet": 0, "data": "hello", "epoch": null}',
-        '{"packet": 1, "data": "world", "epoch": null}',
-        '{"packet": 2, "data": "line one", "epoch": null}',
-        '{"packet": 3, "data": "line two", "epoch": null}',
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"packet": 0, "data": "hello", "epoch": None},
+        {"packet": 1, "data": "world", "epoch": None},
+        {"packet": 2, "data": "line one", "epoch": None},
+        {"packet": 3, "data": "line two", "epoch": None},
     ]
 
 

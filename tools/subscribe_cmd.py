@@ -100,11 +100,12 @@ def _packet_text(packet: Packet, rows: bool, indent: str) -> str:
 
 
 def _packet(packet: Packet, rows: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"packet": packet.number, "epoch": packet.epoch}
+    out: dict[str, Any] = {"packet": packet.number}
     if rows and packet.kind is PacketKind.DATA:
         out["rows"] = [{"key": _json(k), "value": _json(v)} for k, v in _rows(packet)]
     else:
         out["data"] = _json(packet.data)
+    out["epoch"] = packet.epoch
     return out
 
 
