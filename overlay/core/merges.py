@@ -28,6 +28,9 @@ the label makes refuse) does not flap. Except: a child that leaves while the loo
 away a subtree that carries the look's label and so refused it, and a closer member of that
 subtree may become a root of its own meanwhile, which the closer root's look, routing toward
 the key, never finds. So such a look is repeated with a fresh uid, at most ``RELOOKS`` times.
+For the same reason a root that loses a child to death or restart at any time (not by
+Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new
+top, if closer, is then still in its own takeover grace, so it has numbered nothing either.
 
 Numbering across a merge. Neither root has numbered a packet since its takeover when it
 looks, so both trees still share the dead root's numbering: a merge never puts two packets
@@ -112,6 +115,15 @@ class Merges:
             self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
         else:
             self._route_restart(now, stream)
+
+    def _lost_child(self: _NodeParts, now: float, stream: Stream) -> None:
+        """A child of ``stream`` died or restarted. At a root, its subtree is coming off,
+        and a member closer to the key than us may become a root of its own, whose look,
+        routing toward the key, will not find us: so we hold numbering for a grace and look,
+        as after a takeover (chaos: two roots numbering the same numbers)."""
+        if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
+            stream.look_due = True
+            self.flow.hold(now, stream)
 
     def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
         """Keep the grace on while a look's search runs (it ends sooner, one way or the

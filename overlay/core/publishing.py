@@ -421,7 +421,7 @@ class PacketFlow:
             stream.contiguous_from = stream.next_in
         if takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
-            self._hold(now, stream)
+            self.hold(now, stream)
 
     def reported(self, now: float, stream: Stream, last_seen: int | None) -> None:
         """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
@@ -445,14 +445,14 @@ class PacketFlow:
             if high >= limit:
                 return
             stream.high = min(last_seen, limit)
-        self._hold(now, stream)
+        self.hold(now, stream)
 
     def _continue_after(self, stream: Stream, last_seen: int) -> None:
         """Nothing held yet: continue the stream's numbering after ``last_seen``."""
         stream.high = last_seen
         stream.next_in = stream.contiguous_from = last_seen + 1
 
-    def _hold(self, now: float, stream: Stream) -> None:
+    def hold(self, now: float, stream: Stream) -> None:
         """Number nothing new until ``takeover_grace`` from now (see the module notes)."""
         until = now + self.config.takeover_grace
         if stream.recover_until is None:

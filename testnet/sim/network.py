@@ -68,3 +68,11 @@ class Network:
                 self._last[(a, b)] = at
             times.append(at)
         return times
+
+    def resend_at(self, now: float, a: int, b: int) -> float:
+        """When a frame held back on link a->b and sent again now arrives: no fault draws
+        (TCP's retransmission), and never before an earlier frame on that link."""
+        at = max(now + self.latency(a, b), self._last.get((a, b), 0.0))
+        if self.model.jitter:
+            self._last[(a, b)] = at
+        return at

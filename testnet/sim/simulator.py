@@ -87,6 +87,10 @@ class Simulator:
         self.links: list[set[int]] = [set(row) for row in self.topology.neighbours]
         self._open: set[tuple[int, int]] = set(self.topology.edges())
         self._cut: set[tuple[int, int]] = set()  # links a partition holds down
+        # Frames sent over (or arriving on) a cut link that is still open, per direction:
+        # TCP would retransmit them, so they arrive, in order, if the partition heals before
+        # either end gives the link up; once it does, they are lost with the connection.
+        self._stalled: dict[tuple[int, int], list[Message]] = {}
         self.nodes = [self._new_node(i) for i in range(n)]
         self.alive = [True] * n
         self.now = 0.0
@@ -225,6 +229,8 @@ class Simulator:
 
     def _deliver_message(self, src: int, dst: int, message: Message) -> None:
         if not self.alive[dst] or not self.linked(dst, src):
+            if self.alive[dst] and self._stall(src, dst, message):
+                return
             self.lost += 1
             return
         if type(message) is not Heartbeat:
@@ -264,7 +270,8 @@ class Simulator:
         message = effect.message
         self.sent[type(message).__name__] += 1
         if j is None or not self.linked(i, j):
-            self.lost += 1
+            if j is None or not self._stall(i, j, message):
+                self.lost += 1
             return
         if self.config.wire:
             message = decode(encode(message))
@@ -281,6 +288,18 @@ class Simulator:
             self._work += counts
             self._push(at, _MESSAGE, i, j, message)
 
+    def held_back(self) -> int:
+        """Frames a partition holds back on links still up (delivered at ``heal``)."""
+        return sum(len(frames) for frames in self._stalled.values())
+
+    def _stall(self, a: int, b: int, message: Message) -> bool:
+        """Hold a frame from ``a`` to ``b`` if only a partition stops it (see ``_stalled``)."""
+        pair = (a, b) if a < b else (b, a)
+        if pair not in self._open or pair not in self._cut:
+            return False
+        self._stalled.setdefault((a, b), []).append(message)
+        return True
+
     # --- faults -----------------------------------------------------------------------------
 
     def disconnect(self, a: int, b: int) -> None:
@@ -290,6 +309,8 @@ class Simulator:
         if pair not in self._open:
             return
         self._open.discard(pair)
+        self._stalled.pop((a, b), None)  # lost with the connection
+        self._stalled.pop((b, a), None)
         for x, y in ((a, b), (b, a)):
             if self.alive[x] and self.ids[y] in self.nodes[x].peers:
                 self._apply(x, self.nodes[x].link_down(self.now, self.ids[y]))
@@ -326,6 +347,8 @@ class Simulator:
         self._wake.pop(i, None)
         for j in self.links[i]:
             self._open.discard((i, j) if i < j else (j, i))
+            self._stalled.pop((i, j), None)
+            self._stalled.pop((j, i), None)
 
     def restart(self, i: int) -> None:
         """Start node ``i`` again: same id and location, a new boot id, no stream state,
@@ -362,9 +385,16 @@ class Simulator:
     def heal(self) -> None:
         """Lift every partition and dial the links it broke."""
         cut, self._cut = self._cut, set()
+        stalled, self._stalled = self._stalled, {}
         for a, b in sorted(cut):
             if (a, b) in self._open:
-                continue  # neither end noticed the cut: the link just works again
+                # Neither end noticed the cut: the link just works again, and what it held
+                # back arrives now, in order (FIFO with whatever is sent after).
+                for x, y in ((a, b), (b, a)):
+                    for message in stalled.get((x, y), ()):
+                        self._work += type(message) is not Heartbeat
+                        self._push(self.network.resend_at(self.now, x, y), _MESSAGE, x, y, message)
+                continue
             self.connect(a, b)
 
     # --- results ----------------------------------------------------------------------------
