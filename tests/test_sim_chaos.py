@@ -36,6 +36,7 @@ import functools
 import random
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -268,6 +269,7 @@ CHAOS = settings(
 )
 
 
+@pytest.mark.slow
 @CHAOS
 @given(scenarios())
 def test_chaos_keeps_one_tree_and_loses_no_acknowledged_packet(scenario: Scenario) -> None:
