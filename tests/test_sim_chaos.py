@@ -361,3 +361,12 @@ def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
     scenario = Scenario(seed=0, nodes=20, streams=3, subscribers=2, partition=(0.0, 1.0, 0.3125))
     outcome = run(scenario)
     assert outcome.log.acks and failures(outcome) == []
+
+
+def test_relay_that_joined_an_empty_tree_through_a_resubscribe_resumes_at_its_start() -> None:
+    # Node 4 joined as the relay of a resubscribe that asked for everything (last_seen -1)
+    # while the tree had no packet yet, so it kept no start point; when its parent 16 died
+    # it resubscribed with last_seen None and its subtree was told 0..21 were missed.
+    faults = (Fault(at=0.0, kind="crash", arg=0), Fault(at=13.0, kind="crash", arg=1))
+    outcome = run(Scenario(seed=1, nodes=20, streams=2, subscribers=2, faults=faults))
+    assert outcome.log.acks and failures(outcome) == []

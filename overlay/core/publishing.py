@@ -672,7 +672,8 @@ class PacketFlow:
             start = last_seen
             if reply is not None:
                 if reply.last_packet is None:
-                    return  # the parent has nothing yet: take what comes
+                    stream.start = last_seen + 1  # nothing yet: the search's point holds
+                    return
                 start = min(last_seen, reply.last_packet)
             stream.next_in = stream.contiguous_from = start + 1
 
