@@ -616,11 +616,11 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
         ``last_seen``; if that needs packets from before we joined, first ask for them
         (``refills``; ``wait`` False: serve what we have)."""
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
-        # is caught up anyway: a restarting sender drops what we sent it before it attached.
+        # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
         if (
             wait
-            and not (new_root or known)
+            and not new_root
             and last_seen is not None
             and self._serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
         ):
