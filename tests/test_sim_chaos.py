@@ -176,7 +176,9 @@ def run(scenario: Scenario) -> Outcome:
     last = max([f.until or f.at for f in scenario.faults] + [0.0])
     if scenario.partition is not None:
         last = max(last, scenario.partition[1])
-    sim.run(until=PUBLISH_AT + max(last, PUBLISH_FOR) + 1.0)
+    # Past the last fault by more than liveness needs to notice it: heartbeats are not
+    # protocol work, so a silent crash would otherwise look "quiet" until it is noticed.
+    sim.run(until=PUBLISH_AT + max(last, PUBLISH_FOR) + NODE.dead_after + 2 * BEAT)
     quiet = _run_quiet(sim, CONVERGE)
     stayed = [(n, c, k) for n, c, k in subs if n not in crashed]
     return Outcome(sim, log, keys, stayed, quiet)
@@ -261,7 +263,7 @@ def failures(outcome: Outcome) -> list[str]:
 
 
 CHAOS = settings(
-    max_examples=25,
+    max_examples=100,
     deadline=None,
     derandomize=True,
     database=None,  # the same examples every run: none replayed from an earlier failure
@@ -269,6 +271,9 @@ CHAOS = settings(
 )
 
 
+# Slow-marked, and open: at 100 examples it still finds a scenario where one packet number is
+# acknowledged for two publishes (two roots numbering apart before a merge); each failing
+# example found so far is a regression below, fixed in the core.
 @pytest.mark.slow
 @CHAOS
 @given(scenarios())
