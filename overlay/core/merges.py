@@ -46,10 +46,11 @@ import random
 from typing import Protocol
 
 from overlay.core.config import NodeConfig
-from overlay.core.publishing import RECOVER_TIMER, PacketFlow
+from overlay.core.publishing import PacketFlow
 from overlay.core.restarts import RESTART_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
+from overlay.core.takeover import RECOVER_TIMER
 from overlay.core.timers import TimerQueue
 
 # Looks one takeover may repeat because a child left while one ran: a few cover a

@@ -37,13 +37,14 @@ from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
-from overlay.core.publishing import PUBLISH_TIMER, RECOVER_TIMER, PacketFlow
+from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
 from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, success_of
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, next_state
+from overlay.core.takeover import RECOVER_TIMER
 from overlay.core.timers import TimerQueue
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError

@@ -1,0 +1,182 @@
+"""A root taking over a tree that already carried packets, and the packets it needs back.
+
+Split from ``overlay.core.publishing`` (see its "Taking over" notes); ``PacketFlow`` inherits
+this class, and each method's ``self`` is that flow. A node that becomes root of an existing
+tree (its root died, or a closer node took its place), or a root that lost a child, holds
+numbering for ``takeover_grace`` (``hold``): the old root's other children are still
+reporting what they have seen (``reported``), and restarted subtrees push up, with their
+original uids and numbers, the packets their new parent lacks (``push_up``). When the grace
+ends (``on_recover_timer``) the root takes what was brought in order, announces every hole
+as missed, and numbers what waited. The root continues numbering above the newest number
+any child reported, so no number is given twice.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import MAX_PACKET, MAX_WIRE_HTL, Message, PublishData
+
+RECOVER_TIMER = "recover"
+
+# A takeover claim beyond this is ignored: numbering must have room to go on below MAX_PACKET.
+_LAST_CLAIM = MAX_PACKET - 2**32
+
+
+def _next(stream: Stream) -> int:
+    return 0 if stream.high is None else stream.high + 1
+
+
+class _FlowParts(Protocol):
+    """What these methods use of the ``PacketFlow`` they are mixed into."""
+
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    timers: TimerQueue
+    stats: NodeStats
+    recovering: dict[int, bytes]
+    _tokens: int
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _missing(self, stream: Stream, first: int, last: int) -> None: ...
+    def _reply(self, source: Any, answer: Any) -> None: ...
+    def _serialize(self, stream: Stream, message: PublishData) -> Any: ...
+    def carried(self, now: float, stream: Stream) -> None: ...
+    def hold(self, now: float, stream: Stream) -> None: ...
+    def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
+
+
+class Takeover:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    def became_root(
+        self: _FlowParts, now: float, stream: Stream, last_seen: int | None, takeover: bool
+    ) -> None:
+        """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
+        had seen; ``takeover``: the tree existed before (a restart made us root)."""
+        if stream.uids is None:
+            # The uids of the packets we hold: a retry of one of them is acknowledged.
+            uids = stream.uids = OrderedDict()
+            for number, packet in stream.window.packets.items():
+                if packet.uid is not None:
+                    uids[packet.uid] = number
+        if stream.next_in is None and last_seen is not None and last_seen >= 0:
+            self._continue_after(stream, last_seen)
+        if stream.next_in is None:
+            stream.next_in = _next(stream)
+        if stream.contiguous_from is None:
+            stream.contiguous_from = stream.next_in
+        if takeover:
+            stream.look_due = True  # before numbering, look for another tree (merges)
+            self.hold(now, stream)
+
+    def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
+        """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
+        took over a tree, and this subtree got packets it did not), numbering continues
+        above it, after a grace in which the child brings what it holds. A claim far
+        beyond our own head moves it by at most one window: a peer cannot make the root
+        skip an unbounded range of numbers."""
+        if stream.state is not State.ROOT or last_seen is None or not 0 <= last_seen <= _LAST_CLAIM:
+            return  # (a claim so near the end of the numbers leaves no room to go on)
+        high = stream.high
+        if high is not None and last_seen <= high:
+            return
+        if high is None:
+            self._continue_after(stream, last_seen)
+            stream.recover_base = last_seen
+        else:
+            if stream.recover_until is None:
+                stream.recover_base = high
+            # Measured from the head before this grace, so repeated claims cannot walk it.
+            limit = (stream.recover_base or 0) + self.config.window_packets
+            if high >= limit:
+                return
+            stream.high = min(last_seen, limit)
+        self.hold(now, stream)
+
+    def _continue_after(self: _FlowParts, stream: Stream, last_seen: int) -> None:
+        """Nothing held yet: continue the stream's numbering after ``last_seen``."""
+        stream.high = last_seen
+        stream.next_in = stream.contiguous_from = last_seen + 1
+
+    def hold(self: _FlowParts, now: float, stream: Stream) -> None:
+        """Number nothing new until ``takeover_grace`` from now (see the module notes)."""
+        until = now + self.config.takeover_grace
+        if stream.recover_until is None:
+            self._tokens += 1
+            stream.recover_token = self._tokens
+            self.recovering[self._tokens] = stream.key
+        stream.recover_until = max(until, stream.recover_until or until)
+        self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+
+    def on_recover_timer(self: _FlowParts, now: float, token: int) -> None:
+        """A root's takeover grace may be over: give up what nobody brought (reported as
+        missed, never silent) and number what waited."""
+        key = self.recovering.get(token)
+        stream = None if key is None else self.streams.get(key)
+        if stream is None or stream.recover_token != token or stream.recover_until is None:
+            self.recovering.pop(token, None)
+            return
+        if now < stream.recover_until:
+            return  # extended: a later timer ends it
+        del self.recovering[token]
+        stream.recover_until = None
+        if stream.state is not State.ROOT:
+            return
+        # Packets brought up past a hole waited; take them in order, each hole before
+        # them announced as missed, so every branch sees the same numbers.
+        high = stream.high
+        held = [
+            (source, message)
+            for source, message in stream.queued
+            if message.packet is not None
+            and high is not None
+            and stream.next_in is not None
+            and stream.next_in < message.packet <= high
+        ]
+        held.sort(key=lambda item: item[1].packet or 0)
+        stream.queued = [item for item in stream.queued if item not in held]
+        for source, message in held:
+            assert message.packet is not None and stream.next_in is not None
+            if message.packet > stream.next_in:
+                self._missing(stream, stream.next_in, message.packet - 1)
+            self._reply(source, self._serialize(stream, message))
+        assert stream.next_in is not None
+        if stream.high is not None and stream.next_in <= stream.high:
+            self._missing(stream, stream.next_in, stream.high)
+        self.carried(now, stream)
+
+    def push_up(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
+        """We attached under a parent that has processed up to ``theirs``: send up, in
+        order and with their original uids, the packets we hold beyond it. They reached
+        our branch before the tree broke and may have reached nobody else; the root takes
+        each as the next packet or acknowledges one it has (``_fill``)."""
+        parent = stream.parent
+        if parent is None or stream.next_in is None:
+            return
+        first = 0 if theirs is None else theirs + 1
+        for number in stream.window.packets.irange(first, stream.next_in - 1):
+            packet = stream.window.packets[number]
+            if packet.uid is None:
+                continue
+            self.stats.pushed_up += 1
+            self._send(
+                parent,
+                PublishData(
+                    packet.uid,
+                    stream.key,
+                    number,
+                    stream.target,
+                    MAX_WIRE_HTL,
+                    packet.data,
+                    packet.epoch,
+                    packet.kind,
+                    packet.sig,
+                ),
+            )
