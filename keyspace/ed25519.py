@@ -10,6 +10,9 @@ same rule as libsodium's blocklist).
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -48,3 +51,38 @@ def verify(public: bytes, sig: bytes, data: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+# --- printable keys -------------------------------------------------------------------------
+
+KEY_TEXT_LENGTH = 52  # 32 bytes in unpadded base32
+
+
+class KeyTextError(ValueError):
+    """Text that is not a key's printable form; ``problem`` says which rule it breaks
+    ("length", "alphabet" or "canonical"), so each caller can say it in its own words."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def key_text(public: bytes) -> str:
+    """The printable form of a 32-byte public key (a node id, a signed stream's key):
+    lowercase, unpadded base32."""
+    return base64.b32encode(public).decode("ascii").rstrip("=").lower()
+
+
+def parse_key_text(text: str) -> bytes:
+    """The key :func:`key_text` printed as ``text`` (either case). Only the canonical
+    spelling: 52 characters carry 260 bits, and if the 4 spare ones are not zero the text is
+    a second spelling of another key, which would give one key two names."""
+    if len(text) != KEY_TEXT_LENGTH:
+        raise KeyTextError("length")
+    try:
+        raw = base64.b32decode(text.upper() + "====")
+    except (binascii.Error, ValueError):
+        raise KeyTextError("alphabet") from None
+    if key_text(raw) != text.lower():
+        raise KeyTextError("canonical")
+    return raw

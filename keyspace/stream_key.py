@@ -32,15 +32,13 @@ key and every key to exactly one canonical address.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import unicodedata
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from keyspace.ed25519 import is_small_order, verify
+from keyspace.ed25519 import KeyTextError, is_small_order, key_text, parse_key_text, verify
 from keyspace.location import key_location
 
 # URI-scheme style prefix of every full address. Like a URI scheme it is matched without regard
@@ -124,30 +122,24 @@ def _check_public_key(public_key: object) -> bytes:
 
 
 def _encode_public_key(public_key: bytes) -> str:
-    return base64.b32encode(public_key).decode("ascii").rstrip("=").lower()
+    return key_text(public_key)
 
 
 def _decode_public_key(text: str) -> bytes:
     """Decode the base32 key part of an address, accepting only the canonical spelling."""
-    if len(text) != PUBLIC_KEY_BASE32_CHARS:
-        raise StreamAddressError(
-            f"the key part {text!r} is {len(text)} characters; a public key is "
-            f"{PUBLIC_KEY_BASE32_CHARS} base32 characters or the word {OPEN_MARKER!r}; "
-            f"{_EXPECTED_FORMS}"
-        )
     try:
-        raw = base64.b32decode(text.upper() + "====")
-    except (binascii.Error, ValueError):
-        raise StreamAddressError(
-            f"the key part {text!r} is not base32 (letters a-z and digits 2-7); {_EXPECTED_FORMS}"
-        ) from None
-    # 52 characters carry 260 bits, 4 more than the key. If those 4 bits are not zero, the text
-    # is a second spelling of some other key's address; refusing it keeps addresses canonical.
-    if _encode_public_key(raw) != text.lower():
-        raise StreamAddressError(
-            f"the key part {text!r} is not a canonical base32 public key "
-            f"(its last character has stray low bits)"
-        )
+        raw = parse_key_text(text)  # only the canonical spelling: addresses stay canonical
+    except KeyTextError as error:
+        if error.problem == "length":
+            problem = (
+                f"is {len(text)} characters; a public key is {PUBLIC_KEY_BASE32_CHARS} "
+                f"base32 characters or the word {OPEN_MARKER!r}; {_EXPECTED_FORMS}"
+            )
+        elif error.problem == "alphabet":
+            problem = f"is not base32 (letters a-z and digits 2-7); {_EXPECTED_FORMS}"
+        else:
+            problem = "is not a canonical base32 public key (its last character has stray low bits)"
+        raise StreamAddressError(f"the key part {text!r} {problem}") from None
     return raw
 
 

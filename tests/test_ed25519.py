@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from keyspace.ed25519 import SMALL_ORDER_Y, is_small_order, verify
+from keyspace.ed25519 import (
+    KEY_TEXT_LENGTH,
+    SMALL_ORDER_Y,
+    KeyTextError,
+    is_small_order,
+    key_text,
+    parse_key_text,
+    verify,
+)
 from keyspace.stream_key import StreamAddressError, StreamKey, sign_packet, verify_packet
 from overlay.runtime.identity import Identity
 
@@ -96,3 +104,20 @@ def test_a_genuine_signed_packet_still_verifies() -> None:
     assert stream.public_key is not None
     assert verify_packet(stream.public_key, sig, stream.key, 3, None, 0, b"data")
     assert not verify_packet(stream.public_key, sig, stream.key, 4, None, 0, b"data")
+
+
+# -- printable keys ------------------------------------------------------------------------------
+
+
+def test_key_text_round_trips_and_refuses_each_broken_rule() -> None:
+    text = key_text(ALICE.public)
+    assert len(text) == KEY_TEXT_LENGTH and parse_key_text(text.upper()) == ALICE.public
+    cases = {
+        "length": text[:-1],
+        "alphabet": "1" + text[1:],  # '1' is not base32
+        "canonical": text[:-1] + chr(ord(text[-1]) + 1),  # a spare low bit set
+    }
+    for problem, bad in cases.items():
+        with pytest.raises(KeyTextError) as info:
+            parse_key_text(bad)
+        assert info.value.problem == problem, bad

@@ -43,7 +43,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 # Every signature check goes through keyspace.ed25519, which refuses small-order keys (anyone
 # can "sign" for those); re-exported here for the handshake and the tests.
-from keyspace.ed25519 import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, is_small_order, verify
+from keyspace.ed25519 import (
+    PUBLIC_KEY_SIZE,
+    SIGNATURE_SIZE,
+    KeyTextError,
+    is_small_order,
+    key_text,
+    parse_key_text,
+    verify,
+)
 
 __all__ = [
     "PUBLIC_KEY_SIZE",
@@ -82,7 +90,7 @@ def node_id_text(public: bytes) -> str:
     """The printable form of a node id: lowercase, unpadded base32 of the 32 raw bytes."""
     if len(public) != PUBLIC_KEY_SIZE:
         raise IdentityError(f"a node id is {PUBLIC_KEY_SIZE} bytes, got {len(public)}")
-    return base64.b32encode(public).decode("ascii").rstrip("=").lower()
+    return key_text(public)
 
 
 def parse_node_id(text: str) -> bytes:
@@ -93,22 +101,19 @@ def parse_node_id(text: str) -> bytes:
     two texts would name the same id).
     """
     stripped = text.strip()
-    if len(stripped) != NODE_ID_TEXT_LENGTH:
-        raise IdentityError(
-            f"node id {text!r} is {len(stripped)} characters; a node id is "
-            f"{NODE_ID_TEXT_LENGTH} base32 characters (a-z, 2-7)"
-        )
     try:
-        raw = base64.b32decode(stripped.upper() + "====")
-    except (binascii.Error, ValueError):
-        raise IdentityError(
-            f"node id {text!r} is not base32 (only letters a-z and digits 2-7)"
-        ) from None
-    if node_id_text(raw) != stripped.lower():
-        raise IdentityError(
-            f"node id {text!r} is not canonical: its last character has stray low bits"
-        )
-    return raw
+        return parse_key_text(stripped)
+    except KeyTextError as error:
+        if error.problem == "length":
+            problem = (
+                f"is {len(stripped)} characters; a node id is "
+                f"{NODE_ID_TEXT_LENGTH} base32 characters (a-z, 2-7)"
+            )
+        elif error.problem == "alphabet":
+            problem = "is not base32 (only letters a-z and digits 2-7)"
+        else:
+            problem = "is not canonical: its last character has stray low bits"
+        raise IdentityError(f"node id {text!r} {problem}") from None
 
 
 class Identity:
