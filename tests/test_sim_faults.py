@@ -15,7 +15,7 @@ from overlay.core.events import Subscribed
 from overlay.core.streams import State
 from testnet.sim.invariants import check_all, violations
 from testnet.sim.network import NetworkModel
-from testnet.sim.simulator import SimConfig, Simulator
+from testnet.sim.simulator import UPKEEP, SimConfig, Simulator
 from testnet.sim.workload import stream_keys
 
 NODE = NodeConfig()
@@ -116,13 +116,15 @@ def test_run_returns_once_quiet_although_heartbeats_never_stop() -> None:
     assert all(node.next_deadline() is not None for node in sim.nodes)  # rounds still armed
     sim.run()
     assert sim.now == settled
-    # Left alone for a minute the network only beats; run() is then quiet at once again.
-    beats = sim.sent["Heartbeat"]
-    other = sum(sim.sent.values()) - beats
+    # Left alone for a minute the network only beats, and its one root probes now and then
+    # (finding no other root); run() is then quiet at once again.
+    beats, probes = sim.sent["Heartbeat"], sim.sent["RootProbe"]
+    other = sum(sim.sent.values()) - sum(sim.sent[cls.__name__] for cls in UPKEEP)
     sim.run(until=settled + 60.0)
     assert sim.now == settled + 60.0
     assert sim.sent["Heartbeat"] > beats + 30 * 60 / BEAT  # every node beat every round
-    assert sum(sim.sent.values()) - sim.sent["Heartbeat"] == other
+    assert sim.sent["RootProbe"] >= probes + 60 // NODE.probe_interval
+    assert sum(sim.sent.values()) - sum(sim.sent[cls.__name__] for cls in UPKEEP) == other
     sim.run()
     assert sim.now == settled + 60.0
     sound(sim, SUBSCRIBERS)

@@ -31,6 +31,8 @@ from overlay.messages import (
     Hello,
     Message,
     PacketKind,
+    ProbeAnswer,
+    RootProbe,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
 )
@@ -60,6 +62,11 @@ class SimConfig:
     # again, as the runtime's reconnect with backoff does. Links to a crashed node and links
     # cut by a partition stay down until ``restart`` or ``heal``.
     reconnect_delay: float = 1.0
+
+
+# What a network sends however quiet it is: heartbeats and roots' probes. They are not
+# protocol work, so running "until quiet" does not wait for them.
+UPKEEP = frozenset({Heartbeat, RootProbe, ProbeAnswer})
 
 
 def node_id(index: int) -> bytes:
@@ -98,7 +105,7 @@ class Simulator:
         self._seq = 0
         self._wake: dict[int, float] = {}
         # Run-to-quiescence bookkeeping: events in the queue that are protocol work (every
-        # message but Heartbeat, every workload call), and nodes with work pending.
+        # message but upkeep (UPKEEP), every workload call), and nodes with work pending.
         self._work = 0
         self._busy: set[int] = set()
         self._digest = hashlib.sha256() if config.trace else None
@@ -201,7 +208,7 @@ class Simulator:
     def run(self, until: float | None = None) -> None:
         """Process events in order up to ``until``; without it, until the network is quiet:
         no protocol message in flight, no workload step left, no node with work pending.
-        Heartbeats never stop, so they do not count."""
+        Upkeep (heartbeats, probes) never stops, so it does not count."""
         queue = self._queue
         while queue:
             if until is None:
@@ -214,7 +221,7 @@ class Simulator:
             self.now = at
             self.events += 1
             if kind == _MESSAGE:
-                if type(payload) is not Heartbeat:
+                if type(payload) not in UPKEEP:
                     self._work -= 1
                 self._deliver_message(a, b, payload)  # type: ignore[arg-type]
             elif kind == _TIMER:
@@ -233,7 +240,7 @@ class Simulator:
                 return
             self.lost += 1
             return
-        if type(message) is not Heartbeat:
+        if type(message) not in UPKEEP:
             self.last_message_at = self.now
         if self._digest is not None:
             self._digest.update(f"{self.now!r} {src} {dst} {message!r}\n".encode())
@@ -283,7 +290,7 @@ class Simulator:
             self.disconnect(i, j)
             return
         self.duplicated += len(arrivals) > 1
-        counts = type(message) is not Heartbeat
+        counts = type(message) not in UPKEEP
         for at in arrivals:
             self._work += counts
             self._push(at, _MESSAGE, i, j, message)
@@ -392,10 +399,28 @@ class Simulator:
                 # back arrives now, in order (FIFO with whatever is sent after).
                 for x, y in ((a, b), (b, a)):
                     for message in stalled.get((x, y), ()):
-                        self._work += type(message) is not Heartbeat
+                        self._work += type(message) not in UPKEEP
                         self._push(self.network.resend_at(self.now, x, y), _MESSAGE, x, y, message)
                 continue
             self.connect(a, b)
+
+    def reachable(self, start: int, without: frozenset[int] = frozenset()) -> set[int]:
+        """The live nodes ``start`` can reach over links a partition does not cut, not
+        passing through ``without``: who could still hear from whom, whatever links happen
+        to be redialling."""
+        if not self.alive[start] or start in without:
+            return set()
+        seen = {start}
+        todo = [start]
+        while todo:
+            a = todo.pop()
+            for b in self.links[a]:
+                cut = (a, b) if a < b else (b, a)
+                if b in seen or b in without or not self.alive[b] or cut in self._cut:
+                    continue
+                seen.add(b)
+                todo.append(b)
+        return seen
 
     # --- results ----------------------------------------------------------------------------
 
