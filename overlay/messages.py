@@ -418,6 +418,35 @@ class FillRequest(Message):
     last: int = _f(Kind.PACKET)
 
 
+@dataclass(frozen=True, slots=True)
+class RootProbe(Message):
+    """A root asking, routed toward the key like a search (greedy, HTL, backtracking),
+    whether another root of the same stream closer to the key than ``must_beat`` (the
+    asker's location) exists: a split tree, such as two sides of a healed partition leave.
+    Only such a root answers it; every other node passes it on, member or not."""
+
+    TYPE: ClassVar[int] = 23
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    htl: int = _f(Kind.HTL)
+    best_loc: float = _f(Kind.LOCATION)
+    must_beat: float = _f(Kind.LOCATION)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAnswer(Message):
+    """The answer to RootProbe ``uid``, relayed back the way it came: ``root`` is the
+    location of the root that answered, or None if the probe found none below the sender;
+    then ``htl`` is the budget left, with which the receiver tries its next peer (as
+    DataNotFound does for a search)."""
+
+    TYPE: ClassVar[int] = 24
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    root: float | None = _f(Kind.OPT_LOCATION)
+    htl: int = _f(Kind.HTL)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -441,6 +470,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     Neighbours,
     Accepted,
     FillRequest,
+    RootProbe,
+    ProbeAnswer,
 )
 
 

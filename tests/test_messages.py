@@ -47,6 +47,8 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "RestartConfirmed": 20,
     "RestartEnded": 21,
     "FillRequest": 22,
+    "RootProbe": 23,
+    "ProbeAnswer": 24,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -118,6 +120,19 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "FillRequest": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
+    "RootProbe": (
+        ("uid", Kind.UID),
+        ("key", Kind.KEY),
+        ("htl", Kind.HTL),
+        ("best_loc", Kind.LOCATION),
+        ("must_beat", Kind.LOCATION),
+    ),
+    "ProbeAnswer": (
+        ("uid", Kind.UID),
+        ("key", Kind.KEY),
+        ("root", Kind.OPT_LOCATION),
+        ("htl", Kind.HTL),
+    ),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

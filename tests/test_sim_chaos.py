@@ -22,7 +22,8 @@ what any subscriber got and no acknowledged packet missing at one that stayed up
 catch-up window (1024 packets) holds every packet of a run, so no repair may fall outside
 it.
 
-Restriction, and why: the minority side of a partition has no publisher. A partition that
+Restriction, and why: the minority side of a partition has no publisher, the rest stays in
+one piece, and no crash cuts a publisher off the others (``_together``). A partition that
 outlives liveness gives each side a root, and two roots that both number packets give one
 number to two packets; nothing reconciles that when they meet again (the protocol numbers
 at one root, a total order; see ``overlay.core.merges``). With no publishing on the
@@ -50,7 +51,9 @@ from testnet.sim.simulator import SimConfig, Simulator
 from testnet.sim.workload import PUBLISHER_CLIENTS, payload, stream_keys
 
 BEAT = 2.0
-NODE = NodeConfig(heartbeat_interval=BEAT, dead_after=3 * BEAT, takeover_grace=2 * BEAT)
+NODE = NodeConfig(
+    heartbeat_interval=BEAT, dead_after=3 * BEAT, takeover_grace=2 * BEAT, probe_interval=5 * BEAT
+)
 JOIN_BY = 5.0  # subscribers join in [0, JOIN_BY)
 PUBLISH_AT = 10.0
 PUBLISH_FOR = 30.0
@@ -142,14 +145,18 @@ def run(scenario: Scenario) -> Outcome:
             sim.call_at(rng.random() * JOIN_BY, functools.partial(sim.subscribe, node, key, client))
             subs.append((node, client, key))
         pubs += rng.sample(everyone, 2)
-    # The minority side of a partition is drawn among non-publishers (see the docstring).
+    # The minority side of a partition is drawn among non-publishers, and so that the
+    # rest stays in one piece (see the docstring).
     side: set[int] = set()
     if scenario.partition is not None:
         _, _, share = scenario.partition
         others = [i for i in everyone if i not in pubs]
-        side = set(rng.sample(others, max(1, int(share * scenario.nodes))))
+        for _ in range(20):
+            side = set(rng.sample(others, max(1, int(share * scenario.nodes))))
+            if _together(sim, pubs, side):
+                break
         at, healed, _ = scenario.partition
-        sim.call_at(PUBLISH_AT + at, functools.partial(sim.partition, side))
+        sim.call_at(PUBLISH_AT + at, functools.partial(_cut_off, sim, side, pubs))
         sim.call_at(PUBLISH_AT + healed, sim.heal)
     uid = 0
     for s, key in enumerate(keys):
@@ -171,7 +178,9 @@ def run(scenario: Scenario) -> Outcome:
     for fault in scenario.faults:
         sim.call_at(
             PUBLISH_AT + fault.at,
-            functools.partial(_strike, sim, fault, candidates, keys, crashed, scenario, calm, rng),
+            functools.partial(
+                _strike, sim, fault, candidates, keys, crashed, scenario, calm, rng, pubs
+            ),
         )
     last = max([f.until or f.at for f in scenario.faults] + [0.0])
     if scenario.partition is not None:
@@ -193,6 +202,7 @@ def _strike(
     scenario: Scenario,
     calm: NetworkModel,
     rng: random.Random,
+    pubs: list[int],
 ) -> None:
     if fault.kind in ("crash", "loud-crash"):
         # Roots first, then anyone: rank picks among the live candidates.
@@ -208,6 +218,14 @@ def _strike(
         if not pool:
             return
         victim = pool[fault.arg % len(pool)] if fault.arg % 3 else pool[0]
+        # A death that would cut a publisher off the others is a partition with publishers
+        # on two sides (see the docstring): the next candidate dies instead.
+        start = pool.index(victim)
+        spared = [pool[(start + k) % len(pool)] for k in range(len(pool))]
+        fine = [i for i in spared if _together(sim, pubs, {i})]
+        if not fine:
+            return
+        victim = fine[0]
         crashed.add(victim)
         sim.crash(victim, silent=fault.kind == "crash")
         if fault.until is not None:
@@ -222,11 +240,25 @@ def _strike(
         )
 
 
+def _together(sim: Simulator, pubs: list[int], without: set[int]) -> bool:
+    """Whether the live publishers can all still reach one another without ``without``."""
+    live = [p for p in pubs if sim.alive[p] and p not in without]
+    return not live or set(live) <= sim.reachable(live[0], frozenset(without))
+
+
+def _cut_off(sim: Simulator, side: set[int], pubs: list[int]) -> None:
+    """Partition ``side`` off, unless crashes since the draw mean the cut would now split
+    the publishers (then the partition does not happen)."""
+    if _together(sim, pubs, side):
+        sim.partition(side)
+
+
 def _run_quiet(sim: Simulator, within: float) -> bool:
-    """Run until no live node has work and no protocol message moved for a while; False if
-    that does not happen within ``within`` virtual seconds."""
+    """Run until no live node has work and no protocol message moved for a while (longer
+    than a root's probe interval: a probe may still find a split); False if that does not
+    happen within ``within`` virtual seconds."""
     limit = sim.now + within
-    margin = sim.config.reconnect_delay + 1.0
+    margin = max(sim.config.reconnect_delay + 1.0, NODE.probe_interval + BEAT)
     while sim.now < limit:
         sim.run(until=sim.now + margin)
         idle = not any(node.busy() for i, node in enumerate(sim.nodes) if sim.alive[i])
@@ -277,12 +309,12 @@ def _check(scenario: Scenario) -> None:
     assert failures(outcome) == []
 
 
-# Open (issue 4): the search still finds scenarios that break a guarantee; the one known is
-# a packet number acknowledged for two publishes (two roots numbering apart before they
-# merge). Which scenarios it draws also differs between a run of this file alone and of the
-# whole suite (not yet understood: derandomize fixes hypothesis's choices, so some state
-# outside them reaches the simulation). So the property runs, in CI too, as an expected
-# failure: not strict, since a given run may draw no failing scenario. Every failing
+# Open (issue 4): the search still finds scenarios that break a guarantee (about one in 13
+# random ones); the one diagnosed is a root that acknowledged a publish and died before any
+# child had the packet, so the next root gave its number to another. The simulation is
+# deterministic (checked across hash seeds and replays), so which scenarios a run draws is
+# hypothesis's affair. The property runs, in CI too, as an expected failure: not strict,
+# since a given run may draw no failing scenario. Every failing
 # example found so far is a strict regression test below. Shrinking is off: it takes minutes.
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason="open: chaos still breaks a guarantee (issue 4)")
@@ -384,3 +416,66 @@ def test_relay_that_joined_an_empty_tree_through_a_resubscribe_resumes_at_its_st
     faults = (Fault(at=0.0, kind="crash", arg=0), Fault(at=13.0, kind="crash", arg=1))
     outcome = run(Scenario(seed=1, nodes=20, streams=2, subscribers=2, faults=faults))
     assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_split_that_outlived_its_looks_is_found_by_a_probe_and_merged() -> None:
+    # Node 32, added with few links, was root of one tree; node 13, farther from the key,
+    # of another, after the partition healed. Nothing looked again: without probes both
+    # stayed roots. With probes 13 found 32, but its look's search never did (greedy
+    # routing spent its budget inside 32's tree, whose members may not accept it). A
+    # member that routes a resubscribe on now sends it up its own tree first, to its root,
+    # which takes any. (``overlay.core.probes``; ``Node._up_the_tree``)
+    outcome = run(SPLIT_AFTER_HEAL)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+SPLIT_AFTER_HEAL = Scenario(
+    seed=111284240,
+    nodes=32,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=2.2250738585e-313, kind="add", arg=2, until=None),
+        Fault(at=0.095, kind="crash", arg=40619, until=None),
+        Fault(at=2.0, kind="loud-crash", arg=800, until=None),
+        Fault(at=7.597450582341289, kind="loud-crash", arg=256, until=43.930462061712774),
+        Fault(at=18.060798622270163, kind="loud-crash", arg=10932, until=None),
+        Fault(at=24.18609976339652, kind="add", arg=6, until=None),
+        Fault(at=26.63523104629626, kind="add", arg=4, until=None),
+        Fault(at=30.0, kind="loud-crash", arg=443, until=59.5320110947961),
+    ),
+    partition=(0.0, 35.879006942049664, 0.36145714518146455),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
+    ),
+)
+
+
+def test_a_look_whose_search_vanished_ends_and_numbering_resumes() -> None:
+    # Node 14, root, looked again; its search ended without reporting back, and the root
+    # held numbering for ever (its publishers' packets bounced, the network never quiet).
+    # A look with neither confirmations nor a search outstanding now counts as found
+    # nothing (``Merges._look_first``).
+    outcome = run(LOST_LOOK)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+LOST_LOOK = Scenario(
+    seed=2147483647,
+    nodes=21,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=5e-324, kind="loud-crash", arg=367, until=14.86172566539781),
+        Fault(at=2.3309691339405844e-105, kind="crash", arg=2215, until=17.134395136989387),
+        Fault(at=2.220446049250313e-16, kind="weather", arg=0, until=3.766611785767645),
+        Fault(at=3.529216559733988e-10, kind="loud-crash", arg=291, until=15.000000000352921),
+        Fault(at=1.1133341697940138, kind="crash", arg=3473, until=3.1058751890138696),
+        Fault(at=2.7586150150764226, kind="crash", arg=35106, until=6.810468965714282),
+        Fault(at=3.947430966906594, kind="loud-crash", arg=8192, until=37.254075427677215),
+    ),
+    partition=(0.4808250002688742, 1.5808250002688742, 0.33920652572765353),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.01, jitter=0.0
+    ),
+)

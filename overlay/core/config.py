@@ -58,6 +58,11 @@ class NodeConfig:
     # need a search to report what they hold. Numbering earlier could give a number twice,
     # so keep it above heartbeat_interval plus a search's time.
     takeover_grace: float = 10.0
+    # Every ``probe_interval`` (rounded to whole heartbeat rounds) each root routes a
+    # RootProbe toward its key, asking whether a closer root of the stream exists: a split
+    # that outlived every takeover's look (two sides of a healed partition) is found and
+    # merged within about this long. A probe costs a handful of messages; 0 turns it off.
+    probe_interval: float = 30.0
 
     # --- publishing -----------------------------------------------------------------------
     # The catch-up window of each stream: this many recent packets, and at most this many
@@ -105,6 +110,8 @@ class NodeConfig:
             raise ValueError(f"fill_timeout must be positive, got {self.fill_timeout}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
+        if self.probe_interval < 0:
+            raise ValueError(f"probe_interval must not be negative, got {self.probe_interval}")
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:

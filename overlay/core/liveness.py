@@ -37,6 +37,7 @@ class _NodeParts(Protocol):
     def _forget_peer(self, now: float, peer: PeerId) -> None: ...
     def _links_changed(self, now: float) -> None: ...
     def _announce(self) -> None: ...
+    def _probe_roots(self, now: float) -> None: ...
 
 
 class Liveness:
@@ -70,6 +71,7 @@ class Liveness:
         for peer in self.peers:
             self._send(peer.id, beat)
         self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
+        self._probe_roots(now)  # every few rounds (``probes``)
 
     def _links_changed(self: _NodeParts, now: float) -> None:
         if self._announce_at is None:

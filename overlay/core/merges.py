@@ -48,6 +48,7 @@ from typing import Protocol
 from overlay.core.config import NodeConfig
 from overlay.core.publishing import PacketFlow
 from overlay.core.restarts import RESTART_TIMER
+from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.takeover import RECOVER_TIMER
@@ -69,12 +70,14 @@ class _NodeParts(Protocol):
     flow: PacketFlow
     _timers: TimerQueue
     _awaiting: dict[int, bytes]
+    routes: dict[int, Route]
 
     def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
     def _hold_numbers(self, now: float, stream: Stream) -> None: ...
     def _start_look(self, now: float, stream: Stream) -> None: ...
+    def _looked(self, now: float, stream: Stream) -> None: ...
 
 
 class Merges:
@@ -94,7 +97,13 @@ class Merges:
         ):
             return False
         if stream.looking is not None:
-            self._hold_numbers(now, stream)  # the search is still out
+            if stream.looking in self._awaiting or stream.join_uid in self.routes:
+                self._hold_numbers(now, stream)  # the search is still out
+                return True
+            # Neither confirming nor searching: the search ended on a path that did not
+            # report back (chaos: a root that held numbering for ever). It found nothing.
+            self.stats.lost_looks += 1
+            self._looked(now, stream)
             return True
         if not stream.look_due or stream.restart_uid is not None:
             return False
@@ -151,5 +160,6 @@ class Merges:
         """The look found another tree and we are about to join it: no longer a root, so
         the grace is over (the caller attaches us, ``Change.MERGED``)."""
         self.stats.merges += 1
+        stream.probe_misses = 0
         stream.looking = None
         stream.recover_until = None

@@ -26,6 +26,7 @@ Invariants (checked by the simulator's tree checker at quiescence):
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
@@ -34,9 +35,11 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
+from overlay.core.hops import ROUTE_TIMER, Hops
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
+from overlay.core.probes import ProbeHop, Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
@@ -57,6 +60,7 @@ from overlay.messages import (
     Message,
     Neighbours,
     PacketsMissed,
+    ProbeAnswer,
     PublishCollision,
     PublishData,
     PublishError,
@@ -67,6 +71,7 @@ from overlay.messages import (
     RestartConfirmed,
     RestartEnded,
     ResubscribeRequest,
+    RootProbe,
     SubscribeData,
     SubscribeRequest,
     SubscribeRestarted,
@@ -75,10 +80,8 @@ from overlay.messages import (
     Unsubscribe,
 )
 
-_ROUTE_TIMER = "route"
 
-
-class Node(LocalClients, Restarts, Merges, Refills, Liveness):
+class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -110,6 +113,7 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
         self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
         self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
         self._fill_tokens = 0
+        self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
         self._out: list[Effect] = []
         self.flow = PacketFlow(
             self.config,
@@ -162,7 +166,7 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
     def handle_timer(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``. Harmless to call early or more than once."""
         for kind, uid, attempt in self._timers.pop_due(now):
-            if kind == _ROUTE_TIMER:
+            if kind == ROUTE_TIMER:
                 self._on_route_timeout(now, uid, attempt)
             elif kind == PUBLISH_TIMER:
                 self.flow.on_timer(now, uid, attempt)
@@ -230,6 +234,10 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
                         self._check_fills(now, stream)
             case FillRequest():
                 self._on_fill_request(now, peer, message)
+            case RootProbe():
+                self._on_probe(now, peer, message)
+            case ProbeAnswer():
+                self._on_probe_answer(now, peer, message)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
             case PublishSucceeded() | PublishCollision() | PublishRejected():
@@ -342,39 +350,6 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
         )
         self._start_route(now, route)
 
-    def _start_route(self, now: float, route: Route) -> None:
-        self.routes[route.uid] = route
-        self._routes_by_key.setdefault(route.key, {})[route.uid] = None
-        self.stats.searches += 1
-        self._forward(now, route)
-
-    def _forward(self, now: float, route: Route) -> None:
-        """Send ``route`` to the closest untried peer, or end it here if there is none."""
-        route.current = None
-        if route.htl > 0:
-            peer = self.peers.closest(route.target, route.tried)
-            if peer is not None:
-                if route.attempt == 0 and route.upstream is not None:
-                    # The search goes on below us: tell whoever asked to wait for it.
-                    self._send(route.upstream, Accepted(route.uid))
-                route.tried.add(peer.id)
-                route.current = peer.id
-                route.attempt += 1
-                route.accepted = False
-                route.deadline = now + self.config.accept_timeout
-                self._timers.add(route.deadline, (_ROUTE_TIMER, route.uid, route.attempt))
-                self.stats.forwarded += 1
-                self._send(peer.id, route.request())
-                return
-        self._end_route(now, route)
-
-    def _drop_route(self, route: Route) -> None:
-        del self.routes[route.uid]
-        uids = self._routes_by_key[route.key]
-        del uids[route.uid]
-        if not uids:
-            del self._routes_by_key[route.key]
-
     def _end_route(self, now: float, route: Route) -> None:
         """No peer is left to try (or the budget is spent): root here, or report failure."""
         self._drop_route(route)
@@ -482,40 +457,6 @@ class Node(LocalClients, Restarts, Merges, Refills, Liveness):
             self.flow.carried(now, stream)
         self._prune(stream)
         self._settle(peer, route.key)
-
-    def _on_failure(
-        self, now: float, peer: PeerId, reply: DataNotFound | RejectOverload | RejectedLoop
-    ) -> None:
-        route = self.routes.get(reply.uid)
-        if route is None or route.current != peer:
-            return  # stale: we gave up on that peer already
-        if not isinstance(reply, RejectedLoop) and reply.key != route.key:
-            self._out.append(DropPeer(peer, "answered a search with another stream's key"))
-            return
-        if isinstance(reply, DataNotFound):
-            route.htl = min(route.htl, reply.htl)
-        self._forward(now, route)
-        self._settle(peer, route.key)
-
-    def _on_accepted(self, now: float, peer: PeerId, uid: int) -> None:
-        route = self.routes.get(uid)
-        if route is not None and route.current == peer and not route.accepted:
-            route.accepted = True
-            route.deadline = now + self.config.request_timeout
-            self._timers.add(route.deadline, (_ROUTE_TIMER, route.uid, route.attempt))
-
-    def _on_route_timeout(self, now: float, uid: int, attempt: int) -> None:
-        route = self.routes.get(uid)
-        if (
-            route is not None
-            and route.attempt == attempt
-            and route.current is not None
-            and now >= route.deadline
-        ):
-            self.stats.timeouts += 1
-            peer = route.current
-            self._forward(now, route)
-            self._settle(peer, route.key)
 
     # --- tree membership --------------------------------------------------------------------
 

@@ -31,6 +31,9 @@ class NodeStats:
     pushed_up: int = 0  # packets sent up to a new parent that had not processed them
     refilled: int = 0  # packets a root took back from a child after taking over
     looks: int = 0  # times this node, root after a takeover, looked for another tree
+    probes: int = 0  # RootProbes this node sent as a root (``probes``)
+    splits_found: int = 0  # probes answered by a closer root: a look followed
+    lost_looks: int = 0  # looks whose search vanished without an answer: ended as not found
     merges: int = 0  # times such a look found one and this node's tree joined it
     filled: int = 0  # packets from before we joined, asked of our parent for a child
 

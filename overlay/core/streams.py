@@ -139,6 +139,9 @@ class Stream:
     looking: int | None = None  # the uid of that look's search while it runs
     look_lost: bool = False  # a child left while it ran: look once more (merges)
     relooks: int = 0  # looks repeated so far for this takeover
+    # Probes answered by a closer root whose look then found no way into its tree (probes):
+    # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
+    probe_misses: int = 0
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
 

@@ -1,0 +1,136 @@
+"""Moving one search from hop to hop: forwarding to the next peer, backtracking on a
+failure, and the timeouts of a silent hop (the rules are ``overlay.core.routing``'s; what
+a search does where it ends, or when it succeeds, is ``Node``'s).
+
+A resubscribe that reaches a member of an attached tree which may not accept it goes to
+that member's parent first (``_up_the_tree``): up the tree it reaches that tree's root,
+which takes any resubscribe, so a search that found a tree is not lost to greedy routing
+spending its budget inside it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import DropPeer, Effect, PeerId
+from overlay.core.peers import Peer, PeerTable
+from overlay.core.routing import Route
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import Accepted, DataNotFound, Message, RejectedLoop, RejectOverload
+
+ROUTE_TIMER = "route"
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    config: NodeConfig
+    peers: PeerTable
+    stats: NodeStats
+    streams: dict[bytes, Stream]
+    routes: dict[int, Route]
+    _routes_by_key: dict[bytes, dict[int, None]]
+    _timers: TimerQueue
+    _out: list[Effect]
+
+    def _send(self: _NodeParts, peer: PeerId, message: Message) -> None: ...
+    def _forward(self: _NodeParts, now: float, route: Route) -> None: ...
+    def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None: ...
+    def _end_route(self: _NodeParts, now: float, route: Route) -> None: ...
+    def _settle(self: _NodeParts, peer: PeerId, key: bytes) -> None: ...
+
+
+class Hops:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _start_route(self: _NodeParts, now: float, route: Route) -> None:
+        self.routes[route.uid] = route
+        self._routes_by_key.setdefault(route.key, {})[route.uid] = None
+        self.stats.searches += 1
+        self._forward(now, route)
+
+    def _forward(self: _NodeParts, now: float, route: Route) -> None:
+        """Send ``route`` to the closest untried peer, or end it here if there is none."""
+        route.current = None
+        if route.htl > 0:
+            peer = self._up_the_tree(route) or self.peers.closest(route.target, route.tried)
+            if peer is not None:
+                if route.attempt == 0 and route.upstream is not None:
+                    # The search goes on below us: tell whoever asked to wait for it.
+                    self._send(route.upstream, Accepted(route.uid))
+                route.tried.add(peer.id)
+                route.current = peer.id
+                route.attempt += 1
+                route.accepted = False
+                route.deadline = now + self.config.accept_timeout
+                self._timers.add(route.deadline, (ROUTE_TIMER, route.uid, route.attempt))
+                self.stats.forwarded += 1
+                self._send(peer.id, route.request())
+                return
+        self._end_route(now, route)
+
+    def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None:
+        """A resubscribe we carry the stream for but may not accept goes to our parent first:
+        up an attached tree it reaches that tree's root, which takes any (``_may_accept``),
+        where greedy routing from inside another tree may spend its budget without finding
+        the one node that would (chaos: a look that never found the root its probe found).
+        Not if the search is from our own ancestors (their label): up is back to them."""
+        stream = self.streams.get(route.key)
+        if (
+            route.must_beat is None
+            or stream is None
+            or stream.state is not State.JOINED
+            or stream.restart_origin is not None
+            or stream.parent is None
+            or stream.parent in route.tried
+            or route.uid in stream.restarts_seen
+        ):
+            return None
+        return self.peers.get(stream.parent)
+
+    def _drop_route(self: _NodeParts, route: Route) -> None:
+        del self.routes[route.uid]
+        uids = self._routes_by_key[route.key]
+        del uids[route.uid]
+        if not uids:
+            del self._routes_by_key[route.key]
+
+    def _on_failure(
+        self: _NodeParts,
+        now: float,
+        peer: PeerId,
+        reply: DataNotFound | RejectOverload | RejectedLoop,
+    ) -> None:
+        route = self.routes.get(reply.uid)
+        if route is None or route.current != peer:
+            return  # stale: we gave up on that peer already
+        if not isinstance(reply, RejectedLoop) and reply.key != route.key:
+            self._out.append(DropPeer(peer, "answered a search with another stream's key"))
+            return
+        if isinstance(reply, DataNotFound):
+            route.htl = min(route.htl, reply.htl)
+        self._forward(now, route)
+        self._settle(peer, route.key)
+
+    def _on_accepted(self: _NodeParts, now: float, peer: PeerId, uid: int) -> None:
+        route = self.routes.get(uid)
+        if route is not None and route.current == peer and not route.accepted:
+            route.accepted = True
+            route.deadline = now + self.config.request_timeout
+            self._timers.add(route.deadline, (ROUTE_TIMER, route.uid, route.attempt))
+
+    def _on_route_timeout(self: _NodeParts, now: float, uid: int, attempt: int) -> None:
+        route = self.routes.get(uid)
+        if (
+            route is not None
+            and route.attempt == attempt
+            and route.current is not None
+            and now >= route.deadline
+        ):
+            self.stats.timeouts += 1
+            peer = route.current
+            self._forward(now, route)
+            self._settle(peer, route.key)

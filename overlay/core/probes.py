@@ -1,0 +1,189 @@
+"""Probing: a root asks, now and then, whether a closer root of its stream exists, and
+merges its tree into that one's if so. One tree per stream, whatever happened before.
+
+Why. A takeover's look (``merges``) runs once, right after the takeover. A split that
+outlives it stays: two sides of a partition each make a root, and when the partition heals
+nothing else brings them together; the same holds for a node cut off alone, which becomes
+the root of a tree of one. The issue asks for a periodic, cheap check.
+
+How. Every ``probe_interval`` (in whole heartbeat rounds, so no timer of its own) a root
+that is not in the middle of a repair routes a RootProbe toward its key, by the rules of a
+search (``routing``): greedy, the HTL rule, and backtracking to the next-closest peer when
+the way below one ends (ProbeAnswer with no root carries the budget left, as DataNotFound
+does). A root closer to the key than the asker answers it (ProbeAnswer with its location);
+every other node passes it on, tree member or not, keeping only what backtracking needs,
+for at most ``_PATHS`` probes at once. A node that sees the same probe twice answers "none"
+with the budget it got (as RejectedLoop does). Backtracking matters: a root is often a
+local minimum of greedy routing, and a node that joined late may hang off the graph by a
+link or two, which a single greedy path misses (chaos: two roots that no probe joined).
+
+Only a strictly closer root answers, so of two roots only the farther one learns of the
+other, and it alone acts: it *looks*, exactly as after a takeover (``merges``): it labels
+its subtree, holds numbering while the search runs and routes a ResubscribeRequest with
+must-beat its own location, which members of the other tree accept and its own refuse; its
+tree then joins the closer one's with its whole subtree. A probe itself changes nothing, so
+a lying answer costs one look, and a flood of probes costs what a flood of searches does,
+with no state kept beyond ``_PATHS`` probes.
+
+Numbering. A split on whose two sides publishers publish gives two packets one number; a
+probe merges the trees but cannot undo that (see the README). With publishers on one side
+only, the other side's root numbers nothing, and the merge is lossless.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from keyspace.location import is_closer, key_location
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.peers import PeerTable
+from overlay.core.publishing import PacketFlow
+from overlay.core.recent import RecentIds
+from overlay.core.routing import advance
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.messages import Message, ProbeAnswer, RootProbe
+
+# Probes in flight through one node whose state it keeps; the oldest is forgotten past this
+# (its answer is then dropped here, and its root simply probes again next time).
+_PATHS = 1024
+
+# A root whose looks keep failing to reach a closer root its probes find probes at most
+# this many doublings of ``probe_interval`` apart (32 rounds: 16 minutes by default).
+_MAX_BACKOFF = 5
+
+
+@dataclass(slots=True)
+class ProbeHop:
+    """One probe passing through this node: where it came from (None: ours) and what
+    backtracking needs."""
+
+    probe: RootProbe  # as we send it on: our budget and best location
+    upstream: PeerId | None
+    tried: set[PeerId] = field(default_factory=set)
+    current: PeerId | None = None
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    location: float
+    config: NodeConfig
+    rng: random.Random
+    stats: NodeStats
+    peers: PeerTable
+    streams: dict[bytes, Stream]
+    flow: PacketFlow
+    _seen: RecentIds
+    _beats: int
+    _probes: OrderedDict[int, ProbeHop]
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _start_look(self, now: float, stream: Stream) -> None: ...
+    def _probe_on(self, hop: ProbeHop) -> None: ...
+
+
+class Probes:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _probe_roots(self: _NodeParts, now: float) -> None:
+        """Called once per heartbeat round: every ``probe_interval``, probe from each root
+        that is settled (no takeover grace, look or restart running)."""
+        interval = self.config.probe_interval
+        every = max(1, round(interval / self.config.heartbeat_interval))
+        if interval <= 0 or self._beats % every:
+            return
+        round_ = self._beats // every
+        for stream in self.streams.values():
+            if not _settled_root(stream) or round_ % (1 << stream.probe_misses):
+                continue
+            uid = self.rng.getrandbits(64)
+            self._seen.add(uid, now)
+            self.stats.probes += 1
+            probe = RootProbe(uid, stream.key, self.config.max_htl, self.location, self.location)
+            self._probe_on(ProbeHop(probe, None))
+
+    def _on_probe(self: _NodeParts, now: float, peer: PeerId, probe: RootProbe) -> None:
+        stream = self.streams.get(probe.key)
+        if (
+            stream is not None
+            and _settled_root(stream)
+            and is_closer(stream.target, self.location, probe.must_beat)
+        ):
+            self._send(peer, ProbeAnswer(probe.uid, probe.key, self.location, 0))
+            return
+        if self._seen.contains(probe.uid, now):
+            # A loop: the sender tries its next peer with the same budget.
+            self._send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
+            return
+        self._seen.add(probe.uid, now)
+        best_loc, htl, _ = advance(
+            self.location, key_location(probe.key), probe.best_loc, probe.htl, self.config.max_htl
+        )
+        onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
+        self._probe_on(ProbeHop(onward, peer, {peer}))
+
+    def _probe_on(self: _NodeParts, hop: ProbeHop) -> None:
+        """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
+        budget left, answer "none" to whoever sent it."""
+        probe = hop.probe
+        nxt = self.peers.closest(key_location(probe.key), hop.tried) if probe.htl > 0 else None
+        if nxt is None:
+            self._probes.pop(probe.uid, None)
+            if hop.upstream is not None and hop.upstream in self.peers:
+                self._send(hop.upstream, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
+            return
+        hop.tried.add(nxt.id)
+        hop.current = nxt.id
+        self._probes[probe.uid] = hop
+        if len(self._probes) > _PATHS:
+            self._probes.popitem(last=False)
+        self._send(nxt.id, probe)
+
+    def _on_probe_answer(self: _NodeParts, now: float, peer: PeerId, answer: ProbeAnswer) -> None:
+        hop = self._probes.get(answer.uid)
+        if hop is None or hop.current != peer or hop.probe.key != answer.key:
+            return  # not one we wait for from this peer (late, forgotten, or made up)
+        if answer.root is None:
+            # Nothing below that peer: backtrack with the budget it left.
+            hop.probe = dataclasses.replace(hop.probe, htl=min(answer.htl, hop.probe.htl))
+            self._probe_on(hop)
+            return
+        del self._probes[answer.uid]
+        if hop.upstream is not None:
+            if hop.upstream in self.peers:
+                self._send(hop.upstream, answer)
+            return
+        stream = self.streams.get(answer.key)
+        if (
+            stream is None
+            or not _settled_root(stream)
+            or not is_closer(stream.target, answer.root, self.location)
+        ):
+            return
+        # A closer root exists: look for its tree, as after a takeover (``merges``), holding
+        # numbering while the search runs.
+        self.stats.splits_found += 1
+        stream.relooks = 0
+        # Counted as a miss until the look merges (``Merges._merged`` clears it): a look that
+        # cannot reach the other tree is not repeated every round.
+        stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
+        self.flow.hold(now, stream)
+        self._start_look(now, stream)
+
+
+def _settled_root(stream: Stream) -> bool:
+    """A root with no repair under way: attached, no grace, look or restart running."""
+    return (
+        stream.state is State.ROOT
+        and stream.restart_origin is None
+        and stream.restart_uid is None
+        and stream.looking is None
+        and stream.recover_until is None
+        and not stream.look_due
+    )

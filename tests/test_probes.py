@@ -1,0 +1,220 @@
+"""Root probes (``overlay.core.probes``): a root asks now and then whether a closer root of
+its stream exists, and a split tree merges when one does.
+
+Single-node tests feed RootProbe/ProbeAnswer to one core (key at 0.5); the end-to-end test
+builds two trees of one stream that cannot see each other, links them far from either
+root (so no root meets a closer peer), and waits for the probes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import pytest
+from corenet import CoreNet
+from test_node import KEY, make, meet, sends
+from test_takeover import acked, seen
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Effect
+from overlay.core.node import Node
+from overlay.core.probes import _PATHS
+from overlay.core.streams import State
+from overlay.messages import DataNotFound, Heartbeat, Message, ProbeAnswer, RootProbe
+
+UID = 77
+
+
+def root(location: float = 0.45, **config: object) -> Node:
+    node = make(location, **config)
+    node.subscribe(0.0, KEY, 1)
+    assert node.streams[KEY].state is State.ROOT
+    return node
+
+
+def test_a_settled_root_closer_than_the_asker_answers_with_its_location() -> None:
+    node = root(0.45)
+    meet(node, b"P", 0.2)
+    effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.3, 0.3))
+    assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, 0.45, 0))]
+
+
+def test_a_root_no_closer_than_the_asker_passes_the_probe_on() -> None:
+    node = root(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48))
+    assert sends(effects) == [(b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48))]
+
+
+def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    meet(node, b"S", 0.1)
+    # Closer than best_loc: HTL is reset, best_loc is ours (the search rule).
+    effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.2, 0.45))
+    assert sends(effects) == [(b"Q", RootProbe(UID, KEY, 10, 0.3, 0.45))]
+    assert sends(node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))) == [
+        (b"P", ProbeAnswer(UID, KEY, 0.49, 0))
+    ]
+    # Once answered the way back is forgotten: a second answer goes nowhere.
+    assert sends(node.receive(1.2, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))) == []
+
+
+def test_a_probe_backtracks_with_the_budget_the_failed_branch_left() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    meet(node, b"S", 0.1)
+    node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
+    effects = node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, None, 1))
+    assert sends(effects) == [(b"S", RootProbe(UID, KEY, 1, 0.35, 0.45))]
+    # Nothing left to try: "none" goes back with what is left of the budget.
+    assert sends(node.receive(1.2, b"S", ProbeAnswer(UID, KEY, None, 0))) == [
+        (b"P", ProbeAnswer(UID, KEY, None, 0))
+    ]
+
+
+def test_an_answer_from_a_peer_not_asked_is_ignored() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    meet(node, b"S", 0.1)
+    node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
+    assert sends(node.receive(1.1, b"S", ProbeAnswer(UID, KEY, 0.49, 0))) == []
+    assert sends(node.receive(1.1, b"S", ProbeAnswer(UID + 1, KEY, 0.49, 0))) == []
+
+
+def test_a_probe_seen_before_is_a_loop_answered_with_its_own_budget() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
+    effects = node.receive(1.1, b"Q", RootProbe(UID, KEY, 2, 0.4, 0.45))
+    assert sends(effects) == [(b"Q", ProbeAnswer(UID, KEY, None, 2))]
+
+
+def test_a_node_with_nowhere_to_send_a_probe_answers_none() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
+    assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, None, 2))]
+
+
+def test_a_flood_of_probes_keeps_bounded_state() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    for uid in range(_PATHS + 500):
+        node.receive(1.0, b"P", RootProbe(uid, KEY, 3, 0.35, 0.45))
+    assert len(node._probes) == _PATHS
+    # The oldest were forgotten: their answers are dropped, the newest still go back.
+    assert sends(node.receive(1.1, b"Q", ProbeAnswer(0, KEY, 0.49, 0))) == []
+    last = _PATHS + 499
+    assert sends(node.receive(1.1, b"Q", ProbeAnswer(last, KEY, 0.49, 0))) == [
+        (b"P", ProbeAnswer(last, KEY, 0.49, 0))
+    ]
+
+
+BEATS = {"heartbeat_interval": 1.0, "dead_after": 1e6, "probe_interval": 3.0}
+
+
+def probes_sent(effects: Sequence[Effect]) -> list[RootProbe]:
+    return [m for _, m in sends(effects) if isinstance(m, RootProbe)]
+
+
+def beat_until_probe(node: Node, start: float) -> tuple[float, RootProbe]:
+    """Let heartbeat rounds fire until the node probes; returns when, and the probe."""
+    now = start
+    node.receive(now, b"P", Heartbeat(1))  # starts nothing: rounds run from the first Hello
+    for _ in range(10):
+        now = node.next_deadline() or now
+        found = probes_sent(node.handle_timer(now))
+        if found:
+            assert len(found) == 1
+            return now, found[0]
+    raise AssertionError("the root never probed")
+
+
+def test_a_root_probes_every_interval_and_looks_when_a_closer_root_answers() -> None:
+    node = root(0.45, **BEATS)
+    meet(node, b"P", 0.2)
+    now, probe = beat_until_probe(node, 0.0)
+    assert (probe.key, probe.must_beat, probe.best_loc) == (KEY, 0.45, 0.45)
+    assert node.stats.probes == 1
+    effects = node.handle_timer(now)  # (nothing more this round)
+    # A farther "root" changes nothing (it would have to join us, not we it).
+    node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.4, 0))
+    assert node.streams[KEY].looking is None
+    now, probe = beat_until_probe(node, now)
+    effects = node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
+    stream = node.streams[KEY]
+    assert node.stats.splits_found == 1
+    assert stream.looking is not None and stream.recover_until is not None  # numbering held
+    search = [m for _, m in sends(effects)]
+    assert any(getattr(m, "must_beat", None) == 0.45 for m in search)  # the look's search
+
+
+def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
+    node = root(0.45, **BEATS)
+    meet(node, b"P", 0.2)
+    stream = node.streams[KEY]
+    times = []
+    now = 0.0
+    for _ in range(3):
+        now, probe = beat_until_probe(node, now)
+        times.append(now)
+        node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
+        # The look's search finds nothing (the closer root is out of its reach).
+        for _ in range(50):
+            if stream.looking is None and stream.recover_until is None:
+                break
+            now = node.next_deadline() or now
+            for _, message in sends(node.handle_timer(now)):
+                if hasattr(message, "must_beat") and not isinstance(message, RootProbe):
+                    node.receive(now, b"P", _not_found(message))
+        assert stream.looking is None and stream.state is State.ROOT
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps[1] > gaps[0] > 0
+    assert stream.probe_misses == 3
+
+
+def _not_found(request: Message) -> DataNotFound:
+    return DataNotFound(request.uid, KEY, 0)  # type: ignore[attr-defined]
+
+
+# --- end to end: a split that no takeover looked for -----------------------------------------
+
+
+R1, A1, R2, A2 = b"R1", b"A1", b"R2", b"A2"
+
+
+@pytest.mark.parametrize("probe_interval", [0.0, 5.0])
+def test_two_trees_of_one_stream_become_one_once_linked(probe_interval: float) -> None:
+    config = NodeConfig(heartbeat_interval=1.0, dead_after=3.0, probe_interval=probe_interval)
+    net = CoreNet(seed=3, config=config)
+    for name, location in ((R1, 0.52), (A1, 0.3), (R2, 0.45), (A2, 0.2)):
+        net.add(name, location)
+    net.connect(R1, A1)
+    net.connect(R2, A2)
+    net.subscribe(A1, KEY)
+    net.subscribe(A2, KEY)
+    assert net.roots(KEY) == [R1, R2]  # two trees that cannot see each other
+    net.publish(A1, KEY, b"one side", uid=500)
+    # Linked far from either root: no root meets a closer peer, nothing restarts.
+    net.connect(A1, A2)
+    net.advance(net.now + 30.0)
+    if probe_interval == 0:
+        assert net.roots(KEY) == [R1, R2]  # without probes the split stays: the control
+        return
+    assert net.roots(KEY) == [R1] and net.tree_problems(KEY) == []
+    assert net.nodes[R2].stats.splits_found >= 1
+    # A2 went over to A1 (its old root R2, which has no client, then left the stream).
+    assert net.stream(A2, KEY).parent == A1  # type: ignore[union-attr]
+    # One numbering: a publish from the side that joined reaches both sides.
+    net.publish(A2, KEY, b"after", uid=501)
+    assert acked(net, A2) == {501: 1}
+    assert seen(net, A1) == [(0, b"one side"), (1, b"after")]
+    assert seen(net, A2)[-1:] == [(1, b"after")]
