@@ -40,6 +40,17 @@ def test_links_stay_fifo_under_jitter() -> None:
     assert arrivals == sorted(arrivals)
 
 
+def test_links_stay_fifo_when_the_weather_calms() -> None:
+    # Frames sent in a jittery spell may still be in flight when it ends; one sent after
+    # must not overtake them (chaos found a packet delivered after the ten that followed).
+    net = Network(2, NetworkModel(jitter=0.5), random.Random(1))
+    stormy = [net.arrivals(t * 0.001, 0, 1)[0] for t in range(50)]
+    net.model = NetworkModel()
+    calm = [net.arrivals(0.05 + t * 0.001, 0, 1)[0] for t in range(50)]
+    assert max(stormy) > calm[0] - 0.001 * 50  # the spell left frames in flight
+    assert stormy + calm == sorted(stormy + calm)
+
+
 def test_drop_and_duplicate_knobs_act() -> None:
     net = Network(2, NetworkModel(drop=0.5, duplicate=0.5), random.Random(2))
     counts = [len(net.arrivals(0.0, 0, 1)) for _ in range(2000)]

@@ -41,7 +41,10 @@ class Network:
         self.model = model
         self._rng = rng
         self._points = [(rng.random(), rng.random()) for _ in range(n)]
-        self._last: dict[tuple[int, int], float] = {}  # FIFO bookkeeping, only with jitter
+        # FIFO bookkeeping: the last arrival time on each link. Kept in calm weather too, or
+        # a frame sent after a jittery spell ends could overtake one sent during it (chaos:
+        # packet 3 arrived after 4..13 and its subscriber was told it was missed).
+        self._last: dict[tuple[int, int], float] = {}
         self._scale = model.latency_spread / math.sqrt(2.0)
 
     def add_node(self) -> None:
@@ -64,8 +67,8 @@ class Network:
             at = now + self.latency(a, b)
             if model.jitter:
                 at += self._rng.random() * model.jitter
-                at = max(at, self._last.get((a, b), 0.0))
-                self._last[(a, b)] = at
+            at = max(at, self._last.get((a, b), 0.0))
+            self._last[(a, b)] = at
             times.append(at)
         return times
 
@@ -73,6 +76,5 @@ class Network:
         """When a frame held back on link a->b and sent again now arrives: no fault draws
         (TCP's retransmission), and never before an earlier frame on that link."""
         at = max(now + self.latency(a, b), self._last.get((a, b), 0.0))
-        if self.model.jitter:
-            self._last[(a, b)] = at
+        self._last[(a, b)] = at
         return at
