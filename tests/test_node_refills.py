@@ -25,11 +25,15 @@ from overlay.messages import (
     Message,
     PacketKind,
     PacketsMissed,
+    PublishCollision,
+    PublishData,
+    PublishSucceeded,
     RejectedLoop,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRestarted,
     SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
 )
 
 KEY = key_at(0.5)
@@ -206,3 +210,79 @@ def test_a_relay_never_claims_more_than_its_parent_has() -> None:
     assert node.streams[KEY].next_in == 19
     # The pushed-up 19 comes back down from the root: N takes it and passes it on.
     assert sends(node.receive(1.0, P, data(19))) == [(A, data(19))]
+
+
+# --- a root in its takeover grace: the past comes from below ------------------------------------
+
+C, W = b"C", b"W"
+GRACE = make().config.takeover_grace
+
+
+def push(number: int) -> PublishData:
+    """What C pushes up: packet ``number`` with its original uid (``PacketFlow.push_up``)."""
+    return PublishData(
+        number, KEY, number, 0.5, MAX_HTL, b"p%d" % number, None, PacketKind.DATA, None
+    )
+
+
+def rooted_by_a_resubscribe() -> Node:
+    """C's resubscribe, having seen up to 2, makes N root: N continues after 2, holding
+    nothing of the tree's past. W then resubscribes having seen only 0."""
+    node = make(0.45)
+    meet(node, C, 0.3)
+    effects = node.receive(0.0, C, ResubscribeRequest(1, KEY, MAX_HTL, 0.3, 0.3, 2))
+    assert (C, SubscribeSucceededNewRoot(1, KEY)) in sends(effects)
+    stream = node.streams[KEY]
+    assert (stream.state, stream.next_in, len(stream.window)) == (State.ROOT, 3, 0)
+    meet(node, W, 0.4)
+    return node
+
+
+def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() -> None:
+    node = rooted_by_a_resubscribe()
+    # Not "1..2 missed": C holds them and is about to push them up.
+    assert sends(node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))) == [
+        (W, Accepted(2))
+    ]
+    assert to(node.receive(0.2, C, push(0)), W) == []
+    assert to(node.receive(0.2, C, push(1)), W) == []
+    effects = node.receive(0.2, C, push(2))
+    assert to(effects, C) == [PublishSucceeded(2, KEY, 2)]
+    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2)]
+    assert node.stats.backfilled == 3 and node.stats.published == 0
+    # The uids came with them: a publisher's retry of one gets its original number.
+    assert node.streams[KEY].uids == {0: 0, 1: 1, 2: 2}
+
+
+def settle(node: Node) -> list[Effect]:
+    """Fire N's timers until its grace is over (the look it makes first included) and no
+    child waits; what N did meanwhile."""
+    stream, effects = node.streams[KEY], []
+    while stream.recover_until is not None or stream.fills:
+        at = node.next_deadline()
+        assert at is not None
+        effects += node.handle_timer(at)
+    return effects
+
+
+def test_what_nobody_pushes_up_within_the_grace_is_reported_missed_then() -> None:
+    node = rooted_by_a_resubscribe()
+    node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))
+    assert to(node.handle_timer(GRACE - 0.01), W) == []
+    served = [
+        m
+        for m in to(settle(node), W)
+        if isinstance(m, SubscribeSucceeded | SubscribeData | PacketsMissed)
+    ]
+    assert [type(m) for m in served] == [SubscribeSucceeded, PacketsMissed]
+    assert served[1] == PacketsMissed(KEY, 1, 2)
+
+
+def test_after_its_grace_a_root_takes_no_old_packet_and_reports_gaps_at_once() -> None:
+    node = rooted_by_a_resubscribe()
+    settle(node)
+    now = GRACE * 10
+    assert to(node.receive(now, C, push(1)), C) == [PublishCollision(1, KEY, 1, 3)]
+    assert len(node.streams[KEY].window) == 0
+    effects = node.receive(now, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))
+    assert to(effects, W)[:2] == [SubscribeSucceeded(2, KEY, 2), PacketsMissed(KEY, 1, 2)]

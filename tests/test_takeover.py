@@ -275,6 +275,18 @@ def test_restarted_child_pushes_up_what_the_new_root_lacks_and_the_other_branch_
         assert seen(net, name) == [*OLD.items(), (5, b"new")]
 
 
+def test_resubscriber_that_made_a_new_root_gives_it_the_past_it_holds() -> None:
+    # N holds nothing of the tree it took over; the answer that made it root says so, and
+    # C pushes up its window, so a later resubscriber can be caught up from N.
+    net, new_root, _ = taken_over_by_a_resubscribe()
+    window = carried(net, new_root).window.packets
+    assert {n: (p.uid, p.data) for n, p in window.items()} == {
+        n: (UID + n, OLD[n]) for n in range(3)
+    }
+    assert net.nodes[C].stats.pushed_up == 3 and net.nodes[new_root].stats.backfilled == 3
+    assert net.nodes[new_root].stats.published == 0
+
+
 def test_what_nobody_brings_within_the_grace_is_reported_missed() -> None:
     net = diverged()
     x_root_then_c_reports(net)

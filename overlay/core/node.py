@@ -174,7 +174,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._on_restart_timer(now, uid)
             elif kind == RECOVER_TIMER:
                 if not self._look_first(now, uid):
+                    key = self.flow.recovering.get(uid)
                     self.flow.on_recover_timer(now, uid)
+                    self._served(now, key)
             elif kind == FILL_TIMER:
                 self._on_fill_timer(now, uid)
             elif kind == ANNOUNCE_TIMER and self._announce_at is not None:
@@ -240,10 +242,17 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._on_probe_answer(now, peer, message)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
+                self._served(now, message.key)  # it may be one a waiting child lacks
             case PublishSucceeded() | PublishCollision() | PublishRejected():
                 self.flow.on_answer(peer, message)
             case _:
                 self.stats.ignored += 1
+
+    def _served(self, now: float, key: bytes | None) -> None:
+        """Serve the children waiting on ``key``'s stream that can be served now."""
+        stream = None if key is None else self.streams.get(key)
+        if stream is not None and stream.fills is not None:
+            self._check_fills(now, stream)
 
     def _from_parent(self, peer: PeerId, key: bytes) -> Stream | None:
         """The stream ``peer`` may send packets of, as our parent in its tree. Anything else

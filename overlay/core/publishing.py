@@ -354,6 +354,8 @@ class PacketFlow(Takeover):
             return PublishSucceeded(message.uid, message.key, number)
         if _fills_hole(stream, message):
             return self._fill(stream, message)
+        if _backfills(stream, message):
+            return self._backfill(stream, message)
         if message.packet is not None and message.packet != _next(stream):
             known = self._known(stream, message)
             if isinstance(known, PublishSucceeded):
@@ -376,6 +378,30 @@ class PacketFlow(Takeover):
             return _rejection(message, PublishError.BAD_SIGNATURE)
         self.stats.refilled += 1
         return self._take(stream, message, number)
+
+    def _backfill(self, stream: Stream, message: PublishData) -> Answer:
+        """Keep a packet from before this root took over, which it never had: a child
+        waiting to be caught up over it (``refills``) is served from the window. Every
+        other child and local client is past it, so it goes nowhere else."""
+        number = message.packet
+        assert number is not None
+        if stream.signer is not None and not self._signature_ok(stream, message):
+            return _rejection(message, PublishError.BAD_SIGNATURE)
+        self.stats.backfilled += 1
+        first = stream.frontier.first_of(message.epoch, number)
+        packet = SubscribeData(
+            message.key,
+            number,
+            message.data,
+            message.epoch,
+            message.kind,
+            message.sig,
+            None if first is None else min(first, number),
+            message.uid,
+        )
+        stream.window.add(packet)
+        self._remember(stream, message.uid, number)
+        return PublishSucceeded(message.uid, message.key, number)
 
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
         """Store ``message`` as packet ``number``, send it down, remember its uid."""
@@ -526,8 +552,10 @@ class PacketFlow(Takeover):
     ) -> None:
         """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's), and
         ``last_seen`` what our search asked to resume after."""
-        if reply is not None and stream.next_in is not None:
-            self.push_up(stream, reply.last_packet)
+        if stream.next_in is not None:
+            # A new root's answer (None) says nothing of what it holds: one that took the
+            # tree over from our search holds nothing of it, so it gets all we have.
+            self.push_up(stream, None if reply is None else reply.last_packet)
         if reply is not None:
             if reply.last_packet is not None and (
                 stream.high is None or reply.last_packet > stream.high
@@ -579,6 +607,19 @@ def _fills_hole(stream: Stream, message: PublishData) -> bool:
         and message.packet == stream.next_in
         and stream.high is not None
         and message.packet <= stream.high
+    )
+
+
+def _backfills(stream: Stream, message: PublishData) -> bool:
+    """A root in its takeover grace, which continued numbering after a resubscriber's
+    ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``)."""
+    number = message.packet
+    return (
+        stream.recover_until is not None
+        and number is not None
+        and stream.next_in is not None
+        and number < stream.next_in
+        and stream.window.accepts(number)
     )
 
 

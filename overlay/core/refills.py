@@ -10,7 +10,12 @@ So a node that must serve a child numbers it *never had* (below the point it joi
 holes its parent reported, not evicted) first asks its parent for them (FillRequest), and
 serves the child once they are in: the parent answers in order with each packet it holds
 and PacketsMissed for the rest, after asking its own parent for what it never had either.
-Only the root, which has nobody to ask, reports such numbers missed at once. Meanwhile:
+The root has nobody to ask. It reports such numbers missed at once, except in its takeover
+grace: a root that continued numbering after a resubscriber's ``last_seen`` holds nothing
+of the tree's past, and the resubscriber, told by the new root's answer, pushes what it has
+up (``PacketFlow.push_up``, kept by ``PacketFlow._backfill``). A child that needs those
+numbers waits until they are in, or until the grace ends (chaos: a new root told a
+resubscriber nine packets were missed that the subtree which made it root held). Meanwhile:
 
 * A child joining through a search is not adopted yet (it would be sent live packets before
   the older ones, and take the first as a gap): its search is told Accepted and waits. Once
@@ -147,7 +152,8 @@ class Refills:
     ) -> bool:
         """Whether serving ``peer`` from ``first`` must wait for packets we never had; if so,
         it waits (see the module notes) and our parent is asked for them."""
-        if stream.state is State.ROOT or stream.next_in is None:
+        root = stream.state is State.ROOT
+        if (root and stream.recover_until is None) or stream.next_in is None:
             return False
         end = stream.next_in - 1 if last is None else min(last, stream.next_in - 1)
         missing = gaps(stream.window, first, end)
@@ -166,7 +172,7 @@ class Refills:
         stream.fills = fills
         self._fill_keys[token] = stream.key
         self._timers.add(now + self.config.fill_timeout, (FILL_TIMER, token, 0))
-        if not covered and stream.state is State.JOINED and stream.parent is not None:
+        if not covered and not root and stream.parent is not None:
             self._send(stream.parent, FillRequest(stream.key, *asked))
         return True
 
@@ -187,10 +193,15 @@ class Refills:
 
     def _check_fills(self: _NodeParts, now: float, stream: Stream) -> None:
         """Serve every waiter whose asked-for numbers are in (held or known missing): a
-        parent answers in order, so the last number asked arrives last. A root serves all:
-        nobody is left to ask."""
+        parent answers in order, so the last number asked arrives last. A root out of its
+        takeover grace serves all: nobody is left to ask. In the grace, the numbers come
+        from below, from any child, so each waiter is served once none it asked lacks."""
         for fill in list(stream.fills or ()):
-            if stream.state is State.ROOT or not stream.window.accepts(fill.asked[1]):
+            if stream.state is not State.ROOT:
+                done = not stream.window.accepts(fill.asked[1])
+            else:
+                done = stream.recover_until is None or not gaps(stream.window, *fill.asked)
+            if done:
                 self._finish_fill(now, stream, fill)
 
     def _refill(self: _NodeParts, now: float, stream: Stream) -> None:

@@ -30,6 +30,7 @@ class NodeStats:
     publish_retries: int = 0  # local publishes sent again after a timeout
     pushed_up: int = 0  # packets sent up to a new parent that had not processed them
     refilled: int = 0  # packets a root took back from a child after taking over
+    backfilled: int = 0  # packets from before a takeover a root took to catch a child up
     looks: int = 0  # times this node, root after a takeover, looked for another tree
     probes: int = 0  # RootProbes this node sent as a root (``probes``)
     splits_found: int = 0  # probes answered by a closer root: a look followed
