@@ -21,6 +21,7 @@ from overlay.core.streams import State
 from overlay.core.window import Window
 from overlay.messages import (
     Accepted,
+    DataNotFound,
     FillRequest,
     Message,
     PacketKind,
@@ -29,6 +30,7 @@ from overlay.messages import (
     PublishData,
     PublishSucceeded,
     RejectedLoop,
+    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRestarted,
@@ -286,3 +288,27 @@ def test_after_its_grace_a_root_takes_no_old_packet_and_reports_gaps_at_once() -
     assert len(node.streams[KEY].window) == 0
     effects = node.receive(now, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))
     assert to(effects, W)[:2] == [SubscribeSucceeded(2, KEY, 2), PacketsMissed(KEY, 1, 2)]
+
+
+def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_head() -> None:
+    # N relayed A's resubscribe (seen up to 2) to P, which became root through it: N starts
+    # at 3 and holds nothing. P dies; N, root of A's subtree now, must go on at 3, not at 0
+    # (chaos: packets 0..2 acknowledged twice, for different publishes).
+    node = make(0.45)
+    meet(node, P, 0.49)
+    meet(node, A, 0.2)
+    node.receive(0.0, A, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 2))
+    node.receive(0.0, P, SubscribeSucceededNewRoot(1, KEY))
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent, stream.next_in, stream.high) == (State.JOINED, P, 3, 2)
+    [restarted] = to(node.link_down(1.0, P), A)
+    assert isinstance(restarted, SubscribeRestarted)
+    [search] = to(node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY)), A)
+    assert isinstance(search, ResubscribeRequest)  # through its child: the only peer left
+    node.receive(1.0, A, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT
+    node.receive(
+        1.0, A, PublishData(77, KEY, None, 0.5, MAX_HTL, b"new", None, PacketKind.DATA, None)
+    )
+    answers = to(settle(node), A)
+    assert PublishSucceeded(77, KEY, 3) in answers

@@ -576,6 +576,11 @@ class PacketFlow(Takeover):
                     return
                 start = min(last_seen, reply.last_packet)
             stream.next_in = stream.contiguous_from = start + 1
+            if start >= 0 and (stream.high is None or start > stream.high):
+                # The tree numbered up to ``start`` at least. A relay on a new root's path
+                # that kept no head would, becoming root itself, number from 0 again
+                # (chaos: packets 0..2 acknowledged twice, for different publishes).
+                stream.high = start
 
     def resume_point(self, stream: Stream) -> int | None:
         """The ``last_seen`` our own search for ``stream`` asks to resume after."""

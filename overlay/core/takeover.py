@@ -30,7 +30,10 @@ _LAST_CLAIM = MAX_PACKET - 2**32
 
 
 def _next(stream: Stream) -> int:
-    return 0 if stream.high is None else stream.high + 1
+    """The number a root gives its next new packet: past every number the tree is known to
+    have given, and never below what this node has processed."""
+    after = 0 if stream.high is None else stream.high + 1
+    return after if stream.next_in is None else max(after, stream.next_in)
 
 
 class _FlowParts(Protocol):
