@@ -346,10 +346,13 @@ class Simulator:
         process's sockets are closed by its operating system."""
         if not self.alive[i]:
             return
+        # Dead first: a killed process handles nothing more, not even its own sockets
+        # closing (chaos: a dying root, told its links were down, numbered a waiting
+        # publish and delivered it to its local subscriber as it died).
+        self.alive[i] = False
         if not silent:
             for j in sorted(self.links[i]):
                 self.disconnect(i, j)
-        self.alive[i] = False
         self._busy.discard(i)
         self._wake.pop(i, None)
         for j in self.links[i]:
