@@ -447,6 +447,27 @@ class ProbeAnswer(Message):
     htl: int = _f(Kind.HTL)
 
 
+@dataclass(frozen=True, slots=True)
+class HeldQuery(Message):
+    """A root asking a child to say once it holds ``packet`` (it answers with Held). Until
+    some child does, the root's own clients are not shown the packet nor told it is
+    acknowledged: were the root to die first, the next root would give that number to
+    another packet (``overlay.core.commits``)."""
+
+    TYPE: ClassVar[int] = 25
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class Held(Message):
+    """The answer to HeldQuery: the sender has processed every packet up to ``packet``."""
+
+    TYPE: ClassVar[int] = 26
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -472,6 +493,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     FillRequest,
     RootProbe,
     ProbeAnswer,
+    HeldQuery,
+    Held,
 )
 
 

@@ -49,6 +49,8 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "FillRequest": 22,
     "RootProbe": 23,
     "ProbeAnswer": 24,
+    "HeldQuery": 25,
+    "Held": 26,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -133,6 +135,8 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("root", Kind.OPT_LOCATION),
         ("htl", Kind.HTL),
     ),
+    "HeldQuery": (("key", Kind.KEY), ("packet", Kind.PACKET)),
+    "Held": (("key", Kind.KEY), ("packet", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

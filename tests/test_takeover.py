@@ -30,6 +30,8 @@ from overlay.messages import (
     MAX_PACKET,
     Accepted,
     DataNotFound,
+    Held,
+    HeldQuery,
     PacketKind,
     PacketsMissed,
     PublishData,
@@ -413,6 +415,8 @@ def test_claim_far_beyond_the_head_moves_it_by_at_most_one_window() -> None:
     assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects
     assert Deliver(1, Missed(KEY, 3, 10)) in effects
     effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"next")
+    assert Send(b"U", HeldQuery(KEY, 11)) in effects  # acked once its child holds it
+    effects = node.receive(1.0 + GRACE, b"U", Held(KEY, 11))
     assert Deliver(1, PublishAcked(KEY, 999, 11)) in effects
 
 

@@ -48,14 +48,19 @@ def as_event(packet: SubscribeData) -> Packet:
 
 
 def pump(
-    key: bytes, member: Member, window: Window, contiguous_from: int | None
+    key: bytes,
+    member: Member,
+    window: Window,
+    contiguous_from: int | None,
+    until: int | None = None,
 ) -> list[ClientEvent]:
-    """Deliver to ``member`` everything it is owed that the window can now give."""
+    """Deliver to ``member`` everything it is owed that the window can now give, up to
+    ``until`` if it is set (a root's commit point: ``overlay.core.commits``)."""
     events: list[ClientEvent] = []
     cursor = member.cursor
     if cursor is None or not member.receives:
         return events
-    while True:
+    while until is None or cursor <= until:
         if cursor < window.floor:
             events.append(Missed(key, cursor, window.floor - 1))
             cursor = window.floor

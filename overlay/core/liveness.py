@@ -13,6 +13,7 @@ from typing import Protocol
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, PeerId
 from overlay.core.peers import PeerTable
+from overlay.core.publishing import PacketFlow
 from overlay.core.stats import NodeStats
 from overlay.core.timers import TimerQueue
 from overlay.messages import MAX_NEIGHBOURS, Heartbeat, Message, Neighbours
@@ -32,6 +33,7 @@ class _NodeParts(Protocol):
     _beats: int
     _beating: bool
     _announce_at: float | None
+    flow: PacketFlow
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _forget_peer(self, now: float, peer: PeerId) -> None: ...
@@ -72,6 +74,7 @@ class Liveness:
             self._send(peer.id, beat)
         self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
         self._probe_roots(now)  # every few rounds (``probes``)
+        self.flow.overdue()  # a root's unanswered HeldQuery (``commits``)
 
     def _links_changed(self: _NodeParts, now: float) -> None:
         if self._announce_at is None:

@@ -56,6 +56,8 @@ from overlay.messages import (
     DataNotFound,
     FillRequest,
     Heartbeat,
+    Held,
+    HeldQuery,
     Hello,
     Message,
     Neighbours,
@@ -240,6 +242,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._on_probe(now, peer, message)
             case ProbeAnswer():
                 self._on_probe_answer(now, peer, message)
+            case HeldQuery():
+                self._on_held_query(peer, message)
+            case Held():
+                stream = self.streams.get(message.key)
+                if stream is None:
+                    self.stats.ignored += 1
+                else:
+                    self.flow.on_held(peer, message, stream)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
                 self._served(now, message.key)  # it may be one a waiting child lacks
@@ -247,6 +257,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self.flow.on_answer(peer, message)
             case _:
                 self.stats.ignored += 1
+
+    def _on_held_query(self, peer: PeerId, query: HeldQuery) -> None:
+        """Our parent, a root, asks what we hold (``commits``): everything we processed."""
+        stream = self.streams.get(query.key)
+        if stream is None or stream.parent != peer or not stream.next_in:
+            self.stats.ignored += 1  # the root's question times out; it shows its clients
+            return
+        self._send(peer, Held(query.key, stream.next_in - 1))
 
     def _served(self, now: float, key: bytes | None) -> None:
         """Serve the children waiting on ``key``'s stream that can be served now."""
@@ -528,8 +546,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         if state is None:
             del self.streams[stream.key]
             return
+        was_root = stream.state is State.ROOT
         stream.state = state
         stream.parent = parent
+        if was_root and state is not State.ROOT:
+            self.flow.children_changed(stream)  # its clients are shown what it holds
         if change is not Change.JOIN_FAILED:
             stream.join_uid = None
 

@@ -47,6 +47,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import pump
 from overlay.core.effects import ClientId, PeerId
@@ -128,7 +129,7 @@ def explain(error: int) -> str:
         return f"refused with unknown reason code {error}"
 
 
-class PacketFlow(Takeover):
+class PacketFlow(Takeover, Commits):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 
@@ -228,7 +229,7 @@ class PacketFlow(Takeover):
             if stream.recover_until is not None and not _continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
             else:
-                self._reply(source, self._serialize(stream, message))
+                self._reply_root(stream, source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
             self._wait(stream, source, message)
@@ -305,10 +306,20 @@ class PacketFlow(Takeover):
             return  # the tree is changing under us: the timer sends it again
         self._reply(entry.client, answer)
 
+    def _reply_root(self, stream: Stream, source: Source, answer: Answer) -> None:
+        """The root's answer: a local publisher's waits until the packet is committed."""
+        if isinstance(source, bytes):
+            self._send(source, answer)
+        else:
+            self.ack_local(stream, source, answer)
+
     def _reply(self, source: Source, answer: Answer) -> None:
         if isinstance(source, bytes):
             self._send(source, answer)
-            return
+        else:
+            self._answer_local(source, answer)
+
+    def _answer_local(self, client: ClientId, answer: Answer) -> None:
         entry = self.local.pop(answer.uid, None)
         if entry is None:
             return  # answered already (a resend crossed the first answer)
@@ -489,14 +500,20 @@ class PacketFlow(Takeover):
             stream.high = number
         for child in stream.children:
             self._send(child, packet)
+        if stream.state is State.ROOT:
+            self.stored_at_root(stream, number)
         self.pump(stream)
 
     def pump(self, stream: Stream) -> None:
-        """Deliver to every local client of ``stream`` what it can now have."""
+        """Deliver to every local client of ``stream`` what it can now have (at a root, what
+        a child holds too: ``overlay.core.commits``)."""
+        until = stream.committed if stream.state is State.ROOT else None
         for client, member in stream.local.items():
-            for event in pump(stream.key, member, stream.window, stream.contiguous_from):
+            for event in pump(stream.key, member, stream.window, stream.contiguous_from, until):
                 self.stats.delivered += 1
                 self._deliver(client, event)
+        if stream.unacked:
+            self.release(stream)
 
     def _signature_ok(self, stream: Stream, packet: PublishData | SubscribeData) -> bool:
         signer = stream.signer

@@ -33,6 +33,7 @@ from typing import Protocol
 from keyspace.location import is_closer
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
@@ -61,6 +62,7 @@ class _NodeParts(Protocol):
     _timers: TimerQueue
     _unsettled: set[tuple[PeerId, bytes]]
     _awaiting: dict[int, bytes]
+    flow: PacketFlow
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
@@ -135,6 +137,7 @@ class Restarts:
 
     def _child_gone(self: _NodeParts, now: float, stream: Stream, peer: PeerId) -> None:
         del stream.children[peer]
+        self.flow.children_changed(stream)  # a root may have nobody left to wait for
         if stream.looking is not None:
             stream.look_lost = True  # see ``merges``: the look may have missed its subtree
         if stream.idle:

@@ -36,6 +36,7 @@ class NodeStats:
     splits_found: int = 0  # probes answered by a closer root: a look followed
     lost_looks: int = 0  # looks whose search vanished without an answer: ended as not found
     merges: int = 0  # times such a look found one and this node's tree joined it
+    commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
     filled: int = 0  # packets from before we joined, asked of our parent for a child
 
     def as_dict(self) -> dict[str, int]:

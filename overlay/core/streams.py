@@ -29,7 +29,7 @@ from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
-from overlay.messages import PublishData
+from overlay.messages import PublishData, PublishSucceeded
 
 if TYPE_CHECKING:
     from overlay.core.refills import Fill
@@ -144,6 +144,13 @@ class Stream:
     probe_misses: int = 0
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
+    # At a root (commits): the newest packet a child is known to hold, which bounds what
+    # local clients are shown (None: no bound), the newest asked about (HeldQuery), the
+    # heartbeat rounds that ask has waited, and local publishes' acknowledgements held back.
+    committed: int | None = None
+    asked: int | None = None
+    ask_rounds: int = 0
+    unacked: list[tuple[ClientId, PublishSucceeded]] = field(default_factory=list)
 
     @property
     def signer(self) -> bytes | None:

@@ -49,6 +49,7 @@ class _FlowParts(Protocol):
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _missing(self, stream: Stream, first: int, last: int) -> None: ...
     def _reply(self, source: Any, answer: Any) -> None: ...
+    def _reply_root(self, stream: Stream, source: Any, answer: Any) -> None: ...
     def _serialize(self, stream: Stream, message: PublishData) -> Any: ...
     def carried(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
@@ -63,6 +64,7 @@ class Takeover:
     ) -> None:
         """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
         had seen; ``takeover``: the tree existed before (a restart made us root)."""
+        stream.committed = stream.asked = None  # what it holds is shown (``commits``)
         if stream.uids is None:
             # The uids of the packets we hold: a retry of one of them is acknowledged.
             uids = stream.uids = OrderedDict()
@@ -149,7 +151,7 @@ class Takeover:
             assert message.packet is not None and stream.next_in is not None
             if message.packet > stream.next_in:
                 self._missing(stream, stream.next_in, message.packet - 1)
-            self._reply(source, self._serialize(stream, message))
+            self._reply_root(stream, source, self._serialize(stream, message))
         assert stream.next_in is not None
         if stream.high is not None and stream.next_in <= stream.high:
             self._missing(stream, stream.next_in, stream.high)
