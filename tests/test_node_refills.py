@@ -33,6 +33,7 @@ from overlay.messages import (
     RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
+    SubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
@@ -312,3 +313,21 @@ def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_h
     )
     answers = to(settle(node), A)
     assert PublishSucceeded(77, KEY, 3) in answers
+
+
+def test_a_fresh_relay_with_no_packet_yet_asks_for_what_a_resubscriber_lacks() -> None:
+    # N relayed X's fresh subscribe to P, whose head was 2: N is placed at 3 and no packet
+    # has come. B resubscribes having seen nothing (-1): N never had 0..2 but P has them
+    # (chaos: B was told 0..2 were missed).
+    node = make(0.45)
+    meet(node, P, 0.49)
+    meet(node, b"X", 0.3)
+    meet(node, B, 0.2)
+    node.receive(0.0, b"X", SubscribeRequest(1, KEY, MAX_HTL, 0.3, None))
+    node.receive(0.0, P, SubscribeSucceeded(1, KEY, 2))
+    stream = node.streams[KEY]
+    assert (stream.state, stream.next_in, stream.start) == (State.JOINED, None, 3)
+    effects = node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.2, 0.2, -1))
+    assert sends(effects) == [(B, Accepted(2)), (P, FillRequest(KEY, 0, 2))]
+    effects = [e for n in range(3) for e in node.receive(1.1, P, data(n))]
+    assert to(effects, B) == [SubscribeSucceeded(2, KEY, 2), data(0), data(1), data(2)]

@@ -153,6 +153,11 @@ class Refills:
         """Whether serving ``peer`` from ``first`` must wait for packets we never had; if so,
         it waits (see the module notes) and our parent is asked for them."""
         root = stream.state is State.ROOT
+        if stream.next_in is None and stream.start is not None and first < stream.start:
+            # A fresh join placed us at ``start`` and nothing has come yet: we never had the
+            # numbers before it, though the tree has them (chaos: a relay that joined at 3
+            # adopted a resubscribe from -1, which was told 0..2 were missed).
+            stream.next_in = stream.contiguous_from = stream.start
         if (root and stream.recover_until is None) or stream.next_in is None:
             return False
         end = stream.next_in - 1 if last is None else min(last, stream.next_in - 1)
