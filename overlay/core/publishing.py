@@ -400,32 +400,13 @@ class PacketFlow(Takeover, Commits):
             return _rejection(message, PublishError.BAD_SIGNATURE)
         self.stats.backfilled += 1
         first = stream.frontier.first_of(message.epoch, number)
-        packet = SubscribeData(
-            message.key,
-            number,
-            message.data,
-            message.epoch,
-            message.kind,
-            message.sig,
-            None if first is None else min(first, number),
-            message.uid,
-        )
-        stream.window.add(packet)
+        stream.window.add(_numbered(message, number, None if first is None else min(first, number)))
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
 
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
         """Store ``message`` as packet ``number``, send it down, remember its uid."""
-        packet = SubscribeData(
-            message.key,
-            number,
-            message.data,
-            message.epoch,
-            message.kind,
-            message.sig,
-            stream.frontier.first_of(message.epoch, number),
-            message.uid,
-        )
+        packet = _numbered(message, number, stream.frontier.first_of(message.epoch, number))
         self._store(stream, packet)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
@@ -620,6 +601,20 @@ class PacketFlow(Takeover, Commits):
                 member.cursor = head
         frontier = stream.frontier
         return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
+
+
+def _numbered(message: PublishData, number: int, epoch_first: int | None) -> SubscribeData:
+    """The packet a root stores for ``message`` as ``number``."""
+    return SubscribeData(
+        message.key,
+        number,
+        message.data,
+        message.epoch,
+        message.kind,
+        message.sig,
+        epoch_first,
+        message.uid,
+    )
 
 
 def _fills_hole(stream: Stream, message: PublishData) -> bool:
