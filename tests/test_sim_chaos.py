@@ -566,3 +566,32 @@ ROOT_WITHOUT_PAST = Scenario(
     partition=(22.678792376583328, 51.76490010038171, 0.21525761169751237),
     weather=NetworkModel(drop=0.01, duplicate=0.05),
 )
+
+
+def test_a_side_that_was_cut_off_gets_what_the_other_side_numbered_at_the_merge() -> None:
+    # The stream's closest nodes were cut off: node 16 became root there and numbered
+    # nothing, while node 6 became root of the other side and numbered 0..14. At the heal a
+    # probe moved 6's tree under 16, which took 0..14 as the past it never had and kept
+    # them to itself: node 18, subscribed on the cut side throughout, never got them. A
+    # root whose tree had nothing now takes a merging tree's past as holes to fill and
+    # sends it down every branch (``Takeover.reported``).
+    outcome = run(CUT_SIDE_NEVER_CAUGHT_UP)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+CUT_SIDE_NEVER_CAUGHT_UP = Scenario(
+    seed=1768,
+    nodes=30,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=3.491604383848087e-143, kind="crash", arg=471, until=None),
+        Fault(at=4.998891883292696, kind="loud-crash", arg=905, until=35.37603337825068),
+        Fault(at=10.0, kind="crash", arg=8192, until=None),
+        Fault(at=11.428289587572545, kind="loud-crash", arg=34762, until=24.114442221191382),
+        Fault(at=26.880855204887617, kind="crash", arg=317321, until=44.131111669423),
+    ),
+    partition=(10.515874356466039, 45.54990429953432, 0.3215219666541925),
+    weather=NetworkModel(drop=0.002, jitter=0.02),
+)

@@ -442,6 +442,33 @@ def test_claim_at_an_empty_root_never_numbers_past_the_wire_limit() -> None:
     assert all(a.number <= MAX_PACKET for a in acks if isinstance(a, PublishAcked))
 
 
+def test_root_whose_tree_had_nothing_sends_a_merging_trees_past_down_every_branch() -> None:
+    """A merge after a split: our tree had no packet while U's side numbered 0..2. U's push
+    fills those numbers here in order, and they go down our other branch too (chaos: a
+    side that was cut off never got what the other side published meanwhile)."""
+    node = root_with_packets(0)
+    meet(node, C, 0.3)
+    node.receive(0.0, C, SubscribeRequest(8, KEY, 5, 0.3, None))
+    node.receive(0.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 2))
+    stream = node.streams[KEY]
+    assert (stream.high, stream.next_in) == (2, 0)
+    for n in range(3):
+        pushed = PublishData(UID + n, KEY, n, 0.5, 10, OLD[n], None, PacketKind.DATA, None)
+        effects = node.receive(0.1, b"U", pushed)
+        packet = SubscribeData(KEY, n, OLD[n], None, PacketKind.DATA, None, None, UID + n)
+        assert Send(C, packet) in effects
+    assert node.stats.refilled == 3 and node.stats.published == 0
+    effects = node.receive(0.2, C, Held(KEY, 2))
+    delivered = [e.event for e in effects if isinstance(e, Deliver)]
+    assert [(p.number, p.data) for p in delivered if isinstance(p, Packet)] == list(
+        (n, OLD[n]) for n in range(3)
+    )
+    effects = node.handle_timer(GRACE)
+    assert not [e for e in effects if isinstance(e, Send) and isinstance(e.message, PacketsMissed)]
+    effects = node.publish(GRACE, KEY, 1, 999, b"next")
+    assert Send(C, HeldQuery(KEY, 3)) in effects  # numbering goes on after the merged past
+
+
 # --- 6. handing the tree to a closer node -----------------------------------------------------
 
 

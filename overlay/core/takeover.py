@@ -93,7 +93,13 @@ class Takeover:
         if high is not None and last_seen <= high:
             return
         if high is None:
-            self._continue_after(stream, last_seen)
+            if stream.next_in is None or stream.next_in > last_seen:
+                self._continue_after(stream, last_seen)
+            else:
+                # Our tree has had none of ``next_in..last_seen`` (a merge: the other side
+                # numbered while we were apart). They are holes, filled by the child's push
+                # in order and sent down to every branch, as after any other takeover.
+                stream.high = last_seen
             stream.recover_base = last_seen
         else:
             if stream.recover_until is None:
