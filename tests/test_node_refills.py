@@ -331,3 +331,19 @@ def test_a_fresh_relay_with_no_packet_yet_asks_for_what_a_resubscriber_lacks() -
     assert sends(effects) == [(B, Accepted(2)), (P, FillRequest(KEY, 0, 2))]
     effects = [e for n in range(3) for e in node.receive(1.1, P, data(n))]
     assert to(effects, B) == [SubscribeSucceeded(2, KEY, 2), data(0), data(1), data(2)]
+
+
+def test_a_fresh_relay_with_no_packet_yet_asks_on_for_its_childs_fill_request() -> None:
+    # As above, but the one asking is a child's FillRequest (its own waiter's): N used to
+    # ignore it while no packet had come, and the child, after fill_timeout, told its
+    # resubscriber that packet 0 was missed, which P held (chaos seed 16851).
+    node = make(0.45)
+    meet(node, P, 0.49)
+    meet(node, b"X", 0.3)
+    node.receive(0.0, b"X", SubscribeRequest(1, KEY, MAX_HTL, 0.3, None))
+    node.receive(0.0, P, SubscribeSucceeded(1, KEY, 0))
+    effects = node.receive(1.0, b"X", FillRequest(KEY, 0, 0))
+    assert sends(effects) == [(P, FillRequest(KEY, 0, 0))]
+    assert to(node.receive(1.1, P, data(0)), b"X") == [data(0)]
+    # Numbers at or past its start it has not got either: they come down anyway.
+    assert sends(node.receive(1.2, b"X", FillRequest(KEY, 3, 4))) == []

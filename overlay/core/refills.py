@@ -189,12 +189,18 @@ class Refills:
             or not stream.carried
             or peer not in stream.children
             or message.first > message.last
-            or stream.next_in is None
         ):
             self.stats.ignored += 1  # the child's wait times out; it reports them missed
             return
-        if not self._serve_later(now, stream, peer, message.first, message.last, None, None):
-            self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
+        # A fresh relay that no packet has reached yet asks on too, for numbers before its
+        # start (chaos: one that ignored the request left its child to report packet 0
+        # missed, which the root held).
+        if self._serve_later(now, stream, peer, message.first, message.last, None, None):
+            return
+        if stream.next_in is None:
+            self.stats.ignored += 1  # nothing here yet: what comes from above reaches it too
+            return
+        self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
 
     def _check_fills(self: _NodeParts, now: float, stream: Stream) -> None:
         """Serve every waiter whose asked-for numbers are in (held or known missing): a
