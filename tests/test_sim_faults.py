@@ -381,6 +381,22 @@ def test_partition_stops_messages_across_and_heal_reopens_the_links() -> None:
         assert {p.id for p in sim.nodes[i].peers} == {sim.ids[j] for j in sim.links[i]}, i
 
 
+def test_node_added_during_a_partition_is_on_the_rest_and_does_not_bridge_the_cut() -> None:
+    sim = small()
+    side, other = halves(sim)
+    sim.partition(side)
+    peers = [min(side), min(other)]
+    new = sim.add_node(0.9, peers)
+    assert sim.links[new] == set(peers)
+    assert sim.reachable(new) & side == set()
+    assert sim.linked(new, min(other)) and not sim.linked(new, min(side))
+    run_quiet(sim)
+    assert not knows(sim, new, min(side)) and not knows(sim, min(side), new)
+    sim.heal()
+    run_quiet(sim)
+    assert knows(sim, new, min(side)) and knows(sim, min(side), new)
+
+
 def test_search_during_a_partition_stays_on_its_side() -> None:
     sim = small()
     side, _ = halves(sim)

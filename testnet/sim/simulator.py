@@ -94,6 +94,7 @@ class Simulator:
         self.links: list[set[int]] = [set(row) for row in self.topology.neighbours]
         self._open: set[tuple[int, int]] = set(self.topology.edges())
         self._cut: set[tuple[int, int]] = set()  # links a partition holds down
+        self._sides: list[set[int]] = []  # the sides cut off, until the heal
         # Frames sent over (or arriving on) a cut link that is still open, per direction:
         # TCP would retransmit them, so they arrive, in order, if the partition heals before
         # either end gives the link up; once it does, they are lost with the connection.
@@ -381,12 +382,21 @@ class Simulator:
         self.nodes.append(self._new_node(i))
         self.alive.append(True)
         for j in peers:
+            if any(j in side for side in self._sides):
+                # A node that joins during a partition is on the rest's side: a link to
+                # the side cut off would bridge the cut (chaos: the side's root got
+                # publishes from the rest through a node added meanwhile). Dialled at heal.
+                self.links[i].add(j)
+                self.links[j].add(i)
+                self._cut.add((j, i))
+                continue
             self.connect(i, j)
         return i
 
     def partition(self, side: set[int]) -> None:
         """Cut every link between ``side`` and the rest, silently: messages stop crossing
         and each end finds out by liveness."""
+        self._sides.append(set(side))
         for a in side:
             for b in self.links[a]:
                 if b not in side:
@@ -395,6 +405,7 @@ class Simulator:
     def heal(self) -> None:
         """Lift every partition and dial the links it broke."""
         cut, self._cut = self._cut, set()
+        self._sides = []
         stalled, self._stalled = self._stalled, {}
         for a, b in sorted(cut):
             if (a, b) in self._open:
