@@ -252,6 +252,24 @@ def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stre
     assert b"W" in node.streams[KEY].children
 
 
+def test_child_whose_parent_carried_the_restarts_search_on_stays_its_child() -> None:
+    """The ancestor's resubscribe came to N through W, N routed it on to its own parent B
+    (B carries the same label and routes it on too), and B's success comes back: N hangs
+    from B as before. It used to leave its "old parent", B itself, with an Unsubscribe,
+    and named as parent a node that had dropped it (chaos: an orphan whose publishes B
+    refused for ever)."""
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
+    assert relayed(effects, b"W", 70)[0] == b"B"
+    effects = node.receive(1.2, b"B", SubscribeSucceeded(70, KEY, None))
+    assert (b"B", Unsubscribe(KEY)) not in sends(effects)
+    assert (b"W", SubscribeSucceeded(70, KEY, None)) in sends(effects)
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent) == (State.JOINED, b"B")
+    assert set(stream.children) == {b"D", b"W"}
+
+
 def test_every_remembered_restart_counts_not_only_the_most_recent() -> None:
     """The spec says only the most recent SubscribeRestarted counts; but a restart that a
     newer one overtook still comes from one of our ancestors, so its resubscribe is refused

@@ -595,3 +595,31 @@ CUT_SIDE_NEVER_CAUGHT_UP = Scenario(
     partition=(10.515874356466039, 45.54990429953432, 0.3215219666541925),
     weather=NetworkModel(drop=0.002, jitter=0.02),
 )
+
+
+def test_a_child_that_routed_a_restart_through_its_parent_is_not_orphaned() -> None:
+    # Node 14 routed its restarting ancestor's resubscribe to its own parent 23, which
+    # routed it out of the subtree and reparented; 14 took the success as "found the tree
+    # through 23" and left its old parent, 23 itself. 23 dropped it, and 14 named 23 its
+    # parent for ever, every publish refused there: the network never got quiet.
+    outcome = run(ORPHANED_BY_ITS_PARENT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+ORPHANED_BY_ITS_PARENT = Scenario(
+    seed=2526,
+    nodes=23,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=0.005, kind="loud-crash", arg=1000000, until=34.89542460049296),
+        Fault(at=2.0935060768417695, kind="weather", arg=0, until=19.51763829029288),
+        Fault(at=5.013408422936599, kind="add", arg=5, until=None),
+        Fault(at=11.332229148979838, kind="loud-crash", arg=265, until=46.64621857907673),
+        Fault(at=13.39988563474871, kind="loud-crash", arg=93, until=None),
+        Fault(at=21.613563169848163, kind="crash", arg=3219, until=None),
+        Fault(at=29.79224219205983, kind="crash", arg=40631, until=None),
+    ),
+    partition=(3.252799484799971e-63, 2.0, 0.15760647851846576),
+    weather=NetworkModel(drop=0.002, duplicate=0.05, jitter=0.02),
+)

@@ -468,7 +468,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._change(stream, Change.REPARENTED, parent=peer)
                 self._take_label(stream, *label_of(reply))
                 self.flow.attached(stream, success_of(reply), route.last_seen)
-                if old is not None and old in self.peers:
+                # ``peer`` may be the old parent itself: the search went up through it (it
+                # routed the ancestor's resubscribe on too) before leaving the subtree.
+                # Leaving it then orphans us (chaos: a child naming a parent that had
+                # dropped it, its publishes refused there for ever).
+                if old is not None and old != peer and old in self.peers:
                     self._leave(old, route.key)
                 self._refill(now, stream)
             elif stream.parent != peer:
