@@ -605,7 +605,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
-            self._send(peer, self.flow.success(uid, stream))
+            self._send(peer, self.flow.success(uid, stream, last_seen))
         if not new_root and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
         self.flow.reported(now, stream, last_seen)

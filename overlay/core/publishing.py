@@ -58,6 +58,7 @@ from overlay.core.events import (
     PublishFailed,
     Subscribed,
 )
+from overlay.core.refills import gaps
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
@@ -507,7 +508,7 @@ class PacketFlow(Takeover, Commits):
 
     # --- joining the tree ----------------------------------------------------------------------
 
-    def success(self, uid: int, stream: Stream) -> SubscribeSucceeded:
+    def success(self, uid: int, stream: Stream, last_seen: int | None = None) -> SubscribeSucceeded:
         """The SubscribeSucceeded that tells a new child where the stream is: the newest
         packet we have processed (a restarted child that holds more sends it up)."""
         frontier = stream.frontier
@@ -515,6 +516,15 @@ class PacketFlow(Takeover, Commits):
             last = stream.high
         else:
             last = stream.next_in - 1 if stream.next_in > 0 else None
+            if last is not None and last_seen is not None and stream.recover_until is not None:
+                # A root in its takeover grace that continued numbering after someone's
+                # ``last_seen`` lacks the tree's past: a resubscriber that holds it is told
+                # where our gap starts, and pushes it up from there (``_backfill``) (chaos:
+                # told "2", the only holder of 0..2 pushed nothing, and a side merging
+                # later was told they were missed).
+                lacking = gaps(stream.window, 0, min(last, last_seen))
+                if lacking:
+                    last = lacking[0][0] - 1 if lacking[0][0] > 0 else None
         return SubscribeSucceeded(
             uid,
             stream.key,
