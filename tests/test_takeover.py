@@ -469,6 +469,21 @@ def test_root_whose_tree_had_nothing_sends_a_merging_trees_past_down_every_branc
     assert Send(C, HeldQuery(KEY, 3)) in effects  # numbering goes on after the merged past
 
 
+def test_pushed_packet_whose_uid_has_another_number_here_still_fills_its_place() -> None:
+    """Two roots numbered one publish apart: uid 999 is packet 0 here, packet 1 on U's side.
+    U's push of 1 fills our hole at 1 (its branch delivered it as 1) instead of being
+    answered "0" and leaving 1 a hole that every branch of ours is told was missed."""
+    node = root_with_packets(0)
+    node.publish(0.0, KEY, 1, 999, b"same")
+    node.receive(0.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 1))
+    stream = node.streams[KEY]
+    assert (stream.high, stream.next_in) == (1, 1)
+    pushed = PublishData(999, KEY, 1, 0.5, 10, b"same", None, PacketKind.DATA, None)
+    node.receive(0.1, b"U", pushed)
+    assert stream.next_in == 2 and stream.window.get(1) is not None
+    assert node.stats.refilled == 1
+
+
 # --- 6. handing the tree to a closer node -----------------------------------------------------
 
 

@@ -362,10 +362,13 @@ class PacketFlow(Takeover, Commits):
         uids = stream.uids
         assert uids is not None, "only a root serializes"
         number = uids.get(message.uid)
+        if _fills_hole(stream, message) and number != message.packet:
+            # Pushed up under the number a branch holds it as: taken in that place even if
+            # its uid has another number here (two roots numbered one publish apart), so
+            # every branch sees the same packet under each number, never a hole.
+            return self._fill(stream, message)
         if number is not None:
             return PublishSucceeded(message.uid, message.key, number)
-        if _fills_hole(stream, message):
-            return self._fill(stream, message)
         if _backfills(stream, message):
             return self._backfill(stream, message)
         if message.packet is not None and message.packet != _next(stream):
