@@ -521,10 +521,10 @@ class PacketFlow(Takeover, Commits):
             last = stream.next_in - 1 if stream.next_in > 0 else None
             if last is not None and last_seen is not None and stream.recover_until is not None:
                 # A root in its takeover grace that continued numbering after someone's
-                # ``last_seen`` lacks the tree's past: a resubscriber that holds it is told
-                # where our gap starts, and pushes it up from there (``_backfill``) (chaos:
-                # told "2", the only holder of 0..2 pushed nothing, and a side merging
-                # later was told they were missed).
+                # ``last_seen`` lacks the tree's past. A resubscriber is told where that gap
+                # starts, so it pushes up what it holds from there (kept by ``_backfill``).
+                # Chaos: told "2", the only holder of 0..2 pushed nothing, and a side
+                # merging later was told they were missed.
                 lacking = gaps(stream.window, 0, min(last, last_seen))
                 if lacking:
                     last = lacking[0][0] - 1 if lacking[0][0] > 0 else None
