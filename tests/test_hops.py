@@ -1,13 +1,24 @@
 """Moving a search hop to hop (``overlay.core.hops``): here, where a member of a tree sends
-a resubscribe it may not accept. The greedy rules themselves (closest untried peer,
-backtracking, timeouts) are tested with the rest of the node in ``test_node``."""
+a resubscribe it may not accept, and a search of our own that has no peer to go to. The
+greedy rules themselves (closest untried peer, backtracking, timeouts) are tested with the
+rest of the node in ``test_node``."""
 
 from __future__ import annotations
 
-from test_node import KEY, MAX_HTL, joined_node, meet, sends
+from test_node import KEY, MAX_HTL, joined_node, make, meet, proto, sends
 
-from overlay.core.effects import Effect
-from overlay.messages import Accepted, DataNotFound, ResubscribeRequest, SubscribeRestarted
+from overlay.core.effects import Deliver, Effect
+from overlay.core.events import Subscribed
+from overlay.core.node import Node
+from overlay.core.streams import State
+from overlay.messages import (
+    Accepted,
+    DataNotFound,
+    Hello,
+    ResubscribeRequest,
+    SubscribeRequest,
+    SubscribeRestarted,
+)
 
 UID = 900
 
@@ -43,3 +54,55 @@ def test_after_its_parent_failed_the_member_goes_on_greedily() -> None:
     assert forwarded_to(effects) == [b"P"]
     effects = node.receive(1.1, b"P", DataNotFound(UID, KEY, 5))
     assert forwarded_to(effects) == [b"Z"]
+
+
+# --- a search of our own with no peer at all ------------------------------------------------
+
+
+def first_peer_up(node: Node, peer: bytes, location: float) -> list[Effect]:
+    node.link_up(5.0, peer)
+    return node.receive(5.0, peer, Hello(location, 77))
+
+
+def test_a_node_that_dials_peers_holds_its_join_until_one_is_up() -> None:
+    # Ended at once, the search would make N the root of a tree of one, numbering its
+    # client's publishes beside the real tree (a restarted node before its links are up).
+    node = make(wait_for_peers=True)
+    assert proto(node.subscribe(0.0, KEY, 1)) == []
+    assert node.streams[KEY].state is State.JOINING
+    assert not node.busy()  # a peer may never come: a driver waiting for quiet must not hang
+    [(peer, request)] = sends(first_peer_up(node, b"P", 0.3))
+    assert peer == b"P" and isinstance(request, SubscribeRequest)
+    assert (request.key, request.htl, request.best_loc) == (KEY, MAX_HTL, 0.45)
+    assert node.busy()
+
+
+def test_a_node_whose_peers_all_went_holds_its_join_whatever_its_config_says() -> None:
+    node = make()  # wait_for_peers off: it was started alone, but then had a peer
+    meet(node, b"P", 0.3)
+    node.link_down(1.0, b"P")
+    assert proto(node.subscribe(2.0, KEY, 1)) == []
+    assert node.streams[KEY].state is State.JOINING and node.stats.roots == 0
+    [(peer, request)] = sends(first_peer_up(node, b"Q", 0.2))
+    assert peer == b"Q" and isinstance(request, SubscribeRequest)
+
+
+def test_a_held_join_ends_as_root_where_the_first_peer_finds_nothing() -> None:
+    node = make(wait_for_peers=True)
+    node.subscribe(0.0, KEY, 1)
+    [(_, request)] = sends(first_peer_up(node, b"P", 0.3))
+    assert isinstance(request, SubscribeRequest)
+    effects = node.receive(5.1, b"P", DataNotFound(request.uid, KEY, 0))
+    assert effects == [Deliver(1, Subscribed(KEY, root=True))]
+    assert node.streams[KEY].state is State.ROOT
+
+
+def test_a_member_cut_off_from_every_peer_stays_restarting_until_one_is_up() -> None:
+    node = joined_node()  # parent P, child C, spare peer Q
+    for peer in (b"Q", b"C", b"P"):
+        node.link_down(1.0, peer)
+    stream = node.streams[KEY]
+    assert stream.state is State.RESTARTING and node.stats.roots == 0
+    [(peer, request)] = sends(first_peer_up(node, b"Z", 0.499))
+    assert peer == b"Z" and isinstance(request, ResubscribeRequest)
+    assert request.must_beat == 0.45 and stream.state is State.RESTARTING

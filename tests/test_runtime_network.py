@@ -19,6 +19,7 @@ from keyspace.stream_key import StreamKey
 from keyspace.topology import Topology, small_world
 from overlay.core.config import NodeConfig
 from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.core.streams import State
 from overlay.messages import RETRYABLE
 from overlay.runtime.host import NodeHost
 from overlay.runtime.service import RunningNode
@@ -173,3 +174,31 @@ def _key_near(location: float) -> bytes:
         if abs(stream.location - location) < 0.01:
             return stream.key
     raise AssertionError("no key found")
+
+
+async def test_node_restarted_while_its_peers_are_down_joins_only_once_one_is_up() -> None:
+    """A node with peers to dial (its ``connect`` list) does not become the root of a tree
+    of one while none is up: that root would number publishes beside the real tree. Node 1
+    dials node 0; node 0, which dials nobody, is alone from each start and roots at once."""
+    key = _key_near(0.25)  # node 0's location: node 1 cannot be its root
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(chain(2), core=FAST) as net:
+            await net.wait_linked()
+            await net.stop(0)
+            await net.stop(1)
+            host = (await net.restart(1)).host
+            inbox = Inbox()
+            host.subscribe(host.add_client(inbox), key)
+            assert inbox.events == []  # a root would have said Subscribed already
+            assert host.core.streams[key].state is State.JOINING
+            first = (await net.restart(0)).host
+            await host.wait_until(lambda: any(isinstance(e, Subscribed) for e in inbox.events))
+            stream = host.core.streams[key]
+            assert stream.state is State.JOINED and stream.parent == first.core.id
+            await net.stop(1)
+            await net.stop(0)
+            fresh = (await net.restart(0)).host
+            alone = Inbox()
+            fresh.subscribe(fresh.add_client(alone), key)
+            [event] = alone.events
+            assert isinstance(event, Subscribed) and event.root

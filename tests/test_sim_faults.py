@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from overlay.core.config import NodeConfig
-from overlay.core.events import Subscribed
+from overlay.core.events import PublishAcked, Subscribed
 from overlay.core.streams import State
 from testnet.sim.invariants import check_all, violations
 from testnet.sim.network import NetworkModel
@@ -288,6 +288,35 @@ def test_restarted_subscriber_has_lost_its_subscription_and_can_subscribe_again(
     run_quiet(sim)
     assert [type(e) for _, e in sim.events_for(SUBSCRIBERS[0], 1)] == [Subscribed, Subscribed]
     sound(sim, SUBSCRIBERS)
+
+
+def acked(sim: Simulator, i: int, client: int) -> list[int]:
+    return [e.number for _, e in sim.events_for(i, client) if isinstance(e, PublishAcked)]
+
+
+def test_restarted_root_publishing_before_its_links_are_up_joins_the_tree_it_left() -> None:
+    # Chaos: the old root, closest to the key, came back and its client published at once.
+    # With no peer up yet its search ended there, it numbered the publish 0 as root of a
+    # tree of one, and the tree that had numbered 0..4 meanwhile merged into it: two
+    # publishes acknowledged as packet 0. Its search now waits for its first peer.
+    sim = subscribed(small())
+    [root] = roots(sim)
+    publisher = next(i for i in SUBSCRIBERS if i != root)
+    for uid in range(1, 4):
+        sim.publish(publisher, KEY, 2, uid, b"before")
+    run_quiet(sim)
+    sim.crash(root, silent=True)
+    sim.run(until=sim.now + SILENCE + NODE.takeover_grace + 10.0)
+    for uid in range(4, 6):
+        sim.publish(publisher, KEY, 2, uid, b"during")
+    run_quiet(sim)
+    assert acked(sim, publisher, 2) == [0, 1, 2, 3, 4] and root not in roots(sim)
+    sim.restart(root)
+    sim.subscribe(root, KEY, 1)
+    sim.publish(root, KEY, 1, 6, b"back")
+    run_quiet(sim)
+    assert acked(sim, root, 1) == [5]
+    sound(sim, (*SUBSCRIBERS, root))
 
 
 # --- add_node ------------------------------------------------------------------------------------

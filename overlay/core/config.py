@@ -63,6 +63,12 @@ class NodeConfig:
     # that outlived every takeover's look (two sides of a healed partition) is found and
     # merged within about this long. A probe costs a handful of messages; 0 turns it off.
     probe_interval: float = 30.0
+    # Whether this node's driver dials peers (the runtime sets it for a node with peers to
+    # connect to; the simulator for every node of a network). Such a node, with no peer up,
+    # holds its own searches until one is, rather than become the root of a tree of one that
+    # numbers publishes beside the real tree (``hops``). A node that has had a peer holds
+    # them too, whatever this says. Off: a node started alone is the whole network.
+    wait_for_peers: bool = False
 
     # --- publishing -----------------------------------------------------------------------
     # The catch-up window of each stream: this many recent packets, and at most this many

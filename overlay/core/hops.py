@@ -6,6 +6,13 @@ A resubscribe that reaches a member of an attached tree which may not accept it 
 that member's parent first (``_up_the_tree``): up the tree it reaches that tree's root,
 which takes any resubscribe, so a search that found a tree is not lost to greedy routing
 spending its budget inside it.
+
+A search of our own with no peer at all to go to *waits* (it is parked, and goes on at the
+next peer's Hello) if this node is part of a network: it had a peer since it started, or its
+driver dials some (``NodeConfig.wait_for_peers``). Ended there, it would make us the root of
+a tree of one, which numbers our local publishes beside the real tree's root (chaos: a
+restarted node whose client published before its links were up; a node whose peers all
+died). A node alone from the start is the whole network, and its search ends at once.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ class _NodeParts(Protocol):
     stats: NodeStats
     streams: dict[bytes, Stream]
     routes: dict[int, Route]
+    _parked: dict[int, None]  # in the order they parked
+    _beating: bool
     _routes_by_key: dict[bytes, dict[int, None]]
     _timers: TimerQueue
     _out: list[Effect]
@@ -39,6 +48,7 @@ class _NodeParts(Protocol):
     def _send(self: _NodeParts, peer: PeerId, message: Message) -> None: ...
     def _forward(self: _NodeParts, now: float, route: Route) -> None: ...
     def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None: ...
+    def _in_a_network(self: _NodeParts) -> bool: ...
     def _end_route(self: _NodeParts, now: float, route: Route) -> None: ...
     def _settle(self: _NodeParts, peer: PeerId, key: bytes) -> None: ...
 
@@ -70,7 +80,23 @@ class Hops:
                 self.stats.forwarded += 1
                 self._send(peer.id, route.request())
                 return
+        if not self.peers and route.upstream is None and self._in_a_network():
+            self._parked[route.uid] = None  # see the module docstring; ``_resume_parked``
+            return
         self._end_route(now, route)
+
+    def _in_a_network(self: _NodeParts) -> bool:
+        # ``_beating`` starts at the first peer's Hello and never stops.
+        return self.config.wait_for_peers or self._beating
+
+    def _resume_parked(self: _NodeParts, now: float) -> None:
+        """A peer is up: our own searches that waited for one go on."""
+        parked = list(self._parked)
+        self._parked.clear()
+        for uid in parked:
+            route = self.routes.get(uid)
+            if route is not None:
+                self._forward(now, route)
 
     def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None:
         """A resubscribe we carry the stream for but may not accept goes to our parent first:
@@ -93,6 +119,7 @@ class Hops:
 
     def _drop_route(self: _NodeParts, route: Route) -> None:
         del self.routes[route.uid]
+        self._parked.pop(route.uid, None)
         uids = self._routes_by_key[route.key]
         del uids[route.uid]
         if not uids:

@@ -105,6 +105,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         self.routes: dict[int, Route] = {}
         self.stats = NodeStats()
         self._routes_by_key: dict[bytes, dict[int, None]] = {}
+        self._parked: dict[int, None] = {}  # own searches waiting for a peer (hops)
         self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
         self._timers = TimerQueue()
         self._announced: float | None = None
@@ -194,11 +195,13 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         return self._flush()
 
     def busy(self) -> bool:
-        """Whether protocol work is pending: a search, an unanswered local publish, a root's
-        takeover grace or an announcement due. Heartbeats do not count; a driver that runs
-        until the network is quiet (the simulator) waits for every node to stop being busy."""
+        """Whether protocol work is pending: a search (not one waiting for a peer, which may
+        never come), an unanswered local publish, a root's takeover grace or an announcement
+        due. Heartbeats do not count; a driver that runs until the network is quiet (the
+        simulator) waits for every node to stop being busy."""
         flow = self.flow
-        pending = self.routes or self._awaiting or self._fill_keys or flow.local or flow.recovering
+        searching = len(self.routes) > len(self._parked)
+        pending = searching or self._awaiting or self._fill_keys or flow.local or flow.recovering
         return bool(pending) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:
@@ -304,6 +307,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                     stream.target, hello.location, self.location
                 ):
                     self._restart(now, stream, Change.CLOSER_NODE)
+        if self._parked:
+            self._resume_parked(now)
 
     # --- searches -------------------------------------------------------------------------
 

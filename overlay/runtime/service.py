@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
@@ -53,7 +53,11 @@ async def run_node(
         identity = Identity.load_or_create(config.identity)
     rng = rng if rng is not None else random.Random()
     location = config.location if config.location is not None else location_from_id(identity.public)
-    host = NodeHost(identity.public, location, config=config.core, rng=rng)
+    core = config.core
+    if config.connect:
+        # It has peers to dial: until one is up, its own searches wait (``hops``).
+        core = replace(core, wait_for_peers=True)
+    host = NodeHost(identity.public, location, config=core, rng=rng)
     params = LinkParams.from_config(identity, config)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
     client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)

@@ -13,6 +13,7 @@ same run, event for event; ``digest`` fingerprints it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import random
@@ -86,6 +87,11 @@ class Simulator:
         # One generator for every core: the event order is deterministic, so the draws are
         # too, and 10^5 nodes do not each carry a 2.5 KB Mersenne Twister state.
         self._node_rng = random.Random(f"nodes-{seed}")
+        # Every node of a network has links its simulator dials, as a deployed node has peers
+        # to connect to: alone for a moment (restarted, its links not up yet) it waits.
+        self._node_config = (
+            dataclasses.replace(config.node, wait_for_peers=True) if n > 1 else config.node
+        )
         self.ids = [node_id(i) for i in range(n)]
         self.index = {nid: i for i, nid in enumerate(self.ids)}
         self.locations = list(self.topology.locations)
@@ -121,7 +127,7 @@ class Simulator:
         self._connect_all()
 
     def _new_node(self, i: int) -> Node:
-        return Node(self.ids[i], self.locations[i], self._node_rng, self.config.node)
+        return Node(self.ids[i], self.locations[i], self._node_rng, self._node_config)
 
     # --- topology ---------------------------------------------------------------------------
 
