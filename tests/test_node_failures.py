@@ -33,16 +33,21 @@ from overlay.core.streams import State
 from overlay.messages import (
     Accepted,
     DataNotFound,
+    PacketKind,
+    PublishData,
     RejectedLoop,
     RestartConfirmed,
     RestartEnded,
     ResubscribeRequest,
+    SubscribeData,
     SubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
     Unsubscribe,
 )
+
+DATA = PacketKind.DATA
 
 
 def soon(net: CoreNet) -> dict[bytes, float]:
@@ -268,6 +273,31 @@ def test_child_whose_parent_carried_the_restarts_search_on_stays_its_child() -> 
     stream = node.streams[KEY]
     assert (stream.state, stream.parent) == (State.JOINED, b"B")
     assert set(stream.children) == {b"D", b"W"}
+
+
+def test_child_that_found_a_new_root_for_its_ancestors_search_names_no_head() -> None:
+    """The ancestor's resubscribe, routed on by N, made X a new root. X holds none of the
+    tree's past, so N's answer names no head and the ancestor pushes up all it has. Told
+    N's head, it pushed nothing (chaos: the only copy of an acknowledged packet stayed in
+    the ancestor's old tree). W is still caught up from N: N holds 5, which W lacks."""
+    node = child_of_b()
+    for number in range(6):
+        packet = SubscribeData(KEY, number, b"p%d" % number, None, DATA, None, None, number)
+        node.receive(0.5, b"B", packet)
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, 4))
+    assert relayed(effects, b"W", 70)[0] == b"B"
+    (hop, forwarded) = one_send(node.receive(1.2, b"B", DataNotFound(70, KEY, 4)))
+    assert hop == b"X" and isinstance(forwarded, ResubscribeRequest)
+    effects = node.receive(1.3, b"X", SubscribeSucceededNewRoot(70, KEY))
+    to_w = [m for peer, m in sends(effects) if peer == b"W"]
+    assert to_w[0] == SubscribeSucceeded(70, KEY, None)
+    assert [m.packet for m in to_w[1:] if isinstance(m, SubscribeData)] == [5]
+    pushed = [m.packet for peer, m in sends(effects) if peer == b"X" and isinstance(m, PublishData)]
+    assert pushed == [0, 1, 2, 3, 4, 5]  # N's own window goes up to the new root too
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent) == (State.JOINED, b"X")
+    assert b"W" in stream.children
 
 
 def test_every_remembered_restart_counts_not_only_the_most_recent() -> None:

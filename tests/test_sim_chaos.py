@@ -623,3 +623,60 @@ ORPHANED_BY_ITS_PARENT = Scenario(
     partition=(3.252799484799971e-63, 2.0, 0.15760647851846576),
     weather=NetworkModel(drop=0.002, duplicate=0.05, jitter=0.02),
 )
+
+
+def test_a_restarted_root_whose_client_publishes_at_once_joins_the_tree_it_left() -> None:
+    # Node 1, closest to the key, came back with no link up yet and its client published:
+    # its search ended at once, it numbered the publish 0 as root of a tree of one, and
+    # the tree that had numbered 0..14 meanwhile merged into it. Its search now waits.
+    outcome = run(RESTARTED_ROOT_ALONE)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+RESTARTED_ROOT_ALONE = Scenario(
+    seed=128060,
+    nodes=25,
+    streams=2,
+    subscribers=4,
+    faults=(
+        Fault(at=7.697174719289453e-205, kind="crash", arg=2088, until=29.587760012232227),
+        Fault(at=1.5820970989372628e-204, kind="crash", arg=14654, until=9.385579175623988),
+        Fault(at=6.103515625e-05, kind="loud-crash", arg=51, until=None),
+        Fault(at=0.7658261407262648, kind="crash", arg=244, until=2.6658261407262644),
+        Fault(at=0.99999, kind="crash", arg=62, until=None),
+        Fault(at=3.514441266449407, kind="add", arg=5, until=None),
+        Fault(at=5.0, kind="add", arg=6, until=None),
+        Fault(at=17.291285900088415, kind="crash", arg=4522, until=None),
+        Fault(at=26.264253388731895, kind="crash", arg=173, until=None),
+        Fault(at=28.34564024487689, kind="add", arg=6, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(drop=0.01, duplicate=0.05),
+)
+
+
+def test_a_new_root_made_by_a_restarts_search_gets_the_past_from_its_origin() -> None:
+    # The old root 7 came back and became a new root through root 25's look, relayed by
+    # node 32, which had joined after packet 24 and reparented to 7. 32 told the look's
+    # origin "24", its own head, so 25 pushed nothing up, and packet 24, held only in 25's
+    # old tree, was reported missed to the subscribers that joined 7's. 32 now says "new
+    # root" on, and 25 pushes all it holds.
+    outcome = run(NEW_ROOT_WITHOUT_PAST)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+NEW_ROOT_WITHOUT_PAST = Scenario(
+    seed=177,
+    nodes=35,
+    streams=2,
+    subscribers=4,
+    faults=(
+        Fault(at=8.606935755357261, kind="crash", arg=692, until=None),
+        Fault(at=23.629200593527603, kind="crash", arg=2647, until=46.51500838415587),
+        Fault(at=23.74144032936996, kind="loud-crash", arg=1202, until=62.741440329369965),
+        Fault(at=25.63557414921047, kind="loud-crash", arg=0, until=36.63600567550261),
+        Fault(at=27.07444585101603, kind="crash", arg=4395, until=50.321710873562964),
+    ),
+    partition=(25.86959383087589, 56.54050221203377, 0.20721713840803685),
+    weather=NetworkModel(drop=0.01),
+)

@@ -454,7 +454,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
             self._settle(peer, route.key)
             return
         self._drop_route(route)
+        new_root = isinstance(reply, SubscribeSucceededNewRoot)
         if stream is not None and stream.carried:
+            head_known = True
             if stream.join_uid == route.uid and stream.state is not State.JOINED:
                 if stream.state is State.ROOT:
                     self._merged(stream)  # our look found another tree: join it
@@ -480,15 +482,19 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 if old is not None and old != peer and old in self.peers:
                     self._leave(old, route.key)
                 self._refill(now, stream)
+                # A root this very search made holds none of the tree's past, so we name no
+                # head: the ancestor whose search it is then pushes all it has (chaos: told
+                # our head, it pushed nothing, and the only copy of a packet stayed below
+                # it). It is still caught up from us: we may hold what it lacks.
+                head_known = not new_root
             elif stream.parent != peer:
                 self._leave(peer, route.key)
                 if not self._may_hang_below(stream, route.uid, route.must_beat):
                     self._fail(route)  # answering it from here would put it below us
                     return
-            self._answer(now, stream, route, new_root=False)
+            self._answer(now, stream, route, new_root=False, head_known=head_known)
         else:
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
-            new_root = isinstance(reply, SubscribeSucceededNewRoot)
             self._answer(now, stream, route, new_root=new_root)
             self.flow.carried(now, stream)
         self._prune(stream)
@@ -572,7 +578,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._drop_route(route)
                 self._answer(now, stream, route, new_root=False)
 
-    def _answer(self, now: float, stream: Stream, route: Route, new_root: bool) -> None:
+    def _answer(
+        self, now: float, stream: Stream, route: Route, new_root: bool, head_known: bool = True
+    ) -> None:
         """Tell whoever asked that the search succeeded, and adopt them as a child."""
         upstream = route.upstream
         if upstream is None or upstream not in self.peers:
@@ -580,7 +588,17 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         if upstream == stream.parent:
             self._send(upstream, RejectedLoop(route.uid))
             return
-        self._adopt(now, stream, upstream, route.uid, new_root, route.last_seen, route.must_beat)
+        self._adopt(
+            now,
+            stream,
+            upstream,
+            route.uid,
+            new_root,
+            route.last_seen,
+            route.must_beat,
+            wait=head_known,
+            head_known=head_known,
+        )
 
     def _adopt(
         self,
@@ -592,10 +610,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         last_seen: int | None,
         must_beat: float | None = None,
         wait: bool = True,
+        head_known: bool = True,
     ) -> None:
         """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
         ``last_seen``; if that needs packets from before we joined, first ask for them
-        (``refills``; ``wait`` False: serve what we have)."""
+        (``refills``; ``wait`` False: serve what we have). ``head_known`` False: the
+        answer names no head (our root lacks the tree's past; ``PacketFlow.success``)."""
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
@@ -610,7 +630,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
-            self._send(peer, self.flow.success(uid, stream, last_seen))
+            self._send(peer, self.flow.success(uid, stream, last_seen, head_known))
         if not new_root and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
         self.flow.reported(now, stream, last_seen)

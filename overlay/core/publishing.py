@@ -511,11 +511,17 @@ class PacketFlow(Takeover, Commits):
 
     # --- joining the tree ----------------------------------------------------------------------
 
-    def success(self, uid: int, stream: Stream, last_seen: int | None = None) -> SubscribeSucceeded:
+    def success(
+        self, uid: int, stream: Stream, last_seen: int | None = None, head_known: bool = True
+    ) -> SubscribeSucceeded:
         """The SubscribeSucceeded that tells a new child where the stream is: the newest
-        packet we have processed (a restarted child that holds more sends it up)."""
+        packet we have processed (a restarted child that holds more sends it up). With
+        ``head_known`` False it names none, so the child sends up all it holds: a root the
+        child's own search just made is above us, and holds none of the tree's past."""
         frontier = stream.frontier
-        if stream.next_in is None:
+        if not head_known:
+            last = None
+        elif stream.next_in is None:
             last = stream.high
         else:
             last = stream.next_in - 1 if stream.next_in > 0 else None
