@@ -468,6 +468,20 @@ class Held(Message):
     packet: int = _f(Kind.PACKET)
 
 
+@dataclass(frozen=True, slots=True)
+class PastQuery(Message):
+    """A parent asking a child to push up (as PublishData, with the original uids and
+    numbers) what it holds of packets ``first..last``, and to pass the question on to its
+    own children for the rest: the root above never had them (``overlay.core.gathering``).
+    ``htl`` is the hops the question may still go down, as a publish's HTL is up."""
+
+    TYPE: ClassVar[int] = 27
+    key: bytes = _f(Kind.KEY)
+    first: int = _f(Kind.PACKET)
+    last: int = _f(Kind.PACKET)
+    htl: int = _f(Kind.HTL)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -495,6 +509,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     ProbeAnswer,
     HeldQuery,
     Held,
+    PastQuery,
 )
 
 

@@ -51,6 +51,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "ProbeAnswer": 24,
     "HeldQuery": 25,
     "Held": 26,
+    "PastQuery": 27,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -137,6 +138,12 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "HeldQuery": (("key", Kind.KEY), ("packet", Kind.PACKET)),
     "Held": (("key", Kind.KEY), ("packet", Kind.PACKET)),
+    "PastQuery": (
+        ("key", Kind.KEY),
+        ("first", Kind.PACKET),
+        ("last", Kind.PACKET),
+        ("htl", Kind.HTL),
+    ),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

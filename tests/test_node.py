@@ -21,12 +21,14 @@ from overlay.core.node import Node
 from overlay.core.peers import Peer
 from overlay.core.streams import State
 from overlay.messages import (
+    MAX_WIRE_HTL,
     Accepted,
     DataNotFound,
     Hello,
     Message,
     Neighbours,
     PacketKind,
+    PastQuery,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
@@ -474,8 +476,13 @@ def test_request_for_a_carried_stream_is_answered_and_the_requester_adopted() ->
     # U has seen packet 4 of a stream our tree has had nothing of: we number nothing new
     # until the takeover grace has let U bring 0..4 (holes here, for our own client too)
     # and any other part of its tree report.
+    # It asks U's subtree for them too (``gathering``): U pushes up only what it holds.
     grace = NodeConfig().takeover_grace
-    assert effects == [Send(b"U", SubscribeSucceeded(9, KEY, None)), SetTimer(grace)]
+    assert effects == [
+        Send(b"U", SubscribeSucceeded(9, KEY, None)),
+        Send(b"U", PastQuery(KEY, 0, 4, MAX_WIRE_HTL)),
+        SetTimer(grace),
+    ]
     stream = node.streams[KEY]
     assert list(stream.children) == [b"U"]
     assert (stream.high, stream.next_in, stream.recover_until) == (4, 0, grace)

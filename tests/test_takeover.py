@@ -256,9 +256,12 @@ def test_restarted_child_pushes_up_what_the_new_root_lacks_and_the_other_branch_
     x_root_then_c_reports(net)
     [success] = [m for s, d, m in net.sent(SubscribeSucceeded) if (s, d) == (X, C)]
     assert isinstance(success, SubscribeSucceeded) and success.last_packet == 2
+    # Once as C attaches (``push_up``), once more when X asks its new child for what it
+    # lacks (``gathering``); X takes each once.
     pushed = [m for s, d, m in net.trace if (s, d) == (C, X) and isinstance(m, PublishData)]
-    assert [(m.uid, m.packet, m.data) for m in pushed] == [(UID + n, n, OLD[n]) for n in (3, 4)]
-    assert net.nodes[C].stats.pushed_up == 2 and net.nodes[X].stats.refilled == 2
+    brought = [(UID + n, n, OLD[n]) for n in (3, 4)]
+    assert [(m.uid, m.packet, m.data) for m in pushed] == brought * 2
+    assert net.nodes[C].stats.pushed_up == 4 and net.nodes[X].stats.refilled == 2
     assert net.nodes[X].stats.published == 0  # taken as the old root's, not ordered anew
     window = carried(net, X).window.packets
     assert {n: (p.uid, p.data) for n, p in window.items()} == {
@@ -312,7 +315,7 @@ def test_packet_pushed_up_past_a_gap_reaches_the_other_branch() -> None:
     net.hold(X)
     x_root_then_c_reports(net)
     pushed = [m for s, d, m in net.trace if (s, d) == (C, X) and isinstance(m, PublishData)]
-    assert [m.packet for m in pushed] == [4]
+    assert [m.packet for m in pushed] == [4, 4]  # as it attaches, and asked (``gathering``)
     net.advance(net.now + GRACE)
     uid = net.publish(A, KEY, b"new")
     assert acked(net, A) == {uid: 5}

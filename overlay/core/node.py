@@ -62,6 +62,7 @@ from overlay.messages import (
     Message,
     Neighbours,
     PacketsMissed,
+    PastQuery,
     ProbeAnswer,
     PublishCollision,
     PublishData,
@@ -247,6 +248,10 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
                 self._on_probe_answer(now, peer, message)
             case HeldQuery():
                 self._on_held_query(peer, message)
+            case PastQuery():
+                stream = self._from_parent(peer, message.key)
+                if stream is not None:
+                    self.flow.on_past_query(stream, message)
             case Held():
                 stream = self.streams.get(message.key)
                 if stream is None:

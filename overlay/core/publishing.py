@@ -58,6 +58,7 @@ from overlay.core.events import (
     PublishFailed,
     Subscribed,
 )
+from overlay.core.gathering import Gathering
 from overlay.core.refills import gaps
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
@@ -130,7 +131,7 @@ def explain(error: int) -> str:
         return f"refused with unknown reason code {error}"
 
 
-class PacketFlow(Takeover, Commits):
+class PacketFlow(Takeover, Gathering, Commits):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 

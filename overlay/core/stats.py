@@ -38,6 +38,7 @@ class NodeStats:
     merges: int = 0  # times such a look found one and this node's tree joined it
     commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
     filled: int = 0  # packets from before we joined, asked of our parent for a child
+    past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -54,6 +54,8 @@ class _FlowParts(Protocol):
     def carried(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
     def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
+    def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
+    def ask_down(self, stream: Stream) -> None: ...
 
 
 class Takeover:
@@ -80,6 +82,7 @@ class Takeover:
         if takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             self.hold(now, stream)
+            self.ask_down(stream)
 
     def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
         """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
@@ -110,6 +113,7 @@ class Takeover:
                 return
             stream.high = min(last_seen, limit)
         self.hold(now, stream)
+        self.ask_down(stream)
 
     def _continue_after(self: _FlowParts, stream: Stream, last_seen: int) -> None:
         """Nothing held yet: continue the stream's numbering after ``last_seen``."""
@@ -149,7 +153,7 @@ class Takeover:
             if message.packet is not None
             and high is not None
             and stream.next_in is not None
-            and stream.next_in < message.packet <= high
+            and stream.next_in <= message.packet <= high
         ]
         held.sort(key=lambda item: item[1].packet or 0)
         stream.queued = [item for item in stream.queued if item not in held]
@@ -173,21 +177,26 @@ class Takeover:
             return
         first = 0 if theirs is None else theirs + 1
         for number in stream.window.packets.irange(first, stream.next_in - 1):
-            packet = stream.window.packets[number]
-            if packet.uid is None:
-                continue
-            self.stats.pushed_up += 1
-            self._send(
-                parent,
-                PublishData(
-                    packet.uid,
-                    stream.key,
-                    number,
-                    stream.target,
-                    MAX_WIRE_HTL,
-                    packet.data,
-                    packet.epoch,
-                    packet.kind,
-                    packet.sig,
-                ),
-            )
+            self.push_one(stream, parent, number)
+
+    def push_one(self: _FlowParts, stream: Stream, parent: PeerId, number: int) -> None:
+        """Send packet ``number`` of our window up to ``parent``, as the publish it was,
+        under its number: the root takes it in that place, or acknowledges it has it."""
+        packet = stream.window.packets[number]
+        if packet.uid is None:
+            return  # numbered before uids travelled with packets: no publish to send
+        self.stats.pushed_up += 1
+        self._send(
+            parent,
+            PublishData(
+                packet.uid,
+                stream.key,
+                number,
+                stream.target,
+                MAX_WIRE_HTL,
+                packet.data,
+                packet.epoch,
+                packet.kind,
+                packet.sig,
+            ),
+        )

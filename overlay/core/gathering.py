@@ -1,0 +1,104 @@
+"""Gathering: a root in its takeover grace asks its subtree for the packets it never had.
+
+Why. A root that took over holds what reached it, and a subtree that restarts pushes up what
+its new parent lacks (``push_up``). But a packet the old root numbered, and acknowledged, may
+survive only further down: at a leaf of a branch whose path to the root died, or below a
+relay that joined after it. Such nodes are not resubscribers, so they push nothing; refills
+ask only up the tree; and when the grace ends the root announces the packet missed to every
+branch (chaos: a side that merged was told packets 0..2 were missed, which a node of the
+other tree held).
+
+How. When a root's grace begins, or a child's claim moves its head and extends the grace
+(``Takeover.reported``), the root sends each child one PastQuery per span of numbers it
+lacks: not held, not yet announced missed, within one window below its head, the lowest
+``_SPANS`` spans. A member that gets one from its parent pushes up what it holds of the span
+(``push_one``) and passes on to its children only the parts it does not hold, so each
+packet comes up from the first holder on each branch. What comes up is a push like any
+other: the root takes it in its place during the grace, or acknowledges it has it.
+
+Bounds. A query costs a member at most one window of pushes and ``_SPANS`` queries per
+child. It goes down only from parent to child, with a hop budget (``htl``, as a publish's
+going up), so even a tree with a passing cycle carries it a bounded number of times. A
+query from a peer that is not our parent is answered with Unsubscribe, as its packets are.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.refills import Span, gaps
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.messages import MAX_WIRE_HTL, Message, PastQuery
+
+# Spans one query round asks for, per child: a root's lacks come in a few runs (what one
+# lost branch had), so the first few cover them; the rest is announced missed as before.
+_SPANS = 8
+
+
+class _FlowParts(Protocol):
+    """What these methods use of the ``PacketFlow`` they are mixed into."""
+
+    config: NodeConfig
+    stats: NodeStats
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
+
+
+class Gathering:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    def ask_down(self: _FlowParts, stream: Stream) -> None:
+        """At a root in its grace: ask every child for what we lack below our head."""
+        if stream.state is not State.ROOT or not stream.children or stream.next_in is None:
+            return
+        top = stream.next_in - 1 if stream.high is None else max(stream.high, stream.next_in - 1)
+        if top < 0:
+            return
+        bottom = max(0, top - self.config.window_packets + 1)
+        lacking = gaps(stream.window, bottom, stream.next_in - 1) if stream.next_in > 0 else []
+        if stream.high is not None and stream.high >= stream.next_in:
+            lacking.append((stream.next_in, stream.high))  # claimed, not in yet
+        spans = _merged(lacking)[:_SPANS]
+        for child in stream.children:
+            for first, last in spans:
+                self.stats.past_queries += 1
+                self._send(child, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
+
+    def on_past_query(self: _FlowParts, stream: Stream, query: PastQuery) -> None:
+        """Our parent asks for ``first..last``: push up what we hold of it, and ask our
+        children for the rest."""
+        parent = stream.parent
+        if parent is None or query.first > query.last:
+            self.stats.ignored += 1
+            return
+        held = stream.window.packets
+        rest: list[Span] = []
+        start = query.first
+        for number in held.irange(query.first, query.last):
+            self.push_one(stream, parent, number)
+            if number > start:
+                rest.append((start, number - 1))
+            start = number + 1
+        if start <= query.last:
+            rest.append((start, query.last))
+        if query.htl <= 1:
+            return
+        for child in stream.children:
+            for first, last in rest[:_SPANS]:
+                self.stats.past_queries += 1
+                self._send(child, PastQuery(stream.key, first, last, query.htl - 1))
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    """``spans`` sorted, with touching or overlapping ones joined."""
+    out: list[Span] = []
+    for first, last in sorted(spans):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out

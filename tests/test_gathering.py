@@ -1,0 +1,142 @@
+"""A root in its takeover grace asking its subtree for what it never had
+(``overlay.core.gathering``): the spans a root asks for, what a member pushes up and passes
+down, the hop budget, and a query from a peer that is not our parent."""
+
+from __future__ import annotations
+
+from test_node import KEY, joined_node, meet, root_with_children, sends
+
+from overlay.core.effects import Effect
+from overlay.core.node import Node
+from overlay.core.streams import State
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    PacketKind,
+    PacketsMissed,
+    PastQuery,
+    PublishData,
+    ResubscribeRequest,
+    SubscribeData,
+    Unsubscribe,
+)
+
+UID = 7000
+DATA = PacketKind.DATA
+
+
+def packet(number: int) -> SubscribeData:
+    return SubscribeData(
+        KEY, number, b"p%d" % number, None, PacketKind.DATA, None, None, UID + number
+    )
+
+
+def member_holding(*numbers: int) -> Node:
+    """N in KEY's tree under P, with child C, holding ``numbers`` (each with its uid)."""
+    node = joined_node()
+    for number in numbers:
+        node.receive(0.5, b"P", packet(number))
+    return node
+
+
+def pushed(effects: list[Effect], to: bytes = b"P") -> list[tuple[int, int | None]]:
+    return [
+        (m.uid, m.packet) for peer, m in sends(effects) if peer == to and isinstance(m, PublishData)
+    ]
+
+
+def queries(effects: list[Effect], to: bytes = b"C") -> list[tuple[int, int, int]]:
+    return [
+        (m.first, m.last, m.htl)
+        for peer, m in sends(effects)
+        if peer == to and isinstance(m, PastQuery)
+    ]
+
+
+def test_a_member_pushes_up_what_it_holds_of_the_span_and_asks_its_children_for_the_rest() -> None:
+    node = member_holding(0, 1, 2, 3, 4, 5)
+    effects = node.receive(1.0, b"P", PastQuery(KEY, 2, 9, MAX_WIRE_HTL))
+    assert pushed(effects) == [(UID + n, n) for n in (2, 3, 4, 5)]
+    assert queries(effects) == [(6, 9, MAX_WIRE_HTL - 1)]
+    assert node.stats.pushed_up == 4 and node.stats.past_queries == 1
+
+
+def test_a_member_that_holds_the_whole_span_asks_nobody_below() -> None:
+    node = member_holding(0, 1, 2, 3)
+    effects = node.receive(1.0, b"P", PastQuery(KEY, 1, 2, MAX_WIRE_HTL))
+    assert pushed(effects) == [(UID + 1, 1), (UID + 2, 2)]
+    assert queries(effects) == []
+
+
+def test_a_member_holding_none_of_the_span_passes_it_down_whole() -> None:
+    node = member_holding(0, 1)
+    effects = node.receive(1.0, b"P", PastQuery(KEY, 5, 7, 9))
+    assert pushed(effects) == []
+    assert queries(effects) == [(5, 7, 8)]
+
+
+def test_the_hop_budget_stops_the_query_going_further_down() -> None:
+    # A passing cycle in the tree carries a query at most MAX_WIRE_HTL times.
+    node = member_holding(0, 1)
+    effects = node.receive(1.0, b"P", PastQuery(KEY, 1, 7, 1))
+    assert pushed(effects) == [(UID + 1, 1)]
+    assert queries(effects) == []
+
+
+def test_a_query_from_a_peer_that_is_not_our_parent_pushes_nothing() -> None:
+    node = member_holding(0, 1, 2)
+    effects = node.receive(1.0, b"Q", PastQuery(KEY, 0, 2, MAX_WIRE_HTL))
+    assert pushed(effects, to=b"Q") == [] and pushed(effects) == []
+    assert sends(effects) == [(b"Q", Unsubscribe(KEY))]  # it thinks we are its child: not so
+
+
+def test_a_query_whose_span_runs_backwards_is_ignored() -> None:
+    node = member_holding(0, 1, 2)
+    ignored = node.stats.ignored
+    assert sends(node.receive(1.0, b"P", PastQuery(KEY, 2, 1, MAX_WIRE_HTL))) == []
+    assert node.stats.ignored == ignored + 1
+
+
+def test_a_root_whose_head_a_claim_moves_asks_every_child_for_what_it_lacks() -> None:
+    # The root holds 0..1 and never had 2; a new child has seen up to 6. It asks both its
+    # children for 2..6, and the new one once more as it adopts it (its subtree may hold
+    # what it does not).
+    node = root_with_children(b"C1", b"C2")
+    for n in range(2):
+        node.publish(0.1, KEY, 1, UID + n, b"p%d" % n)
+    meet(node, b"W", 0.3)
+    effects = node.receive(1.0, b"W", ResubscribeRequest(900, KEY, 5, 0.3, 0.3, 6))
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and (stream.next_in, stream.high) == (2, 6)
+    for child in (b"C1", b"C2", b"W"):
+        assert queries(effects, to=child) == [(2, 6, MAX_WIRE_HTL)], child
+    assert node.stats.past_queries == 3
+
+
+def test_a_root_with_nothing_to_ask_for_sends_no_query() -> None:
+    node = root_with_children(b"C1")
+    for n in range(3):
+        node.publish(0.1, KEY, 1, UID + n, b"p%d" % n)
+    meet(node, b"W", 0.3)
+    effects = node.receive(1.0, b"W", ResubscribeRequest(900, KEY, 5, 0.3, 0.3, 2))
+    assert [m for _, m in sends(effects) if isinstance(m, PastQuery)] == []
+
+
+def test_a_push_that_waited_past_a_hole_is_taken_once_the_hole_fills_before_the_grace_ends() -> (
+    None
+):
+    # Pushes came up out of order: 3..5 (from the claimant) waited for 0..2, which a deeper
+    # holder brought. The grace's end took only what lay *beyond* the head by then, so 3,
+    # now next in line, was announced missed and its push answered with a collision.
+    node = root_with_children(b"C1")
+    meet(node, b"W", 0.3)
+    node.receive(1.0, b"W", ResubscribeRequest(900, KEY, 5, 0.3, 0.3, 5))
+    for n in (3, 4, 5, 0, 1, 2):
+        data = PublishData(UID + n, KEY, n, 0.5, MAX_WIRE_HTL, b"p%d" % n, None, DATA, None)
+        node.receive(1.1, b"W", data)
+    stream = node.streams[KEY]
+    assert stream.next_in == 3 and stream.recover_until is not None
+    effects = node.handle_timer(stream.recover_until)
+    down = [m for peer, m in sends(effects) if peer == b"C1"]
+    assert [m.packet for m in down if isinstance(m, SubscribeData)] == [3, 4, 5]
+    assert not any(isinstance(m, PacketsMissed) for m in down)
+    assert stream.next_in == 6
