@@ -5,10 +5,11 @@ this class, and each method's ``self`` is that flow. A node that becomes root of
 tree (its root died, or a closer node took its place), or a root that lost a child, holds
 numbering for ``takeover_grace`` (``hold``): the old root's other children are still
 reporting what they have seen (``reported``), and restarted subtrees push up, with their
-original uids and numbers, the packets their new parent lacks (``push_up``). When the grace
-ends (``on_recover_timer``) the root takes what was brought in order, announces every hole
-as missed, and numbers what waited. The root continues numbering above the newest number
-any child reported, so no number is given twice.
+original uids and numbers, the packets their new parent lacks (``push_up``); the root also
+asks its whole subtree for what it lacks (``gathering``). When the grace ends
+(``on_recover_timer``) the root takes what was brought in order, announces every hole as
+missed, and numbers what waited. The root continues numbering above the newest number any
+child reported, so no number is given twice.
 """
 
 from __future__ import annotations
