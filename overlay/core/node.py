@@ -601,7 +601,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
             new_root,
             route.last_seen,
             route.must_beat,
-            wait=head_known,
             head_known=head_known,
         )
 
@@ -620,12 +619,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
         ``last_seen``; if that needs packets from before we joined, first ask for them
         (``refills``; ``wait`` False: serve what we have). ``head_known`` False: the
-        answer names no head (our root lacks the tree's past; ``PacketFlow.success``)."""
+        answer names no head (our root lacks the tree's past; ``PacketFlow.success``), and
+        nothing is asked of our parent, which that root is above."""
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
         if (
             wait
+            and head_known
             and not new_root
             and last_seen is not None
             and self._serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
