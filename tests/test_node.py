@@ -557,55 +557,6 @@ def test_overload_reply_makes_the_requester_try_elsewhere() -> None:
     assert net.tree_problems(KEY) == []
 
 
-# --- unsubscribe and pruning ----------------------------------------------------------------------
-
-
-def test_unsubscribe_prunes_leaves_keeps_relays_and_drops_an_empty_root() -> None:
-    net = chain()
-    net.add(b"D", 0.2)
-    net.connect(b"D", b"B")
-    net.subscribe(b"A", KEY)
-    net.subscribe(b"D", KEY)
-    net.trace.clear()
-    net.unsubscribe(b"A", KEY)
-    # A leaf with nobody left leaves its parent; B still relays for D.
-    assert net.flow() == [(b"A", b"B", Unsubscribe)]
-    assert net.state(b"A", KEY) is None
-    b = net.stream(b"B", KEY)
-    assert b is not None and list(b.children) == [b"D"]
-    assert net.state(b"C", KEY) is State.ROOT
-    net.trace.clear()
-    net.unsubscribe(b"D", KEY)
-    assert net.flow() == [(b"D", b"B", Unsubscribe), (b"B", b"C", Unsubscribe)]
-    assert all(net.state(n, KEY) is None for n in net.nodes)  # the root went too
-
-
-def test_root_with_a_local_client_stays_when_its_last_child_leaves() -> None:
-    node = root_with_children(b"C1")
-    assert node.receive(1.0, b"C1", Unsubscribe(KEY)) == []
-    assert node.streams[KEY].children == {}
-    assert node.streams[KEY].state is State.ROOT
-    assert node.unsubscribe(1.0, KEY, 1) == []
-    assert node.streams == {}
-
-
-def test_unsubscribe_from_a_non_child_or_unknown_client_changes_nothing() -> None:
-    node = root_with_children(b"C1")
-    meet(node, b"X", 0.3)
-    assert node.receive(1.0, b"X", Unsubscribe(KEY)) == []
-    assert node.unsubscribe(1.0, KEY, 99) == []
-    assert node.unsubscribe(1.0, KEY2, 1) == []
-    assert list(node.streams[KEY].children) == [b"C1"] and list(node.streams[KEY].local) == [1]
-
-
-def test_relay_keeps_the_stream_while_it_has_children() -> None:
-    node = joined_node()
-    assert node.unsubscribe(1.0, KEY, 1) == []
-    assert node.streams[KEY].state is State.JOINED
-    assert sends(node.receive(1.0, b"C", Unsubscribe(KEY))) == [(b"P", Unsubscribe(KEY))]
-    assert node.streams == {}
-
-
 # --- data for streams we do not carry -------------------------------------------------------------
 
 

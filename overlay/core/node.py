@@ -36,6 +36,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Se
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
+from overlay.core.leaving import Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
@@ -84,7 +85,7 @@ from overlay.messages import (
 )
 
 
-class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
+class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leaving):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -640,51 +641,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes):
         if not new_root and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
         self.flow.reported(now, stream, last_seen)
-
-    def _refuse_parent(self, peer: PeerId, key: bytes) -> None:
-        stream = self.streams.get(key)
-        if stream is None or stream.parent != peer:
-            self._leave(peer, key)
-
-    def _leave(self, peer: PeerId, key: bytes) -> None:
-        """Tell ``peer`` we are not its child in ``key``'s tree, unless a search of ours
-        still waits on it: if that succeeds, ``peer`` adopts us on receiving it, and an
-        Unsubscribe sent now would reach it after the adoption and undo it (a child that
-        names a parent that does not list it). ``_settle`` sends it once the answer is in."""
-        if self._waiting_on(peer, key):
-            self._unsettled.add((peer, key))
-        else:
-            self._send(peer, Unsubscribe(key))
-
-    def _waiting_on(self, peer: PeerId, key: bytes) -> bool:
-        routes = self.routes
-        return any(routes[uid].current == peer for uid in self._routes_by_key.get(key, ()))
-
-    def _settle(self, peer: PeerId | None, key: bytes) -> None:
-        """A search stopped waiting on ``peer``: send the Unsubscribe ``_leave`` held back,
-        if we still are not its child."""
-        if peer is None or (peer, key) not in self._unsettled or self._waiting_on(peer, key):
-            return
-        self._unsettled.discard((peer, key))
-        stream = self.streams.get(key)
-        if peer in self.peers and (stream is None or stream.parent != peer):
-            self._send(peer, Unsubscribe(key))
-
-    def _on_unsubscribe(self, now: float, peer: PeerId, key: bytes) -> None:
-        stream = self.streams.get(key)
-        if stream is not None and peer in stream.children:
-            self._child_gone(now, stream, peer)
-
-    def _prune(self, stream: Stream) -> None:
-        """Leave the tree if nobody needs us: "Unsubscribe prunes the tree: a node with no
-        children and no local subscribers leaves its parent" (DESIGN)."""
-        if not stream.idle or self.streams.get(stream.key) is not stream:
-            return
-        # A JOINING stream nobody waits for goes too; its search, still running, ends in a
-        # membership that is pruned at once, or fails quietly.
-        if stream.parent is not None and stream.parent in self.peers:
-            self._leave(stream.parent, stream.key)
-        del self.streams[stream.key]
 
     # --- plumbing -------------------------------------------------------------------------
 

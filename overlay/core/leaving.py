@@ -1,0 +1,81 @@
+"""Leaving a tree: the Unsubscribe that tells a parent we are not its child, held back while
+a search of ours still waits on that peer, and pruning a stream nobody needs.
+
+Why the hold. A search of ours that waits on ``peer`` may yet succeed there, and ``peer``
+adopts us as it sends the success. An Unsubscribe sent meanwhile would reach it after the
+adoption and undo it, leaving a child that names a parent that does not list it. So
+``_leave`` notes it (``_unsettled``), and ``_settle`` sends it once the search stops waiting
+on that peer, if we still are not its child.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from overlay.core.effects import PeerId
+from overlay.core.peers import PeerTable
+from overlay.core.routing import Route
+from overlay.core.streams import Stream
+from overlay.messages import Message, Unsubscribe
+
+
+class _NodeParts(Protocol):
+    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
+
+    peers: PeerTable
+    streams: dict[bytes, Stream]
+    routes: dict[int, Route]
+    _routes_by_key: dict[bytes, dict[int, None]]
+    _unsettled: set[tuple[PeerId, bytes]]
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _leave(self, peer: PeerId, key: bytes) -> None: ...
+    def _waiting_on(self, peer: PeerId, key: bytes) -> bool: ...
+    def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
+
+
+class Leaving:
+    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+
+    def _refuse_parent(self: _NodeParts, peer: PeerId, key: bytes) -> None:
+        stream = self.streams.get(key)
+        if stream is None or stream.parent != peer:
+            self._leave(peer, key)
+
+    def _leave(self: _NodeParts, peer: PeerId, key: bytes) -> None:
+        """Tell ``peer`` we are not its child in ``key``'s tree, or, while a search of ours
+        waits on ``peer``, leave that to ``_settle`` (see the module notes)."""
+        if self._waiting_on(peer, key):
+            self._unsettled.add((peer, key))
+        else:
+            self._send(peer, Unsubscribe(key))
+
+    def _waiting_on(self: _NodeParts, peer: PeerId, key: bytes) -> bool:
+        routes = self.routes
+        return any(routes[uid].current == peer for uid in self._routes_by_key.get(key, ()))
+
+    def _settle(self: _NodeParts, peer: PeerId | None, key: bytes) -> None:
+        """A search stopped waiting on ``peer``: send the Unsubscribe ``_leave`` held back,
+        if we still are not its child."""
+        if peer is None or (peer, key) not in self._unsettled or self._waiting_on(peer, key):
+            return
+        self._unsettled.discard((peer, key))
+        stream = self.streams.get(key)
+        if peer in self.peers and (stream is None or stream.parent != peer):
+            self._send(peer, Unsubscribe(key))
+
+    def _on_unsubscribe(self: _NodeParts, now: float, peer: PeerId, key: bytes) -> None:
+        stream = self.streams.get(key)
+        if stream is not None and peer in stream.children:
+            self._child_gone(now, stream, peer)
+
+    def _prune(self: _NodeParts, stream: Stream) -> None:
+        """Leave the tree if nobody needs us: "Unsubscribe prunes the tree: a node with no
+        children and no local subscribers leaves its parent" (DESIGN)."""
+        if not stream.idle or self.streams.get(stream.key) is not stream:
+            return
+        # A JOINING stream nobody waits for goes too; its search, still running, ends in a
+        # membership that is pruned at once, or fails quietly.
+        if stream.parent is not None and stream.parent in self.peers:
+            self._leave(stream.parent, stream.key)
+        del self.streams[stream.key]
