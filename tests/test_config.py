@@ -21,6 +21,16 @@ def test_defaults_follow_the_spec() -> None:
     assert config.seen_uid_capacity >= 1
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "check_htl"),
+    [({}, 20), ({"max_htl": 4}, 8), ({"max_htl": 20}, MAX_WIRE_HTL), ({"repair_htl": 12}, 12)],
+)
+def test_a_roots_checks_get_twice_max_htl_unless_repair_htl_says(
+    kwargs: dict[str, int], check_htl: int
+) -> None:
+    assert NodeConfig(**kwargs).check_htl == check_htl
+
+
 @pytest.mark.parametrize("max_htl", [1, MAX_WIRE_HTL])
 def test_max_htl_bounds_are_valid(max_htl: int) -> None:
     assert NodeConfig(max_htl=max_htl).max_htl == max_htl
@@ -32,6 +42,8 @@ def test_max_htl_bounds_are_valid(max_htl: int) -> None:
         ({"max_htl": 0}, "max_htl"),
         ({"max_htl": MAX_WIRE_HTL + 1}, "max_htl"),
         ({"max_htl": -3}, "max_htl"),
+        ({"repair_htl": 9}, "repair_htl must be in \\[max_htl, 32\\] \\(max_htl is 10\\)"),
+        ({"repair_htl": MAX_WIRE_HTL + 1}, "repair_htl"),
         ({"max_streams": 0}, "max_streams"),
         ({"request_timeout": 0.0}, "request_timeout"),
         ({"request_timeout": -1.0}, "request_timeout"),

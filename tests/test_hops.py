@@ -5,7 +5,7 @@ rest of the node in ``test_node``."""
 
 from __future__ import annotations
 
-from test_node import KEY, MAX_HTL, joined_node, make, meet, proto, sends
+from test_node import KEY, MAX_HTL, joined_node, look_sent, make, meet, proto, sends
 
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import Subscribed
@@ -93,7 +93,8 @@ def test_a_held_join_ends_as_root_where_the_first_peer_finds_nothing() -> None:
     [(_, request)] = sends(first_peer_up(node, b"P", 0.3))
     assert isinstance(request, SubscribeRequest)
     effects = node.receive(5.1, b"P", DataNotFound(request.uid, KEY, 0))
-    assert effects == [Deliver(1, Subscribed(KEY, root=True))]
+    assert proto(effects)[0] == Deliver(1, Subscribed(KEY, root=True))
+    look_sent(effects, b"P", node.location)
     assert node.streams[KEY].state is State.ROOT
 
 

@@ -4,7 +4,17 @@ nobody needs it, and while a search of ours waits on a peer the Unsubscribe is h
 
 from __future__ import annotations
 
-from test_node import KEY, KEY2, chain, joined_node, make, meet, root_with_children, sends
+from test_node import (
+    KEY,
+    KEY2,
+    chain,
+    joined_node,
+    look_sent,
+    make,
+    meet,
+    root_with_children,
+    sends,
+)
 
 from overlay.core.streams import State
 from overlay.messages import DataNotFound, SubscribeRequest, Unsubscribe
@@ -68,5 +78,8 @@ def test_an_unsubscribe_to_a_peer_a_search_of_ours_waits_on_is_sent_once_it_answ
     node._leave(b"P", KEY)
     assert node._unsettled == {(b"P", KEY)}  # nothing sent yet
     effects = node.receive(1.0, b"P", DataNotFound(request.uid, KEY, 0))
+    # N is root now, and its look (``merges``) waits on P in turn: still held.
+    look = look_sent(effects, b"P", node.location)
+    effects = node.receive(1.5, b"P", DataNotFound(look.uid, KEY, 0))
     assert (b"P", Unsubscribe(KEY)) in sends(effects)
     assert node._unsettled == set()

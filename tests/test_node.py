@@ -16,7 +16,7 @@ from corenet import CoreNet, key_at
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, DropPeer, Effect, Send, SetTimer
-from overlay.core.events import Subscribed, SubscribeFailed
+from overlay.core.events import PublishAcked, Subscribed, SubscribeFailed
 from overlay.core.node import Node
 from overlay.core.peers import Peer
 from overlay.core.streams import State
@@ -84,6 +84,15 @@ def one_send(effects: Sequence[Effect]) -> tuple[bytes, Message]:
     out = sends(effects)
     assert len(out) == 1, out
     return out[0]
+
+
+def look_sent(effects: Sequence[Effect], peer: bytes, own: float) -> ResubscribeRequest:
+    """The look a new root routes before numbering anything (``merges``): one resubscribe,
+    to ``peer``, that only a node closer than ``own`` may take, with the wider budget."""
+    [(to, look)] = sends(effects)
+    assert to == peer and isinstance(look, ResubscribeRequest)
+    assert (look.must_beat, look.best_loc, look.htl) == (own, own, NodeConfig().check_htl)
+    return look
 
 
 def relayed(effects: Sequence[Effect], upstream: bytes, uid: int) -> tuple[bytes, Message]:
@@ -345,6 +354,23 @@ def test_htl_above_max_is_clamped() -> None:
     )
 
 
+def test_a_resubscribe_may_carry_the_wider_budget_of_a_look_but_no_more() -> None:
+    """A look or probe starts with ``check_htl`` (twice max_htl by default): a relay lets
+    a resubscribe keep it, clamps one above it, and resets one that progresses to max_htl."""
+    wide = NodeConfig().check_htl
+    assert wide == 2 * MAX_HTL
+    node = relay()
+    effects = node.receive(0.0, b"U", ResubscribeRequest(1, KEY, wide, 0.49, 0.49, None))
+    assert relayed(effects, b"U", 1) == (
+        b"P1",
+        ResubscribeRequest(1, KEY, wide - 1, 0.49, 0.49, None),
+    )
+    effects = node.receive(0.0, b"U", ResubscribeRequest(2, KEY, 32, 0.49, 0.49, None))
+    assert relayed(effects, b"U", 2)[1] == ResubscribeRequest(2, KEY, wide - 1, 0.49, 0.49, None)
+    effects = node.receive(0.0, b"U", ResubscribeRequest(3, KEY, wide, 0.2, 0.2, None))
+    assert relayed(effects, b"U", 3)[1] == ResubscribeRequest(3, KEY, MAX_HTL, 0.3, 0.2, None)
+
+
 def test_htl_running_out_means_no_forwarding() -> None:
     node = relay()
     effects = node.receive(0.0, b"U", SubscribeRequest(1, KEY, 1, 0.49, None))
@@ -377,8 +403,16 @@ def test_node_closer_than_every_peer_becomes_root_on_data_not_found() -> None:
     meet(node, b"P", 0.2)
     uid = own_uid(node.subscribe(0.0, KEY, 1))
     effects = node.receive(0.1, b"P", DataNotFound(uid, KEY, 9))
-    assert effects == [Deliver(1, Subscribed(KEY, root=True))]
-    assert node.streams[KEY].state is State.ROOT
+    assert proto(effects)[0] == Deliver(1, Subscribed(KEY, root=True))
+    look = look_sent(effects, b"P", 0.45)
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and stream.looking == look.uid
+    # It numbers nothing until the look comes back with nothing closer.
+    assert node.publish(0.2, KEY, 1, 5, b"waits") == []
+    assert len(stream.window) == 0
+    effects = node.receive(0.3, b"P", DataNotFound(look.uid, KEY, 0))
+    assert stream.looking is None and len(stream.window) == 1
+    assert Deliver(1, PublishAcked(KEY, 5, 0)) in effects
 
 
 def chain() -> CoreNet:
@@ -426,7 +460,13 @@ def test_originator_closest_of_all_becomes_root_after_data_not_found() -> None:
     net.add(b"B", 0.3)
     net.connect(b"A", b"B")
     net.subscribe(b"A", KEY)
-    assert net.flow() == [(b"A", b"B", SubscribeRequest), (b"B", b"A", DataNotFound)]
+    # Then A, root, looks once for another tree (``merges``), which B does not have either.
+    assert net.flow() == [
+        (b"A", b"B", SubscribeRequest),
+        (b"B", b"A", DataNotFound),
+        (b"A", b"B", ResubscribeRequest),
+        (b"B", b"A", DataNotFound),
+    ]
     assert net.state(b"A", KEY) is State.ROOT and net.state(b"B", KEY) is None
     assert net.events[(b"A", 1)] == [Subscribed(KEY, root=True)]
 
@@ -552,7 +592,8 @@ def test_overload_reply_makes_the_requester_try_elsewhere() -> None:
     net.connect(b"A", b"G")
     net.subscribe(b"F", KEY2)
     net.subscribe(b"A", KEY)
-    assert [(s, d) for s, d, _ in net.sent(RejectOverload)] == [(b"F", b"A")]
+    # Once for A's search, and once for G's look, which A routes on to F.
+    assert [(s, d) for s, d, _ in net.sent(RejectOverload)] == [(b"F", b"A")] * 2
     assert net.roots(KEY) == [b"G"] and net.state(b"F", KEY) is None
     assert net.tree_problems(KEY) == []
 

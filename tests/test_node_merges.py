@@ -43,7 +43,7 @@ def test_a_split_from_a_takeover_beside_the_root_is_mended_by_the_first_look() -
     assert net.roots(KEY) == [X] and net.tree_problems(KEY) == []
     assert carried(net, R).state is State.JOINED
     stats = net.nodes[R].stats
-    assert (stats.looks, stats.merges) == (1, 1)
+    assert (stats.looks, stats.merges) == (2, 1)  # the first as a new tree, found nothing
     assert all(carried(net, n).restart_uid is None for n in (X, E, C, A, R))
     # One numbering: X's next publish reaches both sides under the same number.
     net.advance(net.now + 2 * GRACE)
@@ -81,8 +81,10 @@ def test_an_attached_root_takes_a_resubscribe_whatever_its_must_beat() -> None:
     node.subscribe(0.0, KEY, 1)
     node.handle_timer(ACCEPT)
     node.handle_timer(2 * ACCEPT)  # the search dies at both peers: N is root
+    node.handle_timer(3 * ACCEPT)
+    node.handle_timer(4 * ACCEPT)  # and so does its look for another tree
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT
+    assert stream.state is State.ROOT and stream.looking is None
     # Q (0.49) is closer to the key than we are; the spec's rule alone would send it on.
     effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
     assert sends(effects) == [(b"Q", SubscribeSucceeded(7, KEY, None))]
@@ -98,8 +100,10 @@ def test_a_root_that_is_looking_takes_only_farther_origins() -> None:
     node.subscribe(0.0, KEY, 1)
     node.handle_timer(ACCEPT)
     node.handle_timer(2 * ACCEPT)  # the search dies at both peers: N is root
+    node.handle_timer(3 * ACCEPT)
+    node.handle_timer(4 * ACCEPT)  # and so does its look for another tree
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT
+    assert stream.state is State.ROOT and stream.looking is None
     stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``_look_first`` labels it
     effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
     assert (b"Q", SubscribeSucceeded(7, KEY, None)) not in sends(effects)

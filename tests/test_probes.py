@@ -143,6 +143,7 @@ def test_a_root_probes_every_interval_and_looks_when_a_closer_root_answers() -> 
     meet(node, b"P", 0.2)
     now, probe = beat_until_probe(node, 0.0)
     assert (probe.key, probe.must_beat, probe.best_loc) == (KEY, 0.45, 0.45)
+    assert probe.htl == NodeConfig().check_htl  # wider than a subscribe's (``config``)
     assert node.stats.probes == 1
     effects = node.handle_timer(now)  # (nothing more this round)
     # A farther "root" changes nothing (it would have to join us, not we it).

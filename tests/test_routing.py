@@ -40,6 +40,16 @@ def test_htl_above_our_maximum_is_clamped_before_the_decrement() -> None:
     assert advance(0.3, 0.5, best_loc=0.4, htl=32, max_htl=MAX_HTL) == (0.4, MAX_HTL - 1, False)
 
 
+def test_a_wider_cap_clamps_above_it_but_progress_still_resets_to_max_htl() -> None:
+    assert advance(0.3, 0.5, best_loc=0.4, htl=20, max_htl=MAX_HTL, cap=20) == (0.4, 19, False)
+    assert advance(0.3, 0.5, best_loc=0.4, htl=32, max_htl=MAX_HTL, cap=20) == (0.4, 19, False)
+    assert advance(0.49, 0.5, best_loc=0.4, htl=20, max_htl=MAX_HTL, cap=20) == (
+        0.49,
+        MAX_HTL,
+        True,
+    )
+
+
 @pytest.mark.parametrize("htl", [0, 1])
 def test_htl_never_goes_below_zero(htl: int) -> None:
     assert advance(0.3, 0.5, best_loc=0.4, htl=htl, max_htl=MAX_HTL) == (0.4, 0, False)

@@ -363,3 +363,83 @@ PAST_HELD_DEEP = Scenario(
     partition=(2.340014526873419e-201, 23.106033660638147, 0.26230443363267164),
     weather=NetworkModel(drop=0.002, duplicate=0.05, jitter=0.02),
 )
+
+
+def test_a_new_root_looks_for_another_tree_before_it_numbers() -> None:
+    # Node 36's first subscribe went through 17 to 51 and on to 9, all closer to the key.
+    # The partition then cut 17 from 51 while the search waited beyond: 17, the closest
+    # node it still saw, ended the search as root, though 9, on 17's side and closer,
+    # carried the rest of it. Node 5's subscribe ended at 20, another new root on that
+    # side. Both numbered 0..14 for their publishers. A new tree now looks once (a
+    # resubscribe with must-beat its root's location) before it numbers anything.
+    outcome = run(NEW_ROOT_BESIDE_A_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+NEW_ROOT_BESIDE_A_ROOT = Scenario(
+    seed=66231,
+    nodes=55,
+    streams=2,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=524287, until=None),
+        Fault(at=4.385888847880864e-242, kind="crash", arg=380110, until=None),
+        Fault(at=1.1351415866391943e-89, kind="loud-crash", arg=105, until=None),
+        Fault(at=0.19803971803419979, kind="loud-crash", arg=3488, until=None),
+        Fault(at=1.408518548309417, kind="crash", arg=363157, until=None),
+        Fault(at=1.5419080675061596, kind="crash", arg=531, until=2.6419080675061597),
+        Fault(at=2.2561941400342738, kind="crash", arg=707, until=None),
+        Fault(at=2.4228459697756115, kind="loud-crash", arg=114884, until=None),
+        Fault(at=10.071273702042536, kind="loud-crash", arg=46009, until=None),
+        Fault(at=10.394461060762904, kind="loud-crash", arg=999999, until=None),
+        Fault(at=11.46695142923431, kind="add", arg=2, until=None),
+        Fault(at=15.877337827970525, kind="loud-crash", arg=19354, until=None),
+        Fault(at=16.134292811165068, kind="crash", arg=81934, until=None),
+        Fault(at=18.9775592574912, kind="crash", arg=868, until=None),
+        Fault(at=22.408594183811093, kind="loud-crash", arg=58293, until=None),
+        Fault(at=26.05782301479991, kind="crash", arg=81, until=52.70148083530159),
+        Fault(at=30.0, kind="crash", arg=173, until=None),
+    ),
+    partition=(0.33234521947295154, 30.332345219472952, 0.3579722788439694),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.01, jitter=0.02
+    ),
+)
+
+
+def test_two_roots_after_a_takeover_find_each_other_with_a_wider_look() -> None:
+    # The root died during a partition; on one side, nodes 9 and 3 each became the root
+    # of part of its tree. Each looked, and each look, given the ten hops past the best
+    # node found that a subscribe gets, missed the other root in the thinned network:
+    # both numbered 3..14. A root's look and probes now get twice that budget
+    # (``NodeConfig.check_htl``).
+    outcome = run(TWO_TAKEOVER_ROOTS)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TWO_TAKEOVER_ROOTS = Scenario(
+    seed=0,
+    nodes=59,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=0.0006090878679709005, kind="crash", arg=121852, until=27.604795857244252),
+        Fault(at=0.9664683446758218, kind="crash", arg=191243, until=None),
+        Fault(at=3.1037501827166456, kind="add", arg=3, until=None),
+        Fault(at=3.840493388281728, kind="loud-crash", arg=290, until=None),
+        Fault(at=4.508791872080831, kind="crash", arg=0, until=None),
+        Fault(at=5.0, kind="add", arg=3, until=None),
+        Fault(at=5.424002085795499, kind="crash", arg=483, until=32.970976376537664),
+        Fault(at=18.303084961216413, kind="loud-crash", arg=1487, until=28.007766527241074),
+        Fault(at=24.915055253002485, kind="loud-crash", arg=1197, until=26.892312559432686),
+        Fault(at=25.581190598534388, kind="crash", arg=1, until=64.68858069285236),
+        Fault(at=28.774301456831793, kind="add", arg=4, until=None),
+        Fault(at=29.0, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=29.999999999999996, kind="crash", arg=8217, until=None),
+        Fault(at=30.0, kind="crash", arg=10252, until=37.969753309954655),
+    ),
+    partition=(1.7454319181344329, 24.026960566584506, 0.3963766128588322),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
+    ),
+)

@@ -395,8 +395,9 @@ def test_retry_after_a_handoff_is_acked_with_its_original_number() -> None:
 
 def test_root_hands_its_tree_to_a_closer_new_peer() -> None:
     net = handed_over()
-    [(_, to, restarted)] = [t for t in net.sent(SubscribeRestarted) if t[0] == R]
-    [(_, hop, resubscribe)] = net.sent(ResubscribeRequest)
+    # (The first of R's labels was for its look as a new tree, in ``tree``.)
+    *_, (_, to, restarted) = [t for t in net.sent(SubscribeRestarted) if t[0] == R]
+    [(_, hop, resubscribe)] = [t for t in net.sent(ResubscribeRequest) if t[2].uid == restarted.uid]
     assert to == C and hop == b"N" and isinstance(restarted, SubscribeRestarted)
     assert resubscribe == ResubscribeRequest(restarted.uid, KEY, MAX_HTL, 0.45, 0.45, 2)
     assert net.nodes[R].stats.restarts == 1  # for N only, not for F

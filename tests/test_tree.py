@@ -197,17 +197,35 @@ async def test_live_tree_over_client_ports_and_after_the_root_is_killed() -> Non
             dead = net.net.node(root).identity.public
             await net.kill(root)
 
-            def settled(host: Any) -> bool:
-                # Not carrying it, the new root, or joined below a live parent.
-                stream = host.core.streams.get(KEY)
-                if stream is None or stream.state is State.ROOT:
-                    return True
-                return stream.state is State.JOINED and stream.parent != dead
+            hosts = [net.net.node(i).host for i in range(len(net)) if net.alive(i)]
 
-            for i in range(len(net)):
-                if net.alive(i):
-                    host = net.net.node(i).host
-                    await host.wait_until(lambda host=host: settled(host))
+            def settled() -> bool:
+                # Every carrier is the one root or joined below a live parent, no look or
+                # restart is under way, and each parent and child agree: what the survey
+                # would show once the messages of the repair are all delivered.
+                streams = {host.core.id: host.core.streams.get(KEY) for host in hosts}
+                roots = 0
+                for me, stream in streams.items():
+                    if stream is None:
+                        continue
+                    if stream.looking is not None or stream.restart_uid is not None:
+                        return False
+                    roots += stream.state is State.ROOT
+                    if stream.state is State.JOINED:
+                        parent = streams.get(stream.parent or b"")
+                        if stream.parent == dead or parent is None or me not in parent.children:
+                            return False
+                    elif stream.state is not State.ROOT:
+                        return False
+                    for child in stream.children:
+                        below = streams.get(child)
+                        if below is None or below.parent != me:
+                            return False
+                return roots == 1
+
+            # Re-checked whenever one of the hosts handles an input (its heartbeats at least).
+            for host in hosts:
+                await host.wait_until(settled)
             repaired = await tree_of(net, STREAM)
             assert repaired.check.ok, repaired.check.problems
             assert index_of(repaired, repaired.check.roots[0]) != root

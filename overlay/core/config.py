@@ -14,6 +14,14 @@ class NodeConfig:
     # Spec: "certainly max HTL should be low, say 10". HTL resets whenever a route gets
     # closer to the key, so it only bounds the search *past* the closest node found.
     max_htl: int = 10
+    # The budget a root starts its own checks for another root with: a look (``merges``) and
+    # a probe (``probes``); None: twice max_htl (``check_htl``). A root is where a search
+    # ran out of budget, so a check with the same budget explores little beyond what that
+    # search did; after heavy churn greedy routing has many local minima, and two roots of
+    # one connected network missed each other (chaos: both numbered 3..14). Checks are
+    # rare (once per repair, once per probe round), so a wider one costs little. Progress
+    # resets any search to max_htl.
+    repair_htl: int | None = None
     # Spec: "If we have less than 32 streams, we route the request. Otherwise we send a
     # RejectOverload". Searches in flight for a key count too, so a burst of requests for
     # many keys cannot exceed the limit.
@@ -95,9 +103,22 @@ class NodeConfig:
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
 
+    @property
+    def check_htl(self) -> int:
+        """The budget of a root's look or probe, and the most a resubscribe or probe from a
+        peer may carry here (``repair_htl``)."""
+        if self.repair_htl is None:
+            return min(2 * self.max_htl, MAX_WIRE_HTL)
+        return self.repair_htl
+
     def __post_init__(self) -> None:
         if not 1 <= self.max_htl <= MAX_WIRE_HTL:
             raise ValueError(f"max_htl must be in [1, {MAX_WIRE_HTL}], got {self.max_htl}")
+        if self.repair_htl is not None and not self.max_htl <= self.repair_htl <= MAX_WIRE_HTL:
+            raise ValueError(
+                f"repair_htl must be in [max_htl, {MAX_WIRE_HTL}] (max_htl is {self.max_htl}),"
+                f" got {self.repair_htl}"
+            )
         if self.max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, got {self.max_streams}")
         if not 0 < self.accept_timeout <= self.request_timeout:

@@ -46,6 +46,7 @@ import random
 from typing import Protocol
 
 from overlay.core.config import NodeConfig
+from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.restarts import RESTART_TIMER
 from overlay.core.routing import Route
@@ -71,6 +72,7 @@ class _NodeParts(Protocol):
     _timers: TimerQueue
     _awaiting: dict[int, bytes]
     routes: dict[int, Route]
+    peers: PeerTable
 
     def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
@@ -111,6 +113,20 @@ class Merges:
         stream.relooks = 0
         self._start_look(now, stream)
         return True
+
+    def _first_look(self: _NodeParts, now: float, stream: Stream, route: Route) -> None:
+        """A new tree (``route``, a subscribe, made us its root) looks for another of its
+        stream before it numbers anything, at once: there is no old tree to report in a
+        grace (a resubscribe that makes us root brings one: a takeover, which has its
+        grace and then looks; ``Takeover.became_root``). The search
+        that ended here may have lost a branch that reached a closer root (chaos: a link
+        cut while the search waited beyond it, and two roots numbered 0..14). Called once
+        whoever asked is adopted, so that the look's label reaches it too: unlabelled, that
+        child would refuse the look's success on its way back through it. A node with no
+        peer is the whole network (``hops``): there is nowhere to look."""
+        if not route.is_resubscribe and self.peers:
+            self.flow.reserve(stream)
+            self._start_look(now, stream)
 
     def _start_look(self: _NodeParts, now: float, stream: Stream) -> None:
         """Label our subtree with a fresh uid and route the look's search."""

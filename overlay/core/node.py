@@ -357,7 +357,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             return
         target = key_location(key)
         best_loc, htl, i_am_best = advance(
-            self.location, target, request.best_loc, request.htl, self.config.max_htl
+            self.location,
+            target,
+            request.best_loc,
+            request.htl,
+            self.config.max_htl,
+            self.config.max_htl if must_beat is None else self.config.check_htl,
         )
         route = Route(
             uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
@@ -379,7 +384,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             stream.key,
             stream.target,
             None,
-            self.config.max_htl,
+            # A root's own resubscribe is a look for another root (``merges``).
+            self.config.check_htl if stream.state is State.ROOT else self.config.max_htl,
             self.location,
             True,
             self.flow.resume_point(stream),
@@ -401,6 +407,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         elif may_become_root(route, self.location):
             stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             self._answer(now, stream, route, new_root=True)
+            self._first_look(now, stream, route)
             self.flow.carried(now, stream)
             self._prune(stream)
         else:
@@ -420,7 +427,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.flow.carried(now, stream)
             self._refill(now, stream)
         elif may_become_root(route, self.location):
-            self.flow.carried(now, self._enter_tree(now, route, Change.BECAME_ROOT, parent=None))
+            stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
+            self._first_look(now, stream, route)
+            self.flow.carried(now, stream)
         else:
             self._change(stream, Change.JOIN_FAILED, parent=None)
             reason = "no route to the stream's key: every peer refused the search"

@@ -105,7 +105,7 @@ class Probes:
             uid = self.rng.getrandbits(64)
             self._seen.add(uid, now)
             self.stats.probes += 1
-            probe = RootProbe(uid, stream.key, self.config.max_htl, self.location, self.location)
+            probe = RootProbe(uid, stream.key, self.config.check_htl, self.location, self.location)
             self._probe_on(ProbeHop(probe, None))
 
     def _on_probe(self: _NodeParts, now: float, peer: PeerId, probe: RootProbe) -> None:
@@ -123,7 +123,12 @@ class Probes:
             return
         self._seen.add(probe.uid, now)
         best_loc, htl, _ = advance(
-            self.location, key_location(probe.key), probe.best_loc, probe.htl, self.config.max_htl
+            self.location,
+            key_location(probe.key),
+            probe.best_loc,
+            probe.htl,
+            self.config.max_htl,
+            self.config.check_htl,
         )
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))

@@ -70,16 +70,17 @@ class Route:
 
 
 def advance(
-    own: float, target: float, best_loc: float, htl: int, max_htl: int
+    own: float, target: float, best_loc: float, htl: int, max_htl: int, cap: int | None = None
 ) -> tuple[float, int, bool]:
     """The (best_loc, htl, i_am_best) a node routes with after receiving ``best_loc``/``htl``.
 
-    A peer's HTL above our own maximum is clamped: a peer must not buy a longer search here
-    than we would grant our own.
+    Progress resets the budget to ``max_htl``. A peer's HTL above ``cap`` (``max_htl`` unless
+    given: the widest budget we would grant a search of our own of this kind) is clamped: a
+    peer must not buy a longer search here than that.
     """
     if is_closer(target, own, best_loc):
         return own, max_htl, True
-    return best_loc, max(min(htl, max_htl) - 1, 0), False
+    return best_loc, max(min(htl, max_htl if cap is None else cap) - 1, 0), False
 
 
 def may_become_root(route: Route, own: float) -> bool:

@@ -54,6 +54,7 @@ class _FlowParts(Protocol):
     def _serialize(self, stream: Stream, message: PublishData) -> Any: ...
     def carried(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
+    def reserve(self, stream: Stream) -> None: ...
     def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
     def ask_down(self, stream: Stream) -> None: ...
@@ -124,12 +125,17 @@ class Takeover:
     def hold(self: _FlowParts, now: float, stream: Stream) -> None:
         """Number nothing new until ``takeover_grace`` from now (see the module notes)."""
         until = now + self.config.takeover_grace
+        self.reserve(stream)
+        stream.recover_until = max(until, stream.recover_until or until)
+        self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+
+    def reserve(self: _FlowParts, stream: Stream) -> None:
+        """Give ``stream`` a grace of its own (a token its timers name), if it has none: its
+        caller sets how long it lasts (``hold``, or a new root's look)."""
         if stream.recover_until is None:
             self._tokens += 1
             stream.recover_token = self._tokens
             self.recovering[self._tokens] = stream.key
-        stream.recover_until = max(until, stream.recover_until or until)
-        self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
 
     def on_recover_timer(self: _FlowParts, now: float, token: int) -> None:
         """A root's takeover grace may be over: give up what nobody brought (reported as
