@@ -255,6 +255,9 @@ class RestartConfirmed(Message):
     TYPE: ClassVar[int] = 20
     uid: int = _f(Kind.UID)
     key: bytes = _f(Kind.KEY)
+    # The newest packet number the sender's subtree holds (None: none, or not a member): an
+    # origin that becomes root numbers above it, and gathers what it lacks below it.
+    last_seen: int | None = _opt(Kind.OPT_SEEN)
 
 
 @dataclass(frozen=True, slots=True)

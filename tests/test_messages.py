@@ -86,7 +86,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "SubscribeSucceededNewRoot": (("uid", Kind.UID), ("key", Kind.KEY)),
     "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY), ("origin", Kind.LOCATION)),
-    "RestartConfirmed": (("uid", Kind.UID), ("key", Kind.KEY)),
+    "RestartConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("last_seen", Kind.OPT_SEEN)),
     "RestartEnded": (("uid", Kind.UID), ("key", Kind.KEY)),
     "DataNotFound": (("uid", Kind.UID), ("key", Kind.KEY), ("htl", Kind.HTL)),
     "RejectOverload": (("uid", Kind.UID), ("key", Kind.KEY)),

@@ -32,9 +32,11 @@ from overlay.core.events import Subscribed
 from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
+    MAX_WIRE_HTL,
     Accepted,
     DataNotFound,
     PacketKind,
+    PastQuery,
     PublishData,
     RejectedLoop,
     RestartConfirmed,
@@ -236,6 +238,42 @@ def test_subscribe_restarted_is_relayed_to_children_once_and_confirmed_after_the
         (b"B", RestartConfirmed(70, KEY))
     ]
     assert sends(node.receive(1.1, b"D", RestartConfirmed(70, KEY))) == []  # once only
+
+
+def test_a_confirmation_carries_the_newest_packet_its_subtree_holds() -> None:
+    node = child_of_b()
+    for number in range(3):
+        data = SubscribeData(KEY, number, b"p%d" % number, None, DATA, None)
+        node.receive(0.5, b"B", data)
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.49))
+    # D's subtree holds up to 5, more than N: N passes 5 up.
+    assert sends(node.receive(1.1, b"D", RestartConfirmed(70, KEY, 5))) == [
+        (b"B", RestartConfirmed(70, KEY, 5))
+    ]
+    node.receive(2.0, b"B", SubscribeRestarted(71, KEY, 0.49))
+    # D's subtree holds less than N: N passes its own 2.
+    assert sends(node.receive(2.1, b"D", RestartConfirmed(71, KEY, 1))) == [
+        (b"B", RestartConfirmed(71, KEY, 2))
+    ]
+
+
+def test_an_origin_that_becomes_root_numbers_above_what_its_subtree_holds() -> None:
+    """N lags at nothing while its child's subtree holds up to packet 7 (it reattached below
+    N after N's parent had stopped sending). N's parent dies and N's own search finds
+    nobody: N is root of its subtree, and must not give 0..7 to new publishes."""
+    node = joined_node()
+    [(_, restarted)] = sends(node.link_down(5.0, b"P"))
+    [(hop, resubscribe)] = sends(node.receive(5.0, b"C", RestartConfirmed(restarted.uid, KEY, 7)))
+    assert hop == b"Q" and isinstance(resubscribe, ResubscribeRequest)
+    effects = node.receive(5.1, b"Q", DataNotFound(resubscribe.uid, KEY, 0))
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and stream.high == 7
+    # 0..7 are holes it asks its subtree for (``gathering``), filled in order as they come.
+    assert (b"C", PastQuery(KEY, 0, 7, MAX_WIRE_HTL)) in sends(effects)
+    # A publish waits meanwhile: what does not come by the grace's end is announced missed,
+    # and numbering goes on at 8 (``test_takeover``), never from 0.
+    node.publish(5.2, KEY, 1, 900, b"waits")
+    assert [m.uid for _, m in stream.queued] == [900] and len(stream.window) == 0
 
 
 def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stream() -> None:

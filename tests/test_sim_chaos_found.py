@@ -443,3 +443,41 @@ TWO_TAKEOVER_ROOTS = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
     ),
 )
+
+
+def test_a_lagging_origin_that_becomes_root_numbers_above_its_subtree() -> None:
+    # Node 16 lagged at packet 18, cut off from its parent, while nodes of the dead root's
+    # tree, holding up to 25, reattached below it. Then 16's parent died, its own search
+    # found nobody, and it became root of that subtree knowing only its own 18: it gave 19
+    # to a new publish while its subtree held the old 19..22. Each member's restart
+    # confirmation now carries the newest packet its subtree holds, and an origin that
+    # becomes root numbers above it (and asks its subtree for what it lacks).
+    outcome = run(LAGGING_ORIGIN)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+LAGGING_ORIGIN = Scenario(
+    seed=1119,
+    nodes=40,
+    streams=2,
+    subscribers=6,
+    faults=(
+        Fault(at=1.1754943508222875e-38, kind="loud-crash", arg=6100, until=None),
+        Fault(at=2.2141837073909797e-18, kind="weather", arg=0, until=11.972541602127665),
+        Fault(at=1.996631640285163, kind="crash", arg=5, until=None),
+        Fault(at=6.051921823114916, kind="crash", arg=3932, until=24.590274046173974),
+        Fault(at=10.314658746032048, kind="loud-crash", arg=1655, until=None),
+        Fault(at=11.033242649767924, kind="crash", arg=51095, until=None),
+        Fault(at=12.65404632867757, kind="loud-crash", arg=362881, until=44.87641872728351),
+        Fault(at=15.739802535137667, kind="loud-crash", arg=1119, until=None),
+        Fault(at=15.772786103943519, kind="add", arg=5, until=None),
+        Fault(at=20.54567213597642, kind="add", arg=5, until=None),
+        Fault(at=22.96061670000841, kind="crash", arg=146805, until=58.47416243107491),
+        Fault(at=26.771326621606782, kind="loud-crash", arg=306195, until=53.23822677990857),
+        Fault(at=27.24141762265225, kind="crash", arg=36, until=29.14141762265225),
+    ),
+    partition=(10.98910396211482, 40.27775397385793, 0.24665514308920902),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+)

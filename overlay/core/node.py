@@ -225,7 +225,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case SubscribeRestarted():
                 self._on_restarted(now, peer, message)
             case RestartConfirmed():
-                self._on_restart_confirmed(now, peer, message.uid, message.key)
+                self._on_restart_confirmed(now, peer, message)
             case RestartEnded():
                 self._on_restart_ended(peer, message.uid, message.key)
             case Unsubscribe():
@@ -423,6 +423,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._take_label(stream, None, None)
             self.stats.roots += 1
             self.flow.became_root(now, stream, None, takeover=True)
+            self.flow.reported(now, stream, stream.subtree_high)
             self._complete_pending(now, stream)
             self.flow.carried(now, stream)
             self._refill(now, stream)

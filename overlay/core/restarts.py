@@ -173,6 +173,7 @@ class Restarts:
         stream.restart_origin = origin
         stream.restarts_seen.append(uid)
         stream.confirming = set(stream.children)
+        stream.subtree_high = stream.high
         message = SubscribeRestarted(uid, stream.key, origin)
         for child in stream.children:
             self._send(child, message)
@@ -213,16 +214,22 @@ class Restarts:
         self._check_confirmed(now, stream)
 
     def _on_restart_confirmed(
-        self: _NodeParts, now: float, peer: PeerId, uid: int, key: bytes
+        self: _NodeParts, now: float, peer: PeerId, message: RestartConfirmed
     ) -> None:
-        stream = self.streams.get(key)
+        stream = self.streams.get(message.key)
         if (
             stream is not None
-            and stream.restart_uid == uid
+            and stream.restart_uid == message.uid
             and stream.confirming is not None
             and peer in stream.confirming
         ):
             stream.confirming.discard(peer)
+            # Passed up with our own confirmation: an origin whose own search makes it root
+            # numbers above what its subtree holds (chaos: a lagging member, at 18, became
+            # root of a subtree that held up to 25, and numbered 19 again).
+            seen = message.last_seen
+            if seen is not None and (stream.subtree_high is None or seen > stream.subtree_high):
+                stream.subtree_high = seen
             self._check_confirmed(now, stream)
 
     def _check_confirmed(self: _NodeParts, now: float, stream: Stream) -> None:
@@ -239,7 +246,7 @@ class Restarts:
         ):
             self._route_restart(now, stream)
         elif stream.parent is not None:
-            self._send(stream.parent, RestartConfirmed(uid, stream.key))
+            self._send(stream.parent, RestartConfirmed(uid, stream.key, stream.subtree_high))
 
     def _on_restart_ended(self: _NodeParts, peer: PeerId, uid: int, key: bytes) -> None:
         """Our subtree's origin is attached again: relay that down and drop the label."""

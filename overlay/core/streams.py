@@ -111,6 +111,7 @@ class Stream:
     restart_uid: int | None = None
     restart_origin: float | None = None
     confirming: set[PeerId] | None = None  # children yet to confirm restart_uid
+    subtree_high: int | None = None  # the newest packet our subtree holds, as confirmed
     # The last few restart uids relayed or sent, newest last: none is relayed twice.
     restarts_seen: deque[int] = field(default_factory=lambda: deque(maxlen=RESTARTS_REMEMBERED))
     descriptor: bytes | None = None  # a signed stream's public key and name
