@@ -21,6 +21,10 @@ any other tree that routing can reach:
   (``push_up``), and the publishes that waited for our grace go up to be numbered there.
 * Not found: we stay root; the labels end (RestartEnded), and so does the grace.
 
+A new tree looks too, at once and before it numbers anything (``_first_look``): the
+search that made its root may have lost a branch to a dead link. A look, like a probe,
+starts with a wider budget than a subscribe (``NodeConfig.check_htl``).
+
 Of two roots, only the farther can join the other (must-beat), so they never join each other
 and the closer one, finding nothing closer, stays. A root looks once per takeover: a look
 that finds nothing is not repeated, so a root with a closer member of its own tree (which
@@ -118,12 +122,12 @@ class Merges:
         """A new tree (``route``, a subscribe, made us its root) looks for another of its
         stream before it numbers anything, at once: there is no old tree to report in a
         grace (a resubscribe that makes us root brings one: a takeover, which has its
-        grace and then looks; ``Takeover.became_root``). The search
-        that ended here may have lost a branch that reached a closer root (chaos: a link
-        cut while the search waited beyond it, and two roots numbered 0..14). Called once
-        whoever asked is adopted, so that the look's label reaches it too: unlabelled, that
-        child would refuse the look's success on its way back through it. A node with no
-        peer is the whole network (``hops``): there is nowhere to look."""
+        grace and then looks; ``Takeover.became_root``). The search that ended here may
+        have lost a branch that reached a closer root (chaos: a link cut while the search
+        waited beyond it, and two roots numbered 0..14). Called once whoever asked is
+        adopted, so that the look's label reaches it too: unlabelled, that child would
+        refuse the look's success on its way back through it. A node with no peer is the
+        whole network (``hops``): there is nowhere to look."""
         if not route.is_resubscribe and self.peers:
             self.flow.reserve(stream)
             self._start_look(now, stream)
