@@ -20,12 +20,14 @@ from overlay.core.refills import MAX_FILLS, gaps
 from overlay.core.streams import State
 from overlay.core.window import Window
 from overlay.messages import (
+    MAX_WIRE_HTL,
     Accepted,
     DataNotFound,
     FillRequest,
     Message,
     PacketKind,
     PacketsMissed,
+    PastQuery,
     PublishCollision,
     PublishData,
     PublishSucceeded,
@@ -147,6 +149,24 @@ def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() ->
     assert sends(effects) == [(A, data(19))]
 
 
+def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> None:
+    # N's parent dies while A waits for 19; N is back in the tree 6 s later, under Q, and
+    # asks Q. The 10 s A had ran mostly while nobody could answer: measured from the new
+    # ask, Q's answer is in time (chaos: seven packets reported missed that Q brought).
+    node = joined_late()
+    Q = b"Q"
+    meet(node, Q, 0.48)
+    node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    [restarted] = to(node.link_down(2.0, P), A)
+    assert isinstance(restarted, SubscribeRestarted)
+    [search] = to(node.receive(2.0, A, RestartConfirmed(restarted.uid, KEY)), Q)
+    assert isinstance(search, ResubscribeRequest)
+    effects = node.receive(7.0, Q, SubscribeSucceeded(search.uid, KEY, 21))
+    assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
+    assert to(node.handle_timer(1.0 + FILL), A) == []
+    assert to(node.receive(1.0 + FILL + 1.0, Q, data(19)), A) == [data(19)]
+
+
 def test_a_fill_request_is_answered_from_the_window_in_order() -> None:
     node = joined_late()
     node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, 20))  # no gap: adopted
@@ -183,11 +203,59 @@ def test_waiters_are_bounded() -> None:
     ]
 
 
-def test_a_root_has_nobody_to_ask_and_reports_the_gap_at_once() -> None:
+def root_that_lacks_19(local: bool = False) -> tuple[Node, float]:
+    """N, holding 20 and 21 with child A (and a local client if ``local``), became root
+    when P died, and its grace is over: it never had 19. Returns N and a time after that."""
     node = joined_late()
-    stream = node.streams[KEY]
-    stream.state, stream.parent = State.ROOT, None
-    effects = b_resubscribes(node)
+    if local:
+        node.subscribe(0.5, KEY, 1)
+    [restarted] = to(node.link_down(1.0, P), A)
+    assert isinstance(restarted, SubscribeRestarted)
+    effects = node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY))
+    while node.streams[KEY].state is not State.ROOT:  # nobody else has the stream
+        [(peer, search)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+        effects = node.receive(1.0, peer, DataNotFound(search.uid, KEY, 0))
+    settle(node)
+    return node, GRACE * 10
+
+
+def test_a_root_asks_its_subtree_for_what_a_resubscriber_lacks() -> None:
+    # A branch of the tree may hold what the root never had (chaos: a root that had
+    # forgotten the stream told a late resubscriber 1..3 were missed, which three nodes of
+    # another branch held).
+    node, now = root_that_lacks_19()
+    assert sends(b_resubscribes(node, now)) == [
+        (B, Accepted(2)),
+        (A, PastQuery(KEY, 19, 19, MAX_WIRE_HTL)),
+    ]
+    effects = node.receive(now, A, push(19))
+    assert to(effects, A) == [PublishSucceeded(19, KEY, 19)]
+    assert to(effects, B) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+    assert node.stats.backfilled == 1 and node.stats.published == 0
+
+
+def test_what_the_subtree_does_not_bring_the_root_reports_missed_to_every_asker() -> None:
+    node, now = root_that_lacks_19()
+    b_resubscribes(node, now)
+    # The root answers in half the fill timeout: its answer must reach the waiters below
+    # it before their own fill timeout runs out.
+    assert to(node.handle_timer(now + FILL / 2 - 0.01), B) == []
+    effects = node.handle_timer(now + FILL / 2)
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+    # Lost for good: a later asker is told at once, and a late push of it is refused.
+    later = now + FILL
+    assert sends(node.receive(later, A, FillRequest(KEY, 19, 19))) == [
+        (A, PacketsMissed(KEY, 19, 19))
+    ]
+    assert to(node.receive(later, A, push(19)), A) == [PublishCollision(19, KEY, 19, 22)]
+
+
+def test_a_root_with_no_child_has_nobody_to_ask_and_reports_the_gap_at_once() -> None:
+    node, now = root_that_lacks_19(local=True)
+    node.link_down(now, A)
+    settle(node)  # losing a child holds the root's numbering a grace too
+    assert not node.streams[KEY].children
+    effects = b_resubscribes(node, now * 2)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
 
 
@@ -243,9 +311,11 @@ def rooted_by_a_resubscribe() -> Node:
 
 def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() -> None:
     node = rooted_by_a_resubscribe()
-    # Not "1..2 missed": C holds them and is about to push them up.
+    # Not "1..2 missed": C holds them and is about to push them up. The root asks its
+    # subtree again for them: one that attached below since its grace began was not asked.
     assert sends(node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))) == [
-        (W, Accepted(2))
+        (W, Accepted(2)),
+        (C, PastQuery(KEY, 1, 2, MAX_WIRE_HTL)),
     ]
     assert to(node.receive(0.2, C, push(0)), W) == []
     assert to(node.receive(0.2, C, push(1)), W) == []
@@ -298,14 +368,17 @@ def test_what_nobody_pushes_up_within_the_grace_is_reported_missed_then() -> Non
     assert served[1] == PacketsMissed(KEY, 1, 2)
 
 
-def test_after_its_grace_a_root_takes_no_old_packet_and_reports_gaps_at_once() -> None:
+def test_after_its_grace_a_root_takes_an_old_packet_only_when_it_asked_for_it() -> None:
     node = rooted_by_a_resubscribe()
     settle(node)
     now = GRACE * 10
     assert to(node.receive(now, C, push(1)), C) == [PublishCollision(1, KEY, 1, 3)]
     assert len(node.streams[KEY].window) == 0
     effects = node.receive(now, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 0))
-    assert to(effects, W)[:2] == [SubscribeSucceeded(2, KEY, 2), PacketsMissed(KEY, 1, 2)]
+    assert sends(effects) == [(W, Accepted(2)), (C, PastQuery(KEY, 1, 2, MAX_WIRE_HTL))]
+    node.receive(now, C, push(1))
+    effects = node.receive(now, C, push(2))
+    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2)]
 
 
 def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_head() -> None:

@@ -1,4 +1,5 @@
-"""Gathering: a root in its takeover grace asks its subtree for the packets it never had.
+"""Gathering: a root asks its subtree for the packets it never had, in its takeover grace
+and whenever a waiter needs them (``overlay.core.refills``).
 
 Why. A root that took over holds what reached it, and a subtree that restarts pushes up what
 its new parent lacks (``push_up``). But a packet the old root numbered, and acknowledged, may
@@ -14,7 +15,9 @@ lacks: not held, not yet announced missed, within one window below its head, the
 ``_SPANS`` spans. A member that gets one from its parent pushes up what it holds of the span
 (``push_one``) and passes on to its children only the parts it does not hold, so each
 packet comes up from the first holder on each branch. What comes up is a push like any
-other: the root takes it in its place during the grace, or acknowledges it has it.
+other: the root takes it in its place during the grace, or acknowledges it has it. Past
+the grace, a waiter's need asks the same way (``ask_spans``), for just the numbers it
+lacks, and the root takes in only those (``refills``).
 
 Bounds. A query costs a member at most one window of pushes and ``_SPANS`` queries per
 child. It goes down only from parent to child, with a hop budget (``htl``, as a publish's
@@ -46,6 +49,7 @@ class _FlowParts(Protocol):
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
+    def ask_spans(self, stream: Stream, spans: list[Span]) -> None: ...
 
 
 class Gathering:
@@ -62,9 +66,12 @@ class Gathering:
         lacking = gaps(stream.window, bottom, stream.next_in - 1) if stream.next_in > 0 else []
         if stream.high is not None and stream.high >= stream.next_in:
             lacking.append((stream.next_in, stream.high))  # claimed, not in yet
-        spans = _merged(lacking)[:_SPANS]
+        self.ask_spans(stream, lacking)
+
+    def ask_spans(self: _FlowParts, stream: Stream, spans: list[Span]) -> None:
+        """Ask every child for the packets of ``spans`` (the lowest ``_SPANS`` of them)."""
         for child in stream.children:
-            for first, last in spans:
+            for first, last in _merged(spans)[:_SPANS]:
                 self.stats.past_queries += 1
                 self._send(child, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
 

@@ -649,14 +649,22 @@ def _fills_hole(stream: Stream, message: PublishData) -> bool:
 
 def _backfills(stream: Stream, message: PublishData) -> bool:
     """A root in its takeover grace, which continued numbering after a resubscriber's
-    ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``)."""
+    ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``);
+    or, past its grace, one a waiter asked for, which it asked its subtree for (``refills``)."""
     number = message.packet
     return (
-        stream.recover_until is not None
+        (stream.recover_until is not None or _gathered(stream, number))
         and number is not None
         and stream.next_in is not None
         and number < stream.next_in
         and stream.window.accepts(number)
+    )
+
+
+def _gathered(stream: Stream, number: int | None) -> bool:
+    """Whether a waiter at this root asked its subtree for packet ``number``."""
+    return number is not None and any(
+        fill.asked[0] <= number <= fill.asked[1] for fill in stream.fills or ()
     )
 
 

@@ -10,12 +10,20 @@ So a node that must serve a child numbers it *never had* (below the point it joi
 holes its parent reported, not evicted) first asks its parent for them (FillRequest), and
 serves the child once they are in: the parent answers in order with each packet it holds
 and PacketsMissed for the rest, after asking its own parent for what it never had either.
-The root has nobody to ask. It reports such numbers missed at once, except in its takeover
-grace: a root that continued numbering after a resubscriber's ``last_seen`` holds nothing
-of the tree's past, and the resubscriber, told by the new root's answer, pushes what it has
-up (``PacketFlow.push_up``, kept by ``PacketFlow._backfill``). A child that needs those
-numbers waits until they are in, or until the grace ends (chaos: a new root told a
-resubscriber nine packets were missed that the subtree which made it root held). Meanwhile:
+The root has nobody above to ask, but a branch below may hold what it never had: a root
+that continued numbering after a resubscriber's ``last_seen`` holds nothing of the tree's
+past, and a subtree that attached below it since may hold it (chaos: a root that had
+forgotten the stream told a late resubscriber three packets were missed that another branch
+held). So the root asks its whole subtree (``PastQuery``, ``overlay.core.gathering``);
+holders push the packets up (``PacketFlow.push_one``), and the root keeps those it asked
+for (``PacketFlow._backfill``). In its takeover grace the resubscribers themselves push up
+what they have too (``PacketFlow.push_up``). A child that needs those numbers waits until
+they are in, or until the root's own wait ends: half of ``fill_timeout``, so its answer
+reaches the waiters below it before their timeouts, and never before its grace ends (chaos:
+a new root told a resubscriber nine packets were missed that the subtree which made it root
+held). What nobody brought is then lost for good: the root records it missed, and every
+later asker hears so at once. A root with no children, past its grace, has nobody to ask
+and reports the numbers missed at once. Meanwhile:
 
 * A child joining through a search is not adopted yet (it would be sent live packets before
   the older ones, and take the first as a gap): its search is told Accepted and waits. Once
@@ -23,8 +31,9 @@ resubscriber nine packets were missed that the subtree which made it root held).
   restarted meanwhile) and adopts it, catching it up from its ``last_seen`` as usual.
 * A child's own FillRequest is answered by a replay of the range.
 
-Nothing waits for ever: each waiter has ``fill_timeout``, after which it is served with what
-the node has (the rest reported missed, never skipped in silence). A node restarting keeps
+Nothing waits for ever: each waiter has ``fill_timeout`` (at the root, as above), after
+which it is served with what the node has (the rest reported missed, never skipped in
+silence). A node restarting keeps
 its waiters and asks its new parent once attached; one that becomes the root serves them.
 Old packets that arrive are kept in the window only, never sent to other children or local
 clients (all of them are past those numbers). Waiters per stream are bounded.
@@ -72,7 +81,7 @@ class Fill:
     uid: int | None  # the search to answer and adopt (None: a child's FillRequest)
     must_beat: float | None  # that search's, checked again when it is answered
     token: int  # its timer
-    asked: Span  # what we asked our parent for; served once ``asked[1]`` is in
+    asked: Span  # what we asked our parent (a root: its subtree) for
 
 
 def gaps(window: Window, first: int, last: int) -> list[Span]:
@@ -97,6 +106,12 @@ def gaps(window: Window, first: int, last: int) -> list[Span]:
     return spans
 
 
+class _Asker(Protocol):
+    """What a root's waiters use of its ``PacketFlow``: asking the subtree (``gathering``)."""
+
+    def ask_spans(self, stream: Stream, spans: list[Span]) -> None: ...
+
+
 class _NodeParts(Protocol):
     """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
 
@@ -108,6 +123,8 @@ class _NodeParts(Protocol):
     _fill_keys: dict[int, bytes]
     _fill_tokens: int
 
+    @property
+    def flow(self) -> _Asker: ...
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
     def _adopt(
@@ -134,6 +151,7 @@ class _NodeParts(Protocol):
     ) -> bool: ...
     def _finish_fill(self, now: float, stream: Stream, fill: Fill) -> None: ...
     def _check_fills(self, now: float, stream: Stream) -> None: ...
+    def _arm_fill(self, now: float, stream: Stream) -> int: ...
     def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
 
 
@@ -158,7 +176,11 @@ class Refills:
             # numbers before it, though the tree has them (chaos: a relay that joined at 3
             # adopted a resubscribe from -1, which was told 0..2 were missed).
             stream.next_in = stream.contiguous_from = stream.start
-        if (root and stream.recover_until is None) or stream.next_in is None:
+        if stream.next_in is None:
+            return False
+        if root and not stream.children and stream.recover_until is None:
+            # Nobody below to ask, and past its grace no subtree is on its way to push up
+            # what it holds: what the root lacks is lost (reported missed).
             return False
         end = stream.next_in - 1 if last is None else min(last, stream.next_in - 1)
         missing = gaps(stream.window, first, end)
@@ -171,15 +193,30 @@ class Refills:
             self._send(peer, Accepted(uid))  # a long wait is fine: the search goes on here
         asked = (missing[0][0], missing[-1][1])
         covered = any(f.asked[0] <= asked[0] and asked[1] <= f.asked[1] for f in fills)
-        self._fill_tokens += 1
-        token = self._fill_tokens
+        token = self._arm_fill(now, stream)
         fills.append(Fill(peer, first, last, uid, must_beat, token, asked))
         stream.fills = fills
-        self._fill_keys[token] = stream.key
-        self._timers.add(now + self.config.fill_timeout, (FILL_TIMER, token, 0))
-        if not covered and not root and stream.parent is not None:
+        if covered:
+            pass
+        elif root:
+            self.flow.ask_spans(stream, missing)
+        elif stream.parent is not None:
             self._send(stream.parent, FillRequest(stream.key, *asked))
         return True
+
+    def _arm_fill(self: _NodeParts, now: float, stream: Stream) -> int:
+        """A timer for a waiter of ``stream`` whose numbers were asked for just now."""
+        self._fill_tokens += 1
+        token = self._fill_tokens
+        self._fill_keys[token] = stream.key
+        until = now + self.config.fill_timeout
+        if stream.state is State.ROOT:
+            # It answers within half the timeout, so that the answer still reaches every
+            # waiter on the way down before theirs runs out; in its grace, not before the
+            # grace ends (what the subtree pushes up comes in until then).
+            until = max(now + self.config.fill_timeout / 2, stream.recover_until or now)
+        self._timers.add(until, (FILL_TIMER, token, 0))
+        return token
 
     def _on_fill_request(self: _NodeParts, now: float, peer: PeerId, message: FillRequest) -> None:
         """A child asks for packets it never had: replay them, once we have them too."""
@@ -211,19 +248,29 @@ class Refills:
             if stream.state is not State.ROOT:
                 done = not stream.window.accepts(fill.asked[1])
             else:
-                done = stream.recover_until is None or not gaps(stream.window, *fill.asked)
+                done = not gaps(stream.window, *fill.asked)
             if done:
                 self._finish_fill(now, stream, fill)
 
     def _refill(self: _NodeParts, now: float, stream: Stream) -> None:
-        """We have a new parent (or became root): ask it for what our waiters still lack."""
+        """We have a new parent (or became root): ask it for what our waiters still lack.
+        Their clocks start again, as for any ask: the wait they had ran while nobody could
+        answer (chaos: a relay restarting for 5 s of its waiter's 10 asked the new root,
+        whose answer came after the waiter had been told seven packets were missed)."""
         if not stream.fills:
             return
         if stream.state is State.ROOT:
             self._check_fills(now, stream)
+            if stream.fills and stream.children:
+                self.flow.ask_spans(stream, sorted({fill.asked for fill in stream.fills}))
         elif stream.state is State.JOINED and stream.parent is not None:
             for span in sorted({fill.asked for fill in stream.fills}):
                 self._send(stream.parent, FillRequest(stream.key, *span))
+        else:
+            return
+        for fill in stream.fills or ():
+            del self._fill_keys[fill.token]
+            fill.token = self._arm_fill(now, stream)
 
     def _on_fill_timer(self: _NodeParts, now: float, token: int) -> None:
         key = self._fill_keys.get(token)
@@ -244,6 +291,11 @@ class Refills:
         del self._fill_keys[fill.token]
         peer = fill.peer
         live = self.streams.get(stream.key) is stream and stream.carried
+        if live and stream.state is State.ROOT:
+            # Nobody brought these: they are lost for good, and every later asker is told so
+            # at once, the same way, instead of asking the subtree again.
+            for first, last in gaps(stream.window, *fill.asked):
+                stream.window.mark_missing(first, last)
         if fill.uid is None:
             if live and peer in stream.children and stream.next_in is not None:
                 end = stream.next_in - 1 if fill.last is None else fill.last
