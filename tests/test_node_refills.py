@@ -167,6 +167,27 @@ def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> 
     assert to(node.receive(1.0 + FILL + 1.0, Q, data(19)), A) == [data(19)]
 
 
+def test_a_detached_relay_keeps_its_waiter_past_the_timeout_until_it_can_ask() -> None:
+    # N restarts and is detached longer than fill_timeout: telling A that 19 was missed
+    # then would lose what the tree may well hold (chaos: six packets reported missed that
+    # the restarting relay's own subtree held).
+    node = joined_late()
+    Q = b"Q"
+    meet(node, Q, 0.48)
+    node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    [restarted] = to(node.link_down(2.0, P), A)
+    assert isinstance(restarted, SubscribeRestarted)
+    [search] = to(node.receive(2.0, A, RestartConfirmed(restarted.uid, KEY)), Q)
+    node.receive(2.1, Q, Accepted(search.uid))  # Q's answer takes long (request_timeout)
+    assert to(node.handle_timer(1.0 + FILL), A) == []
+    assert node.streams[KEY].fills
+    later = 1.0 + 1.5 * FILL
+    effects = node.receive(later, Q, SubscribeSucceeded(search.uid, KEY, 21))
+    assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
+    assert to(node.handle_timer(later + FILL - 0.1), A) == []
+    assert to(node.receive(later + 1.0, Q, data(19)), A) == [data(19)]
+
+
 def test_a_fill_request_is_answered_from_the_window_in_order() -> None:
     node = joined_late()
     node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, 20))  # no gap: adopted

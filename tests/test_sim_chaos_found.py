@@ -544,3 +544,41 @@ WAITER_OUTLIVED = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.02
     ),
 )
+
+
+def test_a_detached_relay_keeps_its_waiter_until_it_can_ask_again() -> None:
+    # Node 12, a relay holding nothing below packet 6, held node 28's resubscribe (seen
+    # nothing) and asked its parent 33, which had died silently. Noticing that, 12
+    # restarted, and stayed detached past the waiter's 10 s: 28 and its subscriber 10 were
+    # told 0..5 were missed, which 12's own subtree held. A waiter's clock now stands still
+    # while its node has nobody to ask.
+    outcome = run(DETACHED_WAITER)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+DETACHED_WAITER = Scenario(
+    seed=1895,
+    nodes=48,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=1.192092896e-07, kind="add", arg=3, until=None),
+        Fault(at=4.928651983193145, kind="add", arg=4, until=None),
+        Fault(at=10.0, kind="loud-crash", arg=3666, until=None),
+        Fault(at=13.073706279789702, kind="add", arg=3, until=None),
+        Fault(at=15.094193070109572, kind="loud-crash", arg=53804, until=None),
+        Fault(at=16.021762346370377, kind="loud-crash", arg=4267, until=21.140420866218797),
+        Fault(at=16.57653708228193, kind="crash", arg=2530, until=32.05031008016685),
+        Fault(at=17.684218060428716, kind="crash", arg=0, until=50.238173916547424),
+        Fault(at=21.303763420219315, kind="weather", arg=0, until=22.303763420219315),
+        Fault(at=21.43873077417771, kind="crash", arg=6072, until=43.98012005659028),
+        Fault(at=25.310141197901135, kind="loud-crash", arg=6075, until=48.31504478543418),
+        Fault(at=25.64138542852277, kind="crash", arg=4003, until=None),
+        Fault(at=26.575470491282978, kind="crash", arg=262144, until=None),
+        Fault(at=26.59176332234078, kind="crash", arg=262144, until=35.880321144327056),
+    ),
+    partition=(1.0671050184320865, 19.619415512964718, 0.31047506145698434),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.0
+    ),
+)

@@ -34,7 +34,8 @@ and reports the numbers missed at once. Meanwhile:
 Nothing waits for ever: each waiter has ``fill_timeout`` (at the root, as above), after
 which it is served with what the node has (the rest reported missed, never skipped in
 silence). A node restarting keeps
-its waiters and asks its new parent once attached; one that becomes the root serves them.
+its waiters, whose clocks stand still while it has nobody to ask, asks its new parent once
+attached and starts their clocks again; one that becomes the root asks its subtree.
 Old packets that arrive are kept in the window only, never sent to other children or local
 clients (all of them are past those numbers). Waiters per stream are bounded.
 """
@@ -278,7 +279,13 @@ class Refills:
         for fill in () if stream is None else list(stream.fills or ()):
             if fill.token == token:
                 assert stream is not None
-                self._finish_fill(now, stream, fill)
+                if stream.state is State.RESTARTING:
+                    # Detached, we have nobody to ask, and the tree may well hold what the
+                    # waiter lacks: its wait begins again once we are back (``_refill``).
+                    del self._fill_keys[token]
+                    fill.token = self._arm_fill(now, stream)
+                else:
+                    self._finish_fill(now, stream, fill)
                 return
         self._fill_keys.pop(token, None)  # the stream is gone
 
