@@ -33,11 +33,12 @@ and reports the numbers missed at once. Meanwhile:
 
 Nothing waits for ever: each waiter has ``fill_timeout`` (at the root, as above), after
 which it is served with what the node has (the rest reported missed, never skipped in
-silence). A node restarting keeps
-its waiters, whose clocks stand still while it has nobody to ask, asks its new parent once
-attached and starts their clocks again; one that becomes the root asks its subtree.
-Old packets that arrive are kept in the window only, never sent to other children or local
-clients (all of them are past those numbers). Waiters per stream are bounded.
+silence). A node restarting keeps its waiters, whose clocks stand still while it has nobody
+to ask, asks its new parent once attached and starts their clocks again; one that becomes
+the root asks its subtree. Old packets that arrive are kept in the window only, never sent
+to other children or local clients (all of them are past those numbers). Waiters per
+stream are bounded, and a root asks its subtree for a number only until it arrives or is
+recorded missed: a child repeating FillRequests cannot make it query its tree for ever.
 """
 
 from __future__ import annotations
@@ -197,12 +198,11 @@ class Refills:
         token = self._arm_fill(now, stream)
         fills.append(Fill(peer, first, last, uid, must_beat, token, asked))
         stream.fills = fills
-        if covered:
-            pass
-        elif root:
-            self.flow.ask_spans(stream, missing)
-        elif stream.parent is not None:
-            self._send(stream.parent, FillRequest(stream.key, *asked))
+        if not covered:
+            if root:
+                self.flow.ask_spans(stream, missing)
+            elif stream.parent is not None:
+                self._send(stream.parent, FillRequest(stream.key, *asked))
         return True
 
     def _arm_fill(self: _NodeParts, now: float, stream: Stream) -> int:
