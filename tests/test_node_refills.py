@@ -149,18 +149,31 @@ def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() ->
     assert sends(effects) == [(A, data(19))]
 
 
+def restart(node: Node, now: float) -> list[Effect]:
+    """P dies: N restarts, and once A confirms, routes its own resubscribe."""
+    [restarted] = to(node.link_down(now, P), A)
+    assert isinstance(restarted, SubscribeRestarted)
+    return node.receive(now, A, RestartConfirmed(restarted.uid, KEY))
+
+
+Q = b"Q"
+
+
+def detached_with_a_waiter() -> tuple[Node, ResubscribeRequest]:
+    """A waits on N for 19 (asked at 1.0); P dies at 2.0 and N's resubscribe goes to Q."""
+    node = joined_late()
+    meet(node, Q, 0.48)
+    node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    [search] = to(restart(node, 2.0), Q)
+    assert isinstance(search, ResubscribeRequest)
+    return node, search
+
+
 def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> None:
     # N's parent dies while A waits for 19; N is back in the tree 6 s later, under Q, and
     # asks Q. The 10 s A had ran mostly while nobody could answer: measured from the new
     # ask, Q's answer is in time (chaos: seven packets reported missed that Q brought).
-    node = joined_late()
-    Q = b"Q"
-    meet(node, Q, 0.48)
-    node.receive(1.0, A, FillRequest(KEY, 19, 19))
-    [restarted] = to(node.link_down(2.0, P), A)
-    assert isinstance(restarted, SubscribeRestarted)
-    [search] = to(node.receive(2.0, A, RestartConfirmed(restarted.uid, KEY)), Q)
-    assert isinstance(search, ResubscribeRequest)
+    node, search = detached_with_a_waiter()
     effects = node.receive(7.0, Q, SubscribeSucceeded(search.uid, KEY, 21))
     assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
     assert to(node.handle_timer(1.0 + FILL), A) == []
@@ -171,13 +184,7 @@ def test_a_detached_relay_keeps_its_waiter_past_the_timeout_until_it_can_ask() -
     # N restarts and is detached longer than fill_timeout: telling A that 19 was missed
     # then would lose what the tree may well hold (chaos: six packets reported missed that
     # the restarting relay's own subtree held).
-    node = joined_late()
-    Q = b"Q"
-    meet(node, Q, 0.48)
-    node.receive(1.0, A, FillRequest(KEY, 19, 19))
-    [restarted] = to(node.link_down(2.0, P), A)
-    assert isinstance(restarted, SubscribeRestarted)
-    [search] = to(node.receive(2.0, A, RestartConfirmed(restarted.uid, KEY)), Q)
+    node, search = detached_with_a_waiter()
     node.receive(2.1, Q, Accepted(search.uid))  # Q's answer takes long (request_timeout)
     assert to(node.handle_timer(1.0 + FILL), A) == []
     assert node.streams[KEY].fills
@@ -230,9 +237,7 @@ def root_that_lacks_19(local: bool = False) -> tuple[Node, float]:
     node = joined_late()
     if local:
         node.subscribe(0.5, KEY, 1)
-    [restarted] = to(node.link_down(1.0, P), A)
-    assert isinstance(restarted, SubscribeRestarted)
-    effects = node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY))
+    effects = restart(node, 1.0)
     while node.streams[KEY].state is not State.ROOT:  # nobody else has the stream
         [(peer, search)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
         effects = node.receive(1.0, peer, DataNotFound(search.uid, KEY, 0))
