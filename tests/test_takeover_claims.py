@@ -1,29 +1,39 @@
 """A root's answer to a child's claim of what it has seen (``Takeover.reported``): how far a
-claim moves the root's head, and a merging tree's past taken as holes to fill.
+claim moves the root's head, a merging tree's past taken as holes to fill, and the claims
+a detached node keeps for the case its search makes it root.
 
 Split from test_takeover.py, whose constants it shares. N (0.45) is the root of KEY for its
-local client 1 (``root_with_packets``); U (0.2) is a peer about to join.
+local client 1 (``root_with_packets``); U (0.2) is a peer about to join. In the later tests
+N is a relay that lost its parent P (``detached_holding_nothing``).
 """
 
 from __future__ import annotations
 
-from test_node import make, meet
-from test_takeover import GRACE, KEY, OLD, UID, C
+from test_node import make, meet, sends
+from test_takeover import GRACE, KEY, MAX_HTL, OLD, UID, C
 
 from overlay.codec import encode
 from overlay.core.effects import Deliver, Send
 from overlay.core.events import Missed, Packet, PublishAcked
 from overlay.core.node import Node
+from overlay.core.streams import State
 from overlay.messages import (
     MAX_PACKET,
+    DataNotFound,
     Held,
     HeldQuery,
     PacketKind,
     PacketsMissed,
     PublishData,
+    RestartConfirmed,
+    ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
 )
+
+P, A, D = b"P", b"A", b"D"  # a parent, a child and a resubscriber of N
 
 
 def root_with_packets(count: int, window: int = 8) -> Node:
@@ -42,10 +52,10 @@ def test_claim_far_beyond_the_head_moves_it_by_at_most_one_window() -> None:
     node.receive(1.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 10**12))
     stream = node.streams[KEY]
     assert (stream.high, stream.next_in, stream.recover_until) == (2 + 8, 3, 1.0 + GRACE)
-    effects = node.handle_timer(1.0 + GRACE)
-    assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects
-    assert Deliver(1, Missed(KEY, 3, 10)) in effects
+    node.handle_timer(1.0 + GRACE)
     effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"next")
+    assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects  # told before 11 comes
+    assert Deliver(1, Missed(KEY, 3, 10)) in effects
     assert Send(b"U", HeldQuery(KEY, 11)) in effects  # acked once its child holds it
     effects = node.receive(1.0 + GRACE, b"U", Held(KEY, 11))
     assert Deliver(1, PublishAcked(KEY, 999, 11)) in effects
@@ -113,3 +123,85 @@ def test_pushed_packet_whose_uid_has_another_number_here_still_fills_its_place()
     node.receive(0.1, b"U", pushed)
     assert stream.next_in == 2 and stream.window.get(1) is not None
     assert node.stats.refilled == 1
+
+
+def test_claim_below_where_a_root_joined_the_tree_leaves_its_numbering_alone() -> None:
+    """N joined the tree at 12 (it relayed A's resubscribe, seen up to 11, and the parent
+    had nothing yet) and holds none of it, so it knows no head, only ``next_in`` 12. It
+    becomes root; C, the root of a tree that numbered 0..1 apart, merges in claiming 1.
+    Numbering goes on at 12. It went back to 2 before (chaos: 2..7 acknowledged twice, for
+    different publishes)."""
+    node = make()
+    B = b"B"
+    for peer, location in ((P, 0.49), (A, 0.2), (B, 0.3), (C, 0.4)):
+        meet(node, peer, location)
+    node.receive(0.0, A, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 11))
+    node.receive(0.0, P, SubscribeSucceeded(1, KEY, None))
+    node.receive(0.5, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, -1))  # waits
+    stream = node.streams[KEY]
+    assert (stream.next_in, stream.high) == (12, None)
+    [(_, restarted)] = sends(node.link_down(1.0, P))
+    assert isinstance(restarted, SubscribeRestarted)
+    [(asked, search)] = sends(node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY)))
+    assert isinstance(search, ResubscribeRequest)
+    node.receive(1.1, asked, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT and stream.recover_until is not None
+    node.receive(1.2, C, ResubscribeRequest(9, KEY, MAX_HTL, 0.4, 0.4, 1))
+    effects = node.handle_timer(stream.recover_until)
+    assert (C, PacketsMissed(KEY, 2, 11)) in sends(effects)  # C was served, and told
+    assert C in stream.children
+    assert stream.next_in == 12
+
+
+def detached_holding_nothing() -> tuple[Node, bytes, ResubscribeRequest]:
+    """N joined as A's relay under P, which had nothing yet; P dies, and N's own search
+    goes to the peer returned."""
+    node = make()
+    for peer, location in ((P, 0.49), (A, 0.2), (D, 0.3)):
+        meet(node, peer, location)
+    node.receive(0.0, A, SubscribeRequest(1, KEY, MAX_HTL, 0.2, None))
+    node.receive(0.0, P, SubscribeSucceeded(1, KEY, None))
+    [(_, restarted)] = sends(node.link_down(1.0, P))
+    assert isinstance(restarted, SubscribeRestarted)
+    [(asked, search)] = sends(node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY)))
+    assert isinstance(search, ResubscribeRequest)
+    assert node.streams[KEY].state is State.RESTARTING
+    return node, asked, search
+
+
+def test_claim_adopted_while_detached_is_numbered_above_once_we_become_root() -> None:
+    """N, holding nothing of the stream, loses its parent; while its own search is out it
+    adopts D, whose resubscribe has seen up to 19. The search finds nobody closer, so N
+    becomes root: 0..19 are holes for D's subtree to fill, and numbering goes on at 20. It
+    started at 0 before (chaos: packet 10 acknowledged for two different publishes)."""
+    node, asked, search = detached_holding_nothing()
+    stream = node.streams[KEY]
+    node.receive(1.1, D, ResubscribeRequest(9, KEY, MAX_HTL, 0.3, 0.3, 19))
+    assert stream.state is State.RESTARTING and D in stream.children
+    node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT and (stream.next_in, stream.high) == (0, 19)
+    # The grace ends with the look for another tree (nobody else answers); then a publish
+    # is numbered 20, what D's subtree did not bring announced missed first.
+    assert stream.recover_until is not None
+    effects = node.handle_timer(stream.recover_until)
+    [label] = {m for _, m in sends(effects) if isinstance(m, SubscribeRestarted)}
+    node.receive(2.0, A, RestartConfirmed(label.uid, KEY))
+    [(asked, look)] = sends(node.receive(2.0, D, RestartConfirmed(label.uid, KEY)))
+    assert isinstance(look, ResubscribeRequest)
+    node.receive(2.1, asked, DataNotFound(look.uid, KEY, 0))
+    effects = node.publish(2.2, KEY, 1, 999, b"new")
+    assert (A, PacketsMissed(KEY, 0, 19)) in sends(effects)
+    assert (A, HeldQuery(KEY, 20)) in sends(effects)  # the new packet is 20
+
+
+def test_packet_pushed_up_while_detached_is_numbered_above_once_we_become_root() -> None:
+    """D, adopted while N is detached, has seen up to 4 and pushes up 7 (5 and 6 lost on
+    the way): N, made root, holds 5..7 open for the subtree to bring, and never gives 7 to
+    a new publish (chaos: 12 and 13 numbered twice after a lost push)."""
+    node, asked, search = detached_holding_nothing()
+    stream = node.streams[KEY]
+    node.receive(1.1, D, ResubscribeRequest(9, KEY, MAX_HTL, 0.3, 0.3, 4))
+    pushed = PublishData(UID + 7, KEY, 7, 0.5, 10, b"p7", None, PacketKind.DATA, None)
+    node.receive(1.15, D, pushed)
+    node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT and stream.high == 7

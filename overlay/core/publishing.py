@@ -234,6 +234,12 @@ class PacketFlow(Takeover, Gathering, Commits):
                 self._reply_root(stream, source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
+            if stream.state is State.RESTARTING and message.packet is not None:
+                # A child pushing up what it holds (``push_up``) tells us how far the tree
+                # got: if our search makes us root, we number above it (chaos: a relay
+                # pushed 5..14 up to a detached node at 4, which became root and numbered
+                # 12 again, one push having been lost with a link).
+                stream.subtree_high = max(message.packet, stream.subtree_high or -1)
             self._wait(stream, source, message)
             return
         # A former root (it handed the tree on) still knows the numbers it gave.
@@ -383,6 +389,7 @@ class PacketFlow(Takeover, Gathering, Commits):
             self.stats.publish_rejected += 1
             return _rejection(message, refusal)
         self.stats.published += 1
+        self.close_tail(stream)
         return self._take(stream, message, _next(stream))
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:

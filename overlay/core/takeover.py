@@ -7,9 +7,10 @@ numbering for ``takeover_grace`` (``hold``): the old root's other children are s
 reporting what they have seen (``reported``), and restarted subtrees push up, with their
 original uids and numbers, the packets their new parent lacks (``push_up``); the root also
 asks its whole subtree for what it lacks (``gathering``). When the grace ends
-(``on_recover_timer``) the root takes what was brought in order, announces every hole as
-missed, and numbers what waited. The root continues numbering above the newest number any
-child reported, so no number is given twice.
+(``on_recover_timer``) the root takes what was brought in order, each hole before a packet
+brought announced as missed, and numbers what waited. The root continues numbering above
+the newest number any child reported, so no number is given twice; what it still lacks
+below that is announced missed just before it numbers the next packet (``close_tail``).
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ class Takeover:
         if high is not None and last_seen <= high:
             return
         if high is None:
-            if stream.next_in is None or stream.next_in > last_seen:
+            if stream.next_in is not None and stream.next_in > last_seen:
+                return  # we are past it already (we joined at ``next_in`` and hold nothing)
+            if stream.next_in is None:
                 self._continue_after(stream, last_seen)
             else:
                 # Our tree has had none of ``next_in..last_seen`` (a merge: the other side
@@ -169,10 +172,18 @@ class Takeover:
             if message.packet > stream.next_in:
                 self._missing(stream, stream.next_in, message.packet - 1)
             self._reply_root(stream, source, self._serialize(stream, message))
-        assert stream.next_in is not None
-        if stream.high is not None and stream.next_in <= stream.high:
-            self._missing(stream, stream.next_in, stream.high)
+        # What is still lacking at the end (``next_in..high``) stays open until we number
+        # a new packet (``close_tail``): nothing after it waits, and a tree this one merges
+        # into later may hold it (chaos: a root cut off by a partition told its subscriber
+        # that 24 was missed, which the other side had acknowledged).
         self.carried(now, stream)
+
+    def close_tail(self: _FlowParts, stream: Stream) -> None:
+        """We are about to number a new packet: whatever the tree had before it that we
+        lack is reported missed first, so every branch sees the same numbers."""
+        high, next_in = stream.high, stream.next_in
+        if high is not None and next_in is not None and next_in <= high:
+            self._missing(stream, next_in, high)
 
     def push_up(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
         """We attached under a parent that has processed up to ``theirs``: send up, in

@@ -1,0 +1,223 @@
+"""Examples the chaos search (``test_sim_chaos``) found in which two publishes got one
+number, or a root numbered below what its tree had already given: each traced to its
+cause and fixed in the core, replayed exactly (the simulation is deterministic). Split
+from ``test_sim_chaos_found``; each says what went wrong before its fix."""
+
+from __future__ import annotations
+
+from test_sim_chaos import Fault, Scenario, failures, run
+
+from testnet.sim.network import NetworkModel
+
+
+def test_a_new_root_looks_for_another_tree_before_it_numbers() -> None:
+    # Node 36's first subscribe went through 17 to 51 and on to 9, all closer to the key.
+    # The partition then cut 17 from 51 while the search waited beyond: 17, the closest
+    # node it still saw, ended the search as root, though 9, on 17's side and closer,
+    # carried the rest of it. Node 5's subscribe ended at 20, another new root on that
+    # side. Both numbered 0..14 for their publishers. A new tree now looks once (a
+    # resubscribe with must-beat its root's location) before it numbers anything.
+    outcome = run(NEW_ROOT_BESIDE_A_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+NEW_ROOT_BESIDE_A_ROOT = Scenario(
+    seed=66231,
+    nodes=55,
+    streams=2,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=524287, until=None),
+        Fault(at=4.385888847880864e-242, kind="crash", arg=380110, until=None),
+        Fault(at=1.1351415866391943e-89, kind="loud-crash", arg=105, until=None),
+        Fault(at=0.19803971803419979, kind="loud-crash", arg=3488, until=None),
+        Fault(at=1.408518548309417, kind="crash", arg=363157, until=None),
+        Fault(at=1.5419080675061596, kind="crash", arg=531, until=2.6419080675061597),
+        Fault(at=2.2561941400342738, kind="crash", arg=707, until=None),
+        Fault(at=2.4228459697756115, kind="loud-crash", arg=114884, until=None),
+        Fault(at=10.071273702042536, kind="loud-crash", arg=46009, until=None),
+        Fault(at=10.394461060762904, kind="loud-crash", arg=999999, until=None),
+        Fault(at=11.46695142923431, kind="add", arg=2, until=None),
+        Fault(at=15.877337827970525, kind="loud-crash", arg=19354, until=None),
+        Fault(at=16.134292811165068, kind="crash", arg=81934, until=None),
+        Fault(at=18.9775592574912, kind="crash", arg=868, until=None),
+        Fault(at=22.408594183811093, kind="loud-crash", arg=58293, until=None),
+        Fault(at=26.05782301479991, kind="crash", arg=81, until=52.70148083530159),
+        Fault(at=30.0, kind="crash", arg=173, until=None),
+    ),
+    partition=(0.33234521947295154, 30.332345219472952, 0.3579722788439694),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.01, jitter=0.02
+    ),
+)
+
+
+def test_two_roots_after_a_takeover_find_each_other_with_a_wider_look() -> None:
+    # The root died during a partition; on one side, nodes 9 and 3 each became the root
+    # of part of its tree. Each looked, and each look, given the ten hops past the best
+    # node found that a subscribe gets, missed the other root in the thinned network:
+    # both numbered 3..14. A root's look and probes now get twice that budget
+    # (``NodeConfig.check_htl``).
+    outcome = run(TWO_TAKEOVER_ROOTS)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TWO_TAKEOVER_ROOTS = Scenario(
+    seed=0,
+    nodes=59,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=0.0006090878679709005, kind="crash", arg=121852, until=27.604795857244252),
+        Fault(at=0.9664683446758218, kind="crash", arg=191243, until=None),
+        Fault(at=3.1037501827166456, kind="add", arg=3, until=None),
+        Fault(at=3.840493388281728, kind="loud-crash", arg=290, until=None),
+        Fault(at=4.508791872080831, kind="crash", arg=0, until=None),
+        Fault(at=5.0, kind="add", arg=3, until=None),
+        Fault(at=5.424002085795499, kind="crash", arg=483, until=32.970976376537664),
+        Fault(at=18.303084961216413, kind="loud-crash", arg=1487, until=28.007766527241074),
+        Fault(at=24.915055253002485, kind="loud-crash", arg=1197, until=26.892312559432686),
+        Fault(at=25.581190598534388, kind="crash", arg=1, until=64.68858069285236),
+        Fault(at=28.774301456831793, kind="add", arg=4, until=None),
+        Fault(at=29.0, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=29.999999999999996, kind="crash", arg=8217, until=None),
+        Fault(at=30.0, kind="crash", arg=10252, until=37.969753309954655),
+    ),
+    partition=(1.7454319181344329, 24.026960566584506, 0.3963766128588322),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
+    ),
+)
+
+
+def test_a_lagging_origin_that_becomes_root_numbers_above_its_subtree() -> None:
+    # Node 16 lagged at packet 18, cut off from its parent, while nodes of the dead root's
+    # tree, holding up to 25, reattached below it. Then 16's parent died, its own search
+    # found nobody, and it became root of that subtree knowing only its own 18: it gave 19
+    # to a new publish while its subtree held the old 19..22. Each member's restart
+    # confirmation now carries the newest packet its subtree holds, and an origin that
+    # becomes root numbers above it (and asks its subtree for what it lacks).
+    outcome = run(LAGGING_ORIGIN)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+LAGGING_ORIGIN = Scenario(
+    seed=1119,
+    nodes=40,
+    streams=2,
+    subscribers=6,
+    faults=(
+        Fault(at=1.1754943508222875e-38, kind="loud-crash", arg=6100, until=None),
+        Fault(at=2.2141837073909797e-18, kind="weather", arg=0, until=11.972541602127665),
+        Fault(at=1.996631640285163, kind="crash", arg=5, until=None),
+        Fault(at=6.051921823114916, kind="crash", arg=3932, until=24.590274046173974),
+        Fault(at=10.314658746032048, kind="loud-crash", arg=1655, until=None),
+        Fault(at=11.033242649767924, kind="crash", arg=51095, until=None),
+        Fault(at=12.65404632867757, kind="loud-crash", arg=362881, until=44.87641872728351),
+        Fault(at=15.739802535137667, kind="loud-crash", arg=1119, until=None),
+        Fault(at=15.772786103943519, kind="add", arg=5, until=None),
+        Fault(at=20.54567213597642, kind="add", arg=5, until=None),
+        Fault(at=22.96061670000841, kind="crash", arg=146805, until=58.47416243107491),
+        Fault(at=26.771326621606782, kind="loud-crash", arg=306195, until=53.23822677990857),
+        Fault(at=27.24141762265225, kind="crash", arg=36, until=29.14141762265225),
+    ),
+    partition=(10.98910396211482, 40.27775397385793, 0.24665514308920902),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+)
+
+
+def test_a_merging_roots_claim_does_not_take_a_root_back_below_where_it_joined() -> None:
+    # Root 14 died and restarted empty; it came back as a relay that joined the tree at 12
+    # and held nothing of it, then became root again with numbering at 12. Node 6, briefly
+    # a second root that had 0..1 pushed up to it, merged in and claimed 1, and 14 took
+    # that for its head: it numbered new publishes 2..7 a second time. A claim below a
+    # root's own place in the numbering is now ignored.
+    outcome = run(CLAIM_BELOW_THE_HEAD)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+CLAIM_BELOW_THE_HEAD = Scenario(
+    seed=155618,
+    nodes=20,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=1192, until=None),
+        Fault(at=0.095, kind="crash", arg=312232, until=24.461609623366105),
+        Fault(at=10.226525400184787, kind="weather", arg=0, until=29.226525400184787),
+        Fault(at=23.902582887411935, kind="crash", arg=4803, until=25.902592887411934),
+    ),
+    partition=(5.028770887319159, 7.028770887319159, 0.2),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
+    ),
+)
+
+
+def test_a_detached_node_numbers_above_what_it_adopted_once_it_becomes_root() -> None:
+    # Node 4, a fresh subscriber holding nothing, lost its parent. While its search was
+    # out it adopted node 3's resubscribe, relayed by two new members, claiming 19 seen.
+    # The claim was dropped, since 4 was not a root yet; the search then made 4 root, and
+    # it numbered a new publish 10, which root 14 had given to another. A detached node
+    # now keeps what it adopted as its subtree's claim.
+    outcome = run(DETACHED_ADOPTER)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+DETACHED_ADOPTER = Scenario(
+    seed=2399,
+    nodes=46,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=0.0, kind="add", arg=3, until=None),
+        Fault(at=6.103515625e-05, kind="loud-crash", arg=128806, until=None),
+        Fault(at=0.9762075042307641, kind="crash", arg=1243, until=25.159486900736926),
+        Fault(at=2.00001, kind="loud-crash", arg=99627, until=32.7353004011755),
+        Fault(at=3.841895731284116, kind="crash", arg=3645, until=None),
+        Fault(at=5.428736292222667, kind="crash", arg=7587, until=28.500451121779577),
+        Fault(at=5.653915936818669, kind="crash", arg=2936, until=None),
+        Fault(at=6.54556104707747, kind="crash", arg=77294, until=32.70350701716178),
+        Fault(at=8.020478292764725, kind="add", arg=5, until=None),
+        Fault(at=9.492707542626224, kind="weather", arg=0, until=26.87508863443132),
+        Fault(at=11.106547118439371, kind="add", arg=5, until=None),
+        Fault(at=14.54385039295277, kind="loud-crash", arg=2602, until=None),
+        Fault(at=18.752100140710095, kind="loud-crash", arg=1000000, until=46.67115813785307),
+        Fault(at=19.906257145799277, kind="crash", arg=204, until=None),
+        Fault(at=29.999999999999996, kind="loud-crash", arg=1000000, until=None),
+    ),
+    partition=(1.4212593145117407, 3.039387427967303, 0.3333333333333333),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+)
+
+
+def test_a_detached_node_numbers_above_what_its_subtree_pushed_up() -> None:
+    # Node 8, detached at packet 4, got a relay of 0..14 below it; the relay pushed 5..14
+    # up, one push lost with a link. 8's search made it root, knowing only 4: it took
+    # 5..11 in order, left 13 and 14 waiting for ever, and numbered new publishes 12 and
+    # 13 again. A detached node now keeps the numbers pushed up to it as its subtree's
+    # claim, and gathers what was lost on the way.
+    outcome = run(PUSHED_CLAIM)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PUSHED_CLAIM = Scenario(
+    seed=4101,
+    nodes=20,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=2.4866394386414437e-31, kind="add", arg=6, until=None),
+        Fault(at=0.3333333333333333, kind="loud-crash", arg=1503, until=None),
+        Fault(at=3.531529071628566, kind="loud-crash", arg=1624, until=41.293200079595614),
+        Fault(at=15.0, kind="weather", arg=0, until=30.0),
+        Fault(at=29.0, kind="add", arg=6, until=None),
+    ),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
+    ),
+)
