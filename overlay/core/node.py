@@ -650,11 +650,10 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._send(peer, self.flow.success(uid, stream, last_seen, head_known))
         if not new_root and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
-        if stream.state is State.RESTARTING and last_seen is not None:
-            # Kept as our subtree's claim: if our search makes us root, we number above it
-            # (chaos: a detached node adopted a resubscriber that had seen 19, became root
-            # with nothing, and numbered 10 again).
-            stream.subtree_high = max(last_seen, stream.subtree_high or -1)
+        if stream.state is State.RESTARTING:
+            # Chaos: a detached node adopted a resubscriber that had seen 19, became root
+            # holding nothing, and numbered 10 again.
+            stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
 
     # --- plumbing -------------------------------------------------------------------------

@@ -239,7 +239,7 @@ class PacketFlow(Takeover, Gathering, Commits):
                 # got: if our search makes us root, we number above it (chaos: a relay
                 # pushed 5..14 up to a detached node at 4, which became root and numbered
                 # 12 again, one push having been lost with a link).
-                stream.subtree_high = max(message.packet, stream.subtree_high or -1)
+                stream.claim(message.packet)
             self._wait(stream, source, message)
             return
         # A former root (it handed the tree on) still knows the numbers it gave.

@@ -227,9 +227,7 @@ class Restarts:
             # Passed up with our own confirmation: an origin whose own search makes it root
             # numbers above what its subtree holds (chaos: a lagging member, at 18, became
             # root of a subtree that held up to 25, and numbered 19 again).
-            seen = message.last_seen
-            if seen is not None and (stream.subtree_high is None or seen > stream.subtree_high):
-                stream.subtree_high = seen
+            stream.claim(message.last_seen)
             self._check_confirmed(now, stream)
 
     def _check_confirmed(self: _NodeParts, now: float, stream: Stream) -> None:

@@ -162,6 +162,15 @@ class Stream:
     def carried(self) -> bool:
         return self.state in CARRYING
 
+    def claim(self, number: int | None) -> None:
+        """Our subtree has seen up to ``number`` (a confirmation, a resubscriber we adopted
+        while detached, a packet pushed up to us): kept so that, if our own search makes us
+        root, we number above it (``Takeover.reported``)."""
+        if number is None or number < 0:
+            return
+        if self.subtree_high is None or number > self.subtree_high:
+            self.subtree_high = number
+
     @property
     def idle(self) -> bool:
         """Nobody needs this node in the tree any more: it may leave (prune)."""
