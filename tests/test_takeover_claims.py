@@ -14,7 +14,7 @@ from test_takeover import GRACE, KEY, MAX_HTL, OLD, UID, C
 
 from overlay.codec import encode
 from overlay.core.effects import Deliver, Send
-from overlay.core.events import Missed, Packet, PublishAcked
+from overlay.core.events import Missed, Packet, PublishAcked, PublishCollided
 from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
@@ -205,3 +205,15 @@ def test_packet_pushed_up_while_detached_is_numbered_above_once_we_become_root()
     node.receive(1.15, D, pushed)
     node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
     assert stream.state is State.ROOT and stream.high == 7
+
+
+def test_numbered_publish_after_the_grace_does_not_fill_the_open_tail() -> None:
+    """U claimed 10 and brought nothing: 3..10 stay open past the grace. A signed
+    publisher's guess of 3 is a new packet, not the lost one: the tail is announced missed
+    and the publish told that 11 is free, as before the tail stayed open."""
+    node = root_with_packets(3)
+    node.receive(1.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 10))
+    node.handle_timer(1.0 + GRACE)
+    effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"guess", packet=3)
+    assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects
+    assert Deliver(1, PublishCollided(KEY, 999, 3, 11)) in effects

@@ -230,8 +230,12 @@ class PacketFlow(Takeover, Gathering, Commits):
         if stream.state is State.ROOT:
             if stream.recover_until is not None and not _continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
-            else:
-                self._reply_root(stream, source, self._serialize(stream, message))
+                return
+            if stream.recover_until is None and not _gathered(stream, message.packet):
+                # Past the grace, a publish naming a number in the open tail is a new one
+                # (a signed publisher's guess), not the lost packet: the tail is missed.
+                self.close_tail(stream)
+            self._reply_root(stream, source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
             if stream.state is State.RESTARTING and message.packet is not None:
