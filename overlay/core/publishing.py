@@ -63,7 +63,7 @@ from overlay.core.refills import gaps
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
-from overlay.core.takeover import Takeover, _next
+from overlay.core.takeover import Takeover, _next, backfills, continues, fills_hole, gathered
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Message,
@@ -228,10 +228,10 @@ class PacketFlow(Takeover, Gathering, Commits):
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None:
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
-            if stream.recover_until is not None and not _continues(stream, message):
+            if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
-            if stream.recover_until is None and not _gathered(stream, message.packet):
+            if stream.recover_until is None and not gathered(stream, message.packet):
                 # Past the grace, a publish naming a number in the open tail is a new one
                 # (a signed publisher's guess), not the lost packet: the tail is missed.
                 self.close_tail(stream)
@@ -373,14 +373,14 @@ class PacketFlow(Takeover, Gathering, Commits):
         uids = stream.uids
         assert uids is not None, "only a root serializes"
         number = uids.get(message.uid)
-        if _fills_hole(stream, message) and number != message.packet:
+        if fills_hole(stream, message) and number != message.packet:
             # Pushed up under the number a branch holds it as: taken in that place even if
             # its uid has another number here (two roots numbered one publish apart), so
             # every branch sees the same packet under each number, never a hole.
             return self._fill(stream, message)
         if number is not None:
             return PublishSucceeded(message.uid, message.key, number)
-        if _backfills(stream, message):
+        if backfills(stream, message):
             return self._backfill(stream, message)
         if message.packet is not None and message.packet != _next(stream):
             known = self._known(stream, message)
@@ -645,47 +645,6 @@ def _numbered(message: PublishData, number: int, epoch_first: int | None) -> Sub
         message.sig,
         epoch_first,
         message.uid,
-    )
-
-
-def _fills_hole(stream: Stream, message: PublishData) -> bool:
-    """A root that took over lacks packets ``next_in..high``; this publish brings the first."""
-    return (
-        message.packet is not None
-        and message.packet == stream.next_in
-        and stream.high is not None
-        and message.packet <= stream.high
-    )
-
-
-def _backfills(stream: Stream, message: PublishData) -> bool:
-    """A root in its takeover grace, which continued numbering after a resubscriber's
-    ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``);
-    or, past its grace, one a waiter asked for, which it asked its subtree for (``refills``)."""
-    number = message.packet
-    return (
-        (stream.recover_until is not None or _gathered(stream, number))
-        and number is not None
-        and stream.next_in is not None
-        and number < stream.next_in
-        and stream.window.accepts(number)
-    )
-
-
-def _gathered(stream: Stream, number: int | None) -> bool:
-    """Whether a waiter at this root asked its subtree for packet ``number``."""
-    return number is not None and any(
-        fill.asked[0] <= number <= fill.asked[1] for fill in stream.fills or ()
-    )
-
-
-def _continues(stream: Stream, message: PublishData) -> bool:
-    """Whether a root in its takeover grace can answer this publish now: one that brings
-    the next packet in order (a pushed-up packet) or names one already processed."""
-    return (
-        message.packet is not None
-        and stream.next_in is not None
-        and message.packet <= stream.next_in
     )
 
 

@@ -218,3 +218,47 @@ class Takeover:
                 packet.sig,
             ),
         )
+
+
+# --- what a root in (or after) a takeover takes from a publish ------------------------------
+
+
+def fills_hole(stream: Stream, message: PublishData) -> bool:
+    """A root that took over lacks packets ``next_in..high``; this publish brings the first."""
+    return (
+        message.packet is not None
+        and message.packet == stream.next_in
+        and stream.high is not None
+        and message.packet <= stream.high
+    )
+
+
+def backfills(stream: Stream, message: PublishData) -> bool:
+    """A root in its takeover grace, which continued numbering after a resubscriber's
+    ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``);
+    or, past its grace, one a waiter asked for, which it asked its subtree for (``refills``)."""
+    number = message.packet
+    return (
+        (stream.recover_until is not None or gathered(stream, number))
+        and number is not None
+        and stream.next_in is not None
+        and number < stream.next_in
+        and stream.window.accepts(number)
+    )
+
+
+def gathered(stream: Stream, number: int | None) -> bool:
+    """Whether a waiter at this root asked its subtree for packet ``number``."""
+    return number is not None and any(
+        fill.asked[0] <= number <= fill.asked[1] for fill in stream.fills or ()
+    )
+
+
+def continues(stream: Stream, message: PublishData) -> bool:
+    """Whether a root in its takeover grace can answer this publish now: one that brings
+    the next packet in order (a pushed-up packet) or names one already processed."""
+    return (
+        message.packet is not None
+        and stream.next_in is not None
+        and message.packet <= stream.next_in
+    )
