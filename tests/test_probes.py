@@ -21,7 +21,7 @@ from overlay.core.effects import Effect
 from overlay.core.node import Node
 from overlay.core.probes import _PATHS
 from overlay.core.streams import State
-from overlay.messages import DataNotFound, Heartbeat, Message, ProbeAnswer, RootProbe
+from overlay.messages import DataNotFound, Heartbeat, Hello, Message, ProbeAnswer, RootProbe
 
 UID = 77
 
@@ -180,6 +180,34 @@ def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[1] > gaps[0] > 0
     assert stream.probe_misses == 3
+
+
+def hello(node: Node, now: float, peer: bytes, location: float) -> list[RootProbe]:
+    """A new peer's link comes up and its Hello arrives; the probes that sends."""
+    effects = list(node.link_up(now, peer))
+    effects += node.receive(now, peer, Hello(location, 100))
+    return probes_sent(effects)
+
+
+def test_a_root_that_lost_a_link_probes_as_soon_as_a_new_one_comes_up() -> None:
+    node = root(0.45, **BEATS)
+    # Links growing on a node that never lost one cut nothing apart: no probe yet.
+    assert hello(node, 0.0, b"P", 0.2) == []
+    node.link_down(0.5, b"P")  # (a partition, a crash: from here a link may be a way back)
+    probes = hello(node, 1.0, b"Q", 0.3)
+    assert [(p.key, p.must_beat, p.htl) for p in probes] == [(KEY, 0.45, NodeConfig().check_htl)]
+    assert node.stats.probes == 1
+    # More links within one heartbeat interval do not probe again; after it, they do.
+    assert hello(node, 1.5, b"R", 0.25) == []
+    assert len(hello(node, 2.0, b"S", 0.35)) == 1
+
+
+def test_a_root_whose_looks_miss_gets_no_probe_from_new_links() -> None:
+    node = root(0.45, **BEATS)
+    hello(node, 0.0, b"P", 0.2)
+    node.link_down(0.5, b"P")
+    node.streams[KEY].probe_misses = 1  # (its rounds back off: links must not undo that)
+    assert hello(node, 1.0, b"Q", 0.3) == []
 
 
 def _not_found(request: Message) -> DataNotFound:

@@ -221,3 +221,34 @@ PUSHED_CLAIM = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
     ),
 )
+
+
+def test_a_root_made_while_cut_off_probes_when_the_partition_heals() -> None:
+    # Node 11 lost its parent to the partition and became root of 29b48932 on the larger
+    # side, while 17, closer to the key, stayed root of the smaller one. The partition
+    # healed at 25 s, 11 numbered a publisher's packets 0..10 from 29.9 s, and 17 numbered
+    # 0.. from 35.9 s for another; 11's next round's probe merged the trees only at
+    # 40.4 s. A root that has lost links now probes as soon as a new link comes up.
+    outcome = run(HEALED_SPLIT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+HEALED_SPLIT = Scenario(
+    seed=868818,
+    nodes=38,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=28, until=32.202447460930834),
+        Fault(at=2.032340501499954e-308, kind="loud-crash", arg=491940, until=None),
+        Fault(at=2.0993893188556627, kind="loud-crash", arg=25166, until=25.315282819913914),
+        Fault(at=3.046156838764574, kind="weather", arg=0, until=19.64468714036889),
+        Fault(at=15.1569153359443, kind="crash", arg=384865, until=None),
+        Fault(at=18.25980645332124, kind="loud-crash", arg=98, until=None),
+        Fault(at=25.246905577322572, kind="crash", arg=6640, until=61.73153227427384),
+    ),
+    partition=(6.221512789262807e-204, 25.102456854002394, 0.14628457937302297),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.02
+    ),
+)

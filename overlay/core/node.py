@@ -119,6 +119,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
         self._fill_tokens = 0
         self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
+        self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self._out: list[Effect] = []
         self.flow = PacketFlow(
             self.config,
@@ -313,6 +314,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                     stream.target, hello.location, self.location
                 ):
                     self._restart(now, stream, Change.CLOSER_NODE)
+            self._probe_new_links(now)
         if self._parked:
             self._resume_parked(now)
 

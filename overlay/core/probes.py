@@ -82,10 +82,12 @@ class _NodeParts(Protocol):
     _seen: RecentIds
     _beats: int
     _probes: OrderedDict[int, ProbeHop]
+    _lost_a_link: bool
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _start_look(self, now: float, stream: Stream) -> None: ...
     def _probe_on(self, hop: ProbeHop) -> None: ...
+    def _probe(self, now: float, stream: Stream) -> None: ...
 
 
 class Probes:
@@ -102,11 +104,37 @@ class Probes:
         for stream in self.streams.values():
             if not _settled_root(stream) or round_ % (1 << stream.probe_misses):
                 continue
-            uid = self.rng.getrandbits(64)
-            self._seen.add(uid, now)
-            self.stats.probes += 1
-            probe = RootProbe(uid, stream.key, self.config.check_htl, self.location, self.location)
-            self._probe_on(ProbeHop(probe, None))
+            self._probe(now, stream)
+
+    def _probe_new_links(self: _NodeParts, now: float) -> None:
+        """A peer we had no link to says Hello, and we have lost links before: probe from
+        each settled root now, not at the next round. A partition that heals comes back
+        this way, and until a probe's look merges the other side's root, both roots number
+        publishes (chaos: a root made while cut off numbered a publisher's packets 0..10 in
+        the 15 s before its next round's probe). At most one such probe per heartbeat
+        interval per root, and none from a root whose looks keep failing to reach the
+        closer one (``probe_misses``), so link churn cannot multiply them. A node that
+        never lost a link is still growing its first links, which cut nothing apart."""
+        if not self._lost_a_link:
+            return
+        for stream in self.streams.values():
+            if (
+                _settled_root(stream)
+                and not stream.probe_misses
+                and (
+                    stream.probed_at is None
+                    or now - stream.probed_at >= self.config.heartbeat_interval
+                )
+            ):
+                self._probe(now, stream)
+
+    def _probe(self: _NodeParts, now: float, stream: Stream) -> None:
+        uid = self.rng.getrandbits(64)
+        self._seen.add(uid, now)
+        self.stats.probes += 1
+        stream.probed_at = now
+        probe = RootProbe(uid, stream.key, self.config.check_htl, self.location, self.location)
+        self._probe_on(ProbeHop(probe, None))
 
     def _on_probe(self: _NodeParts, now: float, peer: PeerId, probe: RootProbe) -> None:
         stream = self.streams.get(probe.key)

@@ -62,6 +62,7 @@ class _NodeParts(Protocol):
     _timers: TimerQueue
     _unsettled: set[tuple[PeerId, bytes]]
     _awaiting: dict[int, bytes]
+    _lost_a_link: bool
     flow: PacketFlow
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
@@ -122,6 +123,7 @@ class Restarts:
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
+        self._lost_a_link = True  # a new link may now be a way back (``probes``)
         self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
         for route in list(self.routes.values()):
             # Handling one route can finish others (joining a tree completes every search

@@ -143,6 +143,7 @@ class Stream:
     # Probes answered by a closer root whose look then found no way into its tree (probes):
     # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
     probe_misses: int = 0
+    probed_at: float | None = None  # when we last sent a probe from this root
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
     # At a root (commits): the newest packet a child is known to hold, which bounds what
