@@ -105,6 +105,12 @@ def _packet_kind(value: object) -> object:
         raise ValueError(f"unknown packet kind {value}") from None
 
 
+def _flag(value: object) -> object:
+    if type(value) is not bool:
+        raise ValueError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 def _locations(value: object) -> object:
     # Decoded arrays are lists; messages hold tuples so they stay immutable and hashable.
     if type(value) not in (list, tuple):
@@ -151,6 +157,7 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_UID: _optional(_int_in(0, MAX_U64)),
     Kind.OPT_LOCATION: _optional(_location),
     Kind.OPT_SEEN: _optional(_int_in(-1, MAX_PACKET)),
+    Kind.FLAG: _flag,
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.

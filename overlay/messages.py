@@ -69,6 +69,7 @@ class Kind(IntEnum):
     # expected packet 0 and lost its parent before it came would rejoin as fresh and skip the
     # stream's start without a word.
     OPT_SEEN = 17
+    FLAG = 18  # CBOR true or false (never a number)
 
 
 def _f(kind: Kind) -> Any:
@@ -319,6 +320,9 @@ class PublishData(Message):
 
     ``packet`` None asks the root to choose the next number. ``uid`` is the idempotency id: a
     retried publish carries the same uid and is acknowledged with its original number.
+    ``pushed``: a tree member sends up a packet it holds under the number its branch got it
+    as (``push_one``), not a publisher naming a number; a root in its grace takes it as a
+    claim on the stream's past, which a publisher's guess must never be.
     """
 
     TYPE: ClassVar[int] = 12
@@ -331,6 +335,7 @@ class PublishData(Message):
     epoch: int | None = _f(Kind.OPT_PACKET)
     kind: PacketKind = _f(Kind.PACKET_KIND)
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
+    pushed: bool = _opt(Kind.FLAG, False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
     Kind.PACKET: st.integers(0, MAX_PACKET),
     Kind.OPT_PACKET: st.none() | st.integers(0, MAX_PACKET),
     Kind.OPT_SEEN: st.none() | st.integers(-1, MAX_PACKET),
+    Kind.FLAG: st.booleans(),
     # Modest sizes keep the run fast; MAX_PAYLOAD itself has explicit tests below.
     Kind.DATA: st.binary(max_size=2000),
     Kind.OPT_SIGNATURE: st.none() | st.binary(min_size=SIGNATURE_SIZE, max_size=SIGNATURE_SIZE),
@@ -108,6 +109,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
     Kind.OPT_UID: 2**63 + 5,
     Kind.OPT_LOCATION: 0.75,
+    Kind.FLAG: True,
 }
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -128,6 +130,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
     Kind.OPT_UID: MAX_U64,
     Kind.OPT_LOCATION: LARGEST_LOCATION,
+    Kind.FLAG: True,
 }
 
 SMALLEST_VALUE: dict[Kind, object] = {
@@ -148,6 +151,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.EPOCH_STARTS: (),
     Kind.OPT_UID: None,
     Kind.OPT_LOCATION: None,
+    Kind.FLAG: False,
 }
 
 
@@ -461,6 +465,12 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         (-2, "-2 is outside"),
         (True, "expected an integer, got bool"),
         (0.0, "expected an integer, got float"),
+    ],
+    Kind.FLAG: [
+        (0, "expected true or false, got int"),
+        (1, "expected true or false, got int"),
+        (None, "expected true or false, got NoneType"),
+        ("true", "expected true or false, got str"),
     ],
     Kind.DATA: [
         (_TOO_LONG_DATA, f"length {MAX_PAYLOAD + 1} is outside [0, {MAX_PAYLOAD}]"),

@@ -95,6 +95,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.choice((None, rng.random()))
         case Kind.OPT_SEEN:
             return rng.choice((None, -1, rng.randrange(MAX_PACKET + 1) >> rng.randrange(63)))
+        case Kind.FLAG:
+            return rng.random() < 0.5
     raise AssertionError(f"no random values for {kind!r}")
 
 

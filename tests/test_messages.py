@@ -102,6 +102,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("epoch", Kind.OPT_PACKET),
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
+        ("pushed", Kind.FLAG),
     ),
     "PublishSucceeded": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "PublishCollision": (
@@ -167,6 +168,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.EPOCH_STARTS: ((1, 2),),
     Kind.OPT_UID: 2**64 - 1,
     Kind.OPT_LOCATION: 0.5,
+    Kind.FLAG: False,
 }
 
 

@@ -252,3 +252,42 @@ HEALED_SPLIT = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.02
     ),
 )
+
+
+def test_packets_pushed_up_to_a_new_root_set_where_it_numbers() -> None:
+    # Node 36 became the root of a new tree of 29b48932 while the partition cut off the
+    # stream's old root, which had numbered 0..5. A resubscriber that had seen 1..5 joined
+    # under 36's relay 15, so no claim reached 36; it pushed 1..5 up, and 36, in its first
+    # look's grace, collided them and numbered new publishes 0..20, acknowledging 0..5 a
+    # second time. A root in its grace now takes a packet pushed from beyond its head as
+    # the claim it is.
+    outcome = run(PUSHED_PAST_AT_A_NEW_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PUSHED_PAST_AT_A_NEW_ROOT = Scenario(
+    seed=237476,
+    nodes=49,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=2.1055582697271476e-128, kind="crash", arg=434547, until=None),
+        Fault(at=1.9084208608824825e-25, kind="crash", arg=87022, until=14.482958841461269),
+        Fault(at=0.24436155466051718, kind="crash", arg=1890, until=None),
+        Fault(at=0.5180786370917946, kind="crash", arg=435894, until=40.50529249258282),
+        Fault(at=9.505009419189442, kind="crash", arg=861147, until=None),
+        Fault(at=10.057817631145415, kind="crash", arg=1000000, until=34.4540849679978),
+        Fault(at=10.401244188484702, kind="crash", arg=569831, until=None),
+        Fault(at=16.667045907121743, kind="loud-crash", arg=596, until=None),
+        Fault(at=20.809193742155177, kind="loud-crash", arg=58892, until=None),
+        Fault(at=26.784708052410796, kind="weather", arg=0, until=29.728227167390866),
+        Fault(at=26.902358964681735, kind="loud-crash", arg=3026, until=39.39218044462781),
+        Fault(at=27.474990596681394, kind="loud-crash", arg=287, until=66.74315225011102),
+        Fault(at=27.59212411102483, kind="loud-crash", arg=133, until=61.45863637956955),
+        Fault(at=28.40647773213788, kind="loud-crash", arg=3374, until=None),
+    ),
+    partition=(6.016139718806423, 34.803173273079366, 0.3325596002411415),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.2
+    ),
+)

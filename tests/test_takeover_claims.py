@@ -22,9 +22,12 @@ from overlay.messages import (
     DataNotFound,
     Held,
     HeldQuery,
+    Message,
     PacketKind,
     PacketsMissed,
+    PublishCollision,
     PublishData,
+    PublishSucceeded,
     RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
@@ -94,7 +97,7 @@ def test_root_whose_tree_had_nothing_sends_a_merging_trees_past_down_every_branc
     stream = node.streams[KEY]
     assert (stream.high, stream.next_in) == (2, 0)
     for n in range(3):
-        pushed = PublishData(UID + n, KEY, n, 0.5, 10, OLD[n], None, PacketKind.DATA, None)
+        pushed = PublishData(UID + n, KEY, n, 0.5, 10, OLD[n], None, PacketKind.DATA, None, True)
         effects = node.receive(0.1, b"U", pushed)
         packet = SubscribeData(KEY, n, OLD[n], None, PacketKind.DATA, None, None, UID + n)
         assert Send(C, packet) in effects
@@ -119,7 +122,7 @@ def test_pushed_packet_whose_uid_has_another_number_here_still_fills_its_place()
     node.receive(0.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 1))
     stream = node.streams[KEY]
     assert (stream.high, stream.next_in) == (1, 1)
-    pushed = PublishData(999, KEY, 1, 0.5, 10, b"same", None, PacketKind.DATA, None)
+    pushed = PublishData(999, KEY, 1, 0.5, 10, b"same", None, PacketKind.DATA, None, True)
     node.receive(0.1, b"U", pushed)
     assert stream.next_in == 2 and stream.window.get(1) is not None
     assert node.stats.refilled == 1
@@ -201,10 +204,53 @@ def test_packet_pushed_up_while_detached_is_numbered_above_once_we_become_root()
     node, asked, search = detached_holding_nothing()
     stream = node.streams[KEY]
     node.receive(1.1, D, ResubscribeRequest(9, KEY, MAX_HTL, 0.3, 0.3, 4))
-    pushed = PublishData(UID + 7, KEY, 7, 0.5, 10, b"p7", None, PacketKind.DATA, None)
+    pushed = PublishData(UID + 7, KEY, 7, 0.5, 10, b"p7", None, PacketKind.DATA, None, True)
     node.receive(1.15, D, pushed)
     node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
     assert stream.state is State.ROOT and stream.high == 7
+
+
+def new_root_in_its_grace(numbers: tuple[int, ...], pushed: bool) -> tuple[Node, list[Message]]:
+    """N, holding nothing, becomes root; A, below it, sends up ``numbers`` (pushed, or a
+    publisher's guesses). Returns N and what it sends once its grace and look end."""
+    node, asked, search = detached_holding_nothing()
+    stream = node.streams[KEY]
+    node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT and (stream.next_in, stream.high) == (0, None)
+    assert stream.recover_until is not None  # in its grace: the look comes first
+    for n in numbers:
+        sent = PublishData(UID + n, KEY, n, 0.5, 10, OLD[n], None, PacketKind.DATA, None, pushed)
+        node.receive(1.3, A, sent)
+    effects = node.handle_timer(stream.recover_until)
+    [label] = {m for _, m in sends(effects) if isinstance(m, SubscribeRestarted)}
+    [(asked, look)] = sends(node.receive(2.0, A, RestartConfirmed(label.uid, KEY)))
+    assert isinstance(look, ResubscribeRequest)
+    return node, [m for _, m in sends(node.receive(2.1, asked, DataNotFound(look.uid, KEY, 0)))]
+
+
+def test_packets_pushed_up_to_a_new_root_in_its_grace_are_taken_in_their_places() -> None:
+    """A, below N, adopted a resubscriber that had seen 1..3 and pushes them up. No claim
+    reached N (A took that resubscribe), so the pushes are the claim: once the grace and
+    the look end, N takes 1..3 under their numbers (0, which nobody brought, is announced
+    missed) and numbers the next publish 4. It collided them and numbered new publishes
+    0..3 again before (chaos: 0..5 acknowledged twice, for different publishes)."""
+    node, sent = new_root_in_its_grace((1, 2, 3), pushed=True)
+    assert PacketsMissed(KEY, 0, 0) in sent
+    assert [m for m in sent if isinstance(m, PublishSucceeded)] == [
+        PublishSucceeded(UID + n, KEY, n) for n in (1, 2, 3)
+    ]
+    effects = node.publish(2.2, KEY, 1, 999, b"new")
+    assert (A, HeldQuery(KEY, 4)) in sends(effects)  # the new packet is 4
+
+
+def test_a_publishers_guess_at_a_new_root_in_its_grace_claims_nothing() -> None:
+    """The same number from a publisher (not pushed) is a guess at a stream that has no
+    past: it collides, and numbering starts at 0."""
+    node, sent = new_root_in_its_grace((3,), pushed=False)
+    assert sent.count(PublishCollision(UID + 3, KEY, 3, 0)) == 1
+    assert not [m for m in sent if isinstance(m, PacketsMissed | PublishSucceeded)]
+    effects = node.publish(2.2, KEY, 1, 999, b"new")
+    assert (A, HeldQuery(KEY, 0)) in sends(effects)
 
 
 def test_numbered_publish_after_the_grace_does_not_fill_the_open_tail() -> None:

@@ -228,6 +228,20 @@ class PacketFlow(Takeover, Gathering, Commits):
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None:
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
+            number = message.packet
+            if (
+                message.pushed
+                and stream.recover_until is not None
+                and number is not None
+                and (stream.next_in is None or number > stream.next_in)
+            ):
+                # A member pushes up a packet beyond our head: the tree had the numbers
+                # before it, though no resubscriber that joined us directly said so (one
+                # adopted by a relay of ours claims only there). Number above them, and
+                # take this one in its place (chaos: a new root's first look got 1..5
+                # pushed up from under a relay, then numbered new publishes 0..5 again).
+                # Only a push: a publisher's guessed number says nothing of the past.
+                self.reported(now, stream, number - 1)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
@@ -238,7 +252,7 @@ class PacketFlow(Takeover, Gathering, Commits):
             self._reply_root(stream, source, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
-            if stream.state is State.RESTARTING and message.packet is not None:
+            if stream.state is State.RESTARTING and message.pushed and message.packet is not None:
                 # A child pushing up what it holds (``push_up``) tells us how far the tree
                 # got: if our search makes us root, we number above it (chaos: a relay
                 # pushed 5..14 up to a detached node at 4, which became root and numbered

@@ -216,6 +216,7 @@ class Takeover:
                 packet.epoch,
                 packet.kind,
                 packet.sig,
+                pushed=True,
             ),
         )
 
