@@ -17,11 +17,22 @@ from test_node import KEY, make, meet, sends
 from test_takeover import acked, seen
 
 from overlay.core.config import NodeConfig
-from overlay.core.effects import Effect
+from overlay.core.effects import Deliver, Effect
+from overlay.core.events import PublishAcked
+from overlay.core.merges import RELOOKS
 from overlay.core.node import Node
 from overlay.core.probes import _PATHS
 from overlay.core.streams import State
-from overlay.messages import DataNotFound, Heartbeat, Hello, Message, ProbeAnswer, RootProbe
+from overlay.messages import (
+    DataNotFound,
+    Heartbeat,
+    Hello,
+    Message,
+    ProbeAnswer,
+    ResubscribeRequest,
+    RootProbe,
+    SubscribeRequest,
+)
 
 UID = 77
 
@@ -208,6 +219,85 @@ def test_a_root_whose_looks_miss_gets_no_probe_from_new_links() -> None:
     node.link_down(0.5, b"P")
     node.streams[KEY].probe_misses = 1  # (its rounds back off: links must not undo that)
     assert hello(node, 1.0, b"Q", 0.3) == []
+
+
+def root_beside_a_closer_peer() -> tuple[Node, float]:
+    """N (0.45) is root of KEY though P (0.48) is closer: P refuses every search of N's
+    (busy elsewhere, say). Returns N once its looks are over, and the time then."""
+    node = make(0.45, **BEATS)
+    meet(node, b"P", 0.48)
+    [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
+    effects = node.receive(0.1, b"P", _not_found(search))
+    stream = node.streams[KEY]
+    now = 0.1
+    while True:  # the first look, and the looks again after it (``merges``)
+        for _, message in sends(effects):
+            if isinstance(message, ResubscribeRequest):
+                effects = node.receive(now, b"P", _not_found(message))
+                break
+        else:
+            if stream.recover_until is None and not stream.look_due:
+                break
+            now = node.next_deadline() or now
+            effects = node.handle_timer(now)
+    assert stream.state is State.ROOT and stream.looking is None
+    return node, now
+
+
+def test_a_failed_look_beside_a_closer_stranger_is_repeated_after_a_pause() -> None:
+    """Two roots that took over from one dead root look at the same time, and each one's
+    label makes the other's search fail where it meets the other tree. A root with a
+    closer peer outside its tree looks again (up to RELOOKS times) after a random pause
+    of at most a heartbeat interval, holding numbering, so that the two looks part; then
+    numbering resumes."""
+    node = make(0.45, **BEATS)
+    meet(node, b"P", 0.48)
+    [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
+    [(_, look)] = sends(node.receive(0.1, b"P", _not_found(search)))
+    stream = node.streams[KEY]
+    now = 0.2
+    for _ in range(RELOOKS):
+        assert sends(node.receive(now, b"P", _not_found(look))) == []  # no look at once
+        assert stream.look_due and stream.recover_until is not None
+        pause = stream.recover_until - now
+        assert 0 <= pause <= BEATS["heartbeat_interval"]
+        assert not [e for e in node.publish(now, KEY, 1, 9, b"held") if isinstance(e, Deliver)]
+        now = stream.recover_until
+        [look] = [m for _, m in sends(node.handle_timer(now)) if isinstance(m, ResubscribeRequest)]
+        assert look.must_beat == 0.45
+    effects = node.receive(now, b"P", _not_found(look))  # the last: numbering resumes
+    assert stream.recover_until is None and node.stats.looks == 1 + RELOOKS
+    assert Deliver(1, PublishAcked(KEY, 9, 0)) in effects
+
+
+def test_a_root_with_a_closer_peer_outside_its_tree_looks_instead_of_probing() -> None:
+    """Greedy routing from P would never reach N, and P may hang in another tree whose
+    root is farther than N, which no probe of N's meets. So at its probe round N looks,
+    must-beat its own location, which P's tree would take; a look that finds nothing
+    counts as a miss (the next comes half as often)."""
+    node, now = root_beside_a_closer_peer()
+    looks = node.stats.looks
+    while node.stats.looks == looks:
+        now = node.next_deadline() or now
+        assert now < 100, "the root never looked again"
+        effects = node.handle_timer(now)
+    assert probes_sent(effects) == [] and node.stats.probes == 0
+    [(peer, again)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert (peer, again.must_beat) == (b"P", 0.45)
+    stream = node.streams[KEY]
+    assert stream.recover_until is not None and stream.probe_misses == 1  # numbering held
+    # Found nothing: not repeated (it would hold numbering again each time); numbering on.
+    node.receive(now, b"P", _not_found(again))
+    assert stream.recover_until is None and node.stats.looks == looks + 1
+
+
+def test_a_root_whose_closer_peer_is_its_child_probes() -> None:
+    """Once P hangs from N, P is in N's tree: a look could only be refused there."""
+    node, now = root_beside_a_closer_peer()
+    node.receive(now, b"P", SubscribeRequest(5, KEY, 10, 0.48, None))
+    assert b"P" in node.streams[KEY].children
+    _, probe = beat_until_probe(node, now)
+    assert probe.must_beat == 0.45
 
 
 def _not_found(request: Message) -> DataNotFound:

@@ -467,3 +467,41 @@ DETACHED_WAITER = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.0
     ),
 )
+
+
+def test_two_roots_that_took_over_together_become_one_tree() -> None:
+    # Nodes 13 and 29 lost their parent, the root, together, and both became root at
+    # packet 16. Their looks ran at the same moment: 29's went to its peer 15, closer to
+    # the key and in 13's tree, which carried 13's look label and refused it; 13's never
+    # met 29's tree. Both numbered 17 on, and the split stayed for good: 13's probes never
+    # met 29, and 29 (the closer root) was never answered. A look refused beside a closer
+    # peer outside the tree is now repeated after a random pause, and a root with such a
+    # peer looks at its probe rounds instead of probing.
+    outcome = run(TWO_LOOKS_AT_ONCE)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TWO_LOOKS_AT_ONCE = Scenario(
+    seed=3730,
+    nodes=33,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=4.0405891472526283e-271, kind="add", arg=6, until=None),
+        Fault(at=4.731975064097823e-88, kind="loud-crash", arg=38, until=19.302945016859784),
+        Fault(at=1.1754943508222875e-38, kind="loud-crash", arg=494, until=14.099946397095556),
+        Fault(at=5.960464477539063e-08, kind="loud-crash", arg=69, until=None),
+        Fault(at=4.008414435128348, kind="add", arg=6, until=None),
+        Fault(at=4.559608135822858, kind="loud-crash", arg=198376, until=None),
+        Fault(at=5.595421422276859, kind="crash", arg=128542, until=None),
+        Fault(at=17.154278528395526, kind="crash", arg=59955, until=19.154288528395526),
+        Fault(at=18.25749367055408, kind="add", arg=6, until=None),
+        Fault(at=18.409065908931474, kind="loud-crash", arg=29840, until=33.60275987260806),
+        Fault(at=22.51637413743136, kind="weather", arg=0, until=23.51637413743136),
+        Fault(at=24.582295014182925, kind="loud-crash", arg=14, until=26.082295014182925),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+)

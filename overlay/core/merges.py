@@ -25,13 +25,22 @@ A new tree looks too, at once and before it numbers anything (``_first_look``): 
 search that made its root may have lost a branch to a dead link. A look, like a probe,
 starts with a wider budget than a subscribe (``NodeConfig.check_htl``).
 
-Of two roots, only the farther can join the other (must-beat), so they never join each other
-and the closer one, finding nothing closer, stays. A root looks once per takeover: a look
-that finds nothing is not repeated, so a root with a closer member of its own tree (which
-the label makes refuse) does not flap. Except: a child that leaves while the look runs takes
-away a subtree that carries the look's label and so refused it, and a closer member of that
-subtree may become a root of its own meanwhile, which the closer root's look, routing toward
-the key, never finds. So such a look is repeated with a fresh uid, at most ``RELOOKS`` times.
+A look joins only through a node closer to the key than its root (must-beat); while two
+roots look at once, the members of each carry its label and accept only the search of a root
+farther than their own (``restarts``), so the two never join each other. A root looks once
+per takeover: a look that finds nothing is not repeated, so a root with a closer member of
+its own tree (which the label makes refuse) does not flap. Except, at most ``RELOOKS`` times
+each, with a fresh uid:
+
+* A child that leaves while the look runs takes away a subtree that carries the look's label
+  and so refused it, and a closer member of that subtree may become a root of its own
+  meanwhile, which the closer root's look, routing toward the key, never finds.
+* A look that a closer peer outside our tree (not our child) may have refused: that peer can
+  be in another tree whose root looked at the same moment, and whose label refused us, while
+  its own look missed us (chaos: two roots that took over from one dead root). Our labels
+  come off, and we look again after a random pause of up to a heartbeat interval, so that
+  the two looks part. A root whose closer peer is in its own tree pays these extra looks,
+  holding numbering while they run, once per takeover.
 For the same reason a root that loses a child to death or restart at any time (not by
 Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new
 top, if closer, is then still in its own takeover grace, so it has numbered nothing either.
@@ -84,6 +93,7 @@ class _NodeParts(Protocol):
     def _hold_numbers(self, now: float, stream: Stream) -> None: ...
     def _start_look(self, now: float, stream: Stream) -> None: ...
     def _looked(self, now: float, stream: Stream) -> None: ...
+    def _closer_stranger(self, stream: Stream) -> bool: ...
 
 
 class Merges:
@@ -114,7 +124,6 @@ class Merges:
         if not stream.look_due or stream.restart_uid is not None:
             return False
         stream.look_due = False
-        stream.relooks = 0
         self._start_look(now, stream)
         return True
 
@@ -153,6 +162,7 @@ class Merges:
         as after a takeover (chaos: two roots numbering the same numbers)."""
         if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
             stream.look_due = True
+            stream.relooks = 0
             self.flow.hold(now, stream)
 
     def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
@@ -163,7 +173,8 @@ class Merges:
 
     def _looked(self: _NodeParts, now: float, stream: Stream) -> None:
         """The look found no other tree: stay root, end the labels and the grace; or, if
-        a child left while it ran, look once more (up to ``RELOOKS`` times)."""
+        a child left while it ran, or a closer peer outside our tree may have refused it,
+        look once more (up to ``RELOOKS`` times)."""
         stream.looking = stream.join_uid = None
         if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
@@ -173,6 +184,16 @@ class Merges:
             self._start_look(now, stream)
             return
         self._take_label(stream, None, None)
+        stranger = stream.state is State.ROOT and self._closer_stranger(stream)
+        if stranger and stream.relooks < RELOOKS:
+            # See the module notes (chaos: two roots that took over from one dead root
+            # looked together, missed each other, and both numbered 17 on). Our labels
+            # are off now, so the other root's look can reach us.
+            stream.relooks += 1
+            stream.look_due = True
+            stream.recover_until = now + self.rng.uniform(0.0, self.config.heartbeat_interval)
+            self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+            return
         stream.recover_until = now
         self.flow.on_recover_timer(now, stream.recover_token)
 

@@ -17,8 +17,15 @@ with the budget it got (as RejectedLoop does). Backtracking matters: a root is o
 local minimum of greedy routing, and a node that joined late may hang off the graph by a
 link or two, which a single greedy path misses (chaos: two roots that no probe joined).
 
-Only a strictly closer root answers, so of two roots only the farther one learns of the
-other, and it alone acts: it *looks*, exactly as after a takeover (``merges``): it labels
+A root with a peer closer to the key that is not its child looks at its probe round instead
+of probing: greedy routing from that peer would not end at us, and it may hang in another
+tree whose root is *farther* than we are, which our probes never meet (chaos: two roots that
+took over from one dead root, each with members closer than either). Its look, must-beat
+our location, is accepted there, and our tree joins that one. A look that finds nothing
+counts as a miss, as below.
+
+Only a strictly closer root answers a probe, so of two roots only the farther one learns of
+the other, and it alone acts: it *looks*, exactly as after a takeover (``merges``): it labels
 its subtree, holds numbering while the search runs and routes a ResubscribeRequest with
 must-beat its own location, which members of the other tree accept and its own refuse; its
 tree then joins the closer one's with its whole subtree. A probe itself changes nothing, so
@@ -41,6 +48,7 @@ from typing import Protocol
 from keyspace.location import is_closer, key_location
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.merges import RELOOKS
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
@@ -88,6 +96,8 @@ class _NodeParts(Protocol):
     def _start_look(self, now: float, stream: Stream) -> None: ...
     def _probe_on(self, hop: ProbeHop) -> None: ...
     def _probe(self, now: float, stream: Stream) -> None: ...
+    def _closer_stranger(self, stream: Stream) -> bool: ...
+    def _look_past(self, now: float, stream: Stream) -> None: ...
 
 
 class Probes:
@@ -101,10 +111,38 @@ class Probes:
         if interval <= 0 or self._beats % every:
             return
         round_ = self._beats // every
-        for stream in self.streams.values():
+        for stream in list(self.streams.values()):
             if not _settled_root(stream) or round_ % (1 << stream.probe_misses):
                 continue
-            self._probe(now, stream)
+            if self._closer_stranger(stream):
+                self._look_past(now, stream)
+            else:
+                self._probe(now, stream)
+
+    def _closer_stranger(self: _NodeParts, stream: Stream) -> bool:
+        """Whether a peer that is not our child is closer to the key than we are. Greedy
+        routing from it would not end here: it may be a member of another tree of the
+        stream, whose root is farther than we are and so never answers our probe (chaos:
+        two roots took over from one dead root; each had members closer than either, the
+        closer root's peer among them, and no probe ever met the other root)."""
+        return any(
+            peer.id not in stream.children
+            and is_closer(stream.target, peer.location, self.location)
+            for peer in self.peers
+        )
+
+    def _look_past(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Look (``merges``) instead of probing: its search, must-beat our location, goes
+        to that closer peer, which accepts it if it is in another tree, and our tree joins
+        that one. If it is in ours (the look's label makes it refuse) the look finds
+        nothing, and counts as a miss, so the next comes half as often."""
+        # Not repeated when it finds nothing (``merges``): no other root looks at the same
+        # moment as a rule, and a root whose closer peer is in its own tree would hold its
+        # numbering for every repeat, each probe round.
+        stream.relooks = RELOOKS
+        stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
+        self.flow.hold(now, stream)
+        self._start_look(now, stream)
 
     def _probe_new_links(self: _NodeParts, now: float) -> None:
         """A peer we had no link to says Hello, and we have lost links before: probe from

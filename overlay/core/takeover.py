@@ -84,6 +84,7 @@ class Takeover:
             stream.contiguous_from = stream.next_in
         if takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
+            stream.relooks = 0
             self.hold(now, stream)
             self.ask_down(stream)
 
