@@ -15,8 +15,11 @@ from overlay.messages import (
     PacketsMissed,
     PastQuery,
     PublishData,
+    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
+    SubscribeRestarted,
+    SubscribeSucceeded,
     Unsubscribe,
 )
 
@@ -140,3 +143,30 @@ def test_a_push_that_waited_past_a_hole_is_taken_once_the_hole_fills_before_the_
     assert [m.packet for m in down if isinstance(m, SubscribeData)] == [3, 4, 5]
     assert not any(isinstance(m, PacketsMissed) for m in down)
     assert stream.next_in == 6
+
+
+def test_a_relay_that_reattaches_asks_its_subtree_for_what_its_claim_holds_beyond_it() -> None:
+    """N, at 2, lost its parent; its child C confirmed the restart having seen 20. N
+    reattaches under Q, whose head is 2 as well (a new root that never had 3..20): C is
+    asked for 3..20, and its pushes go on up to Q, marked, so the root takes the claim.
+    Without the question nothing carried it up, and that root numbered 3 on again (chaos:
+    a subscriber shown packets 3..5 that the surviving root gave to other publishes)."""
+    node = member_holding(0, 1, 2)
+    [(_, restarted)] = sends(node.link_down(1.0, b"P"))
+    assert isinstance(restarted, SubscribeRestarted)
+    [(asked, search)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY, 20)))
+    assert asked == b"Q" and isinstance(search, ResubscribeRequest) and search.last_seen == 2
+    effects = node.receive(1.1, b"Q", SubscribeSucceeded(search.uid, KEY, 2))
+    assert node.streams[KEY].parent == b"Q"
+    assert queries(effects) == [(3, 20, MAX_WIRE_HTL)]
+    push = PublishData(UID + 3, KEY, 3, 0.5, MAX_WIRE_HTL, b"p3", None, DATA, None, True)
+    [(to, up)] = sends(node.receive(1.2, b"C", push))
+    assert to == b"Q" and isinstance(up, PublishData) and (up.packet, up.pushed) == (3, True)
+
+
+def test_a_relay_whose_subtree_claims_nothing_beyond_it_asks_nothing() -> None:
+    node = member_holding(0, 1, 2)
+    [(_, restarted)] = sends(node.link_down(1.0, b"P"))
+    [(_, search)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY, 2)))
+    assert isinstance(search, ResubscribeRequest)
+    assert queries(node.receive(1.1, b"Q", SubscribeSucceeded(search.uid, KEY, 2))) == []

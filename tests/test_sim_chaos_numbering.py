@@ -291,3 +291,39 @@ PUSHED_PAST_AT_A_NEW_ROOT = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.2
     ),
 )
+
+
+def test_a_relay_that_reattaches_brings_up_what_its_subtree_claims() -> None:
+    # Relay 36, at packet 2, adopted 41, which had seen 0..20 (numbered by root 42) and
+    # pushed 3..20 up; 36 lost its parent while passing them on, and none of the pushes
+    # reached a root. 41's confirmation of 36's restart claimed 20, but 36 reattached with its
+    # own 2 under 42, which had left the stream and rejoined a fresh tree rooted at 3;
+    # that root numbered 3 on, and 41 was shown packets 3..5 it had had as others. A
+    # relay that reattaches now asks its subtree for what its claim holds beyond it, and
+    # the pushes carry the claim to the root.
+    outcome = run(CLAIM_BELOW_A_RELAY)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+CLAIM_BELOW_A_RELAY = Scenario(
+    seed=811627,
+    nodes=43,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=2.105804827559989e-124, kind="crash", arg=23, until=None),
+        Fault(at=1.6630344139434188, kind="loud-crash", arg=861, until=22.064024355938173),
+        Fault(at=9.002322969081401, kind="add", arg=2, until=None),
+        Fault(at=18.04869567062827, kind="add", arg=2, until=None),
+        Fault(at=19.95624516778782, kind="loud-crash", arg=72256, until=None),
+        Fault(at=21.20456869997851, kind="crash", arg=1, until=51.20456869997851),
+        Fault(at=22.556995325309593, kind="crash", arg=547, until=None),
+        Fault(at=22.9084394980536, kind="add", arg=3, until=None),
+        Fault(at=24.998237287525274, kind="weather", arg=0, until=41.60276438459762),
+        Fault(at=26.27477401997384, kind="crash", arg=29694, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
+    ),
+)

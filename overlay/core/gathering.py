@@ -17,7 +17,9 @@ lacks: not held, not yet announced missed, within one window below its head, the
 packet comes up from the first holder on each branch. What comes up is a push like any
 other: the root takes it in its place during the grace, or acknowledges it has it. Past
 the grace, a waiter's need asks the same way (``ask_spans``), for just the numbers it
-lacks, and the root takes in only those (``refills``).
+lacks, and the root takes in only those (``refills``). A member that reattaches after a
+restart asks the same way when its subtree claims more than it and its new parent hold
+(``ask_claimed``): the pushes that come up are the only way that claim reaches the root.
 
 Bounds. A query costs a member at most one window of pushes and ``_SPANS`` queries per
 child. It goes down only from parent to child, with a hop budget (``htl``, as a publish's
@@ -74,6 +76,21 @@ class Gathering:
             for first, last in _merged(spans)[:_SPANS]:
                 self.stats.past_queries += 1
                 self._send(child, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
+
+    def ask_claimed(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
+        """We (re)attached under a parent that has processed up to ``theirs``, while our
+        subtree claims more than either of us holds (``Stream.claim``: a resubscriber we
+        adopted, a confirmation). Those packets are down there, and only pushes carry
+        them, and so the claim, up to the root: ask our children for them (chaos: a relay
+        at 2 whose child had seen 20 reattached under a new root, which numbered 3 on).
+        At most one window of them."""
+        claim = stream.subtree_high
+        if claim is None or not stream.children:
+            return
+        first = max(-1 if theirs is None else theirs, (stream.next_in or 0) - 1) + 1
+        if claim < first:
+            return
+        self.ask_spans(stream, [(first, min(claim, first + self.config.window_packets - 1))])
 
     def on_past_query(self: _FlowParts, stream: Stream, query: PastQuery) -> None:
         """Our parent asks for ``first..last``: push up what we hold of it, and ask our

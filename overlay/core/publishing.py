@@ -595,10 +595,12 @@ class PacketFlow(Takeover, Gathering, Commits):
     ) -> None:
         """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's), and
         ``last_seen`` what our search asked to resume after."""
+        theirs = None if reply is None else reply.last_packet
         if stream.next_in is not None:
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.
-            self.push_up(stream, None if reply is None else reply.last_packet)
+            self.push_up(stream, theirs)
+        self.ask_claimed(stream, theirs)
         if reply is not None:
             if reply.last_packet is not None and (
                 stream.high is None or reply.last_packet > stream.high
