@@ -40,8 +40,10 @@ each, with a fresh uid:
   its own look missed us (chaos: two roots that took over from one dead root). Our labels
   come off, and we look again after a random pause of up to a heartbeat interval, so that
   the two looks part. A root whose closer peer is in its own tree pays these extra looks,
-  holding numbering while they run, once per takeover.
-For the same reason a root that loses a child to death or restart at any time (not by
+  holding numbering meanwhile, whenever a look after a takeover, a lost child or a new
+  tree's start finds nothing (a probe round's look, ``probes``, is not repeated).
+
+As for the first case, a root that loses a child to death or restart at any time (not by
 Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new
 top, if closer, is then still in its own takeover grace, so it has numbered nothing either.
 
