@@ -98,6 +98,7 @@ class _NodeParts(Protocol):
     def _probe(self, now: float, stream: Stream) -> None: ...
     def _closer_stranger(self, stream: Stream) -> bool: ...
     def _look_past(self, now: float, stream: Stream) -> None: ...
+    def _probe_look(self, now: float, stream: Stream, relooks: int) -> None: ...
 
 
 class Probes:
@@ -135,11 +136,18 @@ class Probes:
         """Look (``merges``) instead of probing: its search, must-beat our location, goes
         to that closer peer, which accepts it if it is in another tree, and our tree joins
         that one. If it is in ours (the look's label makes it refuse) the look finds
-        nothing, and counts as a miss, so the next comes half as often."""
-        # Not repeated when it finds nothing (``merges``): no other root looks at the same
-        # moment as a rule, and a root whose closer peer is in its own tree would hold its
-        # numbering for every repeat, each probe round.
-        stream.relooks = RELOOKS
+        nothing, and counts as a miss, so the next comes half as often. Not repeated when
+        it finds nothing (``merges``): no other root looks at the same moment as a rule,
+        and a root whose closer peer is in its own tree would hold its numbering for every
+        repeat, each probe round."""
+        self._probe_look(now, stream, relooks=RELOOKS)
+
+    def _probe_look(self: _NodeParts, now: float, stream: Stream, relooks: int) -> None:
+        """Look for another tree, holding numbering while the search runs; ``relooks``: the
+        repeats already spent (``merges``). Counted as a miss until the look merges
+        (``Merges._merged`` clears it), so a look that cannot reach the other tree is not
+        made every round."""
+        stream.relooks = relooks
         stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
         self.flow.hold(now, stream)
         self._start_look(now, stream)
@@ -237,15 +245,9 @@ class Probes:
             or not is_closer(stream.target, answer.root, self.location)
         ):
             return
-        # A closer root exists: look for its tree, as after a takeover (``merges``), holding
-        # numbering while the search runs.
+        # A closer root exists: look for its tree, as after a takeover (``merges``).
         self.stats.splits_found += 1
-        stream.relooks = 0
-        # Counted as a miss until the look merges (``Merges._merged`` clears it): a look that
-        # cannot reach the other tree is not repeated every round.
-        stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
-        self.flow.hold(now, stream)
-        self._start_look(now, stream)
+        self._probe_look(now, stream, relooks=0)
 
 
 def _settled_root(stream: Stream) -> bool:
