@@ -16,7 +16,7 @@ from test_node import MAX_HTL, make, meet, sends
 
 from overlay.core.effects import Effect
 from overlay.core.node import Node
-from overlay.core.refills import MAX_FILLS, gaps
+from overlay.core.refills import MAX_FILLS, MAX_HOLDS, gaps
 from overlay.core.streams import State
 from overlay.core.window import Window
 from overlay.messages import (
@@ -33,6 +33,7 @@ from overlay.messages import (
     PublishSucceeded,
     RejectedLoop,
     RestartConfirmed,
+    RestartEnded,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
@@ -193,6 +194,44 @@ def test_a_detached_relay_keeps_its_waiter_past_the_timeout_until_it_can_ask() -
     assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
     assert to(node.handle_timer(later + FILL - 0.1), A) == []
     assert to(node.receive(later + 1.0, Q, data(19)), A) == [data(19)]
+
+
+def below_a_restart() -> Node:
+    """B waits on N for 19 (asked of P at 1.0); at 1.2 P's own parent dies, and P's restart
+    (origin 0.49, closer to the key than B's must-beat) labels N's subtree."""
+    node = joined_late()
+    b_resubscribes(node)
+    assert sends(node.receive(1.2, P, SubscribeRestarted(77, KEY, 0.49))) == [
+        (A, SubscribeRestarted(77, KEY, 0.49))
+    ]
+    return node
+
+
+def test_a_waiter_below_a_restarting_ancestor_waits_until_the_origin_is_back() -> None:
+    # P holds N's ask and asks again once it is back in the tree, which may hold 19 (chaos:
+    # a relay told a resubscriber packet 6 was missed 0.2 s before the restart's origin, the
+    # new root, fetched 6 from a branch that held it).
+    node = below_a_restart()
+    assert to(node.handle_timer(1.0 + FILL), B) == []
+    assert node.streams[KEY].fills
+    back = 1.0 + FILL + 0.5
+    assert sends(node.receive(back, P, RestartEnded(77, KEY))) == [(A, RestartEnded(77, KEY))]
+    # The wait starts again when the label ends, without a second ask.
+    assert to(node.handle_timer(back + FILL - 0.1), B) == []
+    effects = node.receive(back + 1.0, P, data(19))
+    assert to(effects, B) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+    assert B in node.streams[KEY].children and not node._fill_keys
+
+
+def test_a_label_that_never_ends_holds_a_waiter_only_so_long() -> None:
+    node = below_a_restart()
+    for timeout in range(1, MAX_HOLDS + 1):
+        assert to(node.handle_timer(1.0 + timeout * FILL), B) == []
+    effects = node.handle_timer(1.0 + (MAX_HOLDS + 1) * FILL)
+    assert to(effects, B)[:2] == [
+        SubscribeSucceeded(2, KEY, 21, restart=77, origin=0.49),
+        PacketsMissed(KEY, 19, 19),
+    ]
 
 
 def test_a_fill_request_is_answered_from_the_window_in_order() -> None:

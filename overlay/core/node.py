@@ -228,7 +228,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case RestartConfirmed():
                 self._on_restart_confirmed(now, peer, message)
             case RestartEnded():
-                self._on_restart_ended(peer, message.uid, message.key)
+                self._on_restart_ended(now, peer, message.uid, message.key)
             case Unsubscribe():
                 self._on_unsubscribe(now, peer, message.key)
             case Neighbours():

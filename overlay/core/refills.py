@@ -35,7 +35,9 @@ Nothing waits for ever: each waiter has ``fill_timeout`` (at the root, as above)
 which it is served with what the node has (the rest reported missed, never skipped in
 silence). A node restarting keeps its waiters, whose clocks stand still while it has nobody
 to ask, asks its new parent once attached and starts their clocks again; one that becomes
-the root asks its subtree. Old packets that arrive are kept in the window only, never sent
+the root asks its subtree. The members of its subtree hold their waiters too (their asks are
+held above them), until the restart ends and their clocks start again, for at most
+``MAX_HOLDS`` timeouts. Old packets that arrive are kept in the window only, never sent
 to other children or local clients (all of them are past those numbers). Waiters per
 stream are bounded, and a root asks its subtree for a number only until it arrives or is
 recorded missed: a child repeating FillRequests cannot make it query its tree for ever.
@@ -64,6 +66,9 @@ from overlay.messages import (
 
 FILL_TIMER = "fill"
 
+# Timeouts a waiter sits out while its node's subtree is detached (``_on_fill_timer``).
+MAX_HOLDS = 3
+
 # Children one stream keeps waiting at once. A refill is rare (a late joiner meets an older
 # resubscribe); past this bound a child is served at once, any gap reported missed, so a
 # child sending FillRequests in a loop holds at most this much state here.
@@ -84,6 +89,7 @@ class Fill:
     must_beat: float | None  # that search's, checked again when it is answered
     token: int  # its timer
     asked: Span  # what we asked our parent (a root: its subtree) for
+    held: int = 0  # timeouts that found our subtree detached (``_on_fill_timer``)
 
 
 def gaps(window: Window, first: int, last: int) -> list[Span]:
@@ -153,6 +159,7 @@ class _NodeParts(Protocol):
     ) -> bool: ...
     def _finish_fill(self, now: float, stream: Stream, fill: Fill) -> None: ...
     def _check_fills(self, now: float, stream: Stream) -> None: ...
+    def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _arm_fill(self, now: float, stream: Stream) -> int: ...
     def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
 
@@ -269,6 +276,11 @@ class Refills:
                 self._send(stream.parent, FillRequest(stream.key, *span))
         else:
             return
+        self._restart_fill_clocks(now, stream)
+
+    def _restart_fill_clocks(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Each waiter's wait starts again now. Also when our subtree's origin is attached
+        again: our asks are still held above us and asked again from there."""
         for fill in stream.fills or ():
             del self._fill_keys[fill.token]
             fill.token = self._arm_fill(now, stream)
@@ -279,9 +291,18 @@ class Refills:
         for fill in () if stream is None else list(stream.fills or ()):
             if fill.token == token:
                 assert stream is not None
-                if stream.state is State.RESTARTING:
-                    # Detached, we have nobody to ask, and the tree may well hold what the
-                    # waiter lacks: its wait begins again once we are back (``_refill``).
+                # Detached, we have nobody to ask, and the tree may well hold what the
+                # waiter lacks: its wait begins again once we are back (``_refill``). So
+                # too below a restarting ancestor: our parent holds our ask and asks again
+                # once its origin is back, and our clock starts again then
+                # (``_restart_fill_clocks``). Served now, the waiter would be told the
+                # numbers were missed (chaos: a relay below a root that died with the ask
+                # reported packet 6 missed 0.2 s before its origin, the new root, fetched 6
+                # from a branch that held it). That wait is bounded: a label whose
+                # RestartEnded was lost would hold the waiter for ever.
+                below = stream.state is State.JOINED and stream.restart_uid is not None
+                if stream.state is State.RESTARTING or (below and fill.held < MAX_HOLDS):
+                    fill.held += below
                     del self._fill_keys[token]
                     fill.token = self._arm_fill(now, stream)
                 else:

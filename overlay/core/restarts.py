@@ -78,6 +78,7 @@ class _NodeParts(Protocol):
     def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
     def _restart(self, now: float, stream: Stream, change: Change) -> None: ...
     def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
+    def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _check_confirmed(self, now: float, stream: Stream) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
 
@@ -248,8 +249,9 @@ class Restarts:
         elif stream.parent is not None:
             self._send(stream.parent, RestartConfirmed(uid, stream.key, stream.subtree_high))
 
-    def _on_restart_ended(self: _NodeParts, peer: PeerId, uid: int, key: bytes) -> None:
-        """Our subtree's origin is attached again: relay that down and drop the label."""
+    def _on_restart_ended(self: _NodeParts, now: float, peer: PeerId, uid: int, key: bytes) -> None:
+        """Our subtree's origin is attached again: relay that down and drop the label; our
+        waiters' clocks, stood still meanwhile (``refills``), start again."""
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer or stream.restart_uid != uid:
             return
@@ -257,6 +259,7 @@ class Restarts:
         stream.confirming = None
         for child in stream.children:
             self._send(child, RestartEnded(uid, key))
+        self._restart_fill_clocks(now, stream)
 
     def _on_restart_timer(self: _NodeParts, now: float, uid: int) -> None:
         """Some member has not confirmed within ``confirm_timeout``: route anyway; a tree
