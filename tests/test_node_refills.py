@@ -16,7 +16,7 @@ from test_node import MAX_HTL, make, meet, sends
 
 from overlay.core.effects import Effect
 from overlay.core.node import Node
-from overlay.core.refills import MAX_FILLS, MAX_HOLDS, gaps
+from overlay.core.refills import MAX_FILLS, MAX_HOLDS, gaps, outside
 from overlay.core.streams import State
 from overlay.core.window import Window
 from overlay.messages import (
@@ -24,6 +24,7 @@ from overlay.messages import (
     Accepted,
     DataNotFound,
     FillRequest,
+    Hello,
     Message,
     PacketKind,
     PacketsMissed,
@@ -315,6 +316,46 @@ def test_what_the_subtree_does_not_bring_the_root_reports_missed_to_every_asker(
     assert to(node.receive(later, A, push(19)), A) == [PublishCollision(19, KEY, 19, 22)]
 
 
+C, D = b"C", b"D"
+
+
+def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
+    # Chaos: a root told its waiters packet 0 was missed 0.2 s after a subtree holding 0
+    # attached below; the subtree was never asked, and the first waiter's timeout made the
+    # root record 0 lost for good although a later waiter still waited for it.
+    node, now = root_that_lacks_19()
+    for peer, location in ((C, 0.35), (D, 0.36)):
+        node.link_up(now, peer)  # (a root that lost a link probes on a new one: not asserted)
+        node.receive(now, peer, Hello(location, 100))
+    b_resubscribes(node, now)  # the first waiter: the root asks A for 19
+    # C's subtree, which has seen up to 21, attaches: it may hold 19, so it is asked too.
+    effects = node.receive(now + 1, C, ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 21))
+    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), PastQuery(KEY, 19, 19, MAX_WIRE_HTL)]
+    # D needs 19 too: it waits, and nothing is asked again.
+    effects = node.receive(now + 2, D, ResubscribeRequest(4, KEY, MAX_HTL, 0.36, 0.36, 18))
+    assert sends(effects) == [(D, Accepted(4))]
+    # B's wait ends: B is told 19 was missed, but D still waits, so 19 is not lost yet.
+    effects = node.handle_timer(now + FILL / 2)
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+    assert to(effects, D) == []
+    effects = node.receive(now + FILL / 2 + 0.5, C, push(19))
+    assert to(effects, C) == [PublishSucceeded(19, KEY, 19)]
+    assert to(effects, D) == [SubscribeSucceeded(4, KEY, 21), data(19), data(20), data(21)]
+
+
+def test_a_relay_asks_a_subtree_that_attaches_while_its_waiter_waits() -> None:
+    node = joined_late()
+    meet(node, C, 0.35)
+    b_resubscribes(node)  # B waits for 19, asked of P
+    effects = node.receive(1.1, C, ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 21))
+    # What C's subtree holds of it is pushed up through us to the root, which asked for it.
+    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), PastQuery(KEY, 19, 19, MAX_WIRE_HTL)]
+    # A resubscriber that has not seen 19 itself is not asked for it.
+    meet(node, D, 0.36)
+    effects = node.receive(1.2, D, ResubscribeRequest(4, KEY, MAX_HTL, 0.36, 0.36, 18))
+    assert sends(effects) == [(D, Accepted(4))]
+
+
 def test_a_root_with_no_child_has_nobody_to_ask_and_reports_the_gap_at_once() -> None:
     node, now = root_that_lacks_19(local=True)
     node.link_down(now, A)
@@ -322,6 +363,12 @@ def test_a_root_with_no_child_has_nobody_to_ask_and_reports_the_gap_at_once() ->
     assert not node.streams[KEY].children
     effects = b_resubscribes(node, now * 2)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
+
+
+def test_outside_is_what_no_span_covers() -> None:
+    assert outside(0, 9, []) == [(0, 9)]
+    assert outside(0, 9, [(3, 4), (8, 20)]) == [(0, 2), (5, 7)]
+    assert outside(5, 6, [(0, 5), (6, 6)]) == []
 
 
 def test_gaps_are_what_was_never_held_nor_reported_missed() -> None:

@@ -51,7 +51,7 @@ class _FlowParts(Protocol):
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
-    def ask_spans(self, stream: Stream, spans: list[Span]) -> None: ...
+    def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None: ...
 
 
 class Gathering:
@@ -70,12 +70,15 @@ class Gathering:
             lacking.append((stream.next_in, stream.high))  # claimed, not in yet
         self.ask_spans(stream, lacking)
 
-    def ask_spans(self: _FlowParts, stream: Stream, spans: list[Span]) -> None:
-        """Ask every child for the packets of ``spans`` (the lowest ``_SPANS`` of them)."""
-        for child in stream.children:
+    def ask_spans(
+        self: _FlowParts, stream: Stream, spans: list[Span], child: PeerId | None = None
+    ) -> None:
+        """Ask every child (or just ``child``) for the packets of ``spans`` (the lowest
+        ``_SPANS`` of them)."""
+        for peer in stream.children if child is None else (child,):
             for first, last in _merged(spans)[:_SPANS]:
                 self.stats.past_queries += 1
-                self._send(child, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
+                self._send(peer, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
 
     def ask_claimed(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
         """We (re)attached under a parent that has processed up to ``theirs``, while our

@@ -22,8 +22,11 @@ they are in, or until the root's own wait ends: half of ``fill_timeout``, so its
 reaches the waiters below it before their timeouts, and never before its grace ends (chaos:
 a new root told a resubscriber nine packets were missed that the subtree which made it root
 held). What nobody brought is then lost for good: the root records it missed, and every
-later asker hears so at once. A root with no children, past its grace, has nobody to ask
-and reports the numbers missed at once. Meanwhile:
+later asker hears so at once (not while a waiter asked since still waits for it). A
+resubscriber adopted while waiters wait has a subtree that was not there when they asked, so
+it is asked for what it may hold too (PastQuery), by whichever node adopts it. A root with
+no children, past its grace, has nobody to ask and reports the numbers missed at once.
+Meanwhile:
 
 * A child joining through a search is not adopted yet (it would be sent live packets before
   the older ones, and take the first as a gap): its search is told Accepted and waits. Once
@@ -114,10 +117,23 @@ def gaps(window: Window, first: int, last: int) -> list[Span]:
     return spans
 
 
+def outside(first: int, last: int, spans: list[Span]) -> list[Span]:
+    """The parts of ``first..last`` that none of ``spans`` covers."""
+    parts = [(first, last)]
+    for a, b in spans:
+        parts = [
+            piece
+            for x, y in parts
+            for piece in ((x, min(y, a - 1)), (max(x, b + 1), y))
+            if piece[0] <= piece[1]
+        ]
+    return parts
+
+
 class _Asker(Protocol):
     """What a root's waiters use of its ``PacketFlow``: asking the subtree (``gathering``)."""
 
-    def ask_spans(self, stream: Stream, spans: list[Span]) -> None: ...
+    def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None: ...
 
 
 class _NodeParts(Protocol):
@@ -162,6 +178,7 @@ class _NodeParts(Protocol):
     def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _arm_fill(self, now: float, stream: Stream) -> int: ...
     def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
+    def _ask_newcomer(self, stream: Stream, peer: PeerId, last_seen: int | None) -> None: ...
 
 
 class Refills:
@@ -321,9 +338,13 @@ class Refills:
         live = self.streams.get(stream.key) is stream and stream.carried
         if live and stream.state is State.ROOT:
             # Nobody brought these: they are lost for good, and every later asker is told so
-            # at once, the same way, instead of asking the subtree again.
+            # at once, the same way, instead of asking the subtree again. Not those another
+            # waiter still waits for, asked since: a subtree that attached meanwhile may
+            # bring them (``_ask_newcomer``).
+            others = [other.asked for other in stream.fills or ()]
             for first, last in gaps(stream.window, *fill.asked):
-                stream.window.mark_missing(first, last)
+                for span in outside(first, last, others):
+                    stream.window.mark_missing(*span)
         if fill.uid is None:
             if live and peer in stream.children and stream.next_in is not None:
                 end = stream.next_in - 1 if fill.last is None else fill.last
@@ -340,6 +361,24 @@ class Refills:
                 # backtracks to its next peer with the budget it has.
                 self._send(peer, RejectedLoop(fill.uid))
         self._prune(stream)
+
+    def _ask_newcomer(
+        self: _NodeParts, stream: Stream, peer: PeerId, last_seen: int | None
+    ) -> None:
+        """We adopted ``peer``'s resubscribe, having seen up to ``last_seen``, while our
+        waiters lack older numbers: its subtree was not here when those were asked for, and
+        may hold them. Ask it as well; what it holds is pushed up to the root, which asked
+        for it too (chaos: a root told a waiter that packet 0 was missed 0.2 s after a
+        subtree holding 0 attached below the waiter's relay)."""
+        if not stream.fills or last_seen is None:
+            return
+        spans: list[Span] = []
+        for fill in stream.fills:
+            first, last = fill.asked
+            if first <= last_seen:
+                spans.extend(gaps(stream.window, first, min(last, last_seen)))
+        if spans:
+            self.flow.ask_spans(stream, spans, peer)
 
     def _replay(self: _NodeParts, stream: Stream, peer: PeerId, first: int, last: int) -> None:
         for item in stream.window.replay(first, last):
