@@ -9,7 +9,9 @@ one tree again. Three of them reproduced bugs, now fixed:
   search's last_seen; a second resubscribe that coalesced there having seen one packet less
   was told that packet was missed, although the tree still held it (``refills``).
 * seed 4 (and 12 once the first was fixed): two restarting subtree tops both failed to find
-  the other and both became root: a split tree, which nothing merged (``merges``).
+  the other and both became root: a split tree, which nothing merged (``merges``). Since
+  relays whose last child died linger (``leaving``), seed 4 no longer splits; seed 6 is
+  one that does, and is merged.
 * seed 12 also acked one number for two publishes (a relay answered from its window).
 """
 
@@ -53,7 +55,7 @@ def healthy(report: dict[str, object]) -> None:
     assert float(report["repair_max"]) <= 6 * BEAT  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", [2, 3, 4])
 def test_killing_a_fifth_of_the_nodes_and_every_root_loses_nothing(seed: int) -> None:
     healthy(experiment(seed))
 
@@ -75,6 +77,6 @@ def test_a_coalescing_resubscribe_gets_what_the_tree_holds(seed: int) -> None:
 
 
 def test_two_restarting_tops_that_both_became_root_merge() -> None:
-    report = experiment(4)
+    report = experiment(6)
     healthy(report)
     assert report["merges"]  # it is a merge that mends it

@@ -52,6 +52,8 @@ def test_max_htl_bounds_are_valid(max_htl: int) -> None:
         ({"seen_uid_ttl": math.nan}, "seen_uid_ttl"),
         ({"seen_uid_capacity": 0}, "seen_uid_capacity"),
         ({"announce_delay": -0.5}, "announce_delay"),
+        ({"linger": -1.0}, "linger must not be negative"),
+        ({"linger": math.nan}, "linger"),
     ],
 )
 def test_invalid_limits_are_refused(kwargs: dict[str, Any], message: str) -> None:

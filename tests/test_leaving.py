@@ -1,6 +1,7 @@
 """Leaving a tree (``overlay.core.leaving``): Unsubscribe prunes leaves, keeps relays and
 drops an empty root; a root with a local client stays; a node leaves its parent only when
-nobody needs it, and while a search of ours waits on a peer the Unsubscribe is held back."""
+nobody needs it, and while a search of ours waits on a peer the Unsubscribe is held back; a
+node whose last child died lingers a while if it holds packets."""
 
 from __future__ import annotations
 
@@ -16,8 +17,16 @@ from test_node import (
     sends,
 )
 
+from overlay.core.node import Node
 from overlay.core.streams import State
-from overlay.messages import DataNotFound, SubscribeRequest, Unsubscribe
+from overlay.messages import (
+    DataNotFound,
+    PacketKind,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRequest,
+    Unsubscribe,
+)
 
 
 def test_unsubscribe_prunes_leaves_keeps_relays_and_drops_an_empty_root() -> None:
@@ -83,3 +92,53 @@ def test_an_unsubscribe_to_a_peer_a_search_of_ours_waits_on_is_sent_once_it_answ
     effects = node.receive(1.5, b"P", DataNotFound(look.uid, KEY, 0))
     assert (b"P", Unsubscribe(KEY)) in sends(effects)
     assert node._unsettled == set()
+
+
+def relay_holding_packets() -> Node:
+    """N relays packets 0 and 1 from P to C, with no client of its own."""
+    node = joined_node()
+    node.unsubscribe(0.0, KEY, 1)
+    for number in (0, 1):
+        packet = SubscribeData(KEY, number, b"p", None, PacketKind.DATA, None, None, number)
+        assert sends(node.receive(0.5, b"P", packet)) == [(b"C", packet)]
+    return node
+
+
+def test_a_relay_whose_last_child_died_lingers_then_leaves() -> None:
+    # Its window may be the last copy of packets 0 and 1 if P dies next (chaos: a relay
+    # that left at once took packets 11 and 12 out of every subscriber's reach).
+    node = relay_holding_packets()
+    linger = node.config.linger
+    assert sends(node.link_down(1.0, b"C")) == []  # no Unsubscribe to P yet
+    assert node.streams[KEY].state is State.JOINED and node._linger_keys  # (counts as busy)
+    assert sends(node.handle_timer(1.0 + linger - 0.1)) == []
+    assert sends(node.handle_timer(1.0 + linger)) == [(b"P", Unsubscribe(KEY))]
+    assert node.streams == {} and not node._linger_keys
+
+
+def test_a_lingering_relay_whose_parent_dies_resubscribes_with_what_it_holds() -> None:
+    node = relay_holding_packets()
+    node.link_down(1.0, b"C")
+    effects = node.link_down(2.0, b"P")
+    [search] = [m for _, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert search.last_seen == 1
+    assert node.streams[KEY].state is State.RESTARTING
+
+
+def test_a_lingering_relay_that_gets_a_child_again_stays() -> None:
+    node = relay_holding_packets()
+    node.link_down(1.0, b"C")
+    meet(node, b"D", 0.3)
+    node.receive(2.0, b"D", SubscribeRequest(501, KEY, 10, 0.3, None))
+    assert list(node.streams[KEY].children) == [b"D"]
+    assert sends(node.handle_timer(1.0 + node.config.linger)) == []
+    assert node.streams[KEY].state is State.JOINED
+
+
+def test_a_relay_leaves_at_once_when_its_last_child_unsubscribes_or_it_holds_nothing() -> None:
+    node = relay_holding_packets()
+    assert sends(node.receive(1.0, b"C", Unsubscribe(KEY))) == [(b"P", Unsubscribe(KEY))]
+    node = joined_node()
+    node.unsubscribe(0.0, KEY, 1)
+    assert sends(node.link_down(1.0, b"C")) == [(b"P", Unsubscribe(KEY))]
+    assert node.streams == {}

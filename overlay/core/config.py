@@ -66,6 +66,13 @@ class NodeConfig:
     # need a search to report what they hold. Numbering earlier could give a number twice,
     # so keep it above heartbeat_interval plus a search's time.
     takeover_grace: float = 10.0
+    # A node whose last child died (not one that left) while it holds packets stays in the
+    # tree this long before it leaves: if its parent dies too, its window may be the only
+    # copy of packets a new root must gather (chaos: a relay whose only child died left,
+    # and with it packets 11 and 12, which a subscriber below a dead branch then never got).
+    # Long enough for its parent's loss to be noticed and a takeover to gather; 0: leave at
+    # once, as a node whose last child unsubscribes does.
+    linger: float = 30.0
     # Every ``probe_interval`` (rounded to whole heartbeat rounds) each root routes a
     # RootProbe toward its key, asking whether a closer root of the stream exists: a split
     # that outlived every takeover's look (two sides of a healed partition) is found and
@@ -135,6 +142,8 @@ class NodeConfig:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
         if not self.fill_timeout > 0:
             raise ValueError(f"fill_timeout must be positive, got {self.fill_timeout}")
+        if not self.linger >= 0:  # (NaN too)
+            raise ValueError(f"linger must not be negative, got {self.linger}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.probe_interval < 0:

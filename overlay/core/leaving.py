@@ -1,37 +1,57 @@
 """Leaving a tree: the Unsubscribe that tells a parent we are not its child, held back while
-a search of ours still waits on that peer, and pruning a stream nobody needs.
+a search of ours still waits on that peer, and pruning a stream nobody needs, after a while
+if its last child died.
 
 Why the hold. A search of ours that waits on ``peer`` may yet succeed there, and ``peer``
 adopts us as it sends the success. An Unsubscribe sent meanwhile would reach it after the
 adoption and undo it, leaving a child that names a parent that does not list it. So
 ``_leave`` notes it (``_unsettled``), and ``_settle`` sends it once the search stops waiting
 on that peer, if we still are not its child.
+
+Why the linger. A node whose last child *died* (not one that unsubscribed) may hold the only
+live copies of recent packets: the branch below it is gone, and if its parent dies next,
+the new root gathers the stream's past from whoever is left in the tree. Leaving at once
+took those packets out of reach (chaos: a relay whose children had both died left; the root
+died 0.3 s later, and packets 11 and 12 then reached no subscriber, though the relay held
+them). So such a node stays for ``linger`` seconds, an ordinary member with no children:
+it takes packets, answers queries, and restarts like any other if its parent dies. Then it
+leaves, if nobody needs it by then. Only a node holding packets lingers: one without has
+nothing to keep.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.peers import PeerTable
 from overlay.core.routing import Route
 from overlay.core.streams import Stream
+from overlay.core.timers import TimerQueue
 from overlay.messages import Message, Unsubscribe
+
+LINGER_TIMER = "linger"
 
 
 class _NodeParts(Protocol):
     """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
 
+    config: NodeConfig
     peers: PeerTable
     streams: dict[bytes, Stream]
     routes: dict[int, Route]
     _routes_by_key: dict[bytes, dict[int, None]]
     _unsettled: set[tuple[PeerId, bytes]]
+    _timers: TimerQueue
+    _linger_keys: dict[int, bytes]
+    _linger_tokens: int
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _leave(self, peer: PeerId, key: bytes) -> None: ...
     def _waiting_on(self, peer: PeerId, key: bytes) -> bool: ...
     def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
+    def _prune(self, stream: Stream) -> None: ...
 
 
 class Leaving:
@@ -79,3 +99,21 @@ class Leaving:
         if stream.parent is not None and stream.parent in self.peers:
             self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
+
+    def _linger(self: _NodeParts, now: float, stream: Stream) -> None:
+        """Our last child died and nobody else needs us: stay ``linger`` seconds if we hold
+        packets (see the module notes)."""
+        if not stream.idle or not len(stream.window) or self.config.linger <= 0:
+            return
+        self._linger_tokens += 1
+        token = self._linger_tokens
+        stream.linger = token
+        self._linger_keys[token] = stream.key
+        self._timers.add(now + self.config.linger, (LINGER_TIMER, token, 0))
+
+    def _on_linger_timer(self: _NodeParts, token: int) -> None:
+        key = self._linger_keys.pop(token, None)
+        stream = None if key is None else self.streams.get(key)
+        if stream is not None and stream.linger == token:
+            stream.linger = None
+            self._prune(stream)

@@ -36,7 +36,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Se
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
-from overlay.core.leaving import Leaving
+from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
@@ -118,6 +118,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
         self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
         self._fill_tokens = 0
+        self._linger_keys: dict[int, bytes] = {}  # linger timer token -> key (``leaving``)
+        self._linger_tokens = 0
         self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
         self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self._out: list[Effect] = []
@@ -185,6 +187,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                     self._served(now, key)
             elif kind == FILL_TIMER:
                 self._on_fill_timer(now, uid)
+            elif kind == LINGER_TIMER:
+                self._on_linger_timer(uid)
             elif kind == ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
@@ -199,12 +203,19 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
 
     def busy(self) -> bool:
         """Whether protocol work is pending: a search (not one waiting for a peer, which may
-        never come), an unanswered local publish, a root's takeover grace or an announcement
-        due. Heartbeats do not count; a driver that runs until the network is quiet (the
-        simulator) waits for every node to stop being busy."""
+        never come), an unanswered local publish, a root's takeover grace, a waiter, a
+        linger or an announcement due. Heartbeats do not count; a driver that runs until the
+        network is quiet (the simulator) waits for every node to stop being busy."""
         flow = self.flow
         searching = len(self.routes) > len(self._parked)
-        pending = searching or self._awaiting or self._fill_keys or flow.local or flow.recovering
+        pending = (
+            searching
+            or self._awaiting
+            or self._fill_keys
+            or self._linger_keys
+            or flow.local
+            or flow.recovering
+        )
         return bool(pending) or self._announce_at is not None
 
     def next_deadline(self) -> float | None:

@@ -77,7 +77,8 @@ class _NodeParts(Protocol):
     ) -> None: ...
     def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
     def _restart(self, now: float, stream: Stream, change: Change) -> None: ...
-    def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
+    def _child_gone(self, now: float, stream: Stream, peer: PeerId, died: bool = False) -> None: ...
+    def _linger(self, now: float, stream: Stream) -> None: ...
     def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _check_confirmed(self, now: float, stream: Stream) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
@@ -136,13 +137,17 @@ class Restarts:
                 self._restart(now, stream, Change.PARENT_LOST)
             elif peer in stream.children:
                 self._lost_child(now, stream)
-                self._child_gone(now, stream, peer)
+                self._child_gone(now, stream, peer, died=True)
 
-    def _child_gone(self: _NodeParts, now: float, stream: Stream, peer: PeerId) -> None:
+    def _child_gone(
+        self: _NodeParts, now: float, stream: Stream, peer: PeerId, died: bool = False
+    ) -> None:
         del stream.children[peer]
         self.flow.children_changed(stream)  # a root may have nobody left to wait for
         if stream.looking is not None:
             stream.look_lost = True  # see ``merges``: the look may have missed its subtree
+        if died:
+            self._linger(now, stream)  # (only if nobody else needs us: ``leaving``)
         if stream.idle:
             self._prune(stream)
         elif stream.confirming is not None:

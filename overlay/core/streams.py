@@ -146,6 +146,9 @@ class Stream:
     probed_at: float | None = None  # when we last sent a probe from this root
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
+    # Our last child died and we stay a while, holding the window (``leaving``): the token
+    # of the timer that ends the stay (None: not lingering).
+    linger: int | None = None
     # At a root (commits): the newest packet a child is known to hold, which bounds what
     # local clients are shown (None: no bound), the newest asked about (HeldQuery), the
     # heartbeat rounds that ask has waited, and local publishes' acknowledgements held back.
@@ -175,4 +178,4 @@ class Stream:
     @property
     def idle(self) -> bool:
         """Nobody needs this node in the tree any more: it may leave (prune)."""
-        return not self.children and not self.local and not self.fills
+        return not self.children and not self.local and not self.fills and self.linger is None
