@@ -343,6 +343,21 @@ def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
     assert to(effects, D) == [SubscribeSucceeded(4, KEY, 21), data(19), data(20), data(21)]
 
 
+def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> None:
+    # Chaos: a search made N root while another, coalesced there, waited for packet 0; N
+    # had no child to ask then, and the subtree of the search that made it root, which held
+    # 0, was never asked either.
+    node, now = root_that_lacks_19()
+    node.link_up(now, C)
+    node.receive(now, C, Hello(0.35, 100))
+    b_resubscribes(node, now)
+    node._adopt(now + 1, node.streams[KEY], C, 3, True, 21)
+    assert to(node._flush(), C) == [
+        SubscribeSucceededNewRoot(3, KEY),
+        PastQuery(KEY, 19, 19, MAX_WIRE_HTL),
+    ]
+
+
 def test_a_relay_asks_a_subtree_that_attaches_while_its_waiter_waits() -> None:
     node = joined_late()
     meet(node, C, 0.35)

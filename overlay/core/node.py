@@ -668,8 +668,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # holding nothing, and numbered 10 again.
             stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
-        if not new_root:
-            self._ask_newcomer(stream, peer, last_seen)
+        self._ask_newcomer(stream, peer, last_seen)
 
     # --- plumbing -------------------------------------------------------------------------
 
