@@ -205,9 +205,13 @@ class Restarts:
         self: _NodeParts, now: float, peer: PeerId, message: SubscribeRestarted
     ) -> None:
         """Relay a restart (or a new label) from our parent down the subtree, and confirm
-        it once the subtree has. A uid seen before is confirmed at once and not relayed:
-        should parent links ever close a cycle, restarts would otherwise chase each other
-        round it for ever."""
+        it once the subtree has. A uid seen before is not relayed again: should parent
+        links ever close a cycle, restarts would otherwise chase each other round it for
+        ever. It is confirmed at once, unless it is our label and our subtree has not yet
+        confirmed it: then the confirmation follows once it has. Answering the repeat
+        early would tell the origin our subtree is labelled while a deep member still is
+        not, and its search could then be accepted there (chaos: a duplicated restart,
+        and a look that joined a member of its own tree, closing a cycle with no root)."""
         key = message.key
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
@@ -216,7 +220,8 @@ class Restarts:
             self._leave(peer, key)
             return
         if message.uid in stream.restarts_seen:
-            self._send(peer, RestartConfirmed(message.uid, key))
+            if message.uid != stream.restart_uid or not stream.confirming:
+                self._send(peer, RestartConfirmed(message.uid, key, stream.subtree_high))
             return
         self._label(stream, message.uid, message.origin)
         self._check_confirmed(now, stream)
