@@ -319,6 +319,28 @@ def test_what_the_subtree_does_not_bring_the_root_reports_missed_to_every_asker(
 C, D = b"C", b"D"
 
 
+def test_a_number_recorded_lost_is_asked_again_of_a_resubscriber_that_saw_past_it() -> None:
+    # Chaos: a root recorded 5..15 lost at the end of its look, 0.2 s before a restarting
+    # branch that held them attached; subscribers rejoining after a partition were then
+    # told they were missed.
+    node, now = root_that_lacks_19()
+    b_resubscribes(node, now)
+    node.handle_timer(now + FILL / 2)  # 19 is lost for good
+    later = now + FILL
+    for peer, location in ((C, 0.35), (D, 0.36)):
+        node.link_up(later, peer)
+        node.receive(later, peer, Hello(location, 100))
+    # D has not seen 19: nothing to ask it, and 19 stays lost.
+    effects = node.receive(later, D, ResubscribeRequest(4, KEY, MAX_HTL, 0.36, 0.36, 18))
+    assert to(effects, D)[:2] == [SubscribeSucceeded(4, KEY, 21), PacketsMissed(KEY, 19, 19)]
+    # C's subtree has seen up to 21: it may hold 19, so it is asked for it again ...
+    effects = node.receive(later, C, ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 21))
+    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), PastQuery(KEY, 19, 19, MAX_WIRE_HTL)]
+    # ... and what it brings is taken in: a later asker gets the packet itself.
+    assert to(node.receive(later, C, push(19)), C) == [PublishSucceeded(19, KEY, 19)]
+    assert sends(node.receive(later, A, FillRequest(KEY, 19, 19))) == [(A, data(19))]
+
+
 def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
     # Chaos: a root told its waiters packet 0 was missed 0.2 s after a subtree holding 0
     # attached below; the subtree was never asked, and the first waiter's timeout made the

@@ -341,3 +341,16 @@ def test_replay_covers_every_number_exactly_once_in_order(
             assert not any(window.get(n) for n in range(first, last + 1)), "a held one skipped"
             expected = last + 1
     assert expected == max(start, end + 1)
+
+
+def test_reopen_forgets_the_newest_holes_up_to_a_number() -> None:
+    window = Window(100, 10**6)
+    for first, last in ((2, 3), (6, 6), (9, 12)):
+        window.mark_missing(first, last)
+    # The newest ``limit`` holes at or below 10, the last one cut at 10.
+    assert window.reopen(10, 2) == [(6, 6), (9, 10)]
+    assert dict(window.holes) == {2: 3, 11: 12}
+    assert window.accepts(6) and window.accepts(10) and not window.accepts(11)
+    assert window.reopen(1, 8) == []
+    assert window.reopen(20, 8) == [(2, 3), (11, 12)]
+    assert not window.holes

@@ -24,8 +24,10 @@ a new root told a resubscriber nine packets were missed that the subtree which m
 held). What nobody brought is then lost for good: the root records it missed, and every
 later asker hears so at once (not while a waiter asked since still waits for it). A
 resubscriber adopted while waiters wait has a subtree that was not there when they asked, so
-it is asked for what it may hold too (PastQuery), by whichever node adopts it. A root with
-no children, past its grace, has nobody to ask and reports the numbers missed at once.
+it is asked for what it may hold too (PastQuery), by whichever node adopts it; a root asks
+one that has seen past numbers it recorded lost for those as well, and takes them back in.
+A root with no children, past its grace, has nobody to ask and reports the numbers missed at
+once.
 Meanwhile:
 
 * A child joining through a search is not adopted yet (it would be sent live packets before
@@ -76,6 +78,10 @@ MAX_HOLDS = 3
 # resubscribe); past this bound a child is served at once, any gap reported missed, so a
 # child sending FillRequests in a loop holds at most this much state here.
 MAX_FILLS = 64
+
+# Holes a root forgets and asks a resubscriber's subtree for again, at most, per adoption
+# (``_ask_newcomer``): the newest, the ones a branch that was just cut off may still hold.
+REOPEN = 8
 
 # A range of packet numbers, both ends included.
 Span = tuple[int, int]
@@ -366,14 +372,25 @@ class Refills:
         self: _NodeParts, stream: Stream, peer: PeerId, last_seen: int | None
     ) -> None:
         """We adopted ``peer``'s resubscribe, having seen up to ``last_seen``, while our
-        waiters lack older numbers: its subtree was not here when those were asked for, and
-        may hold them. Ask it as well; what it holds is pushed up to the root, which asked
-        for it too (chaos: a root told a waiter that packet 0 was missed 0.2 s after a
-        subtree holding 0 attached below the waiter's relay)."""
-        if not stream.fills or last_seen is None:
+        waiters lack older numbers, or (at a root) after we recorded older numbers lost: its
+        subtree was not here when those were asked for, and may hold them. Ask it as well;
+        what it holds is pushed up to the root, which asked for it too (chaos: a root told a
+        waiter that packet 0 was missed 0.2 s after a subtree holding 0 attached below the
+        waiter's relay)."""
+        if last_seen is None:
             return
         spans: list[Span] = []
-        for fill in stream.fills:
+        if stream.state is State.ROOT:
+            # What we recorded lost up to ``last_seen`` may be down there too: nobody brought
+            # it while we asked, but this subtree was not here then (chaos: a root recorded
+            # 5..15 lost at the end of its look, 0.2 s before a restarting branch that held
+            # them attached, and subscribers rejoining after a partition were told so).
+            # Asked again, and taken in if it comes (``gathered``); the newest few only.
+            reopened = stream.window.reopen(last_seen, REOPEN)
+            if reopened:
+                stream.reopened = reopened
+                spans.extend(reopened)
+        for fill in stream.fills or ():
             first, last = fill.asked
             if first <= last_seen:
                 spans.extend(gaps(stream.window, first, min(last, last_seen)))

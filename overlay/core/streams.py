@@ -146,6 +146,9 @@ class Stream:
     probed_at: float | None = None  # when we last sent a probe from this root
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
+    # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
+    # which it takes in if they come (refills, ``_ask_newcomer``).
+    reopened: list[tuple[int, int]] | None = None
     # Our last child died and we stay a while, holding the window (``leaving``): the token
     # of the timer that ends the stay (None: not lingering).
     linger: int | None = None

@@ -250,10 +250,12 @@ def backfills(stream: Stream, message: PublishData) -> bool:
 
 
 def gathered(stream: Stream, number: int | None) -> bool:
-    """Whether a waiter at this root asked its subtree for packet ``number``."""
-    return number is not None and any(
-        fill.asked[0] <= number <= fill.asked[1] for fill in stream.fills or ()
-    )
+    """Whether this root asked its subtree for packet ``number``: for a waiter, or again
+    after recording it lost (``refills``)."""
+    if number is None:
+        return False
+    spans = [fill.asked for fill in stream.fills or ()] + (stream.reopened or [])
+    return any(first <= number <= last for first, last in spans)
 
 
 def continues(stream: Stream, message: PublishData) -> bool:

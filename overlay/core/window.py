@@ -111,6 +111,23 @@ class Window:
             self._forget_below(self.holes.peekitem(0)[1] + 1)
         return fresh
 
+    def reopen(self, last: int, limit: int) -> list[Missing]:
+        """Forget the newest ``limit`` holes at or below ``last`` (the parts at or below it):
+        those numbers are no longer known missing, just not held. Returns them, oldest
+        first. Work is bounded by ``limit`` and the number of holes."""
+        reopened: list[Missing] = []
+        index = self.holes.bisect_right(last)
+        while index > 0 and len(reopened) < limit:
+            index -= 1
+            first, end = self.holes.peekitem(index)
+            del self.holes[first]
+            if end > last:
+                self.holes[last + 1] = end
+                end = last
+            reopened.append((first, end))
+        reopened.reverse()
+        return reopened
+
     def _next_known(self, number: int) -> int:
         """The smallest held or missing number above ``number`` (or a number past all)."""
         candidates = []
