@@ -393,6 +393,49 @@ def test_a_relay_asks_a_subtree_that_attaches_while_its_waiter_waits() -> None:
     assert sends(effects) == [(D, Accepted(4))]
 
 
+X = b"X"
+
+
+def made_a_new_root() -> Node:
+    """N (joined late: never had 19) is below P, which restarts; B, in P's subtree, routes
+    P's resubscribe (having seen 18) through N, and it makes X a new root: N hangs from X
+    and answers B naming no head, since X holds none of the tree's past."""
+    node = joined_late()
+    meet(node, X, 0.47)
+    node.receive(1.0, P, SubscribeRestarted(70, KEY, 0.49))
+    node.receive(1.0, A, RestartConfirmed(70, KEY))
+    node.receive(1.1, B, ResubscribeRequest(70, KEY, MAX_HTL, 0.3, 0.49, 18))
+    node.receive(1.2, P, RejectedLoop(70))  # P is the origin: on to X
+    effects = node.receive(1.3, X, SubscribeSucceededNewRoot(70, KEY))
+    # B is adopted at once (its subtree is what brings X the past), but its catch-up waits
+    # for 19, which N never had: N asks X rather than tell B that 19 was missed.
+    assert to(effects, B) == [SubscribeSucceeded(70, KEY, None)]
+    assert FillRequest(KEY, 19, 19) in to(effects, X)
+    stream = node.streams[KEY]
+    assert (stream.parent, list(stream.children)) == (X, [A, B])
+    return node
+
+
+def test_a_child_whose_search_made_a_new_root_is_caught_up_once_the_root_has_it() -> None:
+    # Chaos: told 25 was missed, such a child's subscriber lost it, and N dropped 25 as old
+    # when X, having gathered it from B's subtree 0.3 s later, sent it down.
+    node = made_a_new_root()
+    # A live packet meanwhile goes to A; B gets it only after what comes before it.
+    assert sends(node.receive(1.4, X, data(22))) == [(A, data(22))]
+    effects = node.receive(1.5, X, data(19))
+    assert sends(effects) == [(B, data(19)), (B, data(20)), (B, data(21)), (B, data(22))]
+    assert sends(node.receive(1.6, X, data(23))) == [(A, data(23)), (B, data(23))]
+
+
+def test_a_held_back_catch_up_is_sent_when_its_wait_ends() -> None:
+    node = made_a_new_root()
+    node.receive(1.4, X, data(22))
+    assert to(node.handle_timer(1.3 + FILL - 0.01), B) == []
+    effects = node.handle_timer(1.3 + FILL)
+    assert to(effects, B) == [PacketsMissed(KEY, 19, 19), data(20), data(21), data(22)]
+    assert sends(node.receive(FILL + 2, X, data(23))) == [(A, data(23)), (B, data(23))]
+
+
 def test_a_root_with_no_child_has_nobody_to_ask_and_reports_the_gap_at_once() -> None:
     node, now = root_that_lacks_19(local=True)
     node.link_down(now, A)

@@ -644,7 +644,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         ``last_seen``; if that needs packets from before we joined, first ask for them
         (``refills``; ``wait`` False: serve what we have). ``head_known`` False: the
         answer names no head (our root lacks the tree's past; ``PacketFlow.success``), and
-        nothing is asked of our parent, which that root is above."""
+        it is adopted at once; only its catch-up waits for what we lack (``refills``)."""
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
@@ -661,7 +661,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
             self._send(peer, self.flow.success(uid, stream, last_seen, head_known))
-        if not new_root and not (known and last_seen is None):
+        later = not head_known and self._catch_up_later(now, stream, peer, last_seen)
+        if not new_root and not later and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
         if stream.state is State.RESTARTING:
             # Chaos: a detached node adopted a resubscriber that had seen 19, became root

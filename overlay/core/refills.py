@@ -35,6 +35,9 @@ Meanwhile:
   the numbers are in, the node checks again that it may accept the search (it may have
   restarted meanwhile) and adopts it, catching it up from its ``last_seen`` as usual.
 * A child's own FillRequest is answered by a replay of the range.
+* A child whose search made our new root cannot wait like that: the root lacks the tree's
+  past, and the subtree beyond that child is what brings it up. It is adopted at once, and
+  only its catch-up waits, with every live packet behind it (``Stream.catching_up``).
 
 Nothing waits for ever: each waiter has ``fill_timeout`` (at the root, as above), after
 which it is served with what the node has (the rest reported missed, never skipped in
@@ -235,6 +238,26 @@ class Refills:
                 self._send(stream.parent, FillRequest(stream.key, *asked))
         return True
 
+    def _catch_up_later(
+        self: _NodeParts, now: float, stream: Stream, peer: PeerId, last_seen: int | None
+    ) -> bool:
+        """We just adopted ``peer``, whose search made our new root, naming no head: that
+        root lacks the tree's past, and the subtree beyond ``peer`` is what brings it up, so
+        ``peer`` cannot wait to be adopted (as a search does) until we have it. But if we
+        never had some of what it must be caught up on, we ask our parent, and its catch-up
+        (and everything live meanwhile) waits until that is in, or the wait times out
+        (chaos: a relay that joined after packet 25 told such a child 25 was missed, and
+        then dropped 25 as old when the root, which gathered it 0.3 s later, sent it down).
+        True: the catch-up waits (``_finish_fill`` sends it)."""
+        if last_seen is None or not self._serve_later(
+            now, stream, peer, last_seen + 1, None, None, None
+        ):
+            return False
+        if stream.catching_up is None:
+            stream.catching_up = set()
+        stream.catching_up.add(peer)
+        return True
+
     def _arm_fill(self: _NodeParts, now: float, stream: Stream) -> int:
         """A timer for a waiter of ``stream`` whose numbers were asked for just now."""
         self._fill_tokens += 1
@@ -355,6 +378,11 @@ class Refills:
             if live and peer in stream.children and stream.next_in is not None:
                 end = stream.next_in - 1 if fill.last is None else fill.last
                 self._replay(stream, peer, fill.first, min(end, stream.next_in - 1))
+            if fill.last is None and stream.catching_up is not None:
+                # A held-back catch-up (``_catch_up_later``), now sent: live packets again.
+                stream.catching_up.discard(peer)
+                if not stream.catching_up:
+                    stream.catching_up = None
         elif peer in self.peers:
             if (
                 live

@@ -143,6 +143,8 @@ class Restarts:
         self: _NodeParts, now: float, stream: Stream, peer: PeerId, died: bool = False
     ) -> None:
         del stream.children[peer]
+        if stream.catching_up is not None:
+            stream.catching_up.discard(peer)
         self.flow.children_changed(stream)  # a root may have nobody left to wait for
         if stream.looking is not None:
             stream.look_lost = True  # see ``merges``: the look may have missed its subtree

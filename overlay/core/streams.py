@@ -146,6 +146,9 @@ class Stream:
     probed_at: float | None = None  # when we last sent a probe from this root
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
+    # Children adopted whose catch-up waits for such packets (refills, ``_catch_up_later``):
+    # nothing live goes to them until it is sent, in order.
+    catching_up: set[PeerId] | None = None
     # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
     # which it takes in if they come (refills, ``_ask_newcomer``).
     reopened: list[tuple[int, int]] | None = None
