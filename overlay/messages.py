@@ -11,7 +11,9 @@ other seeds add. Two deliberate extensions of the spec's field lists:
 * ``DataNotFound`` carries ``htl``, the hops-to-live left when the search below the sender
   ended. Freenet's backtracking needs it (its RouteNotFound does the same): the node that
   receives it goes on to its next-closest peer with that budget, so a search costs at most the
-  budget however the backtracking branches, instead of starting afresh at every level.
+  budget however the backtracking branches, instead of starting afresh at every level. It
+  also carries ``lost``: a hop below dropped its link before answering, so "not found" may
+  be wrong (a root's look then looks again: ``overlay.core.merges``).
 * ``PublishData``/``SubscribeData`` carry ``kind`` (plain data, or the marker closing or
   aborting an epoch) so that epoch boundaries travel in the root's one total order (Strymon).
 * ``SubscribeData.epoch_first`` is the number of the first packet of the packet's epoch, set
@@ -276,13 +278,16 @@ class DataNotFound(Message):
     """The search below the sender ended without finding the stream or a better root.
 
     ``htl`` is the budget left (0: exhausted); the receiver backtracks to its next peer with
-    it, or, if it is itself the closest node the search saw, becomes the root.
+    it, or, if it is itself the closest node the search saw, becomes the root. ``lost``:
+    somewhere below, a peer the search was sent to dropped its link before it answered, so
+    the search may have succeeded beyond that peer and its answer died with the link.
     """
 
     TYPE: ClassVar[int] = 8
     uid: int = _f(Kind.UID)
     key: bytes = _f(Kind.KEY)
     htl: int = _f(Kind.HTL)
+    lost: bool = _opt(Kind.FLAG, False)
 
 
 @dataclass(frozen=True, slots=True)

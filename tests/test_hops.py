@@ -56,6 +56,39 @@ def test_after_its_parent_failed_the_member_goes_on_greedily() -> None:
     assert forwarded_to(effects) == [b"Z"]
 
 
+# --- a search whose next hop drops its link ---------------------------------------------
+
+
+def test_a_search_lost_beyond_a_broken_link_says_so_when_it_comes_back() -> None:
+    # Q took the search and dropped its link before answering: it may have found the
+    # stream beyond, and the answer died with the link. N backtracks as always, and the
+    # DataNotFound it sends back says the search was lost on the way. (U's search has seen
+    # a node closer than N, so N does not become the root where it ends.)
+    node = make(0.45)
+    for peer, location in ((b"U", 0.1), (b"Q", 0.49), (b"P", 0.3)):
+        meet(node, peer, location)
+    effects = node.receive(1.0, b"U", SubscribeRequest(UID, KEY, MAX_HTL, 0.499, None))
+    assert [p for p, m in sends(effects) if isinstance(m, SubscribeRequest)] == [b"Q"]
+    node.receive(1.1, b"Q", Accepted(UID))
+    effects = node.link_down(1.2, b"Q")
+    assert [p for p, m in sends(effects) if isinstance(m, SubscribeRequest)] == [b"P"]
+    effects = node.receive(1.3, b"P", DataNotFound(UID, KEY, 5))
+    assert sends(effects) == [(b"U", DataNotFound(UID, KEY, 5, lost=True))]
+
+
+def test_a_relay_passes_on_that_a_search_was_lost_further_down() -> None:
+    node = make(0.45)
+    for peer, location in ((b"U", 0.1), (b"Q", 0.49)):
+        meet(node, peer, location)
+    node.receive(1.0, b"U", SubscribeRequest(UID, KEY, MAX_HTL, 0.499, None))
+    effects = node.receive(1.1, b"Q", DataNotFound(UID, KEY, 4, lost=True))
+    assert sends(effects) == [(b"U", DataNotFound(UID, KEY, 4, lost=True))]
+    # Without a broken link on the way, a failure is a plain one.
+    node.receive(2.0, b"U", SubscribeRequest(UID + 1, KEY, MAX_HTL, 0.499, None))
+    effects = node.receive(2.1, b"Q", DataNotFound(UID + 1, KEY, 4))
+    assert sends(effects) == [(b"U", DataNotFound(UID + 1, KEY, 4))]
+
+
 # --- a search of our own with no peer at all ------------------------------------------------
 
 

@@ -88,7 +88,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY), ("origin", Kind.LOCATION)),
     "RestartConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("last_seen", Kind.OPT_SEEN)),
     "RestartEnded": (("uid", Kind.UID), ("key", Kind.KEY)),
-    "DataNotFound": (("uid", Kind.UID), ("key", Kind.KEY), ("htl", Kind.HTL)),
+    "DataNotFound": (("uid", Kind.UID), ("key", Kind.KEY), ("htl", Kind.HTL), ("lost", Kind.FLAG)),
     "RejectOverload": (("uid", Kind.UID), ("key", Kind.KEY)),
     "RejectedLoop": (("uid", Kind.UID),),
     "Unsubscribe": (("key", Kind.KEY),),

@@ -30,7 +30,7 @@ from test_takeover import (
 )
 
 from overlay.core.streams import State
-from overlay.messages import ResubscribeRequest, SubscribeSucceeded
+from overlay.messages import DataNotFound, ResubscribeRequest, SubscribeSucceeded
 
 
 def test_a_split_from_a_takeover_beside_the_root_is_mended_by_the_first_look() -> None:
@@ -71,6 +71,27 @@ def test_a_root_alone_looks_once_finds_nothing_and_numbers_then() -> None:
     # Once per takeover: the next grace end (there is none) and later timers look no more.
     net.advance(net.now + 10 * GRACE)
     assert net.nodes[X].stats.looks == 1
+
+
+def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
+    """Chaos: a look reached a closer root, whose success was dropped with a link on the way
+    back; the relay backtracked, the look came back "not found", and two roots numbered
+    0..14 side by side. A look that comes back ``lost`` is repeated, numbering held."""
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    node.subscribe(0.0, KEY, 1)
+    node.handle_timer(ACCEPT)  # the search dies at P: N is root, and looks
+    stream = node.streams[KEY]
+    look = stream.looking
+    assert stream.state is State.ROOT and look is not None
+    node.receive(ACCEPT + 0.1, b"P", DataNotFound(look, KEY, 3, lost=True))
+    assert stream.state is State.ROOT and stream.looking is None
+    assert stream.look_due and stream.recover_until is not None  # numbering still held
+    node.handle_timer(stream.recover_until)
+    assert stream.looking not in (None, look) and node.stats.looks == 2
+    # The same answer without ``lost``: the look found nothing, and numbering goes on.
+    node.receive(stream.recover_until, b"P", DataNotFound(stream.looking, KEY, 3))
+    assert stream.looking is None and not stream.look_due and stream.recover_until is None
 
 
 def test_an_attached_root_takes_a_resubscribe_whatever_its_must_beat() -> None:

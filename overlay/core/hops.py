@@ -139,6 +139,7 @@ class Hops:
             return
         if isinstance(reply, DataNotFound):
             route.htl = min(route.htl, reply.htl)
+            route.lost |= reply.lost
         self._forward(now, route)
         self._settle(peer, route.key)
 

@@ -42,6 +42,9 @@ each, with a fresh uid:
   the two looks part. A root whose closer peer is in its own tree pays these extra looks,
   holding numbering meanwhile, whenever a look after a takeover, a lost child or a new
   tree's start finds nothing (a probe round's look, ``probes``, is not repeated).
+* A look whose search was lost beyond a broken link (DataNotFound ``lost``): a relay whose
+  next hop dropped its link before answering cannot tell "nothing there" from "found, and
+  the answer died with the link". Looked again the same way, after the same pause.
 
 As for the first case, a root that loses a child to death or restart at any time (not by
 Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new
@@ -94,7 +97,7 @@ class _NodeParts(Protocol):
     def _route_restart(self, now: float, stream: Stream) -> None: ...
     def _hold_numbers(self, now: float, stream: Stream) -> None: ...
     def _start_look(self, now: float, stream: Stream) -> None: ...
-    def _looked(self, now: float, stream: Stream) -> None: ...
+    def _looked(self, now: float, stream: Stream, lost: bool = False) -> None: ...
     def _closer_stranger(self, stream: Stream) -> bool: ...
 
 
@@ -173,10 +176,11 @@ class Merges:
         stream.recover_until = now + self.config.request_timeout
         self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
 
-    def _looked(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _looked(self: _NodeParts, now: float, stream: Stream, lost: bool = False) -> None:
         """The look found no other tree: stay root, end the labels and the grace; or, if
-        a child left while it ran, or a closer peer outside our tree may have refused it,
-        look once more (up to ``RELOOKS`` times)."""
+        a child left while it ran, a closer peer outside our tree may have refused it, or
+        its search was ``lost`` beyond a link that broke, look once more (up to
+        ``RELOOKS`` times)."""
         stream.looking = stream.join_uid = None
         if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
@@ -186,11 +190,14 @@ class Merges:
             self._start_look(now, stream)
             return
         self._take_label(stream, None, None)
-        stranger = stream.state is State.ROOT and self._closer_stranger(stream)
+        stranger = stream.state is State.ROOT and (lost or self._closer_stranger(stream))
         if stranger and stream.relooks < RELOOKS:
             # See the module notes (chaos: two roots that took over from one dead root
             # looked together, missed each other, and both numbered 17 on). Our labels
-            # are off now, so the other root's look can reach us.
+            # are off now, so the other root's look can reach us. A search lost beyond a
+            # broken link may have reached another tree, whose answer died with the link
+            # (chaos: a look that found a closer root, the success dropped on the way
+            # back, and two roots numbered 0..14 side by side): the pause lets it redial.
             stream.relooks += 1
             stream.look_due = True
             stream.recover_until = now + self.rng.uniform(0.0, self.config.heartbeat_interval)

@@ -428,7 +428,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
 
     def _own_search_ended(self, now: float, stream: Stream, route: Route) -> None:
         if stream.state is State.ROOT:
-            self._looked(now, stream)  # no other tree: still the root
+            self._looked(now, stream, route.lost)  # no other tree: still the root
         elif stream.state is State.RESTARTING:
             # Nobody closer than us outside our own subtree answered: we are the closest
             # node that routing can find, so the subtree keeps us as its root.
@@ -456,7 +456,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def _fail(self, route: Route) -> None:
         self.stats.not_found += 1
         if route.upstream is not None and route.upstream in self.peers:
-            self._send(route.upstream, DataNotFound(route.uid, route.key, route.htl))
+            self._send(route.upstream, DataNotFound(route.uid, route.key, route.htl, route.lost))
 
     def _on_success(
         self, now: float, peer: PeerId, reply: SubscribeSucceeded | SubscribeSucceededNewRoot

@@ -131,6 +131,7 @@ class Restarts:
             # Handling one route can finish others (joining a tree completes every search
             # for the key): act only on routes still live and still waiting on ``peer``.
             if self.routes.get(route.uid) is route and route.current == peer:
+                route.lost = True  # its answer, if any, died with the link
                 self._forward(now, route)  # backtrack past it
         for stream in list(self.streams.values()):
             if stream.parent == peer:

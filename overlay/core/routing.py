@@ -47,6 +47,7 @@ class Route:
     attempt: int = 0  # numbers each forward, so a timer for an earlier one is ignored
     deadline: float = 0.0  # when we stop waiting for ``current``
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
+    lost: bool = False  # a peer it went to dropped its link before answering (DataNotFound)
 
     @property
     def is_resubscribe(self) -> bool:
