@@ -489,12 +489,10 @@ class PacketFlow(Takeover, Gathering, Commits):
             self._missing(stream, first, message.last)
 
     def _missing(self, stream: Stream, first: int, last: int) -> None:
-        waiting = stream.catching_up
         for a, b in stream.window.mark_missing(first, last):
             self.stats.gaps += 1
-            for child in stream.children:
-                if waiting is None or child not in waiting:
-                    self._send(child, PacketsMissed(stream.key, a, b))
+            for child in stream.fed:
+                self._send(child, PacketsMissed(stream.key, a, b))
         stream.next_in = max(stream.next_in or 0, last + 1)
         stream.contiguous_from = max(stream.contiguous_from or 0, last + 1)
         if stream.high is None or last > stream.high:
@@ -511,10 +509,8 @@ class PacketFlow(Takeover, Gathering, Commits):
             stream.contiguous_from = number
         if stream.high is None or number > stream.high:
             stream.high = number
-        waiting = stream.catching_up  # (sent these in order once their catch-up is: refills)
-        for child in stream.children:
-            if waiting is None or child not in waiting:
-                self._send(child, packet)
+        for child in stream.fed:
+            self._send(child, packet)
         if stream.state is State.ROOT:
             self.stored_at_root(stream, number)
         self.pump(stream)

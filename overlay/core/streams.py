@@ -19,6 +19,7 @@ so the new parent link closes no cycle.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -180,6 +181,15 @@ class Stream:
             return
         if self.subtree_high is None or number > self.subtree_high:
             self.subtree_high = number
+
+    @property
+    def fed(self) -> Iterable[PeerId]:
+        """The children live packets and gaps go to: all but those whose held-back catch-up
+        (``catching_up``) must reach them first."""
+        waiting = self.catching_up
+        if waiting is None:
+            return self.children
+        return [child for child in self.children if child not in waiting]
 
     @property
     def idle(self) -> bool:
