@@ -463,9 +463,10 @@ class ProbeAnswer(Message):
 @dataclass(frozen=True, slots=True)
 class HeldQuery(Message):
     """A root asking a child to say once it holds ``packet`` (it answers with Held). Until
-    some child does, the root's own clients are not shown the packet nor told it is
-    acknowledged: were the root to die first, the next root would give that number to
-    another packet (``overlay.core.commits``)."""
+    two children do (or its only one), the root's own clients are not shown the packet
+    nor told it is acknowledged, nor is a child that published it itself: were the root to
+    die first, the next root would give that number to another packet
+    (``overlay.core.commits``)."""
 
     TYPE: ClassVar[int] = 25
     key: bytes = _f(Kind.KEY)

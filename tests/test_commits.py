@@ -1,22 +1,27 @@
 """Commits (``overlay.core.commits``): a root shows its own clients a packet, and tells a
-local publisher it is acknowledged, only once a child holds it too.
+local publisher, or a child that published it itself, that it is acknowledged, only once
+two children hold it too (one, if it has only one).
 
 The scene: N (0.45) is root of KEY with local client 1, subscribed and publishing; U (0.2)
-is its only child.
+is its only child. Some tests add V (0.3), or use a root without local clients.
 """
 
 from __future__ import annotations
 
-from corenet import key_at
+from corenet import CoreNet, key_at
 from test_node import make, meet, sends
 
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import Packet, PublishAcked
 from overlay.core.node import Node
+from overlay.core.streams import State
 from overlay.messages import (
+    MAX_WIRE_HTL,
     Held,
     HeldQuery,
     PacketKind,
+    PublishData,
+    PublishSucceeded,
     SubscribeData,
     SubscribeRequest,
     SubscribeSucceeded,
@@ -24,6 +29,7 @@ from overlay.messages import (
 
 KEY = key_at(0.5)
 U = b"U"
+V = b"V"
 
 
 def root(child: bool = True, **config: object) -> Node:
@@ -110,3 +116,108 @@ def test_a_child_answers_with_everything_it_processed_and_only_its_parent() -> N
         node.receive(0.1, b"P", data)
     assert sends(node.receive(0.2, b"P", HeldQuery(KEY, 1))) == [(b"P", Held(KEY, 2))]
     assert sends(node.receive(0.2, b"X", HeldQuery(KEY, 1))) == []
+
+
+def adopt(node: Node, child: bytes, location: float, uid: int) -> None:
+    meet(node, child, location, boot_id=uid)
+    node.receive(0.0, child, SubscribeRequest(uid, KEY, 5, location, None))
+    assert child in node.streams[KEY].children
+
+
+def bare_root(*children: tuple[bytes, float]) -> Node:
+    """N as root of KEY with ``children`` and no local client (the one that made it root
+    left)."""
+    node = root(child=False)
+    for i, (child, location) in enumerate(children):
+        adopt(node, child, location, 50 + i)
+    node.unsubscribe(0.5, KEY, 1)
+    assert node.streams[KEY].state is State.ROOT and not node.streams[KEY].local
+    return node
+
+
+def own_publish(uid: int, data: bytes, hops: int = 1) -> PublishData:
+    """A publish as it reaches the root ``hops`` hops from the publisher's node."""
+    return PublishData(uid, KEY, None, 0.2, MAX_WIRE_HTL - hops, data, None, PacketKind.DATA, None)
+
+
+def answers(effects: list[Effect], to: bytes) -> list[object]:
+    return [m for peer, m in sends(effects) if peer == to and isinstance(m, PublishSucceeded)]
+
+
+def test_with_two_children_the_root_waits_until_both_hold_a_packet() -> None:
+    node = root()
+    adopt(node, V, 0.3, 60)
+    effects = node.publish(1.0, KEY, 1, 100, b"p0")
+    assert (U, HeldQuery(KEY, 0)) in sends(effects) and (V, HeldQuery(KEY, 0)) in sends(effects)
+    assert seen(node.receive(1.1, U, Held(KEY, 0))) == []  # N and U only: both may die
+    assert seen(node.receive(1.2, V, Held(KEY, 0))) == [0, ("acked", 0)]
+
+
+def test_a_childs_own_publish_is_answered_once_another_child_holds_it() -> None:
+    node = bare_root((U, 0.2), (V, 0.3))
+    effects = node.receive(1.0, U, own_publish(200, b"p0"))
+    assert answers(effects, U) == []  # N and U hold packet 0, nobody else
+    assert (V, HeldQuery(KEY, 0)) in sends(effects)
+    assert answers(node.receive(1.1, U, Held(KEY, 0)), U) == []  # U itself does not count
+    effects = node.receive(1.2, V, Held(KEY, 0))
+    assert answers(effects, U) == [PublishSucceeded(200, KEY, 0)]
+
+
+def test_a_publish_that_climbed_through_a_relay_is_answered_at_once() -> None:
+    node = bare_root((U, 0.2), (V, 0.3))
+    effects = node.receive(1.0, U, own_publish(200, b"p0", hops=2))
+    assert answers(effects, U) == [PublishSucceeded(200, KEY, 0)]  # U and its child hold it
+    assert not [m for _, m in sends(effects) if isinstance(m, HeldQuery)]
+
+
+def test_the_only_childs_own_publish_is_answered_at_once() -> None:
+    node = bare_root((U, 0.2))
+    assert answers(node.receive(1.0, U, own_publish(200, b"p0")), U) == [
+        PublishSucceeded(200, KEY, 0)
+    ]
+
+
+def test_a_waiting_answer_goes_out_when_the_other_child_dies() -> None:
+    node = bare_root((U, 0.2), (V, 0.3))
+    node.receive(1.0, U, own_publish(200, b"p0"))
+    assert answers(node.link_down(2.0, V), U) == [PublishSucceeded(200, KEY, 0)]
+
+
+def test_a_retry_while_the_answer_waits_is_answered_once() -> None:
+    node = bare_root((U, 0.2), (V, 0.3))
+    node.receive(1.0, U, own_publish(200, b"p0"))
+    assert answers(node.receive(1.5, U, own_publish(200, b"p0")), U) == []
+    node.receive(1.6, U, Held(KEY, 0))
+    assert answers(node.receive(1.7, V, Held(KEY, 0)), U) == [PublishSucceeded(200, KEY, 0)]
+
+
+def test_a_child_adopted_after_the_question_counts_from_the_next_one() -> None:
+    node = bare_root((U, 0.2), (V, 0.3))
+    node.receive(1.0, U, own_publish(200, b"p0"))
+    adopt(node, b"W", 0.25, 70)  # never asked about packet 0
+    node.receive(1.1, U, Held(KEY, 0))
+    assert answers(node.receive(1.2, V, Held(KEY, 0)), U) == [PublishSucceeded(200, KEY, 0)]
+    effects = node.receive(1.3, U, own_publish(201, b"p1"))
+    assert (b"W", HeldQuery(KEY, 1)) in sends(effects)
+
+
+def test_over_real_cores_the_publisher_hears_of_its_packet_only_once_another_child_holds_it() -> (
+    None
+):
+    """R (0.48) roots the tree; P (0.3) publishes and S (0.2) subscribes, both R's children."""
+    net = CoreNet(seed=1)
+    for name, location in ((b"R", 0.48), (b"P", 0.3), (b"S", 0.2)):
+        net.add(name, location)
+    net.connect(b"R", b"P")
+    net.connect(b"R", b"S")
+    net.subscribe(b"R", KEY, client=9)  # R roots the tree; its client leaves below
+    net.subscribe(b"S", KEY)
+    net.subscribe(b"P", KEY)
+    net.unsubscribe(b"R", KEY, client=9)
+    assert net.roots(KEY) == [b"R"] and set(net.stream(b"R", KEY).children) == {b"P", b"S"}
+    net.hold(b"S")  # S is slow: it holds nothing yet
+    net.publish(b"P", KEY, b"p0", uid=7)
+    assert net.answers(b"P") == []  # R and P hold packet 0, nobody else
+    net.release(b"S")
+    assert net.answers(b"P") == [PublishAcked(KEY, 7, 0)]
+    assert [e.number for e in net.received(b"S") if isinstance(e, Packet)] == [0]

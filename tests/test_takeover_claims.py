@@ -102,7 +102,8 @@ def test_root_whose_tree_had_nothing_sends_a_merging_trees_past_down_every_branc
         packet = SubscribeData(KEY, n, OLD[n], None, PacketKind.DATA, None, None, UID + n)
         assert Send(C, packet) in effects
     assert node.stats.refilled == 3 and node.stats.published == 0
-    effects = node.receive(0.2, C, Held(KEY, 2))
+    # Both children hold them (``commits``): U pushed them, C was sent them.
+    effects = node.receive(0.2, C, Held(KEY, 2)) + node.receive(0.2, b"U", Held(KEY, 2))
     delivered = [e.event for e in effects if isinstance(e, Deliver)]
     assert [(p.number, p.data) for p in delivered if isinstance(p, Packet)] == list(
         (n, OLD[n]) for n in range(3)

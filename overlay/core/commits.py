@@ -1,20 +1,29 @@
-"""Commits: a root shows its own clients a packet only once another node holds it.
+"""Commits: a root lets a packet count as delivered only once other nodes hold it too.
 
-A root numbers a packet, stores it and sends it to its children. Its local subscribers would
-see it at once, and a local publisher would be told it is acknowledged, while the root is
-the only node holding it: if the root dies then, before any child has the packet, the next
-root knows nothing of that number and gives it to another packet (chaos: a subscriber at the
-root had packet 20 with one content, the rest of the tree with another). A remote publisher
-is safe already: its acknowledgement goes down the same FIFO links after the packet, so
-every node on its path holds the packet first.
+A root numbers a packet, stores it and sends it to its children. Were it to tell a publisher
+at once that the packet is acknowledged, and show it to its own subscribers, the root might
+be the only node that holds it: if the root dies then, the next root knows nothing of that
+number and gives it to another packet (chaos: a subscriber at the root had packet 20 with
+one content, the rest of the tree with another). So a packet counts as committed once two
+children hold it (one, if the root has only one child), and until then:
 
-So a root with children and local clients asks its children (``HeldQuery``) to say once they
-hold the packet, and shows its clients nothing past the newest number one of them has
-confirmed (``Held``, cumulative). One question is outstanding at a time; the answer to it
-asks about the newest packet again, so under load one round trip covers many packets. A root
-without children has no one to wait for. A child that never answers costs at most
-``confirm_timeout`` (counted in heartbeat rounds): then the root shows what it has, as it
-did before, rather than let a silent or hostile child stall its clients.
+* the root's local subscribers are not shown it;
+* a local publisher at the root is not told it is acknowledged;
+* a child that published it itself (it came straight from its origin: its HTL is one hop
+  below the full one) is not told either, while the root has another child: until then
+  the root and that child are its only holders, and both may die (chaos: a partition cut
+  the rest of the tree off, and the root and the publisher's node died within seconds of
+  each other; a cut-off subscriber never had the acknowledged packet). A publish that
+  climbed through a relay is answered at once: its acknowledgement goes down the same FIFO
+  links after the packet, so the root, every relay and the publisher's node hold it first.
+
+The root asks its children (``HeldQuery``) to say what they hold, and keeps each one's
+answer (``Held``, cumulative). One question is outstanding at a time; once it is answered
+the root asks about its newest packet again, so under load one round trip covers many
+packets. A child adopted after the question counts from the next one. A root with nobody to
+wait for does not ask. A child that never answers costs at most ``confirm_timeout`` (counted
+in heartbeat rounds), or until liveness drops it: then the root goes on without it, rather
+than let a silent or hostile child stall its clients.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -27,8 +36,11 @@ from typing import Any, Protocol
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.stats import NodeStats
-from overlay.core.streams import State, Stream
-from overlay.messages import Held, HeldQuery, Message, PublishSucceeded
+from overlay.core.streams import Source, State, Stream
+from overlay.messages import MAX_WIRE_HTL, Held, HeldQuery, Message, PublishData, PublishSucceeded
+
+# Children that must hold a packet before it is committed (fewer if the root has fewer).
+HOLDERS = 2
 
 
 class _FlowParts(Protocol):
@@ -38,9 +50,23 @@ class _FlowParts(Protocol):
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _answer_local(self, client: ClientId, answer: Any) -> None: ...
+    def _reply(self, source: Source, answer: Any) -> None: ...
     def pump(self, stream: Stream) -> None: ...
     def _ask(self, stream: Stream, number: int) -> None: ...
     def _commit(self, stream: Stream) -> None: ...
+    def _advance(self, stream: Stream) -> None: ...
+    def release(self, stream: Stream) -> None: ...
+
+
+def held_by_enough(stream: Stream) -> int:
+    """The newest packet that ``HOLDERS`` of the children asked (or all, if fewer) hold;
+    -1 if none was asked."""
+    marks = sorted(
+        (mark for child, mark in stream.holds.items() if child in stream.children), reverse=True
+    )
+    if not marks:
+        return -1
+    return marks[min(HOLDERS, len(marks)) - 1]
 
 
 class Commits:
@@ -48,8 +74,11 @@ class Commits:
 
     def stored_at_root(self: _FlowParts, stream: Stream, number: int) -> None:
         """The root stored packet ``number`` and sent it to its children."""
-        if not stream.children or not stream.local:
-            self._commit(stream)  # nobody to wait for, or nobody local to shield
+        if not stream.children or not (stream.local or stream.unacked):
+            # Nobody to wait for, or nobody local to shield and no answer held back. A
+            # publishing child's answer, if it must wait, starts the wait itself
+            # (``ack_child``).
+            self._commit(stream)
             return
         if stream.committed is None:
             stream.committed = number - 1
@@ -65,30 +94,63 @@ class Commits:
             and committed is not None
             and answer.packet > committed
         ):
-            stream.unacked.append((client, answer))
+            stream.unacked[(client, answer.uid)] = answer
         else:
             self._answer_local(client, answer)
+
+    def ack_child(
+        self: _FlowParts, stream: Stream, child: PeerId, message: PublishData, answer: Any
+    ) -> None:
+        """Answer a child's publish; if the child is the publisher itself, a success waits
+        until another child holds the packet too (see the module docstring)."""
+        # The publisher's node sends its publish with the full HTL less its own hop.
+        direct = not message.pushed and message.htl >= MAX_WIRE_HTL - 1
+        if (
+            not isinstance(answer, PublishSucceeded)
+            or not direct
+            or stream.state is not State.ROOT
+            or stream.next_in is None
+            or all(other == child for other in stream.children)
+        ):
+            self._send(child, answer)
+            return
+        if stream.committed is None:
+            if answer.packet != stream.next_in - 1:
+                # Not the packet just numbered (a retry of an older one): it spread long
+                # ago, or the wait for it timed out.
+                self._send(child, answer)
+                return
+            stream.committed = answer.packet - 1
+        if answer.packet <= stream.committed:
+            self._send(child, answer)
+            return
+        stream.unacked[(child, answer.uid)] = answer  # a retry's answer replaces the first
+        if stream.asked is None or stream.asked <= stream.committed:
+            self._ask(stream, stream.next_in - 1)
 
     def on_held(self: _FlowParts, peer: PeerId, message: Held, stream: Stream) -> None:
         """A child holds everything up to ``message.packet``."""
         if stream.state is not State.ROOT or peer not in stream.children:
             self.stats.ignored += 1
             return
-        if stream.next_in is None or stream.committed is None:
-            return
-        number = min(message.packet, stream.next_in - 1)
-        if number <= stream.committed:
-            return
-        stream.committed = number
-        head = stream.next_in - 1
-        if head > number and stream.local and stream.children:
-            self._ask(stream, head)
-        self.pump(stream)
+        if stream.next_in is None or peer not in stream.holds:
+            return  # not asked: it counts from the next question
+        stream.holds[peer] = max(stream.holds[peer], min(message.packet, stream.next_in - 1))
+        self._advance(stream)
 
     def children_changed(self: _FlowParts, stream: Stream) -> None:
-        """A root lost a child or stopped being root: nobody left to wait for commits all."""
-        if stream.committed is not None and (stream.state is not State.ROOT or not stream.children):
+        """A root lost a child or stopped being root: it may have fewer to wait for, or
+        nobody, and commits all."""
+        for child in [c for c in stream.holds if c not in stream.children]:
+            del stream.holds[child]
+        if stream.committed is None:
+            return
+        if stream.state is not State.ROOT or not stream.children:
             self._commit(stream)
+            return
+        self._advance(stream)
+        if stream.unacked:
+            self.release(stream)  # a publishing child may be the only one left
 
     def overdue(self: _FlowParts) -> None:
         """One heartbeat round passed: a question unanswered for ``confirm_timeout`` is
@@ -103,16 +165,34 @@ class Commits:
                 self.stats.commit_timeouts += 1
                 self._commit(stream)
 
+    def _advance(self: _FlowParts, stream: Stream) -> None:
+        """Move the commit point up to what enough children hold; ask about the newest
+        packet if the question was answered and something still waits."""
+        committed = stream.committed
+        if committed is None or stream.next_in is None:
+            return
+        number = held_by_enough(stream)
+        if number <= committed:
+            return
+        stream.committed = number
+        head = stream.next_in - 1
+        waiting = stream.local or stream.unacked
+        if head > number and waiting and (stream.asked is None or stream.asked <= number):
+            self._ask(stream, head)
+        self.pump(stream)
+
     def _ask(self: _FlowParts, stream: Stream, number: int) -> None:
         stream.asked = number
         stream.ask_rounds = 0
         query = HeldQuery(stream.key, number)
         for child in stream.children:
+            stream.holds.setdefault(child, -1)
             self._send(child, query)
 
     def _commit(self: _FlowParts, stream: Stream) -> None:
         """Everything held may be shown: deliver it and release the held acknowledgements.
         The next packet with someone to wait for asks afresh."""
+        stream.holds.clear()
         if stream.committed is None:
             return  # no bound: everything already is
         stream.committed = None
@@ -120,11 +200,13 @@ class Commits:
         self.pump(stream)
 
     def release(self: _FlowParts, stream: Stream) -> None:
-        """Give local publishers the acknowledgements that are committed now."""
+        """Send the acknowledgements that are committed now, and a publishing child's
+        once no other child is left to hold its packet."""
         committed = stream.committed if stream.state is State.ROOT else None
-        held, stream.unacked = stream.unacked, []
-        for client, answer in held:
-            if committed is not None and answer.packet > committed:
-                stream.unacked.append((client, answer))
+        held, stream.unacked = stream.unacked, {}
+        for (source, uid), answer in held.items():
+            alone = isinstance(source, bytes) and all(c == source for c in stream.children)
+            if committed is not None and answer.packet > committed and not alone:
+                stream.unacked[(source, uid)] = answer
             else:
-                self._answer_local(client, answer)
+                self._reply(source, answer)

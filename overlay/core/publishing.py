@@ -249,7 +249,7 @@ class PacketFlow(Takeover, Gathering, Commits):
                 # Past the grace, a publish naming a number in the open tail is a new one
                 # (a signed publisher's guess), not the lost packet: the tail is missed.
                 self.close_tail(stream)
-            self._reply_root(stream, source, self._serialize(stream, message))
+            self._reply_root(stream, source, message, self._serialize(stream, message))
             return
         if stream.state is not State.JOINED or stream.parent is None:
             if stream.state is State.RESTARTING and message.pushed and message.packet is not None:
@@ -332,10 +332,12 @@ class PacketFlow(Takeover, Gathering, Commits):
             return  # the tree is changing under us: the timer sends it again
         self._reply(entry.client, answer)
 
-    def _reply_root(self, stream: Stream, source: Source, answer: Answer) -> None:
-        """The root's answer: a local publisher's waits until the packet is committed."""
+    def _reply_root(
+        self, stream: Stream, source: Source, message: PublishData, answer: Answer
+    ) -> None:
+        """The root's answer, which may wait until the packet is committed (``commits``)."""
         if isinstance(source, bytes):
-            self._send(source, answer)
+            self.ack_child(stream, source, message, answer)
         else:
             self.ack_local(stream, source, answer)
 
@@ -517,7 +519,7 @@ class PacketFlow(Takeover, Gathering, Commits):
 
     def pump(self, stream: Stream) -> None:
         """Deliver to every local client of ``stream`` what it can now have (at a root, what
-        a child holds too: ``overlay.core.commits``)."""
+        enough children hold too: ``overlay.core.commits``)."""
         until = stream.committed if stream.state is State.ROOT else None
         for client, member in stream.local.items():
             for event in pump(stream.key, member, stream.window, stream.contiguous_from, until):

@@ -156,13 +156,16 @@ class Stream:
     # Our last child died and we stay a while, holding the window (``leaving``): the token
     # of the timer that ends the stay (None: not lingering).
     linger: int | None = None
-    # At a root (commits): the newest packet a child is known to hold, which bounds what
-    # local clients are shown (None: no bound), the newest asked about (HeldQuery), the
-    # heartbeat rounds that ask has waited, and local publishes' acknowledgements held back.
+    # At a root (commits): the newest packet enough children are known to hold, which
+    # bounds what local clients are shown (None: no bound), the newest asked about
+    # (HeldQuery), the heartbeat rounds that ask has waited, what each child asked says it
+    # holds (-1: no answer yet), and acknowledgements held back until committed.
     committed: int | None = None
     asked: int | None = None
     ask_rounds: int = 0
-    unacked: list[tuple[ClientId, PublishSucceeded]] = field(default_factory=list)
+    holds: dict[PeerId, int] = field(default_factory=dict)
+    # By (who asked, publish uid), so a retry while the first waits is answered once.
+    unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
 
     @property
     def signer(self) -> bytes | None:

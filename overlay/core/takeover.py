@@ -51,7 +51,9 @@ class _FlowParts(Protocol):
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _missing(self, stream: Stream, first: int, last: int) -> None: ...
     def _reply(self, source: Any, answer: Any) -> None: ...
-    def _reply_root(self, stream: Stream, source: Any, answer: Any) -> None: ...
+    def _reply_root(
+        self, stream: Stream, source: Any, message: PublishData, answer: Any
+    ) -> None: ...
     def _serialize(self, stream: Stream, message: PublishData) -> Any: ...
     def carried(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
@@ -70,6 +72,7 @@ class Takeover:
         """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
         had seen; ``takeover``: the tree existed before (a restart made us root)."""
         stream.committed = stream.asked = None  # what it holds is shown (``commits``)
+        stream.holds.clear()
         if stream.uids is None:
             # The uids of the packets we hold: a retry of one of them is acknowledged.
             uids = stream.uids = OrderedDict()
@@ -172,7 +175,7 @@ class Takeover:
             assert message.packet is not None and stream.next_in is not None
             if message.packet > stream.next_in:
                 self._missing(stream, stream.next_in, message.packet - 1)
-            self._reply_root(stream, source, self._serialize(stream, message))
+            self._reply_root(stream, source, message, self._serialize(stream, message))
         # What is still lacking at the end (``next_in..high``) stays open until we number
         # a new packet (``close_tail``): nothing after it waits, and a tree this one merges
         # into later may hold it (chaos: a root cut off by a partition told its subscriber
