@@ -55,7 +55,8 @@ class _FlowParts(Protocol):
     def _ask(self, stream: Stream, number: int) -> None: ...
     def _commit(self, stream: Stream) -> None: ...
     def _advance(self, stream: Stream) -> None: ...
-    def release(self, stream: Stream) -> None: ...
+    def release(self, stream: Stream, lost_child: bool = False) -> None: ...
+    def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None: ...
 
 
 def held_by_enough(stream: Stream) -> int:
@@ -94,7 +95,7 @@ class Commits:
             and committed is not None
             and answer.packet > committed
         ):
-            stream.unacked[(client, answer.uid)] = answer
+            self._hold_back(stream, client, answer)
         else:
             self._answer_local(client, answer)
 
@@ -124,7 +125,7 @@ class Commits:
         if answer.packet <= stream.committed:
             self._send(child, answer)
             return
-        stream.unacked[(child, answer.uid)] = answer  # a retry's answer replaces the first
+        self._hold_back(stream, child, answer)  # a retry's answer replaces the first
         if stream.asked is None or stream.asked <= stream.committed:
             self._ask(stream, stream.next_in - 1)
 
@@ -150,7 +151,7 @@ class Commits:
             return
         self._advance(stream)
         if stream.unacked:
-            self.release(stream)  # a publishing child may be the only one left
+            self.release(stream, lost_child=True)  # a publisher may be the only child left
 
     def overdue(self: _FlowParts) -> None:
         """One heartbeat round passed: a question unanswered for ``confirm_timeout`` is
@@ -199,14 +200,22 @@ class Commits:
         stream.asked = None
         self.pump(stream)
 
-    def release(self: _FlowParts, stream: Stream) -> None:
-        """Send the acknowledgements that are committed now, and a publishing child's
-        once no other child is left to hold its packet."""
+    def release(self: _FlowParts, stream: Stream, lost_child: bool = False) -> None:
+        """Send the acknowledgements that are committed now, and (``lost_child``) a
+        publishing child's once no other child is left to hold its packet."""
         committed = stream.committed if stream.state is State.ROOT else None
-        held, stream.unacked = stream.unacked, {}
-        for (source, uid), answer in held.items():
+        low = stream.unacked_low
+        if not lost_child and committed is not None and low is not None and low > committed:
+            return  # called for every packet stored: nothing to scan
+        held, stream.unacked, stream.unacked_low = stream.unacked, {}, None
+        for (source, _), answer in held.items():
             alone = isinstance(source, bytes) and all(c == source for c in stream.children)
             if committed is not None and answer.packet > committed and not alone:
-                stream.unacked[(source, uid)] = answer
+                self._hold_back(stream, source, answer)
             else:
                 self._reply(source, answer)
+
+    def _hold_back(self: _FlowParts, stream: Stream, source: Source, answer: Any) -> None:
+        stream.unacked[(source, answer.uid)] = answer
+        if stream.unacked_low is None or answer.packet < stream.unacked_low:
+            stream.unacked_low = answer.packet

@@ -166,6 +166,7 @@ class Stream:
     holds: dict[PeerId, int] = field(default_factory=dict)
     # By (who asked, publish uid), so a retry while the first waits is answered once.
     unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
+    unacked_low: int | None = None  # the lowest packet number among them
 
     @property
     def signer(self) -> bytes | None:
