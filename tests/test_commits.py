@@ -221,3 +221,12 @@ def test_over_real_cores_the_publisher_hears_of_its_packet_only_once_another_chi
     net.release(b"S")
     assert net.answers(b"P") == [PublishAcked(KEY, 7, 0)]
     assert [e.number for e in net.received(b"S") if isinstance(e, Packet)] == [0]
+
+
+def test_a_child_whose_catch_up_is_held_back_is_not_waited_for() -> None:
+    node = root()
+    adopt(node, V, 0.3, 60)
+    node.streams[KEY].catching_up = {V}  # refills: nothing live goes to V for now
+    effects = node.publish(1.0, KEY, 1, 100, b"p0")
+    assert [peer for peer, m in sends(effects) if isinstance(m, HeldQuery)] == [U]
+    assert seen(node.receive(1.1, U, Held(KEY, 0))) == [0, ("acked", 0)]

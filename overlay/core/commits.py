@@ -20,10 +20,11 @@ children hold it (one, if the root has only one child), and until then:
 The root asks its children (``HeldQuery``) to say what they hold, and keeps each one's
 answer (``Held``, cumulative). One question is outstanding at a time; once it is answered
 the root asks about its newest packet again, so under load one round trip covers many
-packets. A child adopted after the question counts from the next one. A root with nobody to
-wait for does not ask. A child that never answers costs at most ``confirm_timeout`` (counted
-in heartbeat rounds), or until liveness drops it: then the root goes on without it, rather
-than let a silent or hostile child stall its clients.
+packets. A child adopted after the question counts from the next one, and one whose
+catch-up is held back (``refills``) from the first question after it is sent. A root with
+nobody to wait for does not ask. A child that never answers costs at most
+``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
+root goes on without it, rather than let a silent or hostile child stall its clients.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -186,7 +187,9 @@ class Commits:
         stream.asked = number
         stream.ask_rounds = 0
         query = HeldQuery(stream.key, number)
-        for child in stream.children:
+        # Not a child whose catch-up is held back (``refills``): live packets wait for it,
+        # so it could not say it holds this one until that catch-up is sent.
+        for child in stream.fed:
             stream.holds.setdefault(child, -1)
             self._send(child, query)
 
