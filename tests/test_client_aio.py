@@ -154,6 +154,25 @@ async def test_catch_up_from_last_seen_and_unsubscribe() -> None:
             await client.unsubscribe(STREAM)
 
 
+async def test_a_stream_outlives_a_script_that_published_and_left() -> None:
+    # The user's story the root's keep is for (``keeping``): a script publishes and
+    # disconnects with nobody subscribed; a reader comes later, and so does the next script.
+    with trio.fail_after(HANG):
+        async with running_node() as (_, address):
+            async with open_client(address) as script:
+                for i in range(3):
+                    await script.publish(STREAM, b"%d" % i)
+            async with open_client(address) as reader, open_client(address) as later:
+                subscription = await reader.subscribe(STREAM, last_seen=-1)
+                events = [await subscription.next() for _ in range(3)]
+                assert [(e.number, e.data) for e in events if isinstance(e, Packet)] == [
+                    (0, b"0"),
+                    (1, b"1"),
+                    (2, b"2"),
+                ]
+                assert await later.publish(STREAM, b"3") == 3  # not 0 again
+
+
 async def test_a_subscriber_beyond_the_window_is_told_what_it_missed() -> None:
     core = NodeConfig(window_packets=4)
     with trio.fail_after(HANG):

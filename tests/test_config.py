@@ -54,6 +54,8 @@ def test_max_htl_bounds_are_valid(max_htl: int) -> None:
         ({"announce_delay": -0.5}, "announce_delay"),
         ({"linger": -1.0}, "linger must not be negative"),
         ({"linger": math.nan}, "linger"),
+        ({"keep_idle": -1.0}, "keep_idle must not be negative"),
+        ({"keep_idle": math.nan}, "keep_idle"),
     ],
 )
 def test_invalid_limits_are_refused(kwargs: dict[str, Any], message: str) -> None:

@@ -41,7 +41,8 @@ class _NodeParts(Protocol):
 
     def _flush(self) -> list[Effect]: ...
     def _deliver(self, client: ClientId, event: ClientEvent) -> None: ...
-    def _prune(self, stream: Stream) -> None: ...
+    def _prune(self, now: float, stream: Stream) -> None: ...
+    def _unkeep(self, stream: Stream) -> None: ...
     def _has_room(self, key: bytes) -> bool: ...
     def _start_own_search(self, now: float, stream: Stream, must_beat: float | None) -> None: ...
     def _new_stream(
@@ -192,7 +193,7 @@ class LocalClients:
         stream = self.streams.get(key)
         if stream is not None and client in stream.local:
             del stream.local[client]
-            self._prune(stream)
+            self._prune(now, stream)
         return self._flush()
 
     def remove_client(self: _NodeParts, now: float, client: ClientId) -> list[Effect]:
@@ -201,7 +202,7 @@ class LocalClients:
         for stream in list(self.streams.values()):
             if client in stream.local:
                 del stream.local[client]
-                self._prune(stream)
+                self._prune(now, stream)
         return self._flush()
 
     def _join_for(
@@ -231,6 +232,7 @@ class LocalClients:
         old = stream.local.get(client)
         if old is None or (member.receives and not old.receives):
             stream.local[client] = member
+            self._unkeep(stream)
         return stream, ""
 
 

@@ -73,6 +73,10 @@ class NodeConfig:
     # Long enough for its parent's loss to be noticed and a takeover to gather; 0: leave at
     # once, as a node whose last child unsubscribes does.
     linger: float = 30.0
+    # A root whose last member left keeps the stream this long (``keeping``): its numbering,
+    # uid table and window, so the next publisher goes on from the next number, a retried
+    # publish is still recognised and a late subscriber catches up. 0: drop it at once.
+    keep_idle: float = 600.0
     # Every ``probe_interval`` (rounded to whole heartbeat rounds) each root routes a
     # RootProbe toward its key, asking whether a closer root of the stream exists: a split
     # that outlived every takeover's look (two sides of a healed partition) is found and
@@ -144,6 +148,8 @@ class NodeConfig:
             raise ValueError(f"fill_timeout must be positive, got {self.fill_timeout}")
         if not self.linger >= 0:  # (NaN too)
             raise ValueError(f"linger must not be negative, got {self.linger}")
+        if not self.keep_idle >= 0:
+            raise ValueError(f"keep_idle must not be negative, got {self.keep_idle}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.probe_interval < 0:

@@ -51,7 +51,10 @@ class _NodeParts(Protocol):
     def _leave(self, peer: PeerId, key: bytes) -> None: ...
     def _waiting_on(self, peer: PeerId, key: bytes) -> bool: ...
     def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None: ...
-    def _prune(self, stream: Stream) -> None: ...
+    def _prune(self, now: float, stream: Stream) -> None: ...
+    def _keep(self, now: float, stream: Stream) -> bool: ...
+    def _unkeep(self, stream: Stream) -> None: ...
+    def _forget(self, stream: Stream) -> None: ...
 
 
 class Leaving:
@@ -89,13 +92,20 @@ class Leaving:
         if stream is not None and peer in stream.children:
             self._child_gone(now, stream, peer)
 
-    def _prune(self: _NodeParts, stream: Stream) -> None:
+    def _prune(self: _NodeParts, now: float, stream: Stream) -> None:
         """Leave the tree if nobody needs us: "Unsubscribe prunes the tree: a node with no
-        children and no local subscribers leaves its parent" (DESIGN)."""
+        children and no local subscribers leaves its parent" (DESIGN). A root with a
+        history stays a while (``keeping``)."""
         if not stream.idle or self.streams.get(stream.key) is not stream:
             return
+        if not self._keep(now, stream):
+            self._forget(stream)
+
+    def _forget(self: _NodeParts, stream: Stream) -> None:
+        """Drop ``stream``, leaving our parent."""
         # A JOINING stream nobody waits for goes too; its search, still running, ends in a
         # membership that is pruned at once, or fails quietly.
+        self._unkeep(stream)
         if stream.parent is not None and stream.parent in self.peers:
             self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
@@ -111,9 +121,9 @@ class Leaving:
         self._linger_keys[token] = stream.key
         self._timers.add(now + self.config.linger, (LINGER_TIMER, token, 0))
 
-    def _on_linger_timer(self: _NodeParts, token: int) -> None:
+    def _on_linger_timer(self: _NodeParts, now: float, token: int) -> None:
         key = self._linger_keys.pop(token, None)
         stream = None if key is None else self.streams.get(key)
         if stream is not None and stream.linger == token:
             stream.linger = None
-            self._prune(stream)
+            self._prune(now, stream)

@@ -36,6 +36,7 @@ from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Se
 from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
+from overlay.core.keeping import KEEP_TIMER, Keeping
 from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.merges import Merges
@@ -85,7 +86,7 @@ from overlay.messages import (
 )
 
 
-class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leaving):
+class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leaving, Keeping):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -120,6 +121,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._fill_tokens = 0
         self._linger_keys: dict[int, bytes] = {}  # linger timer token -> key (``leaving``)
         self._linger_tokens = 0
+        self._kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first (``keeping``)
+        self._keep_tokens = 0
         self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
         self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self._out: list[Effect] = []
@@ -188,7 +191,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             elif kind == FILL_TIMER:
                 self._on_fill_timer(now, uid)
             elif kind == LINGER_TIMER:
-                self._on_linger_timer(uid)
+                self._on_linger_timer(now, uid)
+            elif kind == KEEP_TIMER:
+                self._on_keep_timer(uid)
             elif kind == ANNOUNCE_TIMER and self._announce_at is not None:
                 self._announce()
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
@@ -422,7 +427,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._answer(now, stream, route, new_root=True)
             self._first_look(now, stream, route)
             self.flow.carried(now, stream)
-            self._prune(stream)
+            self._prune(now, stream)
         else:
             self._fail(route)
 
@@ -451,7 +456,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 if member.receives:
                     self._deliver(client, SubscribeFailed(stream.key, reason))
             self.flow.abandon(stream, PublishError.NOT_CARRIED)
-        self._prune(stream)
+        self._prune(now, stream)
 
     def _fail(self, route: Route) -> None:
         self.stats.not_found += 1
@@ -526,7 +531,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
             self._answer(now, stream, route, new_root=new_root)
             self.flow.carried(now, stream)
-        self._prune(stream)
+        self._prune(now, stream)
         self._settle(peer, route.key)
 
     # --- tree membership --------------------------------------------------------------------
@@ -657,6 +662,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         ):
             return
         stream.children[peer] = None
+        self._unkeep(stream)
         if new_root:
             self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
         else:
@@ -672,13 +678,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._ask_newcomer(stream, peer, last_seen)
 
     # --- plumbing -------------------------------------------------------------------------
-
-    def _has_room(self, key: bytes) -> bool:
-        """Streams carried plus streams being searched for stay within ``max_streams``."""
-        if key in self.streams or key in self._routes_by_key:
-            return True
-        busy = len(self.streams.keys() | self._routes_by_key.keys())
-        return busy < self.config.max_streams
 
     def _send(self, peer: PeerId, message: Message) -> None:
         self.stats.sent += 1

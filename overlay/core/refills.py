@@ -171,7 +171,7 @@ class _NodeParts(Protocol):
         must_beat: float | None = None,
         wait: bool = True,
     ) -> None: ...
-    def _prune(self, stream: Stream) -> None: ...
+    def _prune(self, now: float, stream: Stream) -> None: ...
     def _serve_later(
         self,
         now: float,
@@ -394,7 +394,7 @@ class Refills:
                 # We may no longer take it (we restarted meanwhile, or left): the search
                 # backtracks to its next peer with the budget it has.
                 self._send(peer, RejectedLoop(fill.uid))
-        self._prune(stream)
+        self._prune(now, stream)
 
     def _ask_newcomer(
         self: _NodeParts, stream: Stream, peer: PeerId, last_seen: int | None

@@ -156,6 +156,9 @@ class Stream:
     # Our last child died and we stay a while, holding the window (``leaving``): the token
     # of the timer that ends the stay (None: not lingering).
     linger: int | None = None
+    # A root nobody is in any more, keeping the stream's numbering (``keeping``): the token
+    # of the timer that ends the keep (None: not kept).
+    kept: int | None = None
     # At a root (commits): the newest packet enough children are known to hold, which
     # bounds what local clients are shown (None: no bound), the newest asked about
     # (HeldQuery), the heartbeat rounds that ask has waited, what each child asked says it
