@@ -36,6 +36,7 @@ class TreeNode:
     subscribers: int  # local clients subscribed on this node
     high: int | None  # the highest packet number it holds
     window: int  # packets in its catch-up window
+    kept: bool = False  # a root nobody is in any more, keeping the stream (``keeping``)
 
 
 @dataclass(slots=True)
@@ -118,4 +119,5 @@ def _member(node: bytes, location: float, view: dict[str, Any], target: float) -
         subscribers=int(view.get("clients", 0)),
         high=None if high is None else int(high),
         window=int(view.get("window", 0)),
+        kept=bool(view.get("kept", False)),
     )

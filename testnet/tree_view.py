@@ -68,6 +68,8 @@ def _describe(tree: Tree, node: bytes, at_fault: bool) -> str:
         text += f"  {count} child{'ren' if count != 1 else ''}"
     if m.subscribers:
         text += f"  * {m.subscribers} subscriber{'s' if m.subscribers != 1 else ''}"
+    if m.kept:
+        text += "  (kept: nobody in it)"
     if at_fault:
         text += "  !"
     return text
@@ -119,6 +121,7 @@ def to_json(tree: Tree) -> dict[str, Any]:
                 "depth": tree.check.depth.get(n),
                 "high": m.high,
                 "window": m.window,
+                "kept": m.kept,
             }
             for n, m in sorted(tree.members.items(), key=lambda item: item[1].location)
         ],

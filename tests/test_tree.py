@@ -34,6 +34,7 @@ def answer(
     state: str = "joined",
     clients: int = 0,
     carries: bool = True,
+    kept: bool = False,
 ) -> Answer:
     streams = []
     if carries:
@@ -48,6 +49,7 @@ def answer(
                 "high": 7,
                 "window": 8,
                 "restart": None,
+                "kept": kept,
             }
         )
     description: dict[str, Any] = {
@@ -82,6 +84,14 @@ def test_healthy_tree_text_view() -> None:
     assert "* 2 subscribers" in text
     assert "4 members; 1 root; depth 2; 4 subscribers on 3 nodes" in text
     assert "OK: one root, no cycles" in text
+
+
+def test_a_kept_root_is_marked_and_healthy() -> None:
+    tree = assemble(STREAM, [answer(1, None, [], "root", kept=True)])
+    assert tree.check.ok
+    assert "root node 1  @0.100000  d=" in render_text(tree)
+    assert "(kept: nobody in it)" in render_text(tree)
+    assert json.loads(render_json(tree))["members"][0]["kept"] is True
 
 
 def test_json_and_dot_views() -> None:

@@ -268,6 +268,7 @@ class NodeHost:
                     "high": stream.high,
                     "window": len(stream.window),
                     "restart": stream.restart_uid,
+                    "kept": stream.kept is not None,
                 }
             )
         return {
