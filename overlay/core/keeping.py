@@ -91,7 +91,6 @@ class Keeping:
         for kept in list(self._kept.values()):  # oldest first: tokens only grow
             stream = self.streams.get(kept)
             if stream is not None and stream.idle:
-                self._unkeep(stream)
                 self._forget(stream)
                 return True
         return False
