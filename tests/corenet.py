@@ -118,6 +118,11 @@ class CoreNet:
         self._apply(name, self.nodes[name].unsubscribe(self.now, key, client))
         self.run()
 
+    def remove_client(self, name: bytes, client: int = 1) -> None:
+        """``client`` at ``name`` went away (disconnected): it leaves every stream."""
+        self._apply(name, self.nodes[name].remove_client(self.now, client))
+        self.run()
+
     def inject(self, src: bytes, dst: bytes, message: Message) -> None:
         """Deliver ``message`` to ``dst`` as if ``src`` had sent it, then run to quiescence."""
         self.queue.append((src, dst, encode(message)))

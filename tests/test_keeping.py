@@ -15,10 +15,10 @@ from overlay.core.streams import State
 KEEP = 100.0
 
 
-def net_with_history(**config: float) -> CoreNet:
+def net_with_history(keep_idle: float = KEEP) -> CoreNet:
     """A (0.1) - B (0.3) - C (0.48): a publisher at A has had packets 0..2 numbered by the
     root C, and has gone; so has everyone else."""
-    net = CoreNet(seed=1, config=NodeConfig(keep_idle=config.get("keep_idle", KEEP)))
+    net = CoreNet(seed=1, config=NodeConfig(keep_idle=keep_idle))
     for name, location in ((b"A", 0.1), (b"B", 0.3), (b"C", 0.48)):
         net.add(name, location)
     net.connect(b"A", b"B")
@@ -26,13 +26,8 @@ def net_with_history(**config: float) -> CoreNet:
     for n in range(3):
         net.publish(b"A", KEY, b"p%d" % n, uid=10 + n)
     assert [a.number for a in net.answers(b"A")] == [0, 1, 2]  # type: ignore[attr-defined]
-    leave(net, b"A", 1)
+    net.remove_client(b"A", 1)
     return net
-
-
-def leave(net: CoreNet, name: bytes, client: int) -> None:
-    net._apply(name, net.nodes[name].remove_client(net.now, client))
-    net.run()
 
 
 def test_the_root_keeps_an_idle_stream_and_the_relays_leave() -> None:
@@ -95,7 +90,7 @@ def test_a_kept_stream_gives_its_place_to_a_new_one() -> None:
     net = CoreNet(seed=1, config=NodeConfig(keep_idle=KEEP, max_streams=1))
     net.add(b"C", 0.48)
     net.publish(b"C", KEY, b"x", uid=1)
-    leave(net, b"C", 1)
+    net.remove_client(b"C", 1)
     assert net.stream(b"C", KEY).kept is not None  # type: ignore[union-attr]
     net.subscribe(b"C", KEY2, client=2)
     assert net.state(b"C", KEY2) is State.ROOT and net.state(b"C", KEY) is None
