@@ -25,6 +25,7 @@ from overlay.messages import (
     SubscribeData,
     SubscribeRequest,
     SubscribeSucceeded,
+    Unsubscribe,
 )
 
 KEY = key_at(0.5)
@@ -96,6 +97,60 @@ def test_a_child_that_never_answers_delays_the_root_by_confirm_timeout_at_most()
     assert node.stats.commit_timeouts == 1
 
 
+def time_out(node: Node, since: float) -> float:
+    """Run heartbeat rounds (1 s) until the root gives its question up; the time then."""
+    now = since
+    while node.stats.commit_timeouts == 0:
+        now += 1.0
+        assert now < since + 10.0, "the root waits for ever"
+        node.handle_timer(now)
+    return now
+
+
+def test_a_child_that_never_answers_is_not_waited_for_again() -> None:
+    node = root(heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0)
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    now = time_out(node, 1.0)
+    # A child that heartbeats but never answers would otherwise hold back every packet.
+    assert seen(node.publish(now, KEY, 1, 101, b"p1")) == [1, ("acked", 1)]
+    assert seen(node.publish(now, KEY, 1, 102, b"p2")) == [2, ("acked", 2)]
+    assert node.stats.commit_timeouts == 1
+
+
+def test_beside_a_silent_child_the_root_waits_for_the_other_one_only() -> None:
+    node = root(heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0)
+    adopt(node, V, 0.3, 60)
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    node.receive(1.1, V, Held(KEY, 0))  # U never answers
+    now = time_out(node, 1.0)
+    effects = node.publish(now, KEY, 1, 101, b"p1")
+    assert (U, HeldQuery(KEY, 1)) in sends(effects)  # still asked: its answer would count
+    assert seen(effects) == []  # V does not hold packet 1 yet
+    assert seen(node.receive(now + 0.1, V, Held(KEY, 1))) == [1, ("acked", 1)]
+
+
+def test_a_publishing_child_beside_a_silent_one_is_answered_at_once() -> None:
+    node = bare_root(
+        (U, 0.2), (V, 0.3), heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0
+    )
+    node.receive(1.0, U, own_publish(200, b"p0"))
+    node.receive(1.1, U, Held(KEY, 0))  # V never answers
+    now = time_out(node, 1.0)
+    effects = node.receive(now, U, own_publish(201, b"p1"))
+    assert answers(effects, U) == [PublishSucceeded(201, KEY, 1)]  # nobody else to wait for
+
+
+def test_a_silent_child_that_leaves_and_is_adopted_again_is_waited_for() -> None:
+    node = root(heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0)
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    now = time_out(node, 1.0)
+    node.receive(now, U, Unsubscribe(KEY))
+    adopt(node, U, 0.2, 61)
+    effects = node.publish(now, KEY, 1, 101, b"p1")
+    assert (U, HeldQuery(KEY, 1)) in sends(effects) and seen(effects) == []
+    assert seen(node.receive(now + 0.1, U, Held(KEY, 1))) == [1, ("acked", 1)]
+
+
 def test_held_from_a_peer_that_is_not_a_child_changes_nothing() -> None:
     node = root()
     node.publish(1.0, KEY, 1, 100, b"p0")
@@ -124,10 +179,10 @@ def adopt(node: Node, child: bytes, location: float, uid: int) -> None:
     assert child in node.streams[KEY].children
 
 
-def bare_root(*children: tuple[bytes, float]) -> Node:
+def bare_root(*children: tuple[bytes, float], **config: object) -> Node:
     """N as root of KEY with ``children`` and no local client (the one that made it root
     left)."""
-    node = root(child=False)
+    node = root(child=False, **config)
     for i, (child, location) in enumerate(children):
         adopt(node, child, location, 50 + i)
     node.unsubscribe(0.5, KEY, 1)

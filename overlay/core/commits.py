@@ -24,7 +24,11 @@ packets. A child adopted after the question counts from the next one, and one wh
 catch-up is held back (``refills``) from the first question after it is sent. A root with
 nobody to wait for does not ask. A child that never answers costs at most
 ``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
-root goes on without it, rather than let a silent or hostile child stall its clients.
+root goes on without it, rather than let a silent or hostile child stall its clients. Such
+a child is ``silent`` from then on, for as long as it stays a child: it is still asked and
+what it says it holds still counts, but nothing waits for it again. Were it waited for
+afresh at every question, one child that heartbeats but never answers would hold every
+acknowledgement of a root with one or two children back by ``confirm_timeout``.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -60,15 +64,22 @@ class _FlowParts(Protocol):
     def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None: ...
 
 
-def held_by_enough(stream: Stream) -> int:
+def held_by_enough(stream: Stream) -> int | None:
     """The newest packet that ``HOLDERS`` of the children asked (or all, if fewer) hold;
-    -1 if none was asked."""
-    marks = sorted(
-        (mark for child, mark in stream.holds.items() if child in stream.children), reverse=True
-    )
-    if not marks:
+    -1 if none was asked, None if every child asked went silent (nobody to wait for).
+    A silent child's answer counts when it comes, but it is not among those needed."""
+    asked = [(child, mark) for child, mark in stream.holds.items() if child in stream.children]
+    if not asked:
         return -1
-    return marks[min(HOLDERS, len(marks)) - 1]
+    needed = min(HOLDERS, sum(1 for child, _ in asked if child not in stream.silent))
+    if needed == 0:
+        return None
+    return sorted((mark for _, mark in asked), reverse=True)[needed - 1]
+
+
+def waits_for(stream: Stream, child: PeerId | None = None) -> bool:
+    """Whether a child other than ``child`` is one the root waits for (not silent)."""
+    return any(c != child and c not in stream.silent for c in stream.children)
 
 
 class Commits:
@@ -76,7 +87,7 @@ class Commits:
 
     def stored_at_root(self: _FlowParts, stream: Stream, number: int) -> None:
         """The root stored packet ``number`` and sent it to its children."""
-        if not stream.children or not (stream.local or stream.unacked):
+        if not waits_for(stream) or not (stream.local or stream.unacked):
             # Nobody to wait for, or nobody local to shield and no answer held back. A
             # publishing child's answer, if it must wait, starts the wait itself
             # (``ack_child``).
@@ -112,7 +123,7 @@ class Commits:
             or not direct
             or stream.state is not State.ROOT
             or stream.next_in is None
-            or all(other == child for other in stream.children)
+            or not waits_for(stream, child)
         ):
             self._send(child, answer)
             return
@@ -145,9 +156,10 @@ class Commits:
         nobody, and commits all."""
         for child in [c for c in stream.holds if c not in stream.children]:
             del stream.holds[child]
+        stream.silent.intersection_update(stream.children)  # one adopted again is waited for
         if stream.committed is None:
             return
-        if stream.state is not State.ROOT or not stream.children:
+        if stream.state is not State.ROOT or not waits_for(stream):
             self._commit(stream)
             return
         self._advance(stream)
@@ -165,6 +177,11 @@ class Commits:
             stream.ask_rounds += 1
             if stream.ask_rounds > rounds:
                 self.stats.commit_timeouts += 1
+                stream.silent.update(
+                    child
+                    for child, mark in stream.holds.items()
+                    if mark < asked and child in stream.children
+                )
                 self._commit(stream)
 
     def _advance(self: _FlowParts, stream: Stream) -> None:
@@ -174,6 +191,9 @@ class Commits:
         if committed is None or stream.next_in is None:
             return
         number = held_by_enough(stream)
+        if number is None:
+            self._commit(stream)  # only silent children were asked
+            return
         if number <= committed:
             return
         stream.committed = number
@@ -212,7 +232,7 @@ class Commits:
             return  # called for every packet stored: nothing to scan
         held, stream.unacked, stream.unacked_low = stream.unacked, {}, None
         for (source, _), answer in held.items():
-            alone = isinstance(source, bytes) and all(c == source for c in stream.children)
+            alone = isinstance(source, bytes) and not waits_for(stream, source)
             if committed is not None and answer.packet > committed and not alone:
                 self._hold_back(stream, source, answer)
             else:

@@ -167,6 +167,9 @@ class Stream:
     asked: int | None = None
     ask_rounds: int = 0
     holds: dict[PeerId, int] = field(default_factory=dict)
+    # Children that let a question go unanswered for ``confirm_timeout``: still asked, and
+    # what they say they hold still counts, but not waited for while they stay children.
+    silent: set[PeerId] = field(default_factory=set)
     # By (who asked, publish uid), so a retry while the first waits is answered once.
     unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
     unacked_low: int | None = None  # the lowest packet number among them
