@@ -27,7 +27,9 @@ from overlay.runtime.handshake import (
     MAGIC,
     MAX_HANDSHAKE_MESSAGE,
     MAX_NETWORK_TAG,
+    MAX_REFUSAL_TEXT,
     PROTOCOL_NAME,
+    REFUSAL,
     REPLY_SIZE,
     RESPONDER_LABEL,
     SESSION_INFO,
@@ -37,8 +39,10 @@ from overlay.runtime.handshake import (
     LinkAuthError,
     Session,
     derive_keys,
+    refusal,
 )
 from overlay.runtime.identity import Identity, node_id_text
+from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 
 NET = b"testnet-1"
 ALICE = Identity.from_private_bytes(bytes([1]) * 32)
@@ -90,7 +94,9 @@ class ForgedInitiator:
         self.ephemeral = X25519PrivateKey.generate()
         self.hello = (
             MAGIC
-            + bytes((VERSION, len(network)))
+            + bytes((VERSION,))
+            + WIRE_SCHEMA
+            + bytes((len(network),))
             + network
             + self.ephemeral.public_key().public_bytes_raw()
         )
@@ -168,10 +174,12 @@ def test_both_sides_finish_and_learn_each_other() -> None:
 def test_message_sizes_fit_the_handshake_frame_limit() -> None:
     i, r = pair(network=(b"n" * MAX_NETWORK_TAG,) * 2)
     hello, reply, finish = run(i, r)
-    assert len(hello) == 4 + 1 + 1 + MAX_NETWORK_TAG + 32
+    assert len(hello) == 4 + 1 + SCHEMA_SIZE + 1 + MAX_NETWORK_TAG + 32
     assert len(reply) == REPLY_SIZE
     assert len(finish) == FINISH_SIZE
-    assert max(len(hello), len(reply), len(finish)) == MAX_HANDSHAKE_MESSAGE
+    longest = refusal("x" * 1000)
+    assert len(longest) == len(REFUSAL) + MAX_REFUSAL_TEXT
+    assert max(len(hello), len(reply), len(finish), len(longest)) == MAX_HANDSHAKE_MESSAGE
 
 
 def test_identities_are_not_visible_on_the_wire() -> None:
@@ -353,12 +361,76 @@ def test_wrong_network_tag_is_refused_naming_both() -> None:
         run(i, r)
 
 
+def refused(hello: bytes) -> tuple[str, bytes]:
+    """What the responder says to ``hello``: its own error, and the refusal it sends."""
+    with pytest.raises(HandshakeError) as caught:
+        pair()[1].receive(hello)
+    return str(caught.value), caught.value.refusal
+
+
+def told(refusal: bytes) -> str:
+    """The error an initiator raises on receiving ``refusal`` as its reply."""
+    i = pair()[0]
+    i.start()
+    with pytest.raises(HandshakeError) as caught:
+        i.receive(refusal)
+    return str(caught.value)
+
+
+def test_a_hello_from_another_build_is_refused_and_the_dialler_is_told_why() -> None:
+    hello = pair()[0].start()
+    other = bytes(SCHEMA_SIZE)
+    error, refusal_sent = refused(hello[:5] + other + hello[5 + SCHEMA_SIZE :])
+    assert f"schema {other.hex()}, ours {WIRE_SCHEMA.hex()}" in error and "same build" in error
+    assert f"refused the link: this node's wire messages differ (schema {WIRE_SCHEMA.hex()}, " in (
+        told(refusal_sent)
+    )
+
+
+def test_a_hello_on_another_network_is_refused_and_the_dialler_is_told_why() -> None:
+    hello = Handshake(ALICE, initiator=True, network=b"other").start()
+    error, refusal_sent = refused(hello)
+    assert "network b'other', we are on b'testnet-1'" in error
+    assert "refused the link: this node is on network b'testnet-1', not b'other'" in told(
+        refusal_sent
+    )
+
+
+def test_an_older_version_s_hello_is_refused_for_its_version_whatever_its_size() -> None:
+    # Version 1's layout: no schema. With a short tag it is shorter than ours.
+    old = MAGIC + bytes((1, 3)) + b"net" + bytes(32)
+    error, refusal_sent = refused(old)
+    assert "version 1; we speak 2" in error
+    assert "refused the link: this node speaks link protocol version 2, not 1" in told(refusal_sent)
+
+
+def test_garbage_gets_no_refusal() -> None:
+    assert refused(b"GET / HTTP/1.1\r\n" + bytes(60))[1] == b""
+
+
+def test_a_refusal_is_bounded_printable_and_never_a_reply_s_size() -> None:
+    assert len(refusal("\u00e9" * 500)) <= len(REFUSAL) + MAX_REFUSAL_TEXT
+    assert refusal("\u00e9" * 500).decode()  # cut on a character boundary
+    for n in range(300):
+        assert len(refusal("x" * n)) != REPLY_SIZE
+    assert "\x1b" not in told(REFUSAL + b"\x1b[2Jhi\x00")
+    assert "?[2Jhi?" in told(REFUSAL + b"\x1b[2Jhi\x00")
+
+
+def test_a_reply_that_starts_like_a_refusal_is_still_a_reply() -> None:
+    i, r = pair()
+    hello = i.start()
+    reply = r.receive(hello)
+    with pytest.raises(HandshakeError, match="failed authentication"):
+        i.receive(REFUSAL + reply[len(REFUSAL) :])  # REPLY_SIZE long: a (broken) reply
+
+
 def test_wrong_magic_and_version() -> None:
     hello = pair()[0].start()
     with pytest.raises(HandshakeError, match="not an overlay link hello"):
         pair()[1].receive(b"GET / HTTP/1.1\r\n" + hello)
-    with pytest.raises(HandshakeError, match="version 2; we speak 1"):
-        pair()[1].receive(hello[:4] + b"\x02" + hello[5:])
+    with pytest.raises(HandshakeError, match="version 3; we speak 2"):
+        pair()[1].receive(hello[:4] + b"\x03" + hello[5:])
 
 
 @pytest.mark.parametrize("which", [0, 1, 2], ids=["hello", "reply", "finish"])
@@ -373,8 +445,9 @@ def test_truncated_and_oversized_handshake_messages(which: int) -> None:
 
 def test_a_hello_whose_tag_length_disagrees_with_its_size() -> None:
     hello = pair()[0].start()
+    at = 4 + 1 + SCHEMA_SIZE
     with pytest.raises(HandshakeError, match="network tag makes"):
-        pair()[1].receive(hello[:5] + bytes([hello[5] + 1]) + hello[6:])
+        pair()[1].receive(hello[:at] + bytes([hello[at] + 1]) + hello[at + 1 :])
 
 
 def test_a_low_order_ephemeral_key_is_refused_by_either_side() -> None:

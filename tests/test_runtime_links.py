@@ -19,12 +19,21 @@ from overlay.codec import encode
 from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
 from overlay.runtime.config import RuntimeConfig
 from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
-from overlay.runtime.handshake import Handshake, HandshakeError, Session
+from overlay.runtime.handshake import (
+    MAGIC,
+    MAX_HANDSHAKE_MESSAGE,
+    VERSION,
+    Handshake,
+    HandshakeError,
+    Session,
+    refusal_text,
+)
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.link import Link
 from overlay.runtime.peering import LinkParams, authenticate
 from overlay.runtime.service import RunningNode
+from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 from testnet.local import LocalNetwork
 
 
@@ -91,13 +100,37 @@ async def test_oversized_length_prefix_before_handshake_closes_the_connection() 
             await still_works(net)
 
 
-async def test_wrong_network_is_refused() -> None:
+async def test_wrong_network_is_refused_and_the_dialler_is_told_why() -> None:
     with trio.fail_after(LIMIT):
         async with LocalNetwork(chain(2), core=FAST) as net:
             await net.wait_linked()
             stream = await connect(net.node(0))
-            with pytest.raises(HandshakeError):
-                await handshake(stream, Identity.generate(), network=b"another-net")
+            params = LinkParams(Identity.generate(), b"another-net", None, 5.0, 1 << 20)
+            with pytest.raises(HandshakeError, match="refused the link: this node is on network"):
+                await authenticate(stream, params, initiator=True)  # the dialler's own code
+            assert len(net.node(0).host.links) == 1
+            await still_works(net)
+
+
+async def test_a_node_of_another_build_is_refused_naming_both_schemas() -> None:
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(chain(2), core=FAST) as net:
+            await net.wait_linked()
+            stream = await connect(net.node(0))
+            network = b"testnet"  # LocalNetwork's default
+            other = bytes(SCHEMA_SIZE)  # what another build's messages hash to
+            hello = MAGIC + bytes((VERSION,)) + other + bytes((len(network),)) + network
+            await stream.send_all(frame(hello + bytes(range(1, 33))))
+            reader = FrameReader(MAX_HANDSHAKE_MESSAGE)
+            bodies: list[bytes] = []
+            while not bodies:
+                data = await stream.receive_some(65536)
+                assert data, "closed without a refusal"
+                bodies = reader.feed(data)
+            text = refusal_text(bodies[0])
+            assert text is not None and WIRE_SCHEMA.hex() in text and other.hex() in text
+            assert "same build" in text
+            assert await closed_by_peer(stream)
             assert len(net.node(0).host.links) == 1
             await still_works(net)
 

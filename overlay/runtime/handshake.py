@@ -4,7 +4,7 @@ Theory of operation (SIGMA-I, the scheme behind IKEv2 and Noise XX's shape). Eac
 fresh X25519 key for this connection only; its Ed25519 identity (``overlay.runtime.identity``)
 signs a hash of everything said so far, with a label naming its role::
 
-    1 hello   I -> R   MAGIC | version | len(network) | network | e_I
+    1 hello   I -> R   MAGIC | version | schema | len(network) | network | e_I
     2 reply   R -> I   e_R | seal(k_R, id_R | sign_R("responder" | H(hello, e_R, id_R)))
     3 finish  I -> R         seal(k_I, id_I | sign_I("initiator" | H(... id_R, sig_R, id_I)))
 
@@ -25,7 +25,15 @@ Why each part is there:
   misbinding). It also hides both identities from a passive observer, as Noise XX does.
 * The network tag travels in the clear in the hello, so two different testnets that meet by
   mistake fail at once with a message naming both tags; it is in the transcript, so it cannot
-  be altered either.
+  be altered either. So does the wire schema's fingerprint (``overlay.schema``): nodes of
+  two builds whose messages differ would otherwise link, then lose the link at the first
+  message one of them cannot decode, without a word of why.
+* A responder that refuses a hello for its version, schema or network answers with a
+  *refusal* (``REFUSAL`` and a line of text) before it closes, so the node that dialled logs
+  why instead of "closed during handshake". A refusal is unauthenticated, like the hello: a
+  forged one achieves no more than closing the connection would. It is told apart from a
+  reply by its prefix and its length (a reply is always ``REPLY_SIZE`` bytes; a refusal
+  never is), and its text is shown only after replacing anything unprintable.
 * The keys are fresh each connection (forward secrecy): a stolen identity key later does not
   open recorded traffic.
 
@@ -71,12 +79,17 @@ from overlay.runtime.identity import (
     node_id_text,
     verify,
 )
+from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 
 # The first bytes of a hello: something that is not an overlay link (an HTTP client, a port
 # scanner, an old protocol) is told apart at once instead of failing obscurely later.
 MAGIC = b"OVL\x00"
-# Bumped when any message or derivation changes; a mismatch is reported as such.
-VERSION = 1
+# Bumped when the handshake or a key derivation changes; a mismatch is reported as such.
+# Message changes are caught by the schema fingerprint instead, which nobody has to bump.
+VERSION = 2
+# Starts a refusal (see the docstring); its text is at most MAX_REFUSAL_TEXT bytes.
+REFUSAL = b"OVL!"
+MAX_REFUSAL_TEXT = 200
 
 # Network tags are short names ("testnet-3", "prod"); one length byte bounds them anyway.
 MAX_NETWORK_TAG = 64
@@ -85,11 +98,14 @@ EPHEMERAL_SIZE = 32  # X25519 public key (RFC 7748)
 KEY_SIZE = 32  # ChaCha20Poly1305 key
 TAG_SIZE = 16  # Poly1305 tag
 
-_HELLO_FIXED = len(MAGIC) + 1 + 1 + EPHEMERAL_SIZE  # magic, version, tag length, e_I
+# magic, version, schema, tag length, e_I
+_HELLO_FIXED = len(MAGIC) + 1 + SCHEMA_SIZE + 1 + EPHEMERAL_SIZE
 REPLY_SIZE = EPHEMERAL_SIZE + PUBLIC_KEY_SIZE + SIGNATURE_SIZE + TAG_SIZE  # 144
 FINISH_SIZE = PUBLIC_KEY_SIZE + SIGNATURE_SIZE + TAG_SIZE  # 112
 # The frame limit for the handshake phase: the largest of the three messages.
-MAX_HANDSHAKE_MESSAGE = max(_HELLO_FIXED + MAX_NETWORK_TAG, REPLY_SIZE, FINISH_SIZE)
+MAX_HANDSHAKE_MESSAGE = max(
+    _HELLO_FIXED + MAX_NETWORK_TAG, REPLY_SIZE, FINISH_SIZE, len(REFUSAL) + MAX_REFUSAL_TEXT
+)
 
 # Starts the transcript: every hash and key is bound to this exact protocol and version, so
 # nothing computed here can be confused with another protocol's values.
@@ -113,7 +129,27 @@ COUNTER_LIMIT = 2**64
 
 
 class HandshakeError(RemoteProtocolError):
-    """The peer broke the handshake or is not acceptable. Drop the connection."""
+    """The peer broke the handshake or is not acceptable. Drop the connection, after
+    sending ``refusal`` if it is not empty (a responder's word on why)."""
+
+    def __init__(self, message: str, refusal: bytes = b"") -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
+
+def refusal(reason: str) -> bytes:
+    """A refusal carrying ``reason``, cut to MAX_REFUSAL_TEXT bytes and never REPLY_SIZE long."""
+    text = reason.encode()[:MAX_REFUSAL_TEXT].decode(errors="ignore").encode()
+    message = REFUSAL + text
+    return message + b"." if len(message) == REPLY_SIZE else message
+
+
+def refusal_text(message: bytes) -> str | None:
+    """The reason a refusal gives, printable; None if ``message`` is not a refusal."""
+    if not message.startswith(REFUSAL) or len(message) == REPLY_SIZE:
+        return None
+    text = message[len(REFUSAL) : len(REFUSAL) + MAX_REFUSAL_TEXT].decode(errors="replace")
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 class LinkAuthError(RemoteProtocolError):
@@ -276,7 +312,9 @@ class Handshake:
         self._ephemeral = X25519PrivateKey.generate()
         hello = (
             MAGIC
-            + bytes((VERSION, len(self.network)))
+            + bytes((VERSION,))
+            + WIRE_SCHEMA
+            + bytes((len(self.network),))
             + self.network
             + self._ephemeral.public_key().public_bytes_raw()
         )
@@ -309,23 +347,36 @@ class Handshake:
     def _on_hello(self, hello: bytes) -> bytes:
         if hello[: len(MAGIC)] != MAGIC:
             raise self._error(f"not an overlay link hello (it starts {hello[:8]!r})")
+        # The version before the size: another version's hello has another layout.
+        version = hello[len(MAGIC)] if len(hello) > len(MAGIC) else None
+        if version is not None and version != VERSION:
+            raise self._error(
+                f"the peer speaks link protocol version {version}; we speak {VERSION}",
+                f"this node speaks link protocol version {VERSION}, not {version}",
+            )
         if len(hello) < _HELLO_FIXED:
             raise self._error(f"the hello is {len(hello)} bytes, at least {_HELLO_FIXED} expected")
-        version = hello[len(MAGIC)]
-        if version != VERSION:
-            raise self._error(
-                f"the peer speaks link protocol version {version}; we speak {VERSION}"
-            )
-        tag_length = hello[len(MAGIC) + 1]
+        schema = hello[len(MAGIC) + 1 : len(MAGIC) + 1 + SCHEMA_SIZE]
+        tag_length = hello[len(MAGIC) + 1 + SCHEMA_SIZE]
         if len(hello) != _HELLO_FIXED + tag_length:
             raise self._error(
                 f"the hello is {len(hello)} bytes but its {tag_length}-byte network tag makes "
                 f"{_HELLO_FIXED + tag_length}"
             )
-        tag_start = len(MAGIC) + 2
+        if schema != WIRE_SCHEMA:
+            raise self._error(
+                f"the peer's wire messages differ from ours (schema {schema.hex()}, ours "
+                f"{WIRE_SCHEMA.hex()}): every node of a network must run the same build",
+                f"this node's wire messages differ (schema {WIRE_SCHEMA.hex()}, yours "
+                f"{schema.hex()}): every node of a network must run the same build",
+            )
+        tag_start = len(MAGIC) + 1 + SCHEMA_SIZE + 1
         network = hello[tag_start : tag_start + tag_length]
         if network != self.network:
-            raise self._error(f"the peer is on network {network!r}, we are on {self.network!r}")
+            raise self._error(
+                f"the peer is on network {network!r}, we are on {self.network!r}",
+                f"this node is on network {self.network!r}, not {network!r}",
+            )
         their_ephemeral = hello[tag_start + tag_length :]
 
         self._ephemeral = X25519PrivateKey.generate()
@@ -343,6 +394,9 @@ class Handshake:
         return our_ephemeral + sealed
 
     def _on_reply(self, reply: bytes) -> bytes:
+        refused = refusal_text(reply)
+        if refused is not None:
+            raise self._error(f"the peer refused the link: {refused}")
         if len(reply) != REPLY_SIZE:
             raise self._error(f"the reply is {len(reply)} bytes, expected {REPLY_SIZE}")
         their_ephemeral = reply[:EPHEMERAL_SIZE]
@@ -426,6 +480,10 @@ class Handshake:
         self._secret = b""
         self._finish_key = b""
 
-    def _error(self, reason: str) -> HandshakeError:
+    def _error(self, reason: str, tell_peer: str = "") -> HandshakeError:
+        """The error to raise; ``tell_peer``: the refusal's reason, worded for the peer."""
         role = "initiator" if self.initiator else "responder"
-        return HandshakeError(f"link handshake ({role}, {self._state.value}): {reason}")
+        return HandshakeError(
+            f"link handshake ({role}, {self._state.value}): {reason}",
+            refusal(tell_peer) if tell_peer else b"",
+        )

@@ -3,8 +3,10 @@
 Both sides run the same handshake (``overlay.runtime.handshake``) over the framed stream,
 within ``handshake_timeout``; a peer that fails it (wrong network, bad signature, an
 identity the trust list does not name, garbage) is logged and closed, and nothing else is
-touched. An authenticated link is handed to the host (``NodeHost.link_opened``), which may
-refuse it as the loser of a duplicate pair; otherwise the link runs until it closes.
+touched. A hello refused for its protocol version, build (wire schema) or network is first
+answered with a refusal naming why, so the node that dialled logs the reason too. An
+authenticated link is handed to the host (``NodeHost.link_opened``), which may refuse it as
+the loser of a duplicate pair; otherwise the link runs until it closes.
 
 A dialler keeps its peer linked for as long as the node runs: after a failed attempt or a
 lost link it waits (``reconnect_min``, doubling up to ``reconnect_max``, with jitter so that
@@ -14,6 +16,7 @@ through a connection *it* dialled, the dialler only waits for that link to end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -24,12 +27,15 @@ import trio
 from overlay.errors import RemoteProtocolError
 from overlay.runtime.config import PeerAddress, RuntimeConfig
 from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
-from overlay.runtime.handshake import Handshake
+from overlay.runtime.handshake import Handshake, HandshakeError
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
 from overlay.runtime.link import READ_SIZE, Link
 
 log = logging.getLogger("overlay.peering")
+
+# A refusal is a courtesy: a peer that does not read it costs us at most this long.
+REFUSAL_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +85,11 @@ async def authenticate(
                 raise trio.BrokenResourceError("the peer closed the connection during handshake")
             bodies = reader.feed(data)
             while bodies and not handshake.done:
-                reply = handshake.receive(bodies.pop(0))
+                try:
+                    reply = handshake.receive(bodies.pop(0))
+                except HandshakeError as error:
+                    await _refuse(stream, error.refusal)
+                    raise
                 if reply:
                     await stream.send_all(frame(reply))
             leftover = bodies
@@ -93,6 +103,18 @@ async def authenticate(
         max_queue_bytes=params.max_queue_bytes,
     )
     return link, leftover
+
+
+async def _refuse(stream: trio.abc.Stream, refusal: bytes) -> None:
+    """Tell the dialler why we refuse it, before the caller closes the connection; a peer
+    that hung up first or does not read leaves the reason in our log only."""
+    if not refusal:
+        return
+    with (
+        trio.move_on_after(REFUSAL_TIMEOUT),
+        contextlib.suppress(trio.BrokenResourceError, OSError),
+    ):
+        await stream.send_all(frame(refusal))
 
 
 async def run_link(host: NodeHost, link: Link, first: list[bytes], stream: trio.abc.Stream) -> None:
