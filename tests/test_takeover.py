@@ -22,6 +22,7 @@ from test_node import KEY2, make, meet, own_uid, sends
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import Missed, Packet, PublishAcked
+from overlay.core.hops import PEER_SHARE
 from overlay.core.node import Node
 from overlay.core.streams import RESTARTS_REMEMBERED, State, Stream
 from overlay.messages import (
@@ -593,14 +594,29 @@ def test_flood_of_resubscribes_that_we_route_on_is_bounded() -> None:
     for i in range(2_000):
         request = ResubscribeRequest(30_000 + i, KEY, MAX_HTL, 0.3, 0.48, None)
         out = sends(node.receive(1.0, b"U", request))
-        if i < 64:
+        if i < 64 // PEER_SHARE:
             assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
         else:
             assert out == [(b"U", RejectOverload(30_000 + i, KEY))]
     assert snapshot(node) == before and b"U" not in node.streams[KEY].children
     assert len(node._seen) <= 64
-    # Searches in flight are state too: max_searches_per_key bounds them per key.
-    assert len(node.routes) == 64
+    # Searches in flight are state too: one peer holds at most its share of a key's.
+    assert len(node.routes) == 64 // PEER_SHARE
+
+
+def test_one_flooding_peer_leaves_the_others_room_to_search_for_the_key() -> None:
+    node = two_streams(max_searches_per_key=64)
+    for i in range(500):
+        node.receive(1.0, b"U", ResubscribeRequest(30_000 + i, KEY, MAX_HTL, 0.3, 0.48, None))
+    # Another peer's resubscribe for the key is routed on, not refused.
+    out = sends(node.receive(1.0, b"D", ResubscribeRequest(31_000, KEY, MAX_HTL, 0.15, 0.48, None)))
+    assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
+    # Routes that end give the peer its share back.
+    for uid in [u for u, r in node.routes.items() if r.upstream == b"U"]:
+        node.receive(2.0, b"P", DataNotFound(uid, KEY, 0))  # no budget left: it ends
+    assert (b"U", KEY) not in node._routes_by_peer
+    out = sends(node.receive(3.0, b"U", ResubscribeRequest(32_000, KEY, MAX_HTL, 0.3, 0.48, None)))
+    assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
 
 
 def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:

@@ -13,6 +13,10 @@ driver dials some (``NodeConfig.wait_for_peers``). Ended there, it would make us
 a tree of one, which numbers our local publishes beside the real tree's root (chaos: a
 restarted node whose client published before its links were up; a node whose peers all
 died). A node alone from the start is the whole network, and its search ends at once.
+
+Searches in flight are state, so they are bounded: per key (``max_searches_per_key``) and,
+within that, per peer that sent them (``PEER_SHARE``), beyond which the request is answered
+RejectOverload.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ from overlay.core.timers import TimerQueue
 from overlay.messages import Accepted, DataNotFound, Message, RejectedLoop, RejectOverload
 
 ROUTE_TIMER = "route"
+# One peer may hold at most this fraction of a key's search allowance (1/4 of
+# ``max_searches_per_key``): a peer sending fresh uids in a loop is refused beyond it, while
+# the other peers' searches for that key still find room. A root's death sends one
+# resubscribe per orphaned subtree, so an honest peer relays a handful per key, not dozens.
+PEER_SHARE = 4
 
 
 class _NodeParts(Protocol):
@@ -42,6 +51,7 @@ class _NodeParts(Protocol):
     _parked: dict[int, None]  # in the order they parked
     _beating: bool
     _routes_by_key: dict[bytes, dict[int, None]]
+    _routes_by_peer: dict[tuple[PeerId, bytes], int]
     _timers: TimerQueue
     _out: list[Effect]
 
@@ -56,9 +66,20 @@ class _NodeParts(Protocol):
 class Hops:
     """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
 
+    def _too_many_searches(self: _NodeParts, peer: PeerId, key: bytes) -> bool:
+        """Whether routing one more search for ``key`` from ``peer`` would pass the key's
+        allowance (``max_searches_per_key``) or the peer's share of it (``PEER_SHARE``)."""
+        allowance = self.config.max_searches_per_key
+        if len(self._routes_by_key.get(key, ())) >= allowance:
+            return True
+        return self._routes_by_peer.get((peer, key), 0) >= max(1, allowance // PEER_SHARE)
+
     def _start_route(self: _NodeParts, now: float, route: Route) -> None:
         self.routes[route.uid] = route
         self._routes_by_key.setdefault(route.key, {})[route.uid] = None
+        if route.upstream is not None:
+            mine = (route.upstream, route.key)
+            self._routes_by_peer[mine] = self._routes_by_peer.get(mine, 0) + 1
         self.stats.searches += 1
         self._forward(now, route)
 
@@ -124,6 +145,13 @@ class Hops:
         del uids[route.uid]
         if not uids:
             del self._routes_by_key[route.key]
+        if route.upstream is not None:
+            mine = (route.upstream, route.key)
+            left = self._routes_by_peer[mine] - 1
+            if left:
+                self._routes_by_peer[mine] = left
+            else:
+                del self._routes_by_peer[mine]
 
     def _on_failure(
         self: _NodeParts,

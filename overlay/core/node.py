@@ -108,6 +108,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self.routes: dict[int, Route] = {}
         self.stats = NodeStats()
         self._routes_by_key: dict[bytes, dict[int, None]] = {}
+        self._routes_by_peer: dict[tuple[PeerId, bytes], int] = {}  # relayed, in flight
         self._parked: dict[int, None] = {}  # own searches waiting for a peer (hops)
         self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
         self._timers = TimerQueue()
@@ -368,7 +369,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        busy = len(self._routes_by_key.get(key, ())) >= self.config.max_searches_per_key
+        busy = self._too_many_searches(peer, key)
         if busy or ((stream is None or not stream.carried) and not self._has_room(key)):
             self.stats.overloads += 1
             self._send(peer, RejectOverload(uid, key))
