@@ -140,6 +140,19 @@ def test_a_publishing_child_beside_a_silent_one_is_answered_at_once() -> None:
     assert answers(effects, U) == [PublishSucceeded(201, KEY, 1)]  # nobody else to wait for
 
 
+def test_a_silent_child_that_answers_again_is_waited_for_again() -> None:
+    node = root(heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0)
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    now = time_out(node, 1.0)
+    effects = node.publish(now, KEY, 1, 101, b"p1")
+    assert seen(effects) == [1, ("acked", 1)]  # nobody waited for...
+    assert (U, HeldQuery(KEY, 1)) in sends(effects)  # ...but U is still asked
+    node.receive(now + 0.1, U, Held(KEY, 1))  # it was slow once: it counts again
+    effects = node.publish(now + 0.2, KEY, 1, 102, b"p2")
+    assert seen(effects) == [] and (U, HeldQuery(KEY, 2)) in sends(effects)
+    assert seen(node.receive(now + 0.3, U, Held(KEY, 2))) == [2, ("acked", 2)]
+
+
 def test_a_silent_child_that_leaves_and_is_adopted_again_is_waited_for() -> None:
     node = root(heartbeat_interval=1.0, dead_after=1e6, confirm_timeout=3.0)
     node.publish(1.0, KEY, 1, 100, b"p0")

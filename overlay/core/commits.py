@@ -25,10 +25,12 @@ catch-up is held back (``refills``) from the first question after it is sent. A 
 nobody to wait for does not ask. A child that never answers costs at most
 ``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
 root goes on without it, rather than let a silent or hostile child stall its clients. Such
-a child is ``silent`` from then on, for as long as it stays a child: it is still asked and
-what it says it holds still counts, but nothing waits for it again. Were it waited for
-afresh at every question, one child that heartbeats but never answers would hold every
-acknowledgement of a root with one or two children back by ``confirm_timeout``.
+a child is ``silent`` until it answers again: it is still asked, but nothing waits for it.
+Were it waited for afresh at every question, one child that heartbeats but never answers
+would hold every acknowledgement of a root with one or two children back by
+``confirm_timeout``; now it costs that once per answer it gives. Forgiving it on its next
+answer matters as much: a child that was slow once (a loaded link) would otherwise stop
+counting for good, and a root whose only child it is would commit what only it holds.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -90,7 +92,13 @@ class Commits:
         if not waits_for(stream) or not (stream.local or stream.unacked):
             # Nobody to wait for, or nobody local to shield and no answer held back. A
             # publishing child's answer, if it must wait, starts the wait itself
-            # (``ack_child``).
+            # (``ack_child``). Silent children are asked anyway, so that one that answers
+            # is waited for again (``on_held``), but nothing waits for their answer.
+            if stream.silent and (stream.local or stream.unacked):
+                query = HeldQuery(stream.key, number)
+                for child in stream.fed:
+                    if child in stream.silent:
+                        self._send(child, query)
             self._commit(stream)
             return
         if stream.committed is None:
@@ -146,6 +154,7 @@ class Commits:
         if stream.state is not State.ROOT or peer not in stream.children:
             self.stats.ignored += 1
             return
+        stream.silent.discard(peer)  # it answers: waited for again from the next question
         if stream.next_in is None or peer not in stream.holds:
             return  # not asked: it counts from the next question
         stream.holds[peer] = max(stream.holds[peer], min(message.packet, stream.next_in - 1))
@@ -156,7 +165,7 @@ class Commits:
         nobody, and commits all."""
         for child in [c for c in stream.holds if c not in stream.children]:
             del stream.holds[child]
-        stream.silent.intersection_update(stream.children)  # one adopted again is waited for
+        stream.silent.intersection_update(stream.children)
         if stream.committed is None:
             return
         if stream.state is not State.ROOT or not waits_for(stream):

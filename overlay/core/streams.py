@@ -168,7 +168,7 @@ class Stream:
     ask_rounds: int = 0
     holds: dict[PeerId, int] = field(default_factory=dict)
     # Children that let a question go unanswered for ``confirm_timeout``: still asked, and
-    # what they say they hold still counts, but not waited for while they stay children.
+    # what they say they hold still counts, but not waited for until they answer again.
     silent: set[PeerId] = field(default_factory=set)
     # By (who asked, publish uid), so a retry while the first waits is answered once.
     unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
