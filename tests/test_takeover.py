@@ -619,6 +619,26 @@ def test_one_flooding_peer_leaves_the_others_room_to_search_for_the_key() -> Non
     assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
 
 
+def test_a_uid_replayed_while_its_search_is_in_flight_is_a_loop() -> None:
+    """Loop detection forgets uids (here after 8 others); a search still in flight is not
+    forgotten: a replay of its uid must not replace it and count it twice."""
+    node = two_streams(seen_uid_capacity=8, max_searches_per_key=64)
+    node.receive(1.0, b"U", ResubscribeRequest(50_000, KEY, MAX_HTL, 0.3, 0.48, None))
+    assert 50_000 in node.routes
+    for i in range(10):  # junk uids push 50_000 out of the seen set
+        node.receive(
+            1.0, b"D", ResubscribeRequest(51_000 + i, key_at(0.9, tag=i + 1), 0, 0.15, 0.15, None)
+        )
+    out = sends(node.receive(1.1, b"D", ResubscribeRequest(50_000, KEY, MAX_HTL, 0.15, 0.48, None)))
+    assert out == [(b"D", RejectedLoop(50_000))]
+    assert node.routes[50_000].upstream == b"U"
+    for uid in list(node.routes):
+        node.receive(
+            2.0, node.routes[uid].current or b"P", DataNotFound(uid, node.routes[uid].key, 0)
+        )
+    assert node.routes == {} and node._routes_by_peer == {}
+
+
 def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
     node = two_streams(max_streams=4)
     before = snapshot(node)

@@ -365,7 +365,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 # or it ends as a second root beside it.
                 self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
                 return
-        if seen:
+        if seen or uid in self.routes:  # in flight still, though ``_seen`` forgot it
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
