@@ -396,6 +396,19 @@ def test_a_hello_on_another_network_is_refused_and_the_dialler_is_told_why() -> 
     )
 
 
+def test_a_node_in_trust_mode_names_neither_its_network_nor_its_build_to_a_stranger() -> None:
+    for hello in (
+        Handshake(ALICE, initiator=True, network=b"other").start(),
+        pair()[0].start()[:5] + bytes(SCHEMA_SIZE) + pair()[0].start()[5 + SCHEMA_SIZE :],
+    ):
+        responder = Handshake(BOB, initiator=False, network=NET, accept=lambda _: True)
+        with pytest.raises(HandshakeError) as caught:
+            responder.receive(hello)
+        text = told(caught.value.refusal)
+        assert "refused the link" in text
+        assert NET.decode() not in text and WIRE_SCHEMA.hex() not in text
+
+
 def test_an_older_version_s_hello_is_refused_for_its_version_whatever_its_size() -> None:
     # Version 1's layout: no schema. With a short tag it is shorter than ours.
     old = MAGIC + bytes((1, 3)) + b"net" + bytes(32)

@@ -33,7 +33,9 @@ Why each part is there:
   why instead of "closed during handshake". A refusal is unauthenticated, like the hello: a
   forged one achieves no more than closing the connection would. It is told apart from a
   reply by its prefix and its length (a reply is always ``REPLY_SIZE`` bytes; a refusal
-  never is), and its text is shown only after replacing anything unprintable.
+  never is), and its text is shown only after replacing anything unprintable. A node in
+  trust mode leaves its own network name and schema out of a refusal: a stranger learns
+  only that it was refused.
 * The keys are fresh each connection (forward secrecy): a stolen identity key later does not
   open recorded traffic.
 
@@ -363,19 +365,24 @@ class Handshake:
                 f"the hello is {len(hello)} bytes but its {tag_length}-byte network tag makes "
                 f"{_HELLO_FIXED + tag_length}"
             )
+        # A trust-listed node tells a stranger nothing of itself (its build, its network).
+        private = self._accept is not None
         if schema != WIRE_SCHEMA:
+            named = "" if private else f"{WIRE_SCHEMA.hex()}, yours "
             raise self._error(
                 f"the peer's wire messages differ from ours (schema {schema.hex()}, ours "
                 f"{WIRE_SCHEMA.hex()}): every node of a network must run the same build",
-                f"this node's wire messages differ (schema {WIRE_SCHEMA.hex()}, yours "
-                f"{schema.hex()}): every node of a network must run the same build",
+                f"this node's wire messages differ (schema {named}{schema.hex()}): every node "
+                f"of a network must run the same build",
             )
         tag_start = len(MAGIC) + 1 + SCHEMA_SIZE + 1
         network = hello[tag_start : tag_start + tag_length]
         if network != self.network:
             raise self._error(
                 f"the peer is on network {network!r}, we are on {self.network!r}",
-                f"this node is on network {self.network!r}, not {network!r}",
+                f"this node is not on network {network!r}"
+                if private
+                else f"this node is on network {self.network!r}, not {network!r}",
             )
         their_ephemeral = hello[tag_start + tag_length :]
 
