@@ -92,13 +92,10 @@ class Commits:
         if not waits_for(stream) or not (stream.local or stream.unacked):
             # Nobody to wait for, or nobody local to shield and no answer held back. A
             # publishing child's answer, if it must wait, starts the wait itself
-            # (``ack_child``). Silent children are asked anyway, so that one that answers
-            # is waited for again (``on_held``), but nothing waits for their answer.
-            if stream.silent and (stream.local or stream.unacked):
-                query = HeldQuery(stream.key, number)
-                for child in stream.fed:
-                    if child in stream.silent:
-                        self._send(child, query)
+            # (``ack_child``). Children that are all silent are asked anyway, so that one
+            # that answers is waited for again (``on_held``); the commit forgets the question.
+            if stream.local or stream.unacked:
+                self._ask(stream, number)
             self._commit(stream)
             return
         if stream.committed is None:

@@ -100,8 +100,12 @@ EPHEMERAL_SIZE = 32  # X25519 public key (RFC 7748)
 KEY_SIZE = 32  # ChaCha20Poly1305 key
 TAG_SIZE = 16  # Poly1305 tag
 
-# magic, version, schema, tag length, e_I
-_HELLO_FIXED = len(MAGIC) + 1 + SCHEMA_SIZE + 1 + EPHEMERAL_SIZE
+# Where each field of a hello starts: magic, version, schema, tag length, tag, then e_I.
+_VERSION_AT = len(MAGIC)
+_SCHEMA_AT = _VERSION_AT + 1
+_TAG_LENGTH_AT = _SCHEMA_AT + SCHEMA_SIZE
+_TAG_AT = _TAG_LENGTH_AT + 1
+_HELLO_FIXED = _TAG_AT + EPHEMERAL_SIZE  # a hello without its tag
 REPLY_SIZE = EPHEMERAL_SIZE + PUBLIC_KEY_SIZE + SIGNATURE_SIZE + TAG_SIZE  # 144
 FINISH_SIZE = PUBLIC_KEY_SIZE + SIGNATURE_SIZE + TAG_SIZE  # 112
 # The frame limit for the handshake phase: the largest of the three messages.
@@ -350,7 +354,7 @@ class Handshake:
         if hello[: len(MAGIC)] != MAGIC:
             raise self._error(f"not an overlay link hello (it starts {hello[:8]!r})")
         # The version before the size: another version's hello has another layout.
-        version = hello[len(MAGIC)] if len(hello) > len(MAGIC) else None
+        version = hello[_VERSION_AT] if len(hello) > _VERSION_AT else None
         if version is not None and version != VERSION:
             raise self._error(
                 f"the peer speaks link protocol version {version}; we speak {VERSION}",
@@ -358,8 +362,8 @@ class Handshake:
             )
         if len(hello) < _HELLO_FIXED:
             raise self._error(f"the hello is {len(hello)} bytes, at least {_HELLO_FIXED} expected")
-        schema = hello[len(MAGIC) + 1 : len(MAGIC) + 1 + SCHEMA_SIZE]
-        tag_length = hello[len(MAGIC) + 1 + SCHEMA_SIZE]
+        schema = hello[_SCHEMA_AT:_TAG_LENGTH_AT]
+        tag_length = hello[_TAG_LENGTH_AT]
         if len(hello) != _HELLO_FIXED + tag_length:
             raise self._error(
                 f"the hello is {len(hello)} bytes but its {tag_length}-byte network tag makes "
@@ -375,8 +379,7 @@ class Handshake:
                 f"this node's wire messages differ (schema {named}{schema.hex()}): every node "
                 f"of a network must run the same build",
             )
-        tag_start = len(MAGIC) + 1 + SCHEMA_SIZE + 1
-        network = hello[tag_start : tag_start + tag_length]
+        network = hello[_TAG_AT : _TAG_AT + tag_length]
         if network != self.network:
             raise self._error(
                 f"the peer is on network {network!r}, we are on {self.network!r}",
@@ -384,7 +387,7 @@ class Handshake:
                 if private
                 else f"this node is on network {self.network!r}, not {network!r}",
             )
-        their_ephemeral = hello[tag_start + tag_length :]
+        their_ephemeral = hello[_TAG_AT + tag_length :]
 
         self._ephemeral = X25519PrivateKey.generate()
         our_ephemeral = self._ephemeral.public_key().public_bytes_raw()
