@@ -284,15 +284,17 @@ class _Cut:
 
 
 def _run_quiet(sim: Simulator, within: float) -> bool:
-    """Run until no live node has work and no protocol message moved for a while (longer
-    than a root's probe interval: a probe may still find a split); False if that does not
-    happen within ``within`` virtual seconds."""
+    """Run until no live node has work, no protocol message is in flight and none moved for
+    a while (longer than a root's probe interval: a probe may still find a split); False if
+    that does not happen within ``within`` virtual seconds. In flight counts: a timer that
+    fires at the very end of a step (a relay's linger ending) sends a message that has not
+    arrived yet, and the trees checked then are not the ones the network settles into."""
     limit = sim.now + within
     margin = max(sim.config.reconnect_delay + 1.0, NODE.probe_interval + BEAT)
     while sim.now < limit:
         sim.run(until=sim.now + margin)
         idle = not any(node.busy() for i, node in enumerate(sim.nodes) if sim.alive[i])
-        if idle and sim.last_message_at <= sim.now - margin:
+        if idle and not sim.in_flight and sim.last_message_at <= sim.now - margin:
             return True
     return False
 

@@ -31,12 +31,11 @@ def small(seed: int = 1) -> Simulator:
 
 
 def quiet(sim: Simulator) -> bool:
-    """No live node has work pending and no protocol message (heartbeats aside) arrived for
-    longer than a redial takes. Read after a step at least that long, so what was sent at its
-    start has arrived (a link's latency is at most 0.1 s)."""
+    """No live node has work pending, no protocol message (heartbeats aside) is in flight,
+    and none arrived for longer than a redial takes."""
     margin = sim.config.reconnect_delay + 1.0
     idle = not any(node.busy() for i, node in enumerate(sim.nodes) if sim.alive[i])
-    return idle and sim.last_message_at <= sim.now - margin
+    return idle and not sim.in_flight and sim.last_message_at <= sim.now - margin
 
 
 def run_quiet(sim: Simulator, within: float = 120.0) -> None:

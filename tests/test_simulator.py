@@ -51,6 +51,22 @@ def test_links_stay_fifo_when_the_weather_calms() -> None:
     assert stormy + calm == sorted(stormy + calm)
 
 
+def test_in_flight_counts_protocol_messages_until_they_arrive() -> None:
+    # A quiet check must not pass while a message is on its way (chaos: a relay's linger
+    # ended at the last instant of a run, and its Unsubscribe, never delivered, left its
+    # parent listing a child that no longer carried the stream).
+    sim = Simulator(SimConfig(nodes=30, degree=6, seed=1))
+    sim.run()
+    assert sim.in_flight == 0
+    key = stream_keys(1)[0]
+    sim.subscribe(3, key, 1)
+    assert sim.in_flight > 0  # the search is queued, not delivered
+    sim.run(until=sim.now)  # nothing has had time to arrive
+    assert sim.in_flight > 0
+    sim.run()
+    assert sim.in_flight == 0 and key in sim.nodes[3].streams
+
+
 def test_drop_and_duplicate_knobs_act() -> None:
     net = Network(2, NetworkModel(drop=0.5, duplicate=0.5), random.Random(2))
     counts = [len(net.arrivals(0.0, 0, 1)) for _ in range(2000)]

@@ -302,6 +302,12 @@ class Simulator:
             self._work += counts
             self._push(at, _MESSAGE, i, j, message)
 
+    @property
+    def in_flight(self) -> int:
+        """Protocol messages (upkeep aside) and workload steps still queued: a network with
+        any is not quiet, however long ago the last message arrived."""
+        return self._work
+
     def held_back(self) -> int:
         """Frames a partition holds back on links still up (delivered at ``heal``)."""
         return sum(len(frames) for frames in self._stalled.values())
