@@ -4,7 +4,7 @@ down, the hop budget, and a query from a peer that is not our parent."""
 
 from __future__ import annotations
 
-from test_node import KEY, joined_node, meet, root_with_children, sends
+from test_node import KEY, MAX_HTL, joined_node, make, meet, root_with_children, sends
 
 from overlay.core.effects import Effect
 from overlay.core.node import Node
@@ -162,6 +162,28 @@ def test_a_relay_that_reattaches_asks_its_subtree_for_what_its_claim_holds_beyon
     push = PublishData(UID + 3, KEY, 3, 0.5, MAX_WIRE_HTL, b"p3", None, DATA, None, True)
     [(to, up)] = sends(node.receive(1.2, b"C", push))
     assert to == b"Q" and isinstance(up, PublishData) and (up.packet, up.pushed) == (3, True)
+
+
+def test_a_relay_that_holds_nothing_of_its_head_asks_its_subtree_for_it() -> None:
+    """N joined the tree relaying C's resubscribe (seen up to 12), so it counts 0..12 as
+    processed but holds none of them. It lost its parent and reattached under Q, whose
+    tree has numbered nothing: only C's subtree has 0..12, and only its pushes tell Q's
+    root so. Without the question that root numbered 0 and 1 again (chaos: two publishes
+    acknowledged as packet 0, a subscriber shown the other one)."""
+    node = make(0.45)
+    for peer, location in ((b"P", 0.49), (b"Q", 0.47), (b"C", 0.2)):
+        meet(node, peer, location)
+    node.receive(0.0, b"C", ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 12))
+    node.receive(0.0, b"P", SubscribeSucceeded(1, KEY, 12))
+    stream = node.streams[KEY]
+    assert (stream.next_in, list(stream.window.packets)) == (13, [])
+    [(_, restarted)] = sends(node.link_down(1.0, b"P"))
+    assert isinstance(restarted, SubscribeRestarted)
+    [(asked, search)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY, 12)))
+    assert asked == b"Q" and isinstance(search, ResubscribeRequest)
+    effects = node.receive(1.1, b"Q", SubscribeSucceeded(search.uid, KEY, None))
+    assert stream.parent == b"Q"
+    assert queries(effects) == [(0, 12, MAX_WIRE_HTL)]
 
 
 def test_a_relay_whose_subtree_claims_nothing_beyond_it_asks_nothing() -> None:

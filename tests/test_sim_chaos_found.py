@@ -588,3 +588,42 @@ def test_the_network_is_not_quiet_while_a_message_is_on_its_way() -> None:
     )
     outcome = run(Scenario(seed=0, nodes=22, streams=2, subscribers=2, faults=faults))
     assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_relay_holding_nothing_of_its_head_gets_its_subtree_to_tell_the_new_root() -> None:
+    # Partitioned from the start of publishing, the minority side made root 22, which
+    # numbered nothing. After the heal relay 12, which had joined the tree on a
+    # resubscriber's word that it reached packet 12 and held none of 0..12, reattached
+    # under 22's tree. Nothing it held went up, and nothing asked its subtree: 22 numbered
+    # the next publishes 0 and 1 again. A relay now asks its subtree for what it counts
+    # as processed but never held (``Gathering.ask_claimed``).
+    outcome = run(RELAY_HOLDING_NOTHING)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+RELAY_HOLDING_NOTHING = Scenario(
+    seed=690,
+    nodes=35,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=5e-324, kind="crash", arg=1433, until=1.0000000000000002),
+        Fault(at=2.371720366452054e-162, kind="crash", arg=72, until=None),
+        Fault(at=4.871620391736537e-64, kind="loud-crash", arg=233, until=14.82426043545963),
+        Fault(at=0.6249283244898441, kind="add", arg=3, until=None),
+        Fault(at=4.403445119489323, kind="crash", arg=6418, until=None),
+        Fault(at=5.0, kind="loud-crash", arg=0, until=None),
+        Fault(at=5.144394424083055, kind="loud-crash", arg=999999, until=45.14439442408305),
+        Fault(at=7.54385583428208, kind="add", arg=3, until=None),
+        Fault(at=10.640119111466518, kind="loud-crash", arg=240, until=34.33761866745296),
+        Fault(at=18.023796337626862, kind="add", arg=6, until=None),
+        Fault(at=19.23095058336125, kind="crash", arg=5051, until=20.23095058336125),
+        Fault(at=20.61362385196406, kind="loud-crash", arg=580, until=None),
+        Fault(at=26.014435199377356, kind="crash", arg=120, until=27.914435199377355),
+        Fault(at=30.0, kind="weather", arg=0, until=37.97106413893307),
+    ),
+    partition=(0.0, 33.39721238727673, 0.3333333333333333),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
+    ),
+)

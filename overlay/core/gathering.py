@@ -82,18 +82,30 @@ class Gathering:
 
     def ask_claimed(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
         """We (re)attached under a parent that has processed up to ``theirs``, while our
-        subtree claims more than either of us holds (``Stream.claim``: a resubscriber we
-        adopted, a confirmation). Those packets are down there, and only pushes carry
+        subtree has more than it: packets our subtree claims beyond what we hold
+        (``Stream.claim``: a resubscriber we adopted, a confirmation), or ones we count as
+        processed and never held. Those packets are down there, and only pushes carry
         them, and so the claim, up to the root: ask our children for them (chaos: a relay
         at 2 whose child had seen 20 reattached under a new root, which numbered 3 on).
-        At most one window of them."""
+        At most one window of each."""
+        if not stream.children:
+            return
+        after = -1 if theirs is None else theirs
+        head = -1 if stream.next_in is None else stream.next_in - 1
+        window = self.config.window_packets
+        spans: list[Span] = []
+        if head > after:
+            # What we count as processed but never held: we joined on a resubscriber's word
+            # that the tree had it (``attached``), so the parent, which lacks it, hears of
+            # it only from our subtree (chaos: a relay at 12 holding nothing reattached
+            # under a root that had numbered nothing, which then numbered 0 and 1 again).
+            spans += gaps(stream.window, max(after + 1, head - window + 1), head)
         claim = stream.subtree_high
-        if claim is None or not stream.children:
-            return
-        first = max(-1 if theirs is None else theirs, (stream.next_in or 0) - 1) + 1
-        if claim < first:
-            return
-        self.ask_spans(stream, [(first, min(claim, first + self.config.window_packets - 1))])
+        first = max(after, head) + 1
+        if claim is not None and claim >= first:
+            spans.append((first, min(claim, first + window - 1)))
+        if spans:
+            self.ask_spans(stream, spans)
 
     def on_past_query(self: _FlowParts, stream: Stream, query: PastQuery) -> None:
         """Our parent asks for ``first..last``: push up what we hold of it, and ask our
