@@ -350,9 +350,12 @@ def _check(scenario: Scenario) -> None:
 
 
 # Open (issue 4): the search still finds scenarios that break a guarantee (none of one fixed
-# set of 300 since stop 17, 1 of 400 fresh draws at stop 24): a packet numbered just as a
-# partition begins, whose number the other side's new root gives to another publish (see
-# the README's Known limits for why that stays). The simulation is
+# set of 300 since stop 17, 1 of 400 fresh draws at stop 24, 2 of 1,100 at stop 26): a
+# packet numbered just as a partition begins, whose number the other side's new root gives
+# to another publish (see the README's Known limits for why that stays). The 100 examples
+# below all pass at stop 26 (they failed on a merge bug and on the run's quiet check, both
+# fixed), so the property may XPASS; it stays marked until the cause above is closed. The
+# simulation is
 # deterministic (checked across hash seeds and replays), so which scenarios a run draws is
 # hypothesis's affair. The property runs, in CI too, as an expected failure: not strict,
 # since a given run may draw no failing scenario. Failing examples whose cause was found and
