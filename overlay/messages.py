@@ -354,6 +354,31 @@ class PublishSucceeded(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class PublishNumbered(Message):
+    """The root gave the publish with this uid the number ``packet``, and holds it unsent
+    until the publisher's node says it knows (PublishConfirmed). Not an acknowledgement:
+    the publisher's client is told only by the PublishSucceeded that follows the packet
+    down the tree (``overlay.core.confirming``)."""
+
+    TYPE: ClassVar[int] = 28
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishConfirmed(Message):
+    """The publisher's node, up the tree to the root: it holds the publish ``uid`` as
+    packet ``packet`` and will push it up to any root that takes the tree over, so the root
+    may send it down (``overlay.core.confirming``)."""
+
+    TYPE: ClassVar[int] = 29
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
 class PublishCollision(Message):
     """The root holds a different packet under that number; ``suggested_next`` is free."""
 
@@ -524,6 +549,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     HeldQuery,
     Held,
     PastQuery,
+    PublishNumbered,
+    PublishConfirmed,
 )
 
 

@@ -27,10 +27,15 @@ from testnet.sim.workload import PublishLoad
 BEAT = 5.0
 
 
-def experiment(seed: int) -> dict[str, object]:
+def experiment(seed: int, confirm: bool = False) -> dict[str, object]:
     """As ``python -m testnet.sim.chaos_cli --nodes 300 --streams 5 --subscribers 10
-    --packets 40 --seed SEED``."""
-    node = NodeConfig(heartbeat_interval=BEAT, dead_after=3 * BEAT, takeover_grace=2 * BEAT)
+    --packets 40 --seed SEED`` (and ``--confirm-publishes`` if ``confirm``)."""
+    node = NodeConfig(
+        heartbeat_interval=BEAT,
+        dead_after=3 * BEAT,
+        takeover_grace=2 * BEAT,
+        confirm_publishes=confirm,
+    )
     exp = ChaosExperiment(
         SimConfig(nodes=300, seed=seed, node=node),
         streams=5,
@@ -58,6 +63,11 @@ def healthy(report: dict[str, object]) -> None:
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_killing_a_fifth_of_the_nodes_and_every_root_loses_nothing(seed: int) -> None:
     healthy(experiment(seed))
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_with_confirmed_publishes_killing_every_root_loses_nothing(seed: int) -> None:
+    healthy(experiment(seed, confirm=True))
 
 
 def test_no_packet_number_is_acked_for_two_publishes() -> None:

@@ -56,6 +56,8 @@ def test_max_htl_bounds_are_valid(max_htl: int) -> None:
         ({"linger": math.nan}, "linger"),
         ({"keep_idle": -1.0}, "keep_idle must not be negative"),
         ({"keep_idle": math.nan}, "keep_idle"),
+        ({"confirm_publishes": "yes"}, "confirm_publishes must be true or false, got 'yes'"),
+        ({"confirm_publishes": 1}, "confirm_publishes must be true or false, got 1"),
     ],
 )
 def test_invalid_limits_are_refused(kwargs: dict[str, Any], message: str) -> None:

@@ -52,6 +52,8 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "HeldQuery": 25,
     "Held": 26,
     "PastQuery": 27,
+    "PublishNumbered": 28,
+    "PublishConfirmed": 29,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -145,6 +147,8 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("last", Kind.PACKET),
         ("htl", Kind.HTL),
     ),
+    "PublishNumbered": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
+    "PublishConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

@@ -9,6 +9,7 @@ Timers are shortened so recovery after a kill takes a fraction of a second of re
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -96,16 +97,21 @@ async def publish_all(host: NodeHost, count: int, key: bytes = KEY, start: int =
     return publisher
 
 
-@pytest.mark.parametrize("size", [2, 3])
-async def test_small_networks_deliver_in_order(size: int) -> None:
+# (4, True): ``confirm_publishes``, so every packet from a peer waits for PublishNumbered
+# and PublishConfirmed to cross the real links before it goes down.
+@pytest.mark.parametrize(("size", "confirm"), [(2, False), (3, False), (4, True)])
+async def test_small_networks_deliver_in_order(size: int, confirm: bool) -> None:
+    core = dataclasses.replace(FAST, confirm_publishes=confirm)
     with trio.fail_after(LIMIT):
-        async with LocalNetwork(chain(size), core=FAST) as net:
+        async with LocalNetwork(chain(size), core=core) as net:
             await net.wait_linked()
             inbox = await join(net.node(size - 1))
             acks = await publish_all(net.node(0).host, 200)
             numbers = sorted(acks.acked().values())
             await net.node(size - 1).host.wait_until(lambda: len(inbox.numbers()) >= 200)
             assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 200))
+            confirmed = sum(n.host.core.stats.confirmed for n in net.nodes)
+            assert confirmed == (200 if confirm else 0)
             described = net.node(0).host.describe(KEY)
             assert described["links"] == 1 and len(described["streams"]) == 1
             assert described["queued"] >= 0 and described["queued_max"] <= described["queued"]

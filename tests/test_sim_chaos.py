@@ -37,6 +37,7 @@ expected, and every other check still applies.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     partition: tuple[float, float, float] | None = None  # (at, healed at, share of nodes)
     weather: NetworkModel = field(default_factory=NetworkModel)
+    # Roots send a peer's publish down only once its publisher's node confirmed its number
+    # (``NodeConfig.confirm_publishes``).
+    confirm: bool = False
 
 
 @st.composite
@@ -134,7 +138,8 @@ class Outcome:
 
 def run(scenario: Scenario) -> Outcome:
     """Play ``scenario``: subscribe, publish with faults, then run until quiet (bounded)."""
-    sim = Simulator(SimConfig(nodes=scenario.nodes, degree=6, seed=scenario.seed, node=NODE))
+    node = dataclasses.replace(NODE, confirm_publishes=scenario.confirm)
+    sim = Simulator(SimConfig(nodes=scenario.nodes, degree=6, seed=scenario.seed, node=node))
     rng = random.Random(f"scenario-{scenario.seed}")
     calm = sim.network.model
     keys = stream_keys(scenario.streams)

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from keyspace.topology import small_world
+from overlay.core.config import NodeConfig
 from overlay.core.events import EpochSkipped, PublishAcked, PublishCollided
 from overlay.messages import PacketKind
 from testnet.sim.deliveries import DeliveryLog
@@ -66,9 +67,14 @@ class Run:
         return uid
 
 
-def build(n: int, degree: int, seed: int) -> Run:
+def build(n: int, degree: int, seed: int, confirm: bool = False) -> Run:
     config = SimConfig(
-        nodes=n, degree=degree, seed=seed, network=NetworkModel(jitter=0.01), wire=True
+        nodes=n,
+        degree=degree,
+        seed=seed,
+        node=NodeConfig(confirm_publishes=confirm),
+        network=NetworkModel(jitter=0.01),
+        wire=True,
     )
     sim = Simulator(config, small_world(n, degree, random.Random(seed)))
     log = DeliveryLog(lambda: sim.now)
@@ -153,11 +159,16 @@ def check(run: Run, stayed: set[tuple[int, int]]) -> None:
     degree=st.sampled_from([2, 4, 8]),
     seed=st.integers(0, 2**32),
     ops=steps,
+    confirm=st.booleans(),
 )
 def test_random_publishing_keeps_every_delivery_guarantee(
-    n: int, degree: int, seed: int, ops: list[tuple[str, int, int, int, bool, float]]
+    n: int,
+    degree: int,
+    seed: int,
+    ops: list[tuple[str, int, int, int, bool, float]],
+    confirm: bool,
 ) -> None:
-    run = build(n, degree, seed)
+    run = build(n, degree, seed, confirm)
     stayed = play(run, ops, n)
     check(run, stayed)
 

@@ -15,8 +15,8 @@ from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, Effect, PeerId
-from overlay.core.events import ClientEvent, PublishFailed, SubscribeFailed
-from overlay.core.publishing import EXPLAIN, PacketFlow
+from overlay.core.events import EXPLAIN, ClientEvent, PublishFailed, SubscribeFailed
+from overlay.core.publishing import PacketFlow
 from overlay.core.streams import State, Stream
 from overlay.messages import (
     KEY_SIZE,

@@ -64,6 +64,7 @@ class _FlowParts(Protocol):
     def _advance(self, stream: Stream) -> None: ...
     def release(self, stream: Stream, lost_child: bool = False) -> None: ...
     def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None: ...
+    def orphaned_pending(self, stream: Stream) -> None: ...
 
 
 def held_by_enough(stream: Stream) -> int | None:
@@ -146,6 +147,14 @@ class Commits:
         if stream.asked is None or stream.asked <= stream.committed:
             self._ask(stream, stream.next_in - 1)
 
+    def on_held_query(self: _FlowParts, peer: PeerId, query: HeldQuery) -> None:
+        """Our parent, a root, asks what we hold: everything we processed."""
+        stream = self.streams.get(query.key)
+        if stream is None or stream.parent != peer or not stream.next_in:
+            self.stats.ignored += 1  # the root's question times out; it shows its clients
+            return
+        self._send(peer, Held(query.key, stream.next_in - 1))
+
     def on_held(self: _FlowParts, peer: PeerId, message: Held, stream: Stream) -> None:
         """A child holds everything up to ``message.packet``."""
         if stream.state is not State.ROOT or peer not in stream.children:
@@ -160,6 +169,8 @@ class Commits:
     def children_changed(self: _FlowParts, stream: Stream) -> None:
         """A root lost a child or stopped being root: it may have fewer to wait for, or
         nobody, and commits all."""
+        if stream.pending:
+            self.orphaned_pending(stream)  # ``confirming``
         for child in [c for c in stream.holds if c not in stream.children]:
             del stream.holds[child]
         stream.silent.intersection_update(stream.children)

@@ -111,6 +111,14 @@ class NodeConfig:
     # node remembers, so a late packet of a finished epoch is refused.
     max_open_epochs: int = 64
     max_done_epochs: int = 4096
+    # Whether this node, as a root, sends a peer's publish down only once the publisher's
+    # node has confirmed its number (``confirming``). On: a packet numbered in the instant a
+    # partition cuts the root off from its publisher is shown to nobody, so the two sides
+    # of the cut never show one number with two contents; it costs every packet from a
+    # peer one more round trip between the root and the publisher's node (about twice the
+    # delivery latency, see the README). Off: packets go down as soon as they are numbered.
+    # Only the root's setting counts; every node answers the root's PublishNumbered.
+    confirm_publishes: bool = False
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
 
@@ -144,6 +152,10 @@ class NodeConfig:
             )
         if not self.confirm_timeout > 0:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
+        if not isinstance(self.confirm_publishes, bool):
+            raise ValueError(
+                f"confirm_publishes must be true or false, got {self.confirm_publishes!r}"
+            )
         if not self.fill_timeout > 0:
             raise ValueError(f"fill_timeout must be positive, got {self.fill_timeout}")
         if not self.linger >= 0:  # (NaN too)

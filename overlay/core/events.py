@@ -131,3 +131,26 @@ ClientEvent = (
     | PublishCollided
     | PublishFailed
 )
+
+
+# What each refusal means, for the person reading a client's error.
+EXPLAIN: dict[PublishError, str] = {
+    PublishError.NOT_CARRIED: "the node asked is not in this stream's tree",
+    PublishError.NOT_CHILD: "the sender is not a child of the node asked",
+    PublishError.BAD_SIGNATURE: "a signed stream's packet needs a valid signature",
+    PublishError.NEEDS_NUMBER: "a signed packet must name its number (the signature covers it)",
+    PublishError.EPOCH_DONE: "the packet's epoch is already closed or aborted",
+    PublishError.TOO_MANY_EPOCHS: "the stream has its maximum number of open epochs",
+    PublishError.BUSY: "a bounded queue on the way is full; try again later",
+    PublishError.TOO_DEEP: "the publish climbed more hops than a tree is deep",
+    PublishError.BAD_MARKER: "an epoch marker must name its epoch",
+    PublishError.TIMEOUT: "no answer from the stream's root",
+    PublishError.INVALID: "the publish request is malformed",
+}
+
+
+def explain(error: int) -> str:
+    try:
+        return EXPLAIN[PublishError(error)]
+    except ValueError:
+        return f"refused with unknown reason code {error}"

@@ -75,6 +75,7 @@ class Liveness:
         self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
         self._probe_roots(now)  # every few rounds (``probes``)
         self.flow.overdue()  # a root's unanswered HeldQuery (``commits``)
+        self.flow.confirm_overdue()  # a root's unconfirmed publishes (``confirming``)
 
     def _links_changed(self: _NodeParts, now: float) -> None:
         if self._announce_at is None:

@@ -67,8 +67,10 @@ from overlay.messages import (
     PastQuery,
     ProbeAnswer,
     PublishCollision,
+    PublishConfirmed,
     PublishData,
     PublishError,
+    PublishNumbered,
     PublishRejected,
     PublishSucceeded,
     RejectedLoop,
@@ -266,7 +268,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case ProbeAnswer():
                 self._on_probe_answer(now, peer, message)
             case HeldQuery():
-                self._on_held_query(peer, message)
+                self.flow.on_held_query(peer, message)
             case PastQuery():
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
@@ -282,16 +284,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._served(now, message.key)  # it may be one a waiting child lacks
             case PublishSucceeded() | PublishCollision() | PublishRejected():
                 self.flow.on_answer(peer, message)
+            case PublishNumbered():
+                self.flow.on_numbered(peer, message)
+            case PublishConfirmed():
+                self.flow.on_confirmed(peer, message)
             case _:
                 self.stats.ignored += 1
-
-    def _on_held_query(self, peer: PeerId, query: HeldQuery) -> None:
-        """Our parent, a root, asks what we hold (``commits``): everything we processed."""
-        stream = self.streams.get(query.key)
-        if stream is None or stream.parent != peer or not stream.next_in:
-            self.stats.ignored += 1  # the root's question times out; it shows its clients
-            return
-        self._send(peer, Held(query.key, stream.next_in - 1))
 
     def _served(self, now: float, key: bytes | None) -> None:
         """Serve the children waiting on ``key``'s stream that can be served now."""

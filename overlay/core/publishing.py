@@ -49,14 +49,17 @@ from dataclasses import dataclass, field
 
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
+from overlay.core.confirming import Confirming
 from overlay.core.delivery import pump
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.events import (
+    EXPLAIN,
     ClientEvent,
     PublishAcked,
     PublishCollided,
     PublishFailed,
     Subscribed,
+    explain,
 )
 from overlay.core.gathering import Gathering
 from overlay.core.refills import gaps
@@ -72,6 +75,7 @@ from overlay.messages import (
     PublishCollision,
     PublishData,
     PublishError,
+    PublishNumbered,
     PublishRejected,
     PublishSucceeded,
     SubscribeData,
@@ -81,21 +85,8 @@ from overlay.messages import (
 PUBLISH_TIMER = "publish"
 
 Answer = PublishSucceeded | PublishCollision | PublishRejected
-
-# What each refusal means, for the person reading a client's error.
-EXPLAIN: dict[PublishError, str] = {
-    PublishError.NOT_CARRIED: "the node asked is not in this stream's tree",
-    PublishError.NOT_CHILD: "the sender is not a child of the node asked",
-    PublishError.BAD_SIGNATURE: "a signed stream's packet needs a valid signature",
-    PublishError.NEEDS_NUMBER: "a signed packet must name its number (the signature covers it)",
-    PublishError.EPOCH_DONE: "the packet's epoch is already closed or aborted",
-    PublishError.TOO_MANY_EPOCHS: "the stream has its maximum number of open epochs",
-    PublishError.BUSY: "a bounded queue on the way is full; try again later",
-    PublishError.TOO_DEEP: "the publish climbed more hops than a tree is deep",
-    PublishError.BAD_MARKER: "an epoch marker must name its epoch",
-    PublishError.TIMEOUT: "no answer from the stream's root",
-    PublishError.INVALID: "the publish request is malformed",
-}
+# A root's decision: an answer, a number to confirm first, or None (answered later).
+Decision = Answer | PublishNumbered | None
 
 
 @dataclass(slots=True, eq=False)
@@ -124,14 +115,7 @@ class Relay:
     expires: float
 
 
-def explain(error: int) -> str:
-    try:
-        return EXPLAIN[PublishError(error)]
-    except ValueError:
-        return f"refused with unknown reason code {error}"
-
-
-class PacketFlow(Takeover, Gathering, Commits):
+class PacketFlow(Takeover, Gathering, Commits, Confirming):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 
@@ -249,7 +233,7 @@ class PacketFlow(Takeover, Gathering, Commits):
                 # Past the grace, a publish naming a number in the open tail is a new one
                 # (a signed publisher's guess), not the lost packet: the tail is missed.
                 self.close_tail(stream)
-            self._reply_root(stream, source, message, self._serialize(stream, message))
+            self._reply_root(stream, source, message, self._serialize(stream, message, source))
             return
         if stream.state is not State.JOINED or stream.parent is None:
             if stream.state is State.RESTARTING and message.pushed and message.packet is not None:
@@ -319,7 +303,10 @@ class PacketFlow(Takeover, Gathering, Commits):
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
             del self.relayed[answer.uid]
             self._send(relay.source, answer)
-            return
+            if answer.uid not in self.local:
+                return
+            # Our own publish, come back to us through a detached ancestor's queue: our
+            # client waits for this answer too.
         entry = self.local.get(answer.uid)
         stream = self.streams.get(answer.key)
         if entry is None or stream is None or stream.parent != peer:
@@ -333,9 +320,16 @@ class PacketFlow(Takeover, Gathering, Commits):
         self._reply(entry.client, answer)
 
     def _reply_root(
-        self, stream: Stream, source: Source, message: PublishData, answer: Answer
+        self, stream: Stream, source: Source, message: PublishData, answer: Decision
     ) -> None:
-        """The root's answer, which may wait until the packet is committed (``commits``)."""
+        """The root's answer, which may wait until the packet is committed (``commits``) or
+        confirmed (``confirming``: None, or PublishNumbered, which goes straight back)."""
+        if answer is None:
+            return
+        if isinstance(answer, PublishNumbered):
+            assert isinstance(source, bytes), "a local publish is numbered without asking"
+            self._send(source, answer)
+            return
         if isinstance(source, bytes):
             self.ack_child(stream, source, message, answer)
         else:
@@ -352,6 +346,9 @@ class PacketFlow(Takeover, Gathering, Commits):
         if entry is None:
             return  # answered already (a resend crossed the first answer)
         key, uid = answer.key, answer.uid
+        stream = self.streams.get(key)
+        if stream is not None:
+            stream.claims.pop(uid, None)
         event: ClientEvent
         if isinstance(answer, PublishSucceeded):
             event = PublishAcked(key, uid, answer.packet)
@@ -384,10 +381,12 @@ class PacketFlow(Takeover, Gathering, Commits):
             return PublishSucceeded(message.uid, message.key, number)
         return PublishCollision(message.uid, message.key, number, _next(stream))
 
-    def _serialize(self, stream: Stream, message: PublishData) -> Answer:
+    def _serialize(self, stream: Stream, message: PublishData, source: Source) -> Decision:
         """The root's decision on one publish; a new packet is stored and broadcast."""
         uids = stream.uids
         assert uids is not None, "only a root serializes"
+        if message.pushed and message.packet in stream.pending:
+            self.pushed_over(stream, message)
         number = uids.get(message.uid)
         if fills_hole(stream, message) and number != message.packet:
             # Pushed up under the number a branch holds it as: taken in that place even if
@@ -395,6 +394,8 @@ class PacketFlow(Takeover, Gathering, Commits):
             # every branch sees the same packet under each number, never a hole.
             return self._fill(stream, message)
         if number is not None:
+            if number in stream.pending:  # a retry, not yet sent down (``confirming``)
+                return self.renumbered(stream, source, message, number)
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):
             return self._backfill(stream, message)
@@ -404,13 +405,17 @@ class PacketFlow(Takeover, Gathering, Commits):
                 self._remember(stream, message.uid, known.packet)
                 return known
             return PublishCollision(message.uid, message.key, message.packet, _next(stream))
-        refusal = stream.frontier.refusal(message.epoch, message.kind)
+        refusal = self.refusal(stream, message)
         if refusal is not None:
             self.stats.publish_rejected += 1
             return _rejection(message, refusal)
         self.stats.published += 1
         self.close_tail(stream)
-        return self._take(stream, message, _next(stream))
+        if message.pushed:
+            return self._take(stream, message, _next(stream))
+        number = _next(stream)
+        self._remember(stream, message.uid, number)
+        return self.number_new(stream, source, message, number)
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:
         """Take a packet the old root ordered that this root lacks, in its order. The old
@@ -437,11 +442,18 @@ class PacketFlow(Takeover, Gathering, Commits):
         return PublishSucceeded(message.uid, message.key, number)
 
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
-        """Store ``message`` as packet ``number``, send it down, remember its uid."""
-        packet = _numbered(message, number, stream.frontier.first_of(message.epoch, number))
-        self._store(stream, packet)
+        """Store ``message``, numbered elsewhere, as packet ``number``. What is pending
+        (``confirming``) was shown to nobody: it is dropped, rather than go down after it."""
+        if stream.pending:
+            self.drop_pending(stream, next(iter(stream.pending)))
+        self._store_new(stream, message, number)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
+
+    def _store_new(self, stream: Stream, message: PublishData, number: int) -> None:
+        """Store ``message`` as packet ``number`` and send it down."""
+        packet = _numbered(message, number, stream.frontier.first_of(message.epoch, number))
+        self._store(stream, packet)
 
     def _remember(self, stream: Stream, uid: int, number: int) -> None:
         uids = stream.uids
@@ -602,6 +614,8 @@ class PacketFlow(Takeover, Gathering, Commits):
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.
             self.push_up(stream, theirs)
+        if stream.claims:
+            self.push_claims(stream, theirs)  # ``confirming``
         self.ask_claimed(stream, theirs)
         if reply is not None:
             if reply.last_packet is not None and (

@@ -33,6 +33,7 @@ from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData, PublishSucceeded
 
 if TYPE_CHECKING:
+    from overlay.core.confirming import Pending
     from overlay.core.refills import Fill
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
@@ -173,6 +174,13 @@ class Stream:
     # By (who asked, publish uid), so a retry while the first waits is answered once.
     unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
     unacked_low: int | None = None  # the lowest packet number among them
+    # At a root (confirming): publishes numbered but not yet sent down, by number in
+    # order, and the heartbeat rounds the oldest has waited for its confirmation.
+    pending: dict[int, Pending] = field(default_factory=dict)
+    pending_rounds: int = 0
+    # At a publisher's node (confirming): its publishes a root numbered, by uid, that it
+    # pushes up under those numbers to a root that takes the tree over.
+    claims: dict[int, int] = field(default_factory=dict)
 
     @property
     def signer(self) -> bytes | None:

@@ -35,6 +35,8 @@ def _next(stream: Stream) -> int:
     """The number a root gives its next new packet: past every number the tree is known to
     have given, and never below what this node has processed."""
     after = 0 if stream.high is None else stream.high + 1
+    if stream.pending:  # numbered, not yet sent down (``confirming``)
+        after = max(after, next(reversed(stream.pending)) + 1)
     return after if stream.next_in is None else max(after, stream.next_in)
 
 
@@ -54,7 +56,7 @@ class _FlowParts(Protocol):
     def _reply_root(
         self, stream: Stream, source: Any, message: PublishData, answer: Any
     ) -> None: ...
-    def _serialize(self, stream: Stream, message: PublishData) -> Any: ...
+    def _serialize(self, stream: Stream, message: PublishData, source: Any) -> Any: ...
     def carried(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
     def reserve(self, stream: Stream) -> None: ...
@@ -175,7 +177,7 @@ class Takeover:
             assert message.packet is not None and stream.next_in is not None
             if message.packet > stream.next_in:
                 self._missing(stream, stream.next_in, message.packet - 1)
-            self._reply_root(stream, source, message, self._serialize(stream, message))
+            self._reply_root(stream, source, message, self._serialize(stream, message, source))
         # What is still lacking at the end (``next_in..high``) stays open until we number
         # a new packet (``close_tail``): nothing after it waits, and a tree this one merges
         # into later may hold it (chaos: a root cut off by a partition told its subscriber

@@ -67,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--publishers", type=_positive, default=2, help="publishers a stream (2)")
     p.add_argument("--rate", type=float, default=10.0, help="packets a second a stream (10)")
     p.add_argument("--size", type=int, default=100, help="payload bytes a packet (100)")
+    p.add_argument(
+        "--confirm-publishes",
+        action="store_true",
+        help="roots send a packet down only once its publisher's node confirms its number",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.subscribers > args.nodes:
@@ -83,7 +88,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        node = NodeConfig(max_htl=args.max_htl, max_streams=args.max_streams)
+        node = NodeConfig(
+            max_htl=args.max_htl,
+            max_streams=args.max_streams,
+            confirm_publishes=args.confirm_publishes,
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -47,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--packets", type=_positive, default=60, help="per stream (60)")
     p.add_argument("--rate", type=float, default=2.0, help="packets a second a stream (2)")
     p.add_argument("--heartbeat", type=float, default=5.0, help="heartbeat interval (5)")
+    p.add_argument(
+        "--confirm-publishes",
+        action="store_true",
+        help="roots send a packet down only once its publisher's node confirms its number",
+    )
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     args = p.parse_args(argv)
     if args.subscribers > args.nodes:
@@ -56,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             heartbeat_interval=args.heartbeat,
             dead_after=3 * args.heartbeat,
             takeover_grace=2 * args.heartbeat,
+            confirm_publishes=args.confirm_publishes,
         )
         exp = ChaosExperiment(
             SimConfig(nodes=args.nodes, seed=args.seed, node=node),

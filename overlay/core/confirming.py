@@ -1,0 +1,278 @@
+"""Confirming: a root sends a packet down only once its publisher's node knows its number.
+
+Only a root configured with ``NodeConfig.confirm_publishes`` holds packets back; by default
+it sends each down as soon as it is numbered, and a publisher's node answers a
+``PublishNumbered`` whichever way it is configured itself.
+
+Why. A root numbers a publish and sends it down its tree. If a partition cuts the root (and
+part of its tree) off from the publisher just then, the acknowledgement is lost on the way,
+and the publishers' side of the cut never hears of that number: its new root gives it to
+another publish, which it acknowledges. The side that was cut off has delivered the first
+packet under that number, and nothing can take a delivery back (chaos: subscribers cut off
+with the root had packet 17 with one content; the acknowledged packet 17 had another).
+
+How. The number reaches the publisher's side before the packet reaches anyone:
+
+1. The root numbers a publish from a peer and holds it *pending*, unsent, and tells the
+   publisher's node its number (``PublishNumbered``, back the way the publish came).
+2. That node keeps the publish as a *claim* on its number and answers
+   ``PublishConfirmed`` up the tree. From then on, were the root to be lost, it pushes the
+   claim up to whichever root takes the tree over (``push_up``), which takes it under that
+   number: both sides of any cut now agree on it.
+3. The root, confirmed, stores the packet and sends it down, and then the acknowledgement
+   (``PublishSucceeded``) goes down the same links behind it, as before. Only then is the
+   publisher's client told.
+
+Packets go down in number order, so a confirmed packet waits for the pending ones before
+it. A local publisher at the root needs no confirmation, but its packet waits behind
+pending ones too. A pending packet whose confirmation does not come within
+``confirm_timeout`` (its publisher died, or is cut off) is dropped, with every pending
+packet after it; nothing was delivered or acknowledged for them, and their publishers,
+retrying, are numbered afresh. So is one whose publish came through a child the root has
+lost since, at once: its confirmation could only come back that way. A root that stops
+being root drops what is pending the same way. A pushed-up packet (another root numbered
+it, and it went down there) takes its number from a pending one, and everything pending
+after it is dropped.
+
+The cost is one round trip between the root and the publisher's node before a packet goes
+down (about twice the delivery latency of the simulator's main job, see the README); a
+publisher at the root pays nothing. A root whose publisher's node dies stalls the packets
+numbered after its publish until the loss is noticed (liveness) or ``confirm_timeout``.
+
+What it does not close: the publisher's node confirms, the root sends the packet down, the
+cut comes, and the publisher's node dies before its side learns the number from it. Two
+failures at one moment; a second witness on the publisher's side would be needed.
+
+These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Source, State, Stream
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    Message,
+    PacketKind,
+    PublishConfirmed,
+    PublishData,
+    PublishError,
+    PublishNumbered,
+    PublishSucceeded,
+)
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """A publish a root numbered and has not sent down yet."""
+
+    source: Source
+    message: PublishData
+    confirmed: bool
+
+
+class _FlowParts(Protocol):
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    stats: NodeStats
+    local: dict[int, Any]
+    relayed: Any
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def _store_new(self, stream: Stream, message: PublishData, number: int) -> None: ...
+    def _reply_root(
+        self, stream: Stream, source: Source, message: PublishData, answer: Any
+    ) -> None: ...
+    def _flush(self, stream: Stream) -> None: ...
+    def drop_pending(self, stream: Stream, first: int) -> None: ...
+    def _confirm(self, stream: Stream, pending: Pending) -> None: ...
+
+
+class Confirming:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    # --- at the root ---------------------------------------------------------------------
+
+    def number_new(
+        self: _FlowParts, stream: Stream, source: Source, message: PublishData, number: int
+    ) -> PublishSucceeded | PublishNumbered | None:
+        """A new publish numbered ``number`` at the root: sent down at once if nothing is
+        pending and its publisher is local (or the root does not confirm publishes),
+        otherwise held until confirmed."""
+        local = not isinstance(source, bytes)
+        if (local or not self.config.confirm_publishes) and not stream.pending:
+            self._store_new(stream, message, number)
+            return PublishSucceeded(message.uid, message.key, number)
+        stream.pending[number] = Pending(source, message, confirmed=local)
+        if len(stream.pending) == 1:
+            stream.pending_rounds = 0
+        if local:
+            return None  # answered when it goes down (``_flush``)
+        return PublishNumbered(message.uid, message.key, number)
+
+    def refusal(self: _FlowParts, stream: Stream, message: PublishData) -> PublishError | None:
+        """Why the root cannot order ``message`` next, counting the pending packets before
+        it: the frontier follows only packets sent down (an epoch closed by a pending
+        marker is closed for the publishes after it)."""
+        frontier, epoch = stream.frontier, message.epoch
+        if not stream.pending or epoch is None:
+            return frontier.refusal(epoch, message.kind)
+        done: set[int] = set()
+        opened: set[int] = set()
+        for entry in stream.pending.values():
+            other = entry.message.epoch
+            if other is None or frontier.is_done(other):
+                continue
+            if entry.message.kind is PacketKind.DATA:
+                if other not in done and other not in frontier.open:
+                    opened.add(other)
+            else:
+                done.add(other)
+                opened.discard(other)
+        if frontier.is_done(epoch) or epoch in done:
+            return PublishError.EPOCH_DONE
+        opens = message.kind is PacketKind.DATA and epoch not in frontier.open
+        if opens and epoch not in opened:
+            still_open = sum(1 for e in frontier.open if e not in done) + len(opened)
+            if still_open >= frontier.max_open:
+                return PublishError.TOO_MANY_EPOCHS
+        return None
+
+    def renumbered(
+        self: _FlowParts, stream: Stream, source: Source, message: PublishData, number: int
+    ) -> PublishSucceeded | PublishNumbered | None:
+        """A publish retried while pending as ``number``: told its number again, unless the
+        retry comes from here (our own publish had come back to us through a peer), which
+        confirms it."""
+        if isinstance(source, bytes):
+            return PublishNumbered(message.uid, message.key, number)
+        self._confirm(stream, stream.pending[number])
+        if number in stream.pending:
+            return None  # answered when it goes down
+        return PublishSucceeded(message.uid, message.key, number)
+
+    def pushed_over(self: _FlowParts, stream: Stream, message: PublishData) -> None:
+        """A packet pushed up under a number pending here: the same publish (its node
+        pushes its claim) confirms it; another one (numbered by another root, and sent
+        down there) takes the number, and everything pending is dropped (what is pending
+        below it would otherwise go down after it)."""
+        number = message.packet
+        assert number is not None
+        pending = stream.pending[number]
+        if pending.message.uid == message.uid:
+            self._confirm(stream, pending)
+        else:
+            self.drop_pending(stream, next(iter(stream.pending)))
+
+    def on_confirmed(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
+        """A publisher's node holds its publish under the number we gave it; a relay passes
+        that up to its parent."""
+        stream = self.streams.get(message.key)
+        if stream is None or peer not in stream.children:
+            self.stats.ignored += 1
+            return
+        if stream.state is State.JOINED and stream.parent is not None:
+            self._send(stream.parent, message)
+            return
+        pending = stream.pending.get(message.packet) if stream.state is State.ROOT else None
+        if pending is None or pending.message.uid != message.uid:
+            self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
+            return
+        self._confirm(stream, pending)
+
+    def _confirm(self: _FlowParts, stream: Stream, pending: Pending) -> None:
+        if not pending.confirmed:
+            pending.confirmed = True
+            self.stats.confirmed += 1
+        self._flush(stream)
+
+    def _flush(self: _FlowParts, stream: Stream) -> None:
+        """Send down, in order, the pending packets that are confirmed."""
+        pending = stream.pending
+        while pending:
+            number = next(iter(pending))
+            entry = pending[number]
+            if not entry.confirmed:
+                return
+            del pending[number]
+            stream.pending_rounds = 0
+            self._store_new(stream, entry.message, number)
+            answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
+            self._reply_root(stream, entry.source, entry.message, answer)
+
+    def drop_pending(self: _FlowParts, stream: Stream, first: int) -> None:
+        """Forget the pending packets from ``first`` on: their numbers are free again, and
+        their publishers, retrying, are numbered afresh."""
+        uids = stream.uids
+        for number in [n for n in stream.pending if n >= first]:
+            entry = stream.pending.pop(number)
+            self.stats.unconfirmed += 1
+            if uids is not None and uids.get(entry.message.uid) == number:
+                del uids[entry.message.uid]
+
+    def orphaned_pending(self: _FlowParts, stream: Stream) -> None:
+        """A child left, or we stopped being root: what is pending from the first publish
+        that came through a child no longer ours is dropped now, not after
+        ``confirm_timeout``. Its confirmation can only come through that child (one from
+        elsewhere is ignored), and a root that holds numbers nobody can confirm both stalls
+        the stream and, gone idle, is kept as if it had numbered something."""
+        if stream.state is not State.ROOT:
+            self.drop_pending(stream, next(iter(stream.pending)))
+            return
+        for number, entry in stream.pending.items():
+            if isinstance(entry.source, bytes) and entry.source not in stream.children:
+                self.drop_pending(stream, number)
+                return
+
+    def confirm_overdue(self: _FlowParts) -> None:
+        """One heartbeat round passed: a root whose oldest pending packet has waited
+        ``confirm_timeout`` for its publisher drops it and everything after it."""
+        rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
+        for stream in self.streams.values():
+            if not stream.pending:
+                continue
+            stream.pending_rounds += 1
+            if stream.pending_rounds > rounds:
+                self.drop_pending(stream, next(iter(stream.pending)))
+
+    # --- at the publisher's node, and on the way ---------------------------------------------
+
+    def on_numbered(self: _FlowParts, peer: PeerId, message: PublishNumbered) -> None:
+        """The root numbered a publish: pass that on toward its publisher, or, at the
+        publisher's node, keep the claim and confirm it."""
+        entry = self.local.get(message.uid)
+        stream = self.streams.get(message.key)
+        if entry is not None and stream is not None and stream.parent == peer:
+            # Ours (checked first: our own publish may also have come back to us through a
+            # detached ancestor's queue, and been relayed up again).
+            stream.claims[message.uid] = message.packet
+            self._send(peer, PublishConfirmed(message.uid, message.key, message.packet))
+            return
+        relay = self.relayed.get(message.uid)
+        if relay is not None and relay.upstream == peer and relay.key == message.key:
+            self._send(relay.source, message)  # the entry stays for the answer to follow
+            return
+        self.stats.ignored += 1
+
+    def push_claims(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
+        """We attached under a new parent: push up our publishes that an earlier root
+        numbered beyond its head, under those numbers (they may have gone down there)."""
+        parent = stream.parent
+        if parent is None:
+            return
+        for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
+            entry = self.local.get(uid)
+            if entry is None or (theirs is not None and number <= theirs):
+                continue
+            self.stats.pushed_up += 1
+            self._send(
+                parent,
+                dataclasses.replace(entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True),
+            )

@@ -1,0 +1,173 @@
+"""Confirming (``overlay.core.confirming``): a root configured with ``confirm_publishes``
+sends a packet down only once the node of its publisher has confirmed the number it was
+given.
+
+The scene is ``test_publishing``'s tree: root R with children B and E; B with children A
+and D; client 1 subscribed at A, D and E. A publishes; ``net.hold`` parks what is sent to a
+node, as a slow or cut-off link would.
+"""
+
+from __future__ import annotations
+
+from corenet import CoreNet
+from test_publishing import KEY, packets, tree
+
+from overlay.core.config import NodeConfig
+from overlay.core.events import PublishAcked
+from overlay.messages import (
+    PacketKind,
+    PublishConfirmed,
+    PublishData,
+    PublishNumbered,
+    SubscribeData,
+)
+
+BEAT = NodeConfig().heartbeat_interval
+CONFIRMING = NodeConfig(confirm_publishes=True)
+
+
+def numbered(net: CoreNet) -> list[int]:
+    """The numbers the root R gave in PublishNumbered, in order."""
+    return [m.packet for s, _, m in net.sent(PublishNumbered) if s == b"R"]  # type: ignore[attr-defined]
+
+
+def data(net: CoreNet, name: bytes) -> list[bytes]:
+    return [payload for _, payload in packets(net, name)]
+
+
+def test_a_packet_goes_down_only_after_its_publishers_node_confirms_its_number() -> None:
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")  # what the root says back does not reach A yet
+    net.publish(b"A", KEY, b"p0")
+    assert numbered(net) == [0]
+    assert net.stream(b"R", KEY).pending  # type: ignore[union-attr]
+    # Nobody has packet 0: were R cut off from A now, A's side could give 0 to another
+    # publish, and nobody would have been shown this one under it.
+    assert net.sent(SubscribeData) == []
+    assert data(net, b"D") == [] and data(net, b"E") == []
+    net.release(b"A")
+    assert [(s, d) for s, d, _ in net.sent(PublishConfirmed)] == [(b"A", b"B"), (b"B", b"R")]
+    assert data(net, b"D") == [b"p0"] and data(net, b"E") == [b"p0"]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 0)]
+    assert net.stream(b"A", KEY).claims == {}  # type: ignore[union-attr]
+
+
+def test_by_default_a_packet_goes_down_as_soon_as_it_is_numbered() -> None:
+    net = tree()
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"p0")
+    assert numbered(net) == []
+    assert data(net, b"D") == [b"p0"] and data(net, b"E") == [b"p0"]
+
+
+def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes() -> None:
+    # The confirmation could only come back through B: waiting ``confirm_timeout`` for it
+    # would only stall what is numbered after it.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"via B")
+    net.publish(b"E", KEY, b"via E")
+    assert numbered(net) == [0, 1]
+    net.disconnect(b"R", b"B")
+    root = net.nodes[b"R"]
+    assert root.stats.unconfirmed == 2 and not root.streams[KEY].pending
+    assert data(net, b"E") == []  # neither was shown: E's publish is numbered afresh
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)
+    assert data(net, b"E") == [b"via E"]
+
+
+def test_an_unconfirmed_packet_is_dropped_and_its_number_given_again() -> None:
+    net = tree(
+        config=NodeConfig(confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT)
+    )
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"lost")
+    net.advance(net.now + 3 * BEAT)  # A's publish timer has not fired yet
+    root = net.nodes[b"R"]
+    assert root.stats.unconfirmed == 1 and not root.streams[KEY].pending
+    net.publish(b"D", KEY, b"next")
+    assert numbered(net) == [0, 0]  # the dropped number is free again
+    assert data(net, b"E") == [b"next"]
+
+
+def test_confirmed_packets_go_down_in_number_order() -> None:
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"first")  # numbered 0, A does not hear of it yet
+    net.publish(b"D", KEY, b"second")  # numbered 1 and confirmed at once
+    assert numbered(net) == [0, 1]
+    assert net.sent(SubscribeData) == []  # 1 waits for 0
+    net.release(b"A")
+    assert data(net, b"E") == [b"first", b"second"]
+    assert data(net, b"D") == [b"first", b"second"]
+
+
+def test_a_retry_while_pending_is_told_the_same_number() -> None:
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"p0", uid=7)
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A sends it again
+    assert numbered(net) == [0, 0]
+    net.release(b"A")  # two numberings, two confirmations: one packet, one answer
+    assert data(net, b"E") == [b"p0"]
+    assert net.answers(b"A") == [PublishAcked(KEY, 7, 0)]
+    assert net.nodes[b"R"].stats.published == 1
+
+
+def test_a_local_publish_at_the_root_waits_behind_a_pending_one() -> None:
+    net = tree(config=CONFIRMING)
+    net.subscribe(b"R", KEY, client=2)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"from A")
+    net.publish(b"R", KEY, b"from R", client=2)  # needs no confirmation, but comes after 0
+    assert net.answers(b"R", client=2) == [] and data(net, b"E") == []
+    net.release(b"A")
+    assert data(net, b"E") == [b"from A", b"from R"]
+    assert net.answers(b"R", client=2) == [PublishAcked(KEY, 2, 1)]
+
+
+def test_a_packet_pushed_up_under_a_pending_number_takes_it() -> None:
+    # Another root numbered this packet and sent it down (two sides of a cut): it is a
+    # delivered packet, while the pending one was shown to nobody.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"pending")
+    pushed = PublishData(99, KEY, 0, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
+    net.inject(b"E", b"R", pushed)
+    assert net.nodes[b"R"].stats.unconfirmed == 1
+    net.release(b"A")  # its confirmation comes too late and changes nothing
+    assert data(net, b"D") == [b"pushed"] and data(net, b"E") == [b"pushed"]
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A publishes it again
+    assert numbered(net) == [0, 1]
+    assert packets(net, b"D") == [(0, b"pushed"), (1, b"pending")]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 1)]
+
+
+def test_a_publishers_node_that_reattaches_pushes_its_claim_up() -> None:
+    # R numbered A's publish 5 and A confirmed; then A lost its parent. Were R to send 5
+    # down on its side of a cut, the root A's side finds must give 5 to this publish too.
+    net = tree(config=CONFIRMING)
+    net.hold(b"R")  # R hears nothing more: the numbering below stands in for it
+    uid = net.publish(b"A", KEY, b"p5")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    assert net.stream(b"A", KEY).claims == {uid: 5}  # type: ignore[union-attr]
+    net.connect(b"A", b"D")
+    net.disconnect(b"A", b"B")  # A resubscribes, through D
+    assert net.stream(b"A", KEY).parent == b"D"  # type: ignore[union-attr]
+    ups = [m for s, d, m in net.sent(PublishData) if (s, d) == (b"A", b"D")]
+    assert [(m.uid, m.packet, m.pushed, m.data) for m in ups] == [(uid, 5, True, b"p5")]
+
+
+def test_a_packet_pushed_above_pending_ones_does_not_go_down_before_them() -> None:
+    # A push naming the next number (numbered by another root) is taken there; the packet
+    # pending below it, shown to nobody, is dropped rather than sent down after it.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"pending")  # 0, unconfirmed
+    pushed = PublishData(99, KEY, 1, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
+    net.inject(b"E", b"R", pushed)
+    assert net.nodes[b"R"].stats.unconfirmed == 1
+    net.release(b"A")  # its confirmation of 0 comes too late and changes nothing
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A publishes it again
+    assert packets(net, b"D") == [(1, b"pushed"), (2, b"pending")]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 2)]
