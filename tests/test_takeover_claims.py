@@ -36,7 +36,7 @@ from overlay.messages import (
     SubscribeSucceeded,
 )
 
-P, A, D = b"P", b"A", b"D"  # a parent, a child and a resubscriber of N
+P, A, D, E = b"P", b"A", b"D", b"E"  # a parent, a child and resubscribers of N
 
 
 def root_with_packets(count: int, window: int = 8) -> Node:
@@ -264,3 +264,24 @@ def test_numbered_publish_after_the_grace_does_not_fill_the_open_tail() -> None:
     effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"guess", packet=3)
     assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects
     assert Deliver(1, PublishCollided(KEY, 999, 3, 11)) in effects
+
+
+def test_claim_outlives_the_member_that_made_it_and_a_second_restart() -> None:
+    """N, detached, adopts E, which has seen up to 19; N reattaches under a new tree (its
+    root has nothing yet), E leaves, and then N's new parent dies too. The second restart
+    still claims 19, so N, made root, numbers above it: the packets are still out there,
+    with whoever E went to. It used to start the claim again from what N itself held
+    (nothing), and number 0 again."""
+    node, asked, search = detached_holding_nothing()  # the search went to D
+    stream = node.streams[KEY]
+    meet(node, E, 0.25)
+    node.receive(1.1, E, ResubscribeRequest(9, KEY, MAX_HTL, 0.25, 0.25, 19))
+    node.receive(1.2, asked, SubscribeSucceeded(search.uid, KEY, None))  # a new tree
+    assert stream.state is State.JOINED and stream.parent == asked
+    node.link_down(1.3, E)
+    [(_, restarted)] = sends(node.link_down(1.4, asked))
+    assert isinstance(restarted, SubscribeRestarted)
+    [(again, search)] = sends(node.receive(1.5, A, RestartConfirmed(restarted.uid, KEY)))
+    assert isinstance(search, ResubscribeRequest)
+    node.receive(1.6, again, DataNotFound(search.uid, KEY, 0))
+    assert stream.state is State.ROOT and stream.high == 19

@@ -184,7 +184,11 @@ class Restarts:
         stream.restart_origin = origin
         stream.restarts_seen.append(uid)
         stream.confirming = set(stream.children)
-        stream.subtree_high = stream.high
+        # What we hold, and what we claimed before, stay claimed: a member that told us of
+        # newer packets may have moved away since, and then only our claim still says that
+        # the tree had them. A claim too high only leaves numbers unused; one forgotten
+        # lets a root we become give those numbers again.
+        stream.claim(stream.high)
         message = SubscribeRestarted(uid, stream.key, origin)
         for child in stream.children:
             self._send(child, message)
