@@ -372,3 +372,15 @@ def _check(scenario: Scenario) -> None:
 @given(scenarios())
 def test_chaos_keeps_one_tree_and_loses_no_acknowledged_packet(scenario: Scenario) -> None:
     _check(scenario)
+
+
+# The same property with ``confirm_publishes`` on every node. It closes the race above (all
+# of its saved scenarios pass), but its different timing meets other causes, still open:
+# pushes lost with a link before a new root heard of them, and splits that no look or
+# probe merged before the run went quiet (README, Known limits).
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="open: chaos still breaks a guarantee (issue 4)")
+@settings(CHAOS, max_examples=100, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(scenarios().map(lambda scenario: dataclasses.replace(scenario, confirm=True)))
+def test_chaos_with_confirmed_publishes_keeps_the_same_guarantees(scenario: Scenario) -> None:
+    _check(scenario)
