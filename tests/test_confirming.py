@@ -13,13 +13,15 @@ from corenet import CoreNet
 from test_publishing import KEY, packets, tree
 
 from overlay.core.config import NodeConfig
-from overlay.core.events import PublishAcked
+from overlay.core.events import PublishAcked, PublishFailed
 from overlay.messages import (
     PacketKind,
+    PublishCollision,
     PublishConfirmed,
     PublishData,
     PublishNumbered,
     SubscribeData,
+    SubscribeRequest,
 )
 
 BEAT = NodeConfig().heartbeat_interval
@@ -158,16 +160,59 @@ def test_a_publishers_node_that_reattaches_pushes_its_claim_up() -> None:
     assert [(m.uid, m.packet, m.pushed, m.data) for m in ups] == [(uid, 5, True, b"p5")]
 
 
-def test_a_packet_pushed_above_pending_ones_does_not_go_down_before_them() -> None:
-    # A push naming the next number (numbered by another root) is taken there; the packet
-    # pending below it, shown to nobody, is dropped rather than sent down after it.
+def test_a_packet_pushed_above_pending_ones_is_weighed_without_them() -> None:
+    # A push naming the number after the pending one: numbered by another root. What is
+    # pending, shown to nobody, is dropped first, so the push is judged against what R sent
+    # down (nothing): it collides, as it would with nothing pending, instead of going down
+    # ahead of the pending packet or leaving its number a hole.
     net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"pending")  # 0, unconfirmed
     pushed = PublishData(99, KEY, 1, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
     net.inject(b"E", b"R", pushed)
     assert net.nodes[b"R"].stats.unconfirmed == 1
+    [(_, _, answer)] = [t for t in net.sent(PublishCollision) if t[:2] == (b"R", b"E")]
+    assert answer == PublishCollision(99, KEY, 1, 0)
     net.release(b"A")  # its confirmation of 0 comes too late and changes nothing
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A publishes it again
-    assert packets(net, b"D") == [(1, b"pushed"), (2, b"pending")]
-    assert net.answers(b"A") == [PublishAcked(KEY, 1, 2)]
+    assert packets(net, b"D") == [(0, b"pending")]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 0)]
+
+
+def test_a_pending_number_the_tree_turns_out_to_have_is_dropped_not_sent() -> None:
+    # While A's packet waits as 0, a member comes in having seen up to 3 (a split that
+    # heals): the tree had 0 already, with other content. Sent down on A's confirmation,
+    # it would be a second packet 0; it is dropped, and A's retry numbered above 3.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"late")
+    net.inject(b"E", b"R", SubscribeRequest(77, KEY, 9, 0.9, 3, None))
+    root = net.nodes[b"R"]
+    assert root.streams[KEY].high == 3
+    net.release(b"A")
+    assert root.stats.unconfirmed == 1 and data(net, b"D") == []
+    net.advance(net.now + 3 * NodeConfig().publish_timeout)
+    assert net.answers(b"A")[0].number > 3  # type: ignore[attr-defined]
+
+
+def test_a_child_flooding_unconfirmed_publishes_is_told_busy() -> None:
+    net = tree(config=NodeConfig(confirm_publishes=True, max_queued_publishes=3))
+    net.hold(b"A")
+    for n in range(4):
+        net.publish(b"A", KEY, b"p%d" % n)
+    assert numbered(net) == [0, 1, 2]  # the fourth is refused, not held
+    assert net.nodes[b"R"].stats.publish_rejected == 1
+
+
+def test_a_publish_given_up_takes_its_claim_with_it() -> None:
+    # Left behind, the claim would be pushed up to a later root as if 5 were still this
+    # publish's number.
+    net = tree(config=NodeConfig(confirm_publishes=True, publish_attempts=1))
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"p5")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    stream = net.stream(b"A", KEY)
+    assert stream is not None and stream.claims == {uid: 5}
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)
+    [failed] = net.answers(b"A")
+    assert isinstance(failed, PublishFailed) and stream.claims == {}

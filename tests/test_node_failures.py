@@ -243,7 +243,7 @@ def test_subscribe_restarted_is_relayed_to_children_once_and_confirmed_after_the
     ]
 
 
-def test_a_confirmation_carries_the_newest_packet_its_subtree_holds() -> None:
+def test_a_confirmation_carries_the_newest_packet_its_subtree_holds_or_held() -> None:
     node = child_of_b()
     for number in range(3):
         data = SubscribeData(KEY, number, b"p%d" % number, None, DATA, None)
@@ -258,6 +258,14 @@ def test_a_confirmation_carries_the_newest_packet_its_subtree_holds() -> None:
     # member of D's subtree that held it may have gone elsewhere since (``_label``).
     assert sends(node.receive(2.1, b"D", RestartConfirmed(71, KEY, 1))) == [
         (b"B", RestartConfirmed(71, KEY, 5))
+    ]
+    # A claim far beyond N's head is kept only up to one window past it (N holds 2).
+    node.receive(3.0, b"B", SubscribeRestarted(72, KEY, 0.49))
+    node.receive(3.1, b"D", RestartConfirmed(72, KEY, 10**6))
+    node.receive(4.0, b"B", SubscribeRestarted(73, KEY, 0.49))
+    window = node.config.window_packets
+    assert sends(node.receive(4.1, b"D", RestartConfirmed(73, KEY, 1))) == [
+        (b"B", RestartConfirmed(73, KEY, 2 + window))
     ]
 
 

@@ -121,6 +121,8 @@ class Confirming:
         """Why the root cannot order ``message`` next, counting the pending packets before
         it: the frontier follows only packets sent down (an epoch closed by a pending
         marker is closed for the publishes after it)."""
+        if len(stream.pending) >= self.config.max_queued_publishes:
+            return PublishError.BUSY  # a child flooding publishes it never confirms
         frontier, epoch = stream.frontier, message.epoch
         if not stream.pending or epoch is None:
             return frontier.refusal(epoch, message.kind)
@@ -159,14 +161,14 @@ class Confirming:
         return PublishSucceeded(message.uid, message.key, number)
 
     def pushed_over(self: _FlowParts, stream: Stream, message: PublishData) -> None:
-        """A packet pushed up under a number pending here: the same publish (its node
-        pushes its claim) confirms it; another one (numbered by another root, and sent
-        down there) takes the number, and everything pending is dropped (what is pending
-        below it would otherwise go down after it)."""
-        number = message.packet
-        assert number is not None
-        pending = stream.pending[number]
-        if pending.message.uid == message.uid:
+        """A packet pushed up while publishes are pending here. Under a pending number by
+        the same publish (its node pushes its claim), it confirms it. Anything else was
+        numbered by another root and may have gone down there: everything pending is
+        dropped before the push is weighed like any other, so it is judged against what
+        this root really sent down (a push beyond that collides, as without pending), and
+        nothing pending goes down after it."""
+        pending = stream.pending.get(message.packet) if message.packet is not None else None
+        if pending is not None and pending.message.uid == message.uid:
             self._confirm(stream, pending)
         else:
             self.drop_pending(stream, next(iter(stream.pending)))
@@ -199,6 +201,11 @@ class Confirming:
         while pending:
             number = next(iter(pending))
             entry = pending[number]
+            if stream.high is not None and number <= stream.high:
+                # While it waited, a claim or a push told us the tree had this number
+                # already (``Takeover.reported``): it is another packet's.
+                self.drop_pending(stream, number)
+                return
             if not entry.confirmed:
                 return
             del pending[number]
@@ -269,7 +276,10 @@ class Confirming:
             return
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
-            if entry is None or (theirs is not None and number <= theirs):
+            if entry is None:
+                del stream.claims[uid]  # answered or given up meanwhile
+                continue
+            if theirs is not None and number <= theirs:
                 continue
             self.stats.pushed_up += 1
             self._send(

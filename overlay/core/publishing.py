@@ -158,7 +158,6 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
             return
         stream = self.streams.get(entry.message.key)
         if stream is None or attempt >= self.config.publish_attempts:
-            del self.local[uid]
             self._fail_local(entry.client, entry.message, PublishError.TIMEOUT)
             return
         entry.attempt += 1
@@ -180,13 +179,22 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 if entry.also:
                     entry.client = entry.also.pop(0)  # still wanted: keep it going
                 else:
-                    del self.local[uid]
+                    self._drop_local(uid)
 
     def _arm(self, now: float, uid: int, attempt: int) -> None:
         self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
 
+    def _drop_local(self, uid: int) -> LocalPublish | None:
+        """Forget a local publish, and its claim on a number (``confirming``) with it."""
+        entry = self.local.pop(uid, None)
+        if entry is not None:
+            stream = self.streams.get(entry.message.key)
+            if stream is not None:
+                stream.claims.pop(uid, None)
+        return entry
+
     def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
-        entry = self.local.pop(message.uid, None)
+        entry = self._drop_local(message.uid)
         failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
         for waiting in [client] if entry is None else entry.clients:
             self._deliver(waiting, failed)
@@ -342,13 +350,10 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
             self._answer_local(source, answer)
 
     def _answer_local(self, client: ClientId, answer: Answer) -> None:
-        entry = self.local.pop(answer.uid, None)
+        entry = self._drop_local(answer.uid)
         if entry is None:
             return  # answered already (a resend crossed the first answer)
         key, uid = answer.key, answer.uid
-        stream = self.streams.get(key)
-        if stream is not None:
-            stream.claims.pop(uid, None)
         event: ClientEvent
         if isinstance(answer, PublishSucceeded):
             event = PublishAcked(key, uid, answer.packet)
@@ -385,7 +390,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
         """The root's decision on one publish; a new packet is stored and broadcast."""
         uids = stream.uids
         assert uids is not None, "only a root serializes"
-        if message.pushed and message.packet in stream.pending:
+        if message.pushed and stream.pending:
             self.pushed_over(stream, message)
         number = uids.get(message.uid)
         if fills_hole(stream, message) and number != message.packet:

@@ -187,8 +187,13 @@ class Restarts:
         # What we hold, and what we claimed before, stay claimed: a member that told us of
         # newer packets may have moved away since, and then only our claim still says that
         # the tree had them. A claim too high only leaves numbers unused; one forgotten
-        # lets a root we become give those numbers again.
-        stream.claim(stream.high)
+        # lets a root we become give those numbers again. Kept within one window of our
+        # own head, so a stale or false claim cannot make every later takeover skip more.
+        kept = stream.subtree_high
+        stream.subtree_high = stream.high
+        if kept is not None:
+            head = -1 if stream.high is None else stream.high
+            stream.claim(min(kept, head + self.config.window_packets))
         message = SubscribeRestarted(uid, stream.key, origin)
         for child in stream.children:
             self._send(child, message)
