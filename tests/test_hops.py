@@ -140,3 +140,28 @@ def test_a_member_cut_off_from_every_peer_stays_restarting_until_one_is_up() -> 
     [(peer, request)] = sends(first_peer_up(node, b"Z", 0.499))
     assert peer == b"Z" and isinstance(request, ResubscribeRequest)
     assert request.must_beat == 0.45 and stream.state is State.RESTARTING
+
+
+def test_a_held_join_goes_with_the_client_that_wanted_it() -> None:
+    node = make(wait_for_peers=True)
+    node.subscribe(0.0, KEY, 1)
+    assert node.routes  # held, waiting for a peer
+    node.unsubscribe(1.0, KEY, 1)
+    assert KEY not in node.streams and not node.routes
+    assert not [
+        m for _, m in sends(first_peer_up(node, b"P", 0.3)) if isinstance(m, SubscribeRequest)
+    ]
+
+
+def test_a_search_whose_stream_went_meanwhile_is_not_held_for_a_peer() -> None:
+    # The stream was pruned while its search ran; then every peer went. Held, the search
+    # would wait for ever on a node cut off for good (chaos: a relay whose five neighbours
+    # all died), and the network would never count as quiet.
+    node = make()
+    meet(node, b"P", 0.3)
+    [(peer, request)] = sends(node.subscribe(1.0, KEY, 1))
+    assert peer == b"P" and isinstance(request, SubscribeRequest)
+    node.unsubscribe(1.5, KEY, 1)
+    assert KEY not in node.streams and node.routes  # the search itself runs on
+    node.link_down(2.0, b"P")
+    assert not node.routes

@@ -687,3 +687,34 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_node_cut_off_by_crashes_keeps_no_search_for_a_stream_it_left() -> None:
+    # Node 25, root of a stream for a moment, pruned it while its look was on its way;
+    # then all five of its neighbours died, and the look, with no peer to go to, was held
+    # for a peer that never came: a search still running when the network was quiet. Such
+    # a search is now dropped (``hops``), and so is one held when its stream goes
+    # (``leaving``). Drawn by the chaos property in CI (stop 27).
+    outcome = run(CUT_OFF_BY_CRASHES)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+CUT_OFF_BY_CRASHES = Scenario(
+    seed=0,
+    nodes=41,
+    streams=2,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=1, until=None),
+        Fault(at=0.0, kind="loud-crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=1, until=None),
+        Fault(at=0.0, kind="crash", arg=5332, until=None),
+        Fault(at=16.45947436773163, kind="crash", arg=1, until=None),
+        Fault(at=21.07615292520332, kind="crash", arg=934213, until=None),
+        Fault(at=29.30535328085218, kind="crash", arg=0, until=None),
+        Fault(at=29.30535328085218, kind="loud-crash", arg=39, until=None),
+    ),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.0, jitter=0.0
+    ),
+)

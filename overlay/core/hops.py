@@ -60,6 +60,7 @@ class _NodeParts(Protocol):
     def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None: ...
     def _in_a_network(self: _NodeParts) -> bool: ...
     def _end_route(self: _NodeParts, now: float, route: Route) -> None: ...
+    def _drop_route(self: _NodeParts, route: Route) -> None: ...
     def _settle(self: _NodeParts, peer: PeerId, key: bytes) -> None: ...
 
 
@@ -102,6 +103,11 @@ class Hops:
                 self._send(peer.id, route.request())
                 return
         if not self.peers and route.upstream is None and self._in_a_network():
+            if route.key not in self.streams:
+                # Nobody here needs it any more (the stream was pruned while it ran):
+                # parked, it would wait for ever on a node cut off from every peer.
+                self._drop_route(route)
+                return
             self._parked[route.uid] = None  # see the module docstring; ``_resume_parked``
             return
         self._end_route(now, route)

@@ -42,6 +42,7 @@ class _NodeParts(Protocol):
     streams: dict[bytes, Stream]
     routes: dict[int, Route]
     _routes_by_key: dict[bytes, dict[int, None]]
+    _parked: dict[int, None]
     _unsettled: set[tuple[PeerId, bytes]]
     _timers: TimerQueue
     _linger_keys: dict[int, bytes]
@@ -55,6 +56,7 @@ class _NodeParts(Protocol):
     def _keep(self, now: float, stream: Stream) -> bool: ...
     def _unkeep(self, stream: Stream) -> None: ...
     def _forget(self, stream: Stream) -> None: ...
+    def _drop_route(self, route: Route) -> None: ...
 
 
 class Leaving:
@@ -109,6 +111,11 @@ class Leaving:
         if stream.parent is not None and stream.parent in self.peers:
             self._leave(stream.parent, stream.key)
         del self.streams[stream.key]
+        # Our own search for it that waits for a peer to come up (``hops``) serves nobody
+        # now: it would join the tree only to leave it. A node cut off from every peer kept
+        # one for good (chaos: a relay whose five neighbours all died).
+        for uid in [u for u in self._routes_by_key.get(stream.key, ()) if u in self._parked]:
+            self._drop_route(self.routes[uid])
 
     def _linger(self: _NodeParts, now: float, stream: Stream) -> None:
         """Our last child died and nobody else needs us: stay ``linger`` seconds if we hold
