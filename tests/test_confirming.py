@@ -19,7 +19,9 @@ from overlay.messages import (
     PublishCollision,
     PublishConfirmed,
     PublishData,
+    PublishError,
     PublishNumbered,
+    PublishRejected,
     SubscribeData,
     SubscribeRequest,
 )
@@ -202,6 +204,11 @@ def test_a_child_flooding_unconfirmed_publishes_is_told_busy() -> None:
         net.publish(b"A", KEY, b"p%d" % n)
     assert numbered(net) == [0, 1, 2]  # the fourth is refused, not held
     assert net.nodes[b"R"].stats.publish_rejected == 1
+    [(_, _, refused)] = net.sent(PublishRejected)
+    assert refused == PublishRejected(4, KEY, PublishError.BUSY)
+    net.release(b"A")  # the three go down; A's node tries the fourth again, as for any BUSY
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)
+    assert [e.number for e in net.answers(b"A")] == [0, 1, 2, 3]  # type: ignore[attr-defined]
 
 
 def test_a_publish_given_up_takes_its_claim_with_it() -> None:
@@ -216,3 +223,22 @@ def test_a_publish_given_up_takes_its_claim_with_it() -> None:
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
     [failed] = net.answers(b"A")
     assert isinstance(failed, PublishFailed) and stream.claims == {}
+
+
+def test_a_local_retry_is_not_acknowledged_under_a_number_dropped_while_it_waited() -> None:
+    # R's own publish waits as 1 behind A's unconfirmed 0; then a claim shows the tree had
+    # up to 3. The retry of R's publish confirms it, the flush drops both (their numbers
+    # were the tree's already), and the retry must not be told 1: it is numbered afresh.
+    net = tree(config=CONFIRMING)
+    net.subscribe(b"R", KEY, client=2)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"from A")
+    net.publish(b"R", KEY, b"from R", client=2)
+    assert numbered(net) == [0]  # R's own needs no PublishNumbered, but waits as 1
+    net.inject(b"E", b"R", SubscribeRequest(77, KEY, 9, 0.9, 3, None))
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # R's publish is retried
+    net.release(b"A")  # (A's confirmation of 0 comes too late and changes nothing)
+    net.advance(net.now + 2 * NodeConfig().publish_timeout)
+    answers = net.answers(b"R", client=2)
+    assert len(answers) == 1 and isinstance(answers[0], PublishAcked)
+    assert answers[0].number > 3

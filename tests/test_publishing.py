@@ -566,6 +566,19 @@ def test_two_clients_publishing_one_uid_in_flight_both_get_its_answer() -> None:
     assert net.nodes[b"R"].stats.published == 1
 
 
+def test_two_clients_publishing_one_uid_that_times_out_are_both_told() -> None:
+    # The second client used to wait for ever: only the first was told of the timeout.
+    net, key = _two_node_stream()
+    net.hold(b"R")  # no answer ever comes
+    net.publish(b"A", key, b"rows", client=1, uid=4243)
+    net.publish(b"A", key, b"rows", client=2, uid=4243)
+    config = net.nodes[b"A"].config
+    net.advance(net.now + config.publish_attempts * config.publish_timeout + 0.01)
+    for client in (1, 2):
+        [failed] = net.answers(b"A", client)
+        assert isinstance(failed, PublishFailed) and failed.error == PublishError.TIMEOUT
+
+
 def test_the_publish_goes_on_for_the_other_client_when_the_first_leaves() -> None:
     net, key = _two_node_stream()
     net.hold(b"R")

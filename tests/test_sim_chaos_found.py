@@ -693,8 +693,8 @@ def test_a_node_cut_off_by_crashes_keeps_no_search_for_a_stream_it_left() -> Non
     # Node 25, root of a stream for a moment, pruned it while its look was on its way;
     # then all five of its neighbours died, and the look, with no peer to go to, was held
     # for a peer that never came: a search still running when the network was quiet. Such
-    # a search is now dropped (``hops``), and so is one held when its stream goes
-    # (``leaving``). Drawn by the chaos property in CI (stop 27).
+    # a search is now dropped instead of held (``hops``). Drawn by the chaos property in
+    # CI (stop 27).
     outcome = run(CUT_OFF_BY_CRASHES)
     assert outcome.log.acks and failures(outcome) == []
 

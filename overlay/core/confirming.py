@@ -30,9 +30,11 @@ pending ones too. A pending packet whose confirmation does not come within
 packet after it; nothing was delivered or acknowledged for them, and their publishers,
 retrying, are numbered afresh. So is one whose publish came through a child the root has
 lost since, at once: its confirmation could only come back that way. A root that stops
-being root drops what is pending the same way. A pushed-up packet (another root numbered
-it, and it went down there) takes its number from a pending one, and everything pending
-after it is dropped.
+being root drops what is pending the same way. A packet pushed up from another root's
+numbering (it may have gone down there) drops everything pending, and is then weighed as
+if nothing were pending: it takes its number if that is the next, or collides. A pending
+number that a claim shows the tree had already is dropped when its turn comes. At most
+``max_queued_publishes`` wait at once; past that, a publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
 down (about twice the delivery latency of the simulator's main job, see the README); a
@@ -156,8 +158,11 @@ class Confirming:
         if isinstance(source, bytes):
             return PublishNumbered(message.uid, message.key, number)
         self._confirm(stream, stream.pending[number])
-        if number in stream.pending:
-            return None  # answered when it goes down
+        uids = stream.uids
+        if number in stream.pending or uids is None or uids.get(message.uid) != number:
+            # Still waiting (answered when it goes down), or dropped while we flushed (its
+            # number was the tree's already): the publish's retry is numbered afresh.
+            return None
         return PublishSucceeded(message.uid, message.key, number)
 
     def pushed_over(self: _FlowParts, stream: Stream, message: PublishData) -> None:
@@ -276,11 +281,8 @@ class Confirming:
             return
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
-            if entry is None:
-                del stream.claims[uid]  # answered or given up meanwhile
-                continue
-            if theirs is not None and number <= theirs:
-                continue
+            if entry is None or (theirs is not None and number <= theirs):
+                continue  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
             self.stats.pushed_up += 1
             self._send(
                 parent,

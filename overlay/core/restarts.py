@@ -192,7 +192,8 @@ class Restarts:
         kept = stream.subtree_high
         stream.subtree_high = stream.high
         if kept is not None:
-            head = -1 if stream.high is None else stream.high
+            held = -1 if stream.high is None else stream.high
+            head = max(held, -1 if stream.next_in is None else stream.next_in - 1)
             stream.claim(min(kept, head + self.config.window_packets))
         message = SubscribeRestarted(uid, stream.key, origin)
         for child in stream.children:

@@ -39,7 +39,7 @@ class NodeStats:
     commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
     filled: int = 0  # packets from before we joined, asked of our parent for a child
     past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
-    confirmed: int = 0  # peers' publishes a root sent down once confirmed (confirming)
+    confirmed: int = 0  # confirmations a root took for pending publishes (confirming)
     unconfirmed: int = 0  # numbered publishes dropped unconfirmed at a root (confirming)
 
     def as_dict(self) -> dict[str, int]:
