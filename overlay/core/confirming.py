@@ -93,7 +93,7 @@ class _FlowParts(Protocol):
         self, stream: Stream, source: Source, message: PublishData, answer: Any
     ) -> None: ...
     def _flush(self, stream: Stream) -> None: ...
-    def drop_pending(self, stream: Stream, first: int) -> None: ...
+    def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
 
 
@@ -176,7 +176,7 @@ class Confirming:
         if pending is not None and pending.message.uid == message.uid:
             self._confirm(stream, pending)
         else:
-            self.drop_pending(stream, next(iter(stream.pending)))
+            self.drop_pending(stream)
 
     def on_confirmed(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
         """A publisher's node holds its publish under the number we gave it; a relay passes
@@ -209,7 +209,7 @@ class Confirming:
             if stream.high is not None and number <= stream.high:
                 # While it waited, a claim or a push told us the tree had this number
                 # already (``Takeover.reported``): it is another packet's.
-                self.drop_pending(stream, number)
+                self.drop_pending(stream)
                 return
             if not entry.confirmed:
                 return
@@ -219,11 +219,11 @@ class Confirming:
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self._reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(self: _FlowParts, stream: Stream, first: int) -> None:
-        """Forget the pending packets from ``first`` on: their numbers are free again, and
-        their publishers, retrying, are numbered afresh."""
+    def drop_pending(self: _FlowParts, stream: Stream, first: int | None = None) -> None:
+        """Forget the pending packets from ``first`` on (all of them by default): their
+        numbers are free again, and their publishers, retrying, are numbered afresh."""
         uids = stream.uids
-        for number in [n for n in stream.pending if n >= first]:
+        for number in [n for n in stream.pending if first is None or n >= first]:
             entry = stream.pending.pop(number)
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
@@ -236,7 +236,7 @@ class Confirming:
         elsewhere is ignored), and a root that holds numbers nobody can confirm both stalls
         the stream and, gone idle, is kept as if it had numbered something."""
         if stream.state is not State.ROOT:
-            self.drop_pending(stream, next(iter(stream.pending)))
+            self.drop_pending(stream)
             return
         for number, entry in stream.pending.items():
             if isinstance(entry.source, bytes) and entry.source not in stream.children:
@@ -252,7 +252,7 @@ class Confirming:
                 continue
             stream.pending_rounds += 1
             if stream.pending_rounds > rounds:
-                self.drop_pending(stream, next(iter(stream.pending)))
+                self.drop_pending(stream)
 
     # --- at the publisher's node, and on the way ---------------------------------------------
 

@@ -449,8 +449,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
         """Store ``message``, numbered elsewhere, as packet ``number``. What is pending
         (``confirming``) was shown to nobody: it is dropped, rather than go down after it."""
-        if stream.pending:
-            self.drop_pending(stream, next(iter(stream.pending)))
+        self.drop_pending(stream)
         self._store_new(stream, message, number)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
