@@ -21,7 +21,7 @@ from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked
 from overlay.core.merges import RELOOKS
 from overlay.core.node import Node
-from overlay.core.probes import _PATHS
+from overlay.core.probes import _AHEAD, _BACK, _PATHS
 from overlay.core.streams import State
 from overlay.messages import (
     DataNotFound,
@@ -29,9 +29,11 @@ from overlay.messages import (
     Hello,
     Message,
     ProbeAnswer,
+    RestartConfirmed,
     ResubscribeRequest,
     RootProbe,
     SubscribeRequest,
+    SubscribeRestarted,
 )
 
 UID = 77
@@ -51,12 +53,71 @@ def test_a_settled_root_closer_than_the_asker_answers_with_its_location() -> Non
     assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, 0.45, 0))]
 
 
-def test_a_root_no_closer_than_the_asker_passes_the_probe_on() -> None:
+def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_along_it() -> None:
+    """The probe shows that a root closer than N exists, and that the way to it is back
+    the way the probe came: N looks, first through P (though Q is closer to the key), under
+    the probe's uid with the ``_BACK`` bit flipped, which every relay of the probe has
+    noted the same way. At most one such look per probe interval."""
     node = root(0.45)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.3)
-    effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48))
-    assert sends(effects) == [(b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48))]
+    out = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
+    assert (b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48)) in out
+    [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
+    assert (peer, look.uid, look.must_beat) == (b"P", UID ^ _BACK, 0.45)
+    assert node.stats.splits_found == 1 and node.streams[KEY].recover_until is not None
+    [(peer, again)] = sends(node.receive(1.1, b"P", DataNotFound(look.uid, KEY, 5)))
+    assert peer == b"Q" and again.uid == look.uid  # then greedy order
+    node.receive(1.2, b"Q", _not_found(again))
+    assert node.streams[KEY].recover_until is None  # found nothing: numbering goes on
+    interval = NodeConfig().probe_interval
+    for now, uid, looks in ((2.0, UID + 1, 0), (1.0 + interval, UID + 2, 1)):
+        out = sends(node.receive(now, b"P", RootProbe(uid, KEY, 5, 0.48, 0.48)))
+        assert len([m for _, m in out if isinstance(m, ResubscribeRequest)]) == looks
+
+
+def new_root_looking() -> tuple[Node, ResubscribeRequest]:
+    """N (0.45) became root of KEY with peers P (0.2) and Q (0.3) that found nothing; its
+    first look (``merges``) is out at Q. Returns N and that look."""
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
+    [(_, search)] = sends(node.receive(0.1, b"Q", DataNotFound(search.uid, KEY, 5)))
+    [(peer, look)] = sends(node.receive(0.2, b"P", _not_found(search)))
+    assert node.streams[KEY].state is State.ROOT and node.streams[KEY].looking == look.uid
+    assert peer == b"Q" and isinstance(look, ResubscribeRequest)
+    return node, look
+
+
+def test_a_root_in_a_repair_closer_than_the_asker_answers_too() -> None:
+    """Its look may miss the asker's tree (chaos: a partition healed while the closer root
+    looked; the farther root's probe passed it unanswered, and both numbered 0)."""
+    node, _ = new_root_looking()
+    effects = node.receive(0.3, b"P", RootProbe(UID, KEY, 5, 0.3, 0.3))
+    assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, 0.45, 0))]
+
+
+def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back() -> None:
+    node, look = new_root_looking()
+    out = sends(node.receive(0.3, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
+    assert [type(m) for _, m in out] == [RootProbe]  # relayed; the look under way goes on
+    [(peer, again)] = sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
+    assert (peer, again.uid) == (b"P", look.uid)
+    effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
+    [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert (peer, trailed.uid, trailed.must_beat) == (b"P", UID ^ _BACK, 0.45)
+    assert node.streams[KEY].recover_until is not None  # numbering still held
+
+
+def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_root() -> None:
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    [(peer, _)] = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.2, 0.2)))
+    assert peer == b"Q"
+    node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
+    assert node._trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
 
 
 def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
@@ -169,6 +230,21 @@ def test_a_root_probes_every_interval_and_looks_when_a_closer_root_answers() -> 
     assert any(getattr(m, "must_beat", None) == 0.45 for m in search)  # the look's search
 
 
+def test_a_look_after_a_probe_follows_the_way_the_answer_came() -> None:
+    """The probe went to Q first (closer to the key), found nothing there, and reached the
+    closer root through P: the look goes through P first, under the probe's uid with the
+    ``_AHEAD`` bit flipped, which each relay of the answer noted the same way."""
+    node = root(0.45, **BEATS)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    now, probe = beat_until_probe(node, 0.0)
+    [(peer, retry)] = sends(node.receive(now, b"Q", ProbeAnswer(probe.uid, KEY, None, 3)))
+    assert peer == b"P" and retry.uid == probe.uid
+    effects = node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
+    [(peer, look)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert (peer, look.uid, look.must_beat) == (b"P", probe.uid ^ _AHEAD, 0.45)
+
+
 def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
     node = root(0.45, **BEATS)
     meet(node, b"P", 0.2)
@@ -221,19 +297,20 @@ def test_a_root_whose_looks_miss_gets_no_probe_from_new_links() -> None:
     assert hello(node, 1.0, b"Q", 0.3) == []
 
 
-def root_beside_a_closer_peer() -> tuple[Node, float]:
-    """N (0.45) is root of KEY though P (0.48) is closer: P refuses every search of N's
-    (busy elsewhere, say). Returns N once its looks are over, and the time then."""
+def root_beside_a_closer_peer(*others: tuple[bytes, float]) -> tuple[Node, float]:
+    """N (0.45) is root of KEY though P (0.48) is closer: P, and any ``others`` N is linked
+    to, refuse every search of N's (busy elsewhere, say). Returns N once its looks are
+    over, and the time then."""
     node = make(0.45, **BEATS)
-    meet(node, b"P", 0.48)
-    [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
-    effects = node.receive(0.1, b"P", _not_found(search))
+    for peer, location in ((b"P", 0.48), *others):
+        meet(node, peer, location)
+    effects = node.subscribe(0.0, KEY, 1)
     stream = node.streams[KEY]
     now = 0.1
-    while True:  # the first look, and the looks again after it (``merges``)
-        for _, message in sends(effects):
-            if isinstance(message, ResubscribeRequest):
-                effects = node.receive(now, b"P", _not_found(message))
+    while True:  # the search, the first look, and the looks again after it (``merges``)
+        for peer, message in sends(effects):
+            if isinstance(message, SubscribeRequest | ResubscribeRequest):
+                effects = node.receive(now, peer, _not_found(message))
                 break
         else:
             if stream.recover_until is None and not stream.look_due:
@@ -298,6 +375,26 @@ def test_a_root_whose_closer_peer_is_its_child_probes() -> None:
     assert b"P" in node.streams[KEY].children
     _, probe = beat_until_probe(node, now)
     assert probe.must_beat == 0.45
+
+
+def test_a_look_goes_first_to_the_closest_peer_outside_the_tree() -> None:
+    """Greedy order would send N's look to its child C (0.49), whose subtree carries the
+    look's label and refuses it, and may spend the look's whole budget in there (chaos: a
+    farther root's looks never reached the closer root beside it, across the 0/1 wrap).
+    The look goes first to P (0.48), the closest peer closer than N that is not its child;
+    after P, in greedy order."""
+    node, now = root_beside_a_closer_peer((b"C", 0.49))
+    node.receive(now, b"C", SubscribeRequest(5, KEY, 10, 0.49, None))
+    assert b"C" in node.streams[KEY].children
+    labels: list[SubscribeRestarted] = []
+    while not labels:
+        now = node.next_deadline() or now
+        assert now < 100, "the root never looked again"
+        labels = [m for _, m in sends(node.handle_timer(now)) if isinstance(m, SubscribeRestarted)]
+    [(first, look)] = sends(node.receive(now, b"C", RestartConfirmed(labels[0].uid, KEY)))
+    assert (first, type(look)) == (b"P", ResubscribeRequest)
+    [(second, again)] = sends(node.receive(now, b"P", DataNotFound(look.uid, KEY, 5)))
+    assert (second, again.uid) == (b"C", look.uid)
 
 
 def _not_found(request: Message) -> DataNotFound:

@@ -21,6 +21,7 @@ RejectOverload.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Protocol
 
 from overlay.core.config import NodeConfig
@@ -49,6 +50,7 @@ class _NodeParts(Protocol):
     streams: dict[bytes, Stream]
     routes: dict[int, Route]
     _parked: dict[int, None]  # in the order they parked
+    _trails: OrderedDict[int, PeerId]  # a look's first hop (``probes``)
     _beating: bool
     _routes_by_key: dict[bytes, dict[int, None]]
     _routes_by_peer: dict[tuple[PeerId, bytes], int]
@@ -58,6 +60,9 @@ class _NodeParts(Protocol):
     def _send(self: _NodeParts, peer: PeerId, message: Message) -> None: ...
     def _forward(self: _NodeParts, now: float, route: Route) -> None: ...
     def _up_the_tree(self: _NodeParts, route: Route) -> Peer | None: ...
+    def _preferred(self: _NodeParts, route: Route) -> Peer | None: ...
+    def _first_hop(self: _NodeParts, route: Route) -> PeerId | None: ...
+    def _closest_stranger(self: _NodeParts, stream: Stream) -> PeerId | None: ...
     def _in_a_network(self: _NodeParts) -> bool: ...
     def _end_route(self: _NodeParts, now: float, route: Route) -> None: ...
     def _drop_route(self: _NodeParts, route: Route) -> None: ...
@@ -82,13 +87,30 @@ class Hops:
             mine = (route.upstream, route.key)
             self._routes_by_peer[mine] = self._routes_by_peer.get(mine, 0) + 1
         self.stats.searches += 1
+        route.prefer = self._first_hop(route)
         self._forward(now, route)
+
+    def _first_hop(self: _NodeParts, route: Route) -> PeerId | None:
+        """Where a look goes before greedy order (``probes``): the peer a probe's trail
+        names for its uid, or, for a root's own look without one, the closest peer closer
+        than the root that is not its child (greedy order would go into its own tree)."""
+        trail = self._trails.get(route.uid)
+        if trail is not None or route.upstream is not None:
+            return trail
+        stream = self.streams.get(route.key)
+        if stream is None or stream.state is not State.ROOT:
+            return None
+        return self._closest_stranger(stream)
 
     def _forward(self: _NodeParts, now: float, route: Route) -> None:
         """Send ``route`` to the closest untried peer, or end it here if there is none."""
         route.current = None
         if route.htl > 0:
-            peer = self._up_the_tree(route) or self.peers.closest(route.target, route.tried)
+            peer = (
+                self._up_the_tree(route)
+                or self._preferred(route)
+                or self.peers.closest(route.target, route.tried)
+            )
             if peer is not None:
                 if route.attempt == 0 and route.upstream is not None:
                     # The search goes on below us: tell whoever asked to wait for it.
@@ -143,6 +165,11 @@ class Hops:
         ):
             return None
         return self.peers.get(stream.parent)
+
+    def _preferred(self: _NodeParts, route: Route) -> Peer | None:
+        """The peer ``route`` asks to try first (``Route.prefer``), once, if still linked."""
+        prefer, route.prefer = route.prefer, None
+        return None if prefer is None or prefer in route.tried else self.peers.get(prefer)
 
     def _drop_route(self: _NodeParts, route: Route) -> None:
         del self.routes[route.uid]

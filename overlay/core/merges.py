@@ -96,7 +96,7 @@ class _NodeParts(Protocol):
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
     def _hold_numbers(self, now: float, stream: Stream) -> None: ...
-    def _start_look(self, now: float, stream: Stream) -> None: ...
+    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None: ...
     def _looked(self, now: float, stream: Stream, lost: bool = False) -> None: ...
     def _closer_stranger(self, stream: Stream) -> bool: ...
 
@@ -146,11 +146,15 @@ class Merges:
             self.flow.reserve(stream)
             self._start_look(now, stream)
 
-    def _start_look(self: _NodeParts, now: float, stream: Stream) -> None:
-        """Label our subtree with a fresh uid and route the look's search."""
+    def _start_look(self: _NodeParts, now: float, stream: Stream, uid: int | None = None) -> None:
+        """Label our subtree with a fresh uid (or ``uid``: a probe's trail, ``probes``) and
+        route the look's search."""
         stream.look_lost = False
         self.stats.looks += 1
-        uid = self.rng.getrandbits(64)
+        if uid is None:
+            uid, stream.crossed = stream.crossed, None
+        if uid is None:
+            uid = self.rng.getrandbits(64)
         stream.looking = uid
         self._hold_numbers(now, stream)
         self._label(stream, uid, self.location)
@@ -182,6 +186,11 @@ class Merges:
         its search was ``lost`` beyond a link that broke, look once more (up to
         ``RELOOKS`` times)."""
         stream.looking = stream.join_uid = None
+        if stream.crossed is not None and stream.state is State.ROOT:
+            # A closer root's probe crossed us while this look ran: follow its way back
+            # (``probes``), whatever this look missed.
+            self._start_look(now, stream)
+            return
         if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
             # search: a closer member of it may since have become a root, and a fresh uid

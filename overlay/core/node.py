@@ -127,6 +127,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first (``keeping``)
         self._keep_tokens = 0
         self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
+        self._trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops (probes)
         self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self._out: list[Effect] = []
         self.flow = PacketFlow(

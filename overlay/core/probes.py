@@ -10,8 +10,10 @@ How. Every ``probe_interval`` (in whole heartbeat rounds, so no timer of its own
 that is not in the middle of a repair routes a RootProbe toward its key, by the rules of a
 search (``routing``): greedy, the HTL rule, and backtracking to the next-closest peer when
 the way below one ends (ProbeAnswer with no root carries the budget left, as DataNotFound
-does). A root closer to the key than the asker answers it (ProbeAnswer with its location);
-every other node passes it on, tree member or not, keeping only what backtracking needs,
+does). A root closer to the key than the asker answers it (ProbeAnswer with its location),
+settled or in a repair (a look of its own may miss the asker's tree: chaos, a partition
+healed while the closer root looked, and both roots numbered 0); every other node passes
+it on, tree member or not, keeping only what backtracking needs,
 for at most ``_PATHS`` probes at once. A node that sees the same probe twice answers "none"
 with the budget it got (as RejectedLoop does). Backtracking matters: a root is often a
 local minimum of greedy routing, and a node that joined late may hang off the graph by a
@@ -28,9 +30,25 @@ Only a strictly closer root answers a probe, so of two roots only the farther on
 the other, and it alone acts: it *looks*, exactly as after a takeover (``merges``): it labels
 its subtree, holds numbering while the search runs and routes a ResubscribeRequest with
 must-beat its own location, which members of the other tree accept and its own refuse; its
-tree then joins the closer one's with its whole subtree. A probe itself changes nothing, so
-a lying answer costs one look, and a flood of probes costs what a flood of searches does,
-with no state kept beyond ``_PATHS`` probes.
+tree then joins the closer one's with its whole subtree.
+
+Trails. A farther root also learns of a closer one when the closer one's probe crosses it:
+the probe's must-beat is that root's location. Then it looks too, at once if settled, or as
+its next look if in a repair, at most once per probe interval. Either way the look follows
+the probe's path rather than greedy order, since greedy order from a farther root often
+leads into its own tree, whose members refuse the look and use up its budget (chaos: a
+root beside a closer one across the 0/1 wrap, and a root whose one closer peer was its own
+grandchild, looked in vain for minutes). Every node that relays a probe notes the peer it
+came from under the probe's uid with the ``_BACK`` bit flipped, and every node that relays
+a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
+look takes the flipped uid (the probe's own uid is a loop wherever it passed) and each of
+its hops tries the noted peer first (``Hops._start_route``), then greedy order: back to the
+closer root that crossed it, or on to the closer root that answered. Without a trail, a
+root's look tries first its closest peer that is closer than itself and not its child.
+
+A probe itself changes nothing, so a lying answer or a forged crossing costs one look (the
+latter at most one per probe interval), and a flood of probes costs what a flood of
+searches does, with no state kept beyond ``_PATHS`` probes and ``_PATHS`` trails.
 
 Numbering. A split on whose two sides publishers publish gives two packets one number; a
 probe merges the trees but cannot undo that (see the README). With publishers on one side
@@ -61,6 +79,12 @@ from overlay.messages import Message, ProbeAnswer, RootProbe
 # (its answer is then dropped here, and its root simply probes again next time).
 _PATHS = 1024
 
+# A look that follows a probe's path takes the probe's uid with one of these bits flipped
+# (the probe's own uid is a loop wherever it passed): ``_BACK`` back toward the root that
+# sent the probe, ``_AHEAD`` on toward the closer root that answered it.
+_BACK = 1 << 62
+_AHEAD = 1 << 61
+
 # A root whose looks keep failing to reach a closer root its probes find probes at most
 # this many doublings of ``probe_interval`` apart (32 rounds: 16 minutes by default).
 _MAX_BACKOFF = 5
@@ -90,15 +114,20 @@ class _NodeParts(Protocol):
     _seen: RecentIds
     _beats: int
     _probes: OrderedDict[int, ProbeHop]
+    _trails: OrderedDict[int, PeerId]
     _lost_a_link: bool
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _start_look(self, now: float, stream: Stream) -> None: ...
+    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None: ...
     def _probe_on(self, hop: ProbeHop) -> None: ...
     def _probe(self, now: float, stream: Stream) -> None: ...
     def _closer_stranger(self, stream: Stream) -> bool: ...
+    def _closest_stranger(self, stream: Stream) -> PeerId | None: ...
     def _look_past(self, now: float, stream: Stream) -> None: ...
-    def _probe_look(self, now: float, stream: Stream, relooks: int) -> None: ...
+    def _probe_look(
+        self, now: float, stream: Stream, relooks: int, uid: int | None = None
+    ) -> None: ...
+    def _trail(self, uid: int, peer: PeerId) -> None: ...
 
 
 class Probes:
@@ -126,11 +155,18 @@ class Probes:
         stream, whose root is farther than we are and so never answers our probe (chaos:
         two roots took over from one dead root; each had members closer than either, the
         closer root's peer among them, and no probe ever met the other root)."""
-        return any(
-            peer.id not in stream.children
-            and is_closer(stream.target, peer.location, self.location)
-            for peer in self.peers
-        )
+        return self._closest_stranger(stream) is not None
+
+    def _closest_stranger(self: _NodeParts, stream: Stream) -> PeerId | None:
+        """The peer closest to the key among those closer than we are that are not our
+        children, if any: where a root's look goes first (``Node._start_own_search``)."""
+        target = stream.target
+        best: PeerId | None = None
+        best_loc = self.location
+        for peer in self.peers:
+            if peer.id not in stream.children and is_closer(target, peer.location, best_loc):
+                best, best_loc = peer.id, peer.location
+        return best
 
     def _look_past(self: _NodeParts, now: float, stream: Stream) -> None:
         """Look (``merges``) instead of probing: its search, must-beat our location, goes
@@ -142,15 +178,26 @@ class Probes:
         repeat, each probe round."""
         self._probe_look(now, stream, relooks=RELOOKS)
 
-    def _probe_look(self: _NodeParts, now: float, stream: Stream, relooks: int) -> None:
+    def _probe_look(
+        self: _NodeParts, now: float, stream: Stream, relooks: int, uid: int | None = None
+    ) -> None:
         """Look for another tree, holding numbering while the search runs; ``relooks``: the
-        repeats already spent (``merges``). Counted as a miss until the look merges
-        (``Merges._merged`` clears it), so a look that cannot reach the other tree is not
-        made every round."""
+        repeats already spent (``merges``); ``uid``: a probe's trail to follow, if any.
+        Counted as a miss until the look merges (``Merges._merged`` clears it), so a look
+        that cannot reach the other tree is not made every round."""
         stream.relooks = relooks
         stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
+        stream.trailed_at = now
         self.flow.hold(now, stream)
-        self._start_look(now, stream)
+        self._start_look(now, stream, uid)
+
+    def _trail(self: _NodeParts, uid: int, peer: PeerId) -> None:
+        """Remember ``peer`` as the first hop of the look with ``uid`` (``Hops._start_route``
+        prefers it), for at most ``_PATHS`` trails."""
+        self._trails[uid] = peer
+        self._trails.move_to_end(uid)
+        if len(self._trails) > _PATHS:
+            self._trails.popitem(last=False)
 
     def _probe_new_links(self: _NodeParts, now: float) -> None:
         """A peer we had no link to says Hello, and we have lost links before: probe from
@@ -186,7 +233,7 @@ class Probes:
         stream = self.streams.get(probe.key)
         if (
             stream is not None
-            and _settled_root(stream)
+            and stream.state is State.ROOT
             and is_closer(stream.target, self.location, probe.must_beat)
         ):
             self._send(peer, ProbeAnswer(probe.uid, probe.key, self.location, 0))
@@ -196,6 +243,7 @@ class Probes:
             self._send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
             return
         self._seen.add(probe.uid, now)
+        self._trail(probe.uid ^ _BACK, peer)
         best_loc, htl, _ = advance(
             self.location,
             key_location(probe.key),
@@ -206,6 +254,30 @@ class Probes:
         )
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))
+        if (
+            stream is not None
+            and stream.state is State.ROOT
+            and is_closer(stream.target, probe.must_beat, self.location)
+            and (
+                stream.trailed_at is None
+                or now - stream.trailed_at >= max(self.config.probe_interval, 1.0)
+            )
+        ):
+            # The probe of a root closer than we are crossed us: that root exists, and the
+            # way back to it is the probe's way here. Our own probes would never learn of
+            # it (only a closer root answers), and our looks, routed toward the key, may
+            # spend their budget inside our own tree (chaos: two roots, the farther one's
+            # looks refused by its own members every round). At most one such look per
+            # probe interval, so forged probes cost no more than that. A root in a repair
+            # makes its next look this one (``Merges._start_look``, ``Merges._looked``):
+            # a look already running may miss the other tree (chaos: a partition healed
+            # while a root made on its far side looked, and both roots numbered 0).
+            self.stats.splits_found += 1
+            stream.trailed_at = now
+            if _settled_root(stream):
+                self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
+            else:
+                stream.crossed = probe.uid ^ _BACK
 
     def _probe_on(self: _NodeParts, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
@@ -234,6 +306,7 @@ class Probes:
             self._probe_on(hop)
             return
         del self._probes[answer.uid]
+        self._trail(answer.uid ^ _AHEAD, peer)
         if hop.upstream is not None:
             if hop.upstream in self.peers:
                 self._send(hop.upstream, answer)
@@ -247,7 +320,7 @@ class Probes:
             return
         # A closer root exists: look for its tree, as after a takeover (``merges``).
         self.stats.splits_found += 1
-        self._probe_look(now, stream, relooks=0)
+        self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
 
 
 def _settled_root(stream: Stream) -> bool:

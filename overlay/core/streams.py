@@ -146,6 +146,8 @@ class Stream:
     # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
     probe_misses: int = 0
     probed_at: float | None = None  # when we last sent a probe from this root
+    trailed_at: float | None = None  # when a probe last made this root look (probes)
+    crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
     # Children adopted whose catch-up waits for such packets (refills, ``_catch_up_later``):

@@ -1,0 +1,113 @@
+"""The chaos search's split scenarios that root probes' trails mend (``overlay.core.probes``),
+replayed exactly (the simulation is deterministic). All three ran with ``confirm_publishes``
+on, whose slower numbering gave them their timing; each failed before the trails (two
+roots left side by side, or both numbering packet 0)."""
+
+from __future__ import annotations
+
+from test_sim_chaos import Fault, Scenario, failures, run
+
+from testnet.sim.network import NetworkModel
+
+
+def test_a_farther_root_follows_the_closer_roots_probe_across_the_wrap() -> None:
+    # Key at 0.134: root 37 (0.0096) kept the stream idle beside root 14 (0.9997), whose
+    # tree held nodes closer than either. 14's looks went greedily into its own tree
+    # (6, 25, ...), whose labelled members refused them and spent their budget; 37's
+    # probes crossed 14 each round, but only a closer root answers a probe. Now 14 looks
+    # back along 37's probe, and its look tries 37 first.
+    outcome = run(ACROSS_THE_WRAP)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_farther_root_whose_closer_peer_is_its_grandchild_follows_the_probe_back() -> None:
+    # Key at 0.116: root 31 (0.179) with a closer peer, 2, deep in its own tree; root 49
+    # (0.083), reachable from 31 only through members of the two trees. 31 looked at every
+    # probe round (a closer peer not its child) and every look was refused inside its own
+    # tree; 49's probes crossed 31's tree and 31 itself. 31 now looks back along them.
+    outcome = run(GRANDCHILD_CLOSER)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_closer_root_in_its_look_answers_the_probe_of_a_healed_partition() -> None:
+    # Key at 0.163: root 22 (0.1775) was made on one side of a partition and root 33
+    # (0.1416) on the other. The partition healed while 22 looked; 33's probe on the new
+    # link reached 22 mid-look, and only a settled root answered, so it passed on. 22's
+    # look missed 33's tree, and both numbered packet 0 before the next probe round. A
+    # closer root in a repair now answers too, and 33 joins it.
+    outcome = run(HEALED_MID_LOOK)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+ACROSS_THE_WRAP = Scenario(
+    seed=7852,
+    nodes=40,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=2.2250738585072014e-308, kind="crash", arg=5581, until=None),
+        Fault(at=0.35214831178965744, kind="loud-crash", arg=217, until=17.186274383381132),
+        Fault(at=1.0, kind="loud-crash", arg=23244, until=None),
+        Fault(at=3.4303046726216544, kind="loud-crash", arg=0, until=7.074273944629869),
+        Fault(at=14.83725645433341, kind="crash", arg=1938, until=None),
+        Fault(at=15.121792330732108, kind="weather", arg=0, until=35.121792330732106),
+        Fault(at=15.154970143504157, kind="crash", arg=801, until=30.15497014350416),
+        Fault(at=15.309097837454654, kind="loud-crash", arg=2048, until=25.832195821492533),
+        Fault(at=19.888821761663674, kind="loud-crash", arg=30, until=None),
+        Fault(at=21.430317315769454, kind="loud-crash", arg=216, until=26.398611251471113),
+        Fault(at=26.427704173127317, kind="crash", arg=8875, until=51.21130812153538),
+    ),
+    partition=(16.242557781417002, 39.52370549939288, 0.12912425272243275),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+    confirm=True,
+)
+
+GRANDCHILD_CLOSER = Scenario(
+    seed=10456,
+    nodes=52,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=344379, until=None),
+        Fault(at=1.1234412950227428e-158, kind="crash", arg=892, until=None),
+        Fault(at=1.1234412950227428e-158, kind="loud-crash", arg=100000, until=23.865263916186134),
+        Fault(at=1.0, kind="crash", arg=627496, until=None),
+        Fault(at=5.0, kind="add", arg=5, until=None),
+        Fault(at=6.194655932833201, kind="loud-crash", arg=81537, until=None),
+        Fault(at=8.70335967052097, kind="crash", arg=65535, until=9.803359670520969),
+        Fault(at=11.62517725477771, kind="loud-crash", arg=162233, until=25.403079686639245),
+        Fault(at=11.938085973009287, kind="crash", arg=162, until=None),
+        Fault(at=15.0, kind="loud-crash", arg=604, until=None),
+        Fault(at=15.0, kind="loud-crash", arg=1077, until=None),
+        Fault(at=16.87575171497888, kind="loud-crash", arg=1390, until=None),
+        Fault(at=28.192985184743243, kind="weather", arg=0, until=34.473067506362234),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.02
+    ),
+    confirm=True,
+)
+
+HEALED_MID_LOOK = Scenario(
+    seed=6,
+    nodes=56,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=1002, until=None),
+        Fault(at=8.883818051586207, kind="loud-crash", arg=1312, until=10.883818051586207),
+        Fault(at=13.687469801608664, kind="weather", arg=0, until=15.56067557988515),
+        Fault(at=14.062247769546474, kind="loud-crash", arg=773, until=None),
+        Fault(at=14.881106877018851, kind="loud-crash", arg=2737, until=None),
+        Fault(at=26.38631310283013, kind="crash", arg=23353, until=None),
+        Fault(at=30.0, kind="crash", arg=0, until=31.0),
+    ),
+    partition=(5.674354199166144e-148, 13.687469801608664, 0.2385820961983092),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)
