@@ -143,6 +143,21 @@ def test_a_search_that_may_no_longer_end_here_is_sent_on() -> None:
     assert B not in node.streams[KEY].children
 
 
+def test_a_search_the_tree_took_beyond_us_is_answered_once_the_packets_came() -> None:
+    """B's resubscribe must beat 0.47, which N (0.45) does not: N sends it up to P, whose
+    tree takes it, and N, relaying that success, first fetches the 19 that B lacks. Then
+    it adopts B: that N could not have accepted B's search itself does not matter (chaos:
+    a relay refused a look its own root had taken, and two roots numbered 14)."""
+    node = joined_late()
+    effects = node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.47, 0.47, 18))
+    assert to(effects, P) == [ResubscribeRequest(2, KEY, MAX_HTL - 1, 0.47, 0.47, 18)]
+    effects = node.receive(1.1, P, SubscribeSucceeded(2, KEY, 21))
+    assert to(effects, P) == [FillRequest(KEY, 19, 19)] and to(effects, B) == [Accepted(2)]
+    effects = node.receive(1.5, P, data(19))
+    assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), data(19)]
+    assert B in node.streams[KEY].children
+
+
 def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() -> None:
     node = joined_late()  # N lacks 19; now its child A asks N for 19 (A joined late too)
     effects = node.receive(1.0, A, FillRequest(KEY, 19, 19))

@@ -1,7 +1,9 @@
-"""The chaos search's split scenarios that root probes' trails mend (``overlay.core.probes``),
-replayed exactly (the simulation is deterministic). All three ran with ``confirm_publishes``
-on, whose slower numbering gave them their timing; each failed before the trails (two
-roots left side by side, or both numbering packet 0)."""
+"""The chaos search's split scenarios mended in stop 28: two roots left side by side, or
+both numbering one packet number, replayed exactly (the simulation is deterministic). Root
+probes' trails (``overlay.core.probes``) mend the first three; a relay that held a look's
+success for packets it lacked (``overlay.core.refills``) the fourth. All four ran with
+``confirm_publishes`` on, whose slower numbering gave them their timing, and each failed
+before its fix."""
 
 from __future__ import annotations
 
@@ -36,6 +38,17 @@ def test_a_closer_root_in_its_look_answers_the_probe_of_a_healed_partition() -> 
     # look missed 33's tree, and both numbered packet 0 before the next probe round. A
     # closer root in a repair now answers too, and 33 joins it.
     outcome = run(HEALED_MID_LOOK)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_relay_that_fetched_what_a_look_lacked_passes_on_the_success_its_root_gave() -> None:
+    # Key at 0.116: a partition took root 43 away, and two subtrees on the publishers' side
+    # took over, 5 (0.90) and 34 (0.25). 5's look reached 34's tree through 41 and 49 and
+    # 34 took it, but 49, relaying the success, lacked packets the look had seen and
+    # fetched them first; when they came it checked whether it could itself accept the
+    # look, which must-beat 0.90 it could not, and refused it. The look failed, and 5
+    # numbered 14 beside 34's tree, which held 14 already.
+    outcome = run(RELAYED_SUCCESS_HELD)
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -108,6 +121,33 @@ HEALED_MID_LOOK = Scenario(
     partition=(5.674354199166144e-148, 13.687469801608664, 0.2385820961983092),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)
+
+RELAYED_SUCCESS_HELD = Scenario(
+    seed=373,
+    nodes=47,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=197538, until=6.327567426867757),
+        Fault(at=2.2250738585e-313, kind="crash", arg=595, until=None),
+        Fault(at=2.70127529428154e-100, kind="crash", arg=964, until=None),
+        Fault(at=1.192092896e-07, kind="add", arg=2, until=None),
+        Fault(at=0.023359669165514692, kind="crash", arg=263, until=None),
+        Fault(at=0.7647052649396782, kind="add", arg=6, until=None),
+        Fault(at=4.969203207709259, kind="weather", arg=0, until=6.739373405252284),
+        Fault(at=7.938393372703858, kind="add", arg=6, until=None),
+        Fault(at=8.793965173585173, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=13.119980473963697, kind="crash", arg=200949, until=None),
+        Fault(at=15.0, kind="crash", arg=1597, until=52.07538466319687),
+        Fault(at=15.26876029897322, kind="loud-crash", arg=2196, until=None),
+        Fault(at=19.336586269218778, kind="crash", arg=100, until=None),
+    ),
+    partition=(15.0, 52.51276179436612, 0.38982841505140875),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.0
     ),
     confirm=True,
 )

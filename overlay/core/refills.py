@@ -159,7 +159,7 @@ class _NodeParts(Protocol):
     @property
     def flow(self) -> _Asker: ...
     def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
+    def _may_hang_below(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
     def _adopt(
         self,
         now: float,
@@ -387,8 +387,13 @@ class Refills:
             if (
                 live
                 and peer != stream.parent
-                and self._may_accept(stream, fill.uid, fill.must_beat)
+                and self._may_hang_below(stream, fill.uid, fill.must_beat)
             ):
+                # Not ``_may_accept``: the search may have ended beyond us, at a tree member
+                # that took it, and we relay that success; what may have changed while it
+                # waited is only whether we restarted since (chaos: a relay refused a look
+                # its own root had taken, which must-beat it could never have accepted
+                # itself; the look failed, and two roots numbered 14).
                 self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, wait=False)
             else:
                 # We may no longer take it (we restarted meanwhile, or left): the search
