@@ -194,7 +194,10 @@ def adopt(node: Node, child: bytes, location: float, uid: int) -> None:
 
 def bare_root(*children: tuple[bytes, float], **config: object) -> Node:
     """N as root of KEY with ``children`` and no local client (the one that made it root
-    left)."""
+    left). Confirmation (``confirming``, on by default) is off unless ``config`` says: a
+    child's own publish would first wait for its node's PublishConfirmed, and these tests
+    are about what comes after (``test_confirming`` has it on)."""
+    config.setdefault("confirm_publishes", False)
     node = root(child=False, **config)
     for i, (child, location) in enumerate(children):
         adopt(node, child, location, 50 + i)

@@ -1,4 +1,4 @@
-"""Confirming (``overlay.core.confirming``): a root configured with ``confirm_publishes``
+"""Confirming (``overlay.core.confirming``): a root with ``confirm_publishes`` (the default)
 sends a packet down only once the node of its publisher has confirmed the number it was
 given.
 
@@ -40,7 +40,7 @@ def data(net: CoreNet, name: bytes) -> list[bytes]:
 
 
 def test_a_packet_goes_down_only_after_its_publishers_node_confirms_its_number() -> None:
-    net = tree(config=CONFIRMING)
+    net = tree()  # confirmation is on by default
     net.hold(b"A")  # what the root says back does not reach A yet
     net.publish(b"A", KEY, b"p0")
     assert numbered(net) == [0]
@@ -56,8 +56,8 @@ def test_a_packet_goes_down_only_after_its_publishers_node_confirms_its_number()
     assert net.stream(b"A", KEY).claims == {}  # type: ignore[union-attr]
 
 
-def test_by_default_a_packet_goes_down_as_soon_as_it_is_numbered() -> None:
-    net = tree()
+def test_with_confirmation_off_a_packet_goes_down_as_soon_as_it_is_numbered() -> None:
+    net = tree(config=NodeConfig(confirm_publishes=False))
     net.hold(b"A")
     net.publish(b"A", KEY, b"p0")
     assert numbered(net) == []

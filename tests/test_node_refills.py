@@ -31,6 +31,7 @@ from overlay.messages import (
     PastQuery,
     PublishCollision,
     PublishData,
+    PublishNumbered,
     PublishSucceeded,
     RejectedLoop,
     RestartConfirmed,
@@ -609,7 +610,8 @@ def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_h
         1.0, A, PublishData(77, KEY, None, 0.5, MAX_HTL, b"new", None, PacketKind.DATA, None)
     )
     answers = to(settle(node), A)
-    assert PublishSucceeded(77, KEY, 3) in answers
+    # With confirmation (the default) the number goes first to A's node to be confirmed.
+    assert PublishNumbered(77, KEY, 3) in answers
 
 
 def test_a_fresh_relay_with_no_packet_yet_asks_for_what_a_resubscriber_lacks() -> None:

@@ -440,9 +440,11 @@ def test_publish_waiting_for_a_slow_join_is_sent_once() -> None:
     assert [(s, d) for s, d, _ in net.sent(PublishData)] == [(b"F", b"B"), (b"B", b"R")]
 
 
-def test_unanswered_publish_is_resent_with_its_uid_then_fails() -> None:
+@pytest.mark.parametrize("confirm", [False, True])
+def test_unanswered_publish_is_resent_with_its_uid_then_fails(confirm: bool) -> None:
     # The root is slow, not dead: heartbeats would (rightly) give up on it long before.
-    net = tree(config=NodeConfig(heartbeat_interval=1e6, dead_after=2e6))
+    config = NodeConfig(heartbeat_interval=1e6, dead_after=2e6, confirm_publishes=confirm)
+    net = tree(config=config)
     net.hold(b"R")  # the root hears nothing until release
     uid = net.publish(b"A", KEY, b"x")
     [(_, _, sent)] = [t for t in net.sent(PublishData) if t[0] == b"A"]
@@ -461,7 +463,13 @@ def test_unanswered_publish_is_resent_with_its_uid_then_fails() -> None:
     assert len([t for t in net.sent(PublishData) if t[0] == b"A"]) == ATTEMPTS
     # The root was only slow: it orders the packet once, and a retry learns its number.
     net.release(b"R")
-    assert window(net, b"R") == [0]
+    if confirm:
+        # A's node gave the publish up, so it confirms no number for it: the root sends
+        # nothing down, and numbers the retry afresh.
+        assert window(net, b"R") == []
+        net.advance(net.now + config.confirm_timeout + 0.01)
+    else:
+        assert window(net, b"R") == [0]
     net.publish(b"A", KEY, b"x", uid=uid)
     assert net.answers(b"A")[1:] == [PublishAcked(KEY, uid, 0)]
     for name in SUBSCRIBERS:

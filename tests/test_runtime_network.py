@@ -97,8 +97,9 @@ async def publish_all(host: NodeHost, count: int, key: bytes = KEY, start: int =
     return publisher
 
 
-# (4, True): ``confirm_publishes``, so every packet from a peer waits for PublishNumbered
-# and PublishConfirmed to cross the real links before it goes down.
+# (4, True): ``confirm_publishes`` (the default), so every packet from a peer waits for
+# PublishNumbered and PublishConfirmed to cross the real links before it goes down; the
+# smaller ones with it off.
 @pytest.mark.parametrize(("size", "confirm"), [(2, False), (3, False), (4, True)])
 async def test_small_networks_deliver_in_order(size: int, confirm: bool) -> None:
     core = dataclasses.replace(FAST, confirm_publishes=confirm)

@@ -1,6 +1,7 @@
 """Examples the chaos search (``test_sim_chaos``) found, each traced to its cause and fixed
 in the core: strict regression tests, replayed exactly (the simulation is deterministic).
-Each says what went wrong before its fix."""
+Each says what went wrong before its fix. All were found with ``confirm_publishes`` off
+(the default until stop 28) and replay that way (``confirm=False``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ def test_relay_that_loses_its_parent_before_the_first_packet_resumes_at_the_star
     # anywhere"), so its new parent, at packet 5 by then, sent it packets from 6 on and 9 was
     # told 0..5 were missed, although the tree held them all. A relay now resumes where its
     # fresh join placed it (``Stream.start``).
-    scenario = Scenario(seed=369, nodes=25, streams=2, subscribers=2, faults=(CRASH_21,))
+    scenario = Scenario(
+        seed=369, nodes=25, streams=2, subscribers=2, faults=(CRASH_21,), confirm=False
+    )
     outcome = run(scenario)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -35,7 +38,9 @@ def test_restarting_node_that_relayed_a_success_gets_what_its_parent_sent_before
         Fault(at=18.0625, kind="crash", arg=0),
         Fault(at=19.0, kind="crash", arg=0),
     )
-    outcome = run(Scenario(seed=369, nodes=25, streams=2, subscribers=2, faults=faults))
+    outcome = run(
+        Scenario(seed=369, nodes=25, streams=2, subscribers=2, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -51,7 +56,9 @@ def test_detached_relay_does_not_answer_a_search_it_could_not_accept() -> None:
         Fault(at=0.0, kind="add", arg=2),
         Fault(at=1.0, kind="crash", arg=0),
     )
-    outcome = run(Scenario(seed=0, nodes=25, streams=2, subscribers=6, faults=faults))
+    outcome = run(
+        Scenario(seed=0, nodes=25, streams=2, subscribers=6, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -65,7 +72,9 @@ def test_root_whose_child_left_during_its_look_looks_again() -> None:
         Fault(at=0.0, kind="crash", arg=0),
         Fault(at=13.0, kind="crash", arg=97),
     )
-    outcome = run(Scenario(seed=0, nodes=20, streams=2, subscribers=2, faults=faults))
+    outcome = run(
+        Scenario(seed=0, nodes=20, streams=2, subscribers=2, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -77,7 +86,9 @@ def test_root_that_loses_a_child_looks_for_the_tree_its_subtree_makes() -> None:
         Fault(at=0.0, kind="crash", arg=0),
         Fault(at=15.0, kind="crash", arg=97),
     )
-    outcome = run(Scenario(seed=0, nodes=20, streams=2, subscribers=2, faults=faults))
+    outcome = run(
+        Scenario(seed=0, nodes=20, streams=2, subscribers=2, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -86,7 +97,9 @@ def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
     # while the links stayed up: a TCP link that silently skips frames, which no real link
     # does and the protocol rightly does not expect (packet 0 never reached node 0). The
     # simulator now holds them back and delivers them, in order, at the heal.
-    scenario = Scenario(seed=0, nodes=20, streams=3, subscribers=2, partition=(0.0, 1.0, 0.3125))
+    scenario = Scenario(
+        seed=0, nodes=20, streams=3, subscribers=2, partition=(0.0, 1.0, 0.3125), confirm=False
+    )
     outcome = run(scenario)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -96,7 +109,9 @@ def test_relay_that_joined_an_empty_tree_through_a_resubscribe_resumes_at_its_st
     # while the tree had no packet yet, so it kept no start point; when its parent 16 died
     # it resubscribed with last_seen None and its subtree was told 0..21 were missed.
     faults = (Fault(at=0.0, kind="crash", arg=0), Fault(at=13.0, kind="crash", arg=1))
-    outcome = run(Scenario(seed=1, nodes=20, streams=2, subscribers=2, faults=faults))
+    outcome = run(
+        Scenario(seed=1, nodes=20, streams=2, subscribers=2, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -130,6 +145,7 @@ SPLIT_AFTER_HEAL = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -160,6 +176,7 @@ LOST_LOOK = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.01, jitter=0.0
     ),
+    confirm=False,
 )
 
 
@@ -183,6 +200,7 @@ ROOT_DIES_FIRST = Scenario(
         Fault(at=20.54453593604149, kind="loud-crash", arg=462, until=None),
     ),
     weather=NetworkModel(jitter=0.2),
+    confirm=False,
 )
 
 
@@ -208,6 +226,7 @@ ROOT_WITHOUT_PAST = Scenario(
     ),
     partition=(22.678792376583328, 51.76490010038171, 0.21525761169751237),
     weather=NetworkModel(drop=0.01, duplicate=0.05),
+    confirm=False,
 )
 
 
@@ -237,6 +256,7 @@ CUT_SIDE_NEVER_CAUGHT_UP = Scenario(
     ),
     partition=(10.515874356466039, 45.54990429953432, 0.3215219666541925),
     weather=NetworkModel(drop=0.002, jitter=0.02),
+    confirm=False,
 )
 
 
@@ -265,6 +285,7 @@ ORPHANED_BY_ITS_PARENT = Scenario(
     ),
     partition=(3.252799484799971e-63, 2.0, 0.15760647851846576),
     weather=NetworkModel(drop=0.002, duplicate=0.05, jitter=0.02),
+    confirm=False,
 )
 
 
@@ -295,6 +316,7 @@ RESTARTED_ROOT_ALONE = Scenario(
     ),
     partition=None,
     weather=NetworkModel(drop=0.01, duplicate=0.05),
+    confirm=False,
 )
 
 
@@ -325,6 +347,7 @@ NEW_ROOT_WITHOUT_PAST = Scenario(
     ),
     partition=(25.86959383087589, 56.54050221203377, 0.20721713840803685),
     weather=NetworkModel(drop=0.01),
+    confirm=False,
 )
 
 
@@ -365,6 +388,7 @@ PAST_HELD_DEEP = Scenario(
     ),
     partition=(2.340014526873419e-201, 23.106033660638147, 0.26230443363267164),
     weather=NetworkModel(drop=0.002, duplicate=0.05, jitter=0.02),
+    confirm=False,
 )
 
 
@@ -395,6 +419,7 @@ PAST_IN_A_BRANCH = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
     ),
+    confirm=False,
 )
 
 
@@ -428,6 +453,7 @@ WAITER_OUTLIVED = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -466,6 +492,7 @@ DETACHED_WAITER = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.0
     ),
+    confirm=False,
 )
 
 
@@ -504,6 +531,7 @@ TWO_LOOKS_AT_ONCE = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -549,6 +577,7 @@ THIRD_COPY_AT_THE_ROOT = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
     ),
+    confirm=False,
 )
 
 THIRD_COPY_BELOW_THE_ROOT = Scenario(
@@ -571,6 +600,7 @@ THIRD_COPY_BELOW_THE_ROOT = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.2
     ),
+    confirm=False,
 )
 
 
@@ -586,7 +616,9 @@ def test_the_network_is_not_quiet_while_a_message_is_on_its_way() -> None:
         Fault(at=11.42127579726515, kind="loud-crash", arg=102991, until=25.515630101188897),
         Fault(at=14.09435430392375, kind="crash", arg=83509, until=None),
     )
-    outcome = run(Scenario(seed=0, nodes=22, streams=2, subscribers=2, faults=faults))
+    outcome = run(
+        Scenario(seed=0, nodes=22, streams=2, subscribers=2, faults=faults, confirm=False)
+    )
     assert outcome.log.acks and failures(outcome) == []
 
 
@@ -626,6 +658,7 @@ RELAY_HOLDING_NOTHING = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -657,4 +690,5 @@ CUT_OFF_BY_CRASHES = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.0, jitter=0.0
     ),
+    confirm=False,
 )

@@ -1,7 +1,8 @@
 """Examples the chaos search (``test_sim_chaos``) found in which two publishes got one
 number, or a root numbered below what its tree had already given: each traced to its
 cause and fixed in the core, replayed exactly (the simulation is deterministic). Split
-from ``test_sim_chaos_found``; each says what went wrong before its fix."""
+from ``test_sim_chaos_found``; each says what went wrong before its fix. All were found
+with ``confirm_publishes`` off (the default until stop 28) and replay that way."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ NEW_ROOT_BESIDE_A_ROOT = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.01, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -87,6 +89,7 @@ TWO_TAKEOVER_ROOTS = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -125,6 +128,7 @@ LAGGING_ORIGIN = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -153,6 +157,7 @@ CLAIM_BELOW_THE_HEAD = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -192,6 +197,7 @@ DETACHED_ADOPTER = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -220,6 +226,7 @@ PUSHED_CLAIM = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
     ),
+    confirm=False,
 )
 
 
@@ -251,6 +258,7 @@ HEALED_SPLIT = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.02
     ),
+    confirm=False,
 )
 
 
@@ -290,6 +298,7 @@ PUSHED_PAST_AT_A_NEW_ROOT = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.2
     ),
+    confirm=False,
 )
 
 
@@ -326,4 +335,5 @@ CLAIM_BELOW_A_RELAY = Scenario(
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
     ),
+    confirm=False,
 )

@@ -105,9 +105,9 @@ def test_cli_summary_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invariant violations  0" in out
 
 
-def test_cli_publishes_with_confirmed_publishes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_publishes_without_confirmed_publishes(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--nodes", "200", "--streams", "2", "--subscribers", "5", "--packets", "20"]
-    assert main([*argv, "--confirm-publishes", "--json"]) == 0
+    assert main([*argv, "--no-confirm-publishes", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["delivery_problem_count"] == 0 and report["violation_count"] == 0
     assert report["publish_acks"] == report["packets_ordered"] == 40

@@ -112,13 +112,14 @@ class NodeConfig:
     max_open_epochs: int = 64
     max_done_epochs: int = 4096
     # Whether this node, as a root, sends a peer's publish down only once the publisher's
-    # node has confirmed its number (``confirming``). On: a packet numbered in the instant a
-    # partition cuts the root off from its publisher is shown to nobody, so the two sides
-    # of the cut never show one number with two contents; it costs every packet from a
-    # peer one more round trip between the root and the publisher's node (about twice the
-    # delivery latency, see the README). Off: packets go down as soon as they are numbered.
-    # Only the root's setting counts; every node answers the root's PublishNumbered.
-    confirm_publishes: bool = False
+    # node has confirmed its number (``confirming``). On (the default): a packet numbered in
+    # the instant a partition cuts the root off from its publisher is shown to nobody, so
+    # the two sides of the cut never show one number with two contents; it costs every
+    # packet from a peer one more round trip between the root and the publisher's node
+    # (about twice the delivery latency, see the README). Off: packets go down as soon as
+    # they are numbered, and that race can show a number that the other side gives to
+    # another publish. Only the root's setting counts; every node answers PublishNumbered.
+    confirm_publishes: bool = True
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
 

@@ -1,8 +1,8 @@
 """Confirming: a root sends a packet down only once its publisher's node knows its number.
 
-Only a root configured with ``NodeConfig.confirm_publishes`` holds packets back; by default
-it sends each down as soon as it is numbered, and a publisher's node answers a
-``PublishNumbered`` whichever way it is configured itself.
+A root with ``NodeConfig.confirm_publishes`` (the default since stop 28) holds packets back;
+one configured without it sends each down as soon as it is numbered, and takes the race
+below. A publisher's node answers a ``PublishNumbered`` whichever way it is configured.
 
 Why. A root numbers a publish and sends it down its tree. If a partition cuts the root (and
 part of its tree) off from the publisher just then, the acknowledgement is lost on the way,
