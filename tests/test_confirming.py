@@ -22,6 +22,7 @@ from overlay.messages import (
     PublishError,
     PublishNumbered,
     PublishRejected,
+    PublishSucceeded,
     SubscribeData,
     SubscribeRequest,
 )
@@ -162,23 +163,24 @@ def test_a_publishers_node_that_reattaches_pushes_its_claim_up() -> None:
     assert [(m.uid, m.packet, m.pushed, m.data) for m in ups] == [(uid, 5, True, b"p5")]
 
 
-def test_a_packet_pushed_above_pending_ones_is_weighed_without_them() -> None:
-    # A push naming the number after the pending one: numbered by another root. What is
-    # pending, shown to nobody, is dropped first, so the push is judged against what R sent
-    # down (nothing): it collides, as it would with nothing pending, instead of going down
-    # ahead of the pending packet or leaving its number a hole.
+def test_a_packet_pushed_above_pending_ones_is_taken_and_they_are_numbered_afresh() -> None:
+    # A push naming the number after the pending one: numbered by another root, whose tree
+    # has joined R's (a merge, a handoff), so that tree had 0 and 1. R holds numbering, as
+    # after a takeover, drops what is pending (shown to nobody) and takes the push under
+    # its own number. Packet 0 it never gets; A's publish, retried, is numbered after 1.
     net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"pending")  # 0, unconfirmed
     pushed = PublishData(99, KEY, 1, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
     net.inject(b"E", b"R", pushed)
-    assert net.nodes[b"R"].stats.unconfirmed == 1
-    [(_, _, answer)] = [t for t in net.sent(PublishCollision) if t[:2] == (b"R", b"E")]
-    assert answer == PublishCollision(99, KEY, 1, 0)
-    net.release(b"A")  # its confirmation of 0 comes too late and changes nothing
+    root = net.nodes[b"R"]
+    assert root.streams[KEY].recover_until is not None  # numbering held
+    net.release(b"A")  # its confirmation of 0 changes nothing
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A publishes it again
-    assert packets(net, b"D") == [(0, b"pending")]
-    assert net.answers(b"A") == [PublishAcked(KEY, 1, 0)]
+    assert root.stats.unconfirmed == 1 and net.sent(PublishCollision) == []
+    assert (b"R", b"E", PublishSucceeded(99, KEY, 1)) in net.sent(PublishSucceeded)
+    assert packets(net, b"D") == [(1, b"pushed"), (2, b"pending")]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 2)]
 
 
 def test_a_pending_number_the_tree_turns_out_to_have_is_dropped_not_sent() -> None:

@@ -28,6 +28,7 @@ from overlay.messages import (
     PublishData,
     PublishError,
     PublishRejected,
+    PublishSucceeded,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
@@ -596,3 +597,18 @@ def test_the_publish_goes_on_for_the_other_client_when_the_first_leaves() -> Non
     net.release(b"R")
     assert net.answers(b"A", 2) == [PublishAcked(key, 77, 0)]
     assert net.answers(b"A", 1) == []
+
+
+def test_a_push_beyond_a_settled_roots_head_is_taken_after_a_grace() -> None:
+    # A subtree numbered by another root joined R (a merge, a handoff) and pushes up what
+    # it holds: 3, where R is at 0. R holds numbering as after a takeover, takes 3 under
+    # its number (1 and 2 it never gets: missed), and numbers on after it.
+    net = tree(config=NodeConfig(confirm_publishes=False))
+    net.publish(b"A", KEY, b"p0")
+    pushed = PublishData(99, KEY, 3, 0.0, 9, b"three", None, PacketKind.DATA, None, pushed=True)
+    net.inject(b"E", b"R", pushed)
+    assert net.stream(b"R", KEY).recover_until is not None  # type: ignore[union-attr]
+    net.advance(net.now + 2 * NodeConfig().takeover_grace)
+    assert (b"R", b"E", PublishSucceeded(99, KEY, 3)) in net.sent(PublishSucceeded)
+    net.publish(b"A", KEY, b"p4")
+    assert packets(net, b"D") == [(0, b"p0"), (3, b"three"), (4, b"p4")]

@@ -337,3 +337,39 @@ CLAIM_BELOW_A_RELAY = Scenario(
     ),
     confirm=False,
 )
+
+
+def test_a_settled_root_takes_what_a_tree_that_joined_it_numbered_meanwhile() -> None:
+    # With confirmation on (the default). Root 12 numbered 1..9 and held them for their
+    # publishers' confirmations; 1 never came, a partition cut 12 off, and it dropped all
+    # nine unshown. On the publishers' side 8 took the tree over and took 2..9 as the
+    # claims of the publisher's node, which had confirmed them. As the partition healed,
+    # the tree 8 had merged into moved to 12, closer to the key, and its pushes of 2..12
+    # reached 12, settled past any grace: it answered them with collisions and numbered
+    # 1..3 anew, two publishes each. A root now takes a push beyond its head as it would
+    # in a grace (``PacketFlow._route``).
+    outcome = run(PUSHED_TO_A_SETTLED_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PUSHED_TO_A_SETTLED_ROOT = Scenario(
+    seed=53265,
+    nodes=41,
+    streams=3,
+    subscribers=3,
+    faults=(
+        Fault(at=2.2250738585e-313, kind="crash", arg=5332, until=39.5618590753669),
+        Fault(at=0.02, kind="loud-crash", arg=36910, until=None),
+        Fault(at=0.36243693383659836, kind="crash", arg=583820, until=29.66779021468878),
+        Fault(at=0.9726016455151478, kind="loud-crash", arg=296, until=34.02083100178132),
+        Fault(at=1.0, kind="loud-crash", arg=1800, until=21.3669775174099),
+        Fault(at=2.554370282076466, kind="loud-crash", arg=39, until=32.70947203123108),
+        Fault(at=16.45947436773163, kind="loud-crash", arg=407, until=42.517801837287394),
+        Fault(at=21.07615292520332, kind="crash", arg=934213, until=None),
+    ),
+    partition=(17.107464991665303, 34.214929983330606, 0.36243693383659836),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.02
+    ),
+    confirm=True,
+)

@@ -223,7 +223,6 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
             number = message.packet
             if (
                 message.pushed
-                and stream.recover_until is not None
                 and number is not None
                 and (stream.next_in is None or number > stream.next_in)
             ):
@@ -232,7 +231,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 # adopted by a relay of ours claims only there). Number above them, and
                 # take this one in its place (chaos: a new root's first look got 1..5
                 # pushed up from under a relay, then numbered new publishes 0..5 again).
-                # Only a push: a publisher's guessed number says nothing of the past.
+                # Only a push: a publisher's guessed number says nothing of the past. Past a
+                # grace too: a subtree numbered elsewhere joined us, and ``reported`` holds
+                # numbering (chaos: a root refused 2..12 from a tree that merged into it).
                 self.reported(now, stream, number - 1)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
