@@ -57,7 +57,7 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
     """The probe shows that a root closer than N exists, and that the way to it is back
     the way the probe came: N looks, first through P (though Q is closer to the key), under
     the probe's uid with the ``_BACK`` bit flipped, which every relay of the probe has
-    noted the same way. At most one such look per probe interval."""
+    noted the same way. At most one such look per probe interval, doubled by each miss."""
     node = root(0.45)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.3)
@@ -70,8 +70,12 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
     assert peer == b"Q" and again.uid == look.uid  # then greedy order
     node.receive(1.2, b"Q", _not_found(again))
     assert node.streams[KEY].recover_until is None  # found nothing: numbering goes on
-    interval = NodeConfig().probe_interval
-    for now, uid, looks in ((2.0, UID + 1, 0), (1.0 + interval, UID + 2, 1)):
+    interval = NodeConfig().probe_interval  # after a miss, twice that (the probe backoff)
+    for now, uid, looks in (
+        (2.0, UID + 1, 0),
+        (1 + interval, UID + 2, 0),
+        (1 + 2 * interval, UID + 3, 1),
+    ):
         out = sends(node.receive(now, b"P", RootProbe(uid, KEY, 5, 0.48, 0.48)))
         assert len([m for _, m in out if isinstance(m, ResubscribeRequest)]) == looks
 
@@ -108,6 +112,33 @@ def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back(
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, trailed.uid, trailed.must_beat) == (b"P", UID ^ _BACK, 0.45)
     assert node.streams[KEY].recover_until is not None  # numbering still held
+
+
+def test_a_probe_crossing_a_root_in_a_grace_with_no_look_makes_one_due() -> None:
+    """A root holding numbering for a claim (no look of its own under way) would let its
+    grace end without looking: the crossing makes a look due, under the probe's trail."""
+    node = root(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    stream = node.streams[KEY]
+    node.flow.hold(1.0, stream)
+    out = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
+    assert [type(m) for _, m in out] == [RootProbe] and stream.look_due
+    assert stream.recover_until is not None
+    [(peer, look)] = [
+        (p, m)
+        for p, m in sends(node.handle_timer(stream.recover_until))
+        if isinstance(m, ResubscribeRequest)
+    ]
+    assert (peer, look.uid, look.must_beat) == (b"P", UID ^ _BACK, 0.45)
+
+
+def test_with_probes_off_a_crossing_probe_makes_no_look() -> None:
+    node = root(0.45, probe_interval=0.0)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    out = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
+    assert out == [(b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48))]
 
 
 def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_root() -> None:

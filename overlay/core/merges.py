@@ -220,5 +220,6 @@ class Merges:
         the grace is over (the caller attaches us, ``Change.MERGED``)."""
         self.stats.merges += 1
         stream.probe_misses = 0
+        stream.crossed = None
         stream.looking = None
         stream.recover_until = None

@@ -42,13 +42,18 @@ grandchild, looked in vain for minutes). Every node that relays a probe notes th
 came from under the probe's uid with the ``_BACK`` bit flipped, and every node that relays
 a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
 look takes the flipped uid (the probe's own uid is a loop wherever it passed) and each of
-its hops tries the noted peer first (``Hops._start_route``), then greedy order: back to the
+its hops tries the noted peer first (``Hops._first_hop``; a member of another tree sends it
+up that tree before that), then greedy order: back to the
 closer root that crossed it, or on to the closer root that answered. Without a trail, a
 root's look tries first its closest peer that is closer than itself and not its child.
 
-A probe itself changes nothing, so a lying answer or a forged crossing costs one look (the
-latter at most one per probe interval), and a flood of probes costs what a flood of
-searches does, with no state kept beyond ``_PATHS`` probes and ``_PATHS`` trails.
+A probe itself changes nothing, so a lying answer or a forged crossing costs one look, and
+a look that misses backs off the next: crossing looks come at most once per probe interval,
+doubled for each miss up to 32 intervals, and never with probes off. A look holds
+numbering while it runs (up to ``request_timeout`` if a hop accepts it and goes silent). A
+flood of probes costs what a flood of searches does, with no state kept beyond ``_PATHS``
+probes and ``_PATHS`` trails. Two farther roots crossed by one probe look under one uid;
+where their paths meet, the second is a loop and misses, and looks again next time.
 
 Numbering. A split on whose two sides publishers publish gives two packets one number; a
 probe merges the trees but cannot undo that (see the README). With publishers on one side
@@ -159,7 +164,7 @@ class Probes:
 
     def _closest_stranger(self: _NodeParts, stream: Stream) -> PeerId | None:
         """The peer closest to the key among those closer than we are that are not our
-        children, if any: where a root's look goes first (``Node._start_own_search``)."""
+        children, if any: where a root's look goes first (``Hops._first_hop``)."""
         target = stream.target
         best: PeerId | None = None
         best_loc = self.location
@@ -258,26 +263,27 @@ class Probes:
             stream is not None
             and stream.state is State.ROOT
             and is_closer(stream.target, probe.must_beat, self.location)
-            and (
-                stream.trailed_at is None
-                or now - stream.trailed_at >= max(self.config.probe_interval, 1.0)
-            )
+            and _may_trail(now, stream, self.config.probe_interval)
         ):
             # The probe of a root closer than we are crossed us: that root exists, and the
             # way back to it is the probe's way here. Our own probes would never learn of
             # it (only a closer root answers), and our looks, routed toward the key, may
             # spend their budget inside our own tree (chaos: two roots, the farther one's
-            # looks refused by its own members every round). At most one such look per
-            # probe interval, so forged probes cost no more than that. A root in a repair
-            # makes its next look this one (``Merges._start_look``, ``Merges._looked``):
-            # a look already running may miss the other tree (chaos: a partition healed
-            # while a root made on its far side looked, and both roots numbered 0).
+            # looks refused by its own members every round). Counted as a miss until the
+            # look merges, so forged probes buy looks only as often as the probe backoff
+            # allows (``_may_trail``). A root in a repair makes its next look this one
+            # (``Merges._start_look``, ``Merges._looked``; in a grace with no look due, one
+            # becomes due): a look already running may miss the other tree (chaos: a
+            # partition healed while a root made on its far side looked; both numbered 0).
             self.stats.splits_found += 1
-            stream.trailed_at = now
             if _settled_root(stream):
                 self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
             else:
+                stream.trailed_at = now
+                stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
                 stream.crossed = probe.uid ^ _BACK
+                if stream.looking is None and stream.recover_until is not None:
+                    stream.look_due = True  # looked at the grace's end (``merges``)
 
     def _probe_on(self: _NodeParts, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
@@ -321,6 +327,13 @@ class Probes:
         # A closer root exists: look for its tree, as after a takeover (``merges``).
         self.stats.splits_found += 1
         self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
+
+
+def _may_trail(now: float, stream: Stream, interval: float) -> bool:
+    """Whether a crossing probe may make ``stream``'s root look now: probes are on, and the
+    last probe-made look is a probe interval back, doubled for each look that missed."""
+    last = stream.trailed_at
+    return interval > 0 and (last is None or now - last >= interval * (1 << stream.probe_misses))
 
 
 def _settled_root(stream: Stream) -> bool:

@@ -48,7 +48,7 @@ class Route:
     deadline: float = 0.0  # when we stop waiting for ``current``
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
     lost: bool = False  # a peer it went to dropped its link before answering (DataNotFound)
-    prefer: PeerId | None = None  # tried before greedy order, once (a root's look, ``hops``)
+    prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``hops``)
 
     @property
     def is_resubscribe(self) -> bool:
