@@ -34,7 +34,7 @@ tree then joins the closer one's with its whole subtree.
 
 Trails. A farther root also learns of a closer one when the closer one's probe crosses it:
 the probe's must-beat is that root's location. Then it looks too, at once if settled, or as
-its next look if in a repair, at most once per probe interval. Either way the look follows
+its next look if in a repair (as often as the backoff below allows). Either way the look follows
 the probe's path rather than greedy order, since greedy order from a farther root often
 leads into its own tree, whose members refuse the look and use up its budget (chaos: a
 root beside a closer one across the 0/1 wrap, and a root whose one closer peer was its own
@@ -191,13 +191,12 @@ class Probes:
         Counted as a miss until the look merges (``Merges._merged`` clears it), so a look
         that cannot reach the other tree is not made every round."""
         stream.relooks = relooks
-        stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
-        stream.trailed_at = now
+        _count_look(now, stream)
         self.flow.hold(now, stream)
         self._start_look(now, stream, uid)
 
     def _trail(self: _NodeParts, uid: int, peer: PeerId) -> None:
-        """Remember ``peer`` as the first hop of the look with ``uid`` (``Hops._start_route``
+        """Remember ``peer`` as the first hop of the look with ``uid`` (``Hops._first_hop``
         prefers it), for at most ``_PATHS`` trails."""
         self._trails[uid] = peer
         self._trails.move_to_end(uid)
@@ -279,8 +278,7 @@ class Probes:
             if _settled_root(stream):
                 self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
             else:
-                stream.trailed_at = now
-                stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
+                _count_look(now, stream)
                 stream.crossed = probe.uid ^ _BACK
                 if stream.looking is None and stream.recover_until is not None:
                     stream.look_due = True  # looked at the grace's end (``merges``)
@@ -327,6 +325,13 @@ class Probes:
         # A closer root exists: look for its tree, as after a takeover (``merges``).
         self.stats.splits_found += 1
         self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
+
+
+def _count_look(now: float, stream: Stream) -> None:
+    """A probe-made look starts (or is due): a miss until it merges (``Merges._merged``
+    clears the count), and the time the backoff of the next is measured from."""
+    stream.trailed_at = now
+    stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
 
 
 def _may_trail(now: float, stream: Stream, interval: float) -> bool:
