@@ -500,7 +500,7 @@ GRACE = make().config.takeover_grace
 def push(number: int) -> PublishData:
     """What C pushes up: packet ``number`` with its original uid (``PacketFlow.push_up``)."""
     return PublishData(
-        number, KEY, number, 0.5, MAX_HTL, b"p%d" % number, None, PacketKind.DATA, None
+        number, KEY, number, 0.5, MAX_HTL, b"p%d" % number, None, PacketKind.DATA, None, True
     )
 
 
@@ -533,6 +533,31 @@ def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() 
     assert node.stats.backfilled == 3 and node.stats.published == 0
     # The uids came with them: a publisher's retry of one gets its original number.
     assert node.streams[KEY].uids == {0: 0, 1: 1, 2: 2}
+
+
+def test_a_publisher_naming_a_number_before_a_roots_head_is_not_taken_as_the_past() -> None:
+    # In its grace N takes packets before its head when members push them up. A publisher
+    # that names such a number guesses: it was stored as that packet, though another
+    # publish may have it, and acknowledged. Now it collides, and nothing is stored.
+    node = rooted_by_a_resubscribe()
+    guess = PublishData(9, KEY, 1, 0.3, MAX_HTL, b"guess", None, PacketKind.DATA, None)
+    assert to(node.receive(0.1, C, guess), C) == [PublishCollision(9, KEY, 1, 3)]
+    assert len(node.streams[KEY].window) == 0 and node.stats.backfilled == 0
+
+
+def test_a_push_beyond_the_head_is_taken_before_a_publish_that_waited_in_the_grace() -> None:
+    # N holds nothing, continues after 2 and numbers nothing in its grace. A new publish
+    # waits; then C pushes up 5, which the tree had. 5 is taken as 5 when the grace ends,
+    # after 3..4 are reported missed, and the publish is numbered 6. Claimed only up to 4,
+    # 5 stayed queued behind the publish, which was numbered 5 first.
+    node = rooted_by_a_resubscribe()
+    fresh = PublishData(9, KEY, None, 0.3, MAX_HTL, b"new", None, PacketKind.DATA, None)
+    assert to(node.receive(0.1, C, fresh), C) == []  # waits for the grace to end
+    answers = (PublishSucceeded, PublishCollision)
+    assert not [m for m in to(node.receive(0.2, C, push(5)), C) if isinstance(m, answers)]
+    effects = settle(node)
+    assert PublishSucceeded(5, KEY, 5) in to(effects, C)
+    assert PublishNumbered(9, KEY, 6) in to(effects, C)  # (sent down once C confirms)
 
 
 def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None:

@@ -234,7 +234,10 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 # Only a push: a publisher's guessed number says nothing of the past. Past a
                 # grace too: a subtree numbered elsewhere joined us, and ``reported`` holds
                 # numbering (chaos: a root refused 2..12 from a tree that merged into it).
-                self.reported(now, stream, number - 1)
+                # It claims its own number too, so it is among what the grace takes in
+                # order at its end: claimed up to the number before it, it stayed queued
+                # behind a new publish, which took its number first.
+                self.reported(now, stream, number)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return

@@ -243,10 +243,13 @@ def fills_hole(stream: Stream, message: PublishData) -> bool:
 def backfills(stream: Stream, message: PublishData) -> bool:
     """A root in its takeover grace, which continued numbering after a resubscriber's
     ``last_seen`` holding nothing, is brought one of the packets before that (``push_up``);
-    or, past its grace, one a waiter asked for, which it asked its subtree for (``refills``)."""
+    or, past its grace, one a waiter asked for, which it asked its subtree for (``refills``).
+    Only a push: a publisher that names a number below the head guesses, and a guess is
+    never a claim on the stream's past (it was stored there as the packet that number had)."""
     number = message.packet
     return (
-        (stream.recover_until is not None or gathered(stream, number))
+        message.pushed
+        and (stream.recover_until is not None or gathered(stream, number))
         and number is not None
         and stream.next_in is not None
         and number < stream.next_in
