@@ -244,3 +244,20 @@ def test_a_local_retry_is_not_acknowledged_under_a_number_dropped_while_it_waite
     answers = net.answers(b"R", client=2)
     assert len(answers) == 1 and isinstance(answers[0], PublishAcked)
     assert answers[0].number > 3
+
+
+def test_data_of_an_epoch_older_than_one_a_pending_marker_closes_is_refused() -> None:
+    # Publishers number epochs upward, so once epoch 2 is closed an epoch 1 that is not
+    # open is an old one (``Frontier.is_done``). With the marker pending, epoch 1's data was
+    # numbered after it; sent down, the frontier passed it over and an atomic subscriber
+    # was handed epoch 1 empty (found by test_sim_publishing's property).
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"", epoch=2, kind=PacketKind.EPOCH_CLOSED)  # 0, pending
+    net.publish(b"D", KEY, b"late", epoch=1)
+    assert numbered(net) == [0]
+    [failed] = net.answers(b"D")
+    assert isinstance(failed, PublishFailed) and failed.error is PublishError.EPOCH_DONE
+    net.release(b"A")
+    sent = [m for _, _, m in net.sent(SubscribeData) if isinstance(m, SubscribeData)]
+    assert sent and {(m.packet, m.epoch) for m in sent} == {(0, 2)}

@@ -128,25 +128,36 @@ class Confirming:
         frontier, epoch = stream.frontier, message.epoch
         if not stream.pending or epoch is None:
             return frontier.refusal(epoch, message.kind)
-        done: set[int] = set()
-        opened: set[int] = set()
+        # The frontier as it will be once the pending packets go down, in order. An epoch
+        # not open and no newer than one a pending marker closes is done then, as
+        # ``Frontier.is_done`` has it (chaos: epoch 1's data, numbered after a pending
+        # marker closed epoch 2, was passed over, and epoch 1 was delivered empty).
+        opened = set(frontier.open)
+        closed: set[int] = set()
+        newest: int | None = None
+
+        def done(e: int) -> bool:
+            if e in closed:
+                return True
+            if e in opened:
+                return False
+            return frontier.is_done(e) or (newest is not None and e <= newest)
+
         for entry in stream.pending.values():
             other = entry.message.epoch
-            if other is None or frontier.is_done(other):
+            if other is None or done(other):
                 continue
             if entry.message.kind is PacketKind.DATA:
-                if other not in done and other not in frontier.open:
-                    opened.add(other)
+                opened.add(other)
             else:
-                done.add(other)
+                closed.add(other)
                 opened.discard(other)
-        if frontier.is_done(epoch) or epoch in done:
+                newest = other if newest is None else max(newest, other)
+        if done(epoch):
             return PublishError.EPOCH_DONE
-        opens = message.kind is PacketKind.DATA and epoch not in frontier.open
-        if opens and epoch not in opened:
-            still_open = sum(1 for e in frontier.open if e not in done) + len(opened)
-            if still_open >= frontier.max_open:
-                return PublishError.TOO_MANY_EPOCHS
+        opens = message.kind is PacketKind.DATA and epoch not in opened
+        if opens and len(opened) >= frontier.max_open:
+            return PublishError.TOO_MANY_EPOCHS
         return None
 
     def renumbered(
