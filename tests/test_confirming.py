@@ -261,3 +261,15 @@ def test_data_of_an_epoch_older_than_one_a_pending_marker_closes_is_refused() ->
     net.release(b"A")
     sent = [m for _, _, m in net.sent(SubscribeData) if isinstance(m, SubscribeData)]
     assert sent and {(m.packet, m.epoch) for m in sent} == {(0, 2)}
+
+
+def test_a_pending_abort_does_not_make_older_epochs_done() -> None:
+    # Only a close moves the frontier's last closed epoch (``Frontier.observe``): an abort
+    # of epoch 2 leaves epoch 1 open to new data, pending or not.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"", epoch=2, kind=PacketKind.EPOCH_ABORTED)  # 0, pending
+    net.publish(b"D", KEY, b"later", epoch=1)
+    assert numbered(net) == [0, 1]
+    net.release(b"A")
+    assert net.answers(b"D") == [PublishAcked(KEY, 2, 1)]

@@ -152,7 +152,8 @@ class Confirming:
             else:
                 closed.add(other)
                 opened.discard(other)
-                newest = other if newest is None else max(newest, other)
+                if entry.message.kind is PacketKind.EPOCH_CLOSED:  # (as ``last_closed``)
+                    newest = other if newest is None else max(newest, other)
         if done(epoch):
             return PublishError.EPOCH_DONE
         opens = message.kind is PacketKind.DATA and epoch not in opened

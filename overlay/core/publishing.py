@@ -238,7 +238,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 # order at its end: claimed up to the number before it, it stayed queued
                 # behind a new publish, which took its number first.
                 self.reported(now, stream, number)
-            if stream.recover_until is not None and not continues(stream, message):
+            if stream.recover_until is not None and (
+                not continues(stream, message) or _before_head(stream, message)
+            ):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
             if stream.recover_until is None and not gathered(stream, message.packet):
@@ -672,6 +674,21 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 member.cursor = head
         frontier = stream.frontier
         return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
+
+
+def _before_head(stream: Stream, message: PublishData) -> bool:
+    """A publisher (not a member's push) names a number before our head that we do not
+    hold: in a grace it waits, since a member may yet push that packet up (a signed
+    publisher retrying one whose acknowledgement it lost is then told its number; a guess
+    collides once the grace is over)."""
+    number, next_in = message.packet, stream.next_in
+    return (
+        not message.pushed
+        and number is not None
+        and next_in is not None
+        and number < next_in
+        and stream.window.get(number) is None
+    )
 
 
 def _numbered(message: PublishData, number: int, epoch_first: int | None) -> SubscribeData:
