@@ -96,3 +96,14 @@ class Frontier:
         for epoch, first in starts:
             if not self.is_done(epoch) and len(self.open) < self.max_open:
                 self.open.setdefault(epoch, first)
+
+
+def malformed(packet: SubscribeData) -> str | None:
+    """What is wrong with a packet's epoch fields, as a parent sent them (None: nothing)."""
+    if (packet.epoch is None) != (packet.epoch_first is None):
+        return "epoch and epoch_first must both be set or both be absent"
+    if packet.epoch_first is not None and packet.epoch_first > packet.packet:
+        return f"its epoch starts at {packet.epoch_first}, after the packet"
+    if packet.kind is not PacketKind.DATA and packet.epoch is None:
+        return "an epoch marker without an epoch"
+    return None

@@ -52,6 +52,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.delivery import pump
 from overlay.core.effects import ClientId, PeerId
+from overlay.core.epochs import malformed
 from overlay.core.events import (
     EXPLAIN,
     ClientEvent,
@@ -70,7 +71,6 @@ from overlay.core.takeover import Takeover, _next, backfills, continues, fills_h
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Message,
-    PacketKind,
     PacketsMissed,
     PublishCollision,
     PublishData,
@@ -238,9 +238,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
                 # order at its end: claimed up to the number before it, it stayed queued
                 # behind a new publish, which took its number first.
                 self.reported(now, stream, number)
-            if stream.recover_until is not None and (
-                not continues(stream, message) or _before_head(stream, message)
-            ):
+            if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
             if stream.recover_until is None and not gathered(stream, message.packet):
@@ -476,7 +474,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
 
     def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> None:
         """A packet from ``stream``'s parent ``peer``."""
-        problem = _malformed(packet)
+        problem = malformed(packet)
         if problem is not None:
             self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
             return
@@ -676,21 +674,6 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming):
         return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
 
 
-def _before_head(stream: Stream, message: PublishData) -> bool:
-    """A publisher (not a member's push) names a number before our head that we do not
-    hold: in a grace it waits, since a member may yet push that packet up (a signed
-    publisher retrying one whose acknowledgement it lost is then told its number; a guess
-    collides once the grace is over)."""
-    number, next_in = message.packet, stream.next_in
-    return (
-        not message.pushed
-        and number is not None
-        and next_in is not None
-        and number < next_in
-        and stream.window.get(number) is None
-    )
-
-
 def _numbered(message: PublishData, number: int, epoch_first: int | None) -> SubscribeData:
     """The packet a root stores for ``message`` as ``number``."""
     return SubscribeData(
@@ -707,13 +690,3 @@ def _numbered(message: PublishData, number: int, epoch_first: int | None) -> Sub
 
 def _rejection(message: PublishData, error: PublishError) -> PublishRejected:
     return PublishRejected(message.uid, message.key, int(error))
-
-
-def _malformed(packet: SubscribeData) -> str | None:
-    if (packet.epoch is None) != (packet.epoch_first is None):
-        return "epoch and epoch_first must both be set or both be absent"
-    if packet.epoch_first is not None and packet.epoch_first > packet.packet:
-        return f"its epoch starts at {packet.epoch_first}, after the packet"
-    if packet.kind is not PacketKind.DATA and packet.epoch is None:
-        return "an epoch marker without an epoch"
-    return None

@@ -268,9 +268,11 @@ def gathered(stream: Stream, number: int | None) -> bool:
 
 def continues(stream: Stream, message: PublishData) -> bool:
     """Whether a root in its takeover grace can answer this publish now: one that brings
-    the next packet in order (a pushed-up packet) or names one already processed."""
-    return (
-        message.packet is not None
-        and stream.next_in is not None
-        and message.packet <= stream.next_in
-    )
+    the next packet in order (a pushed-up packet) or names one already processed. Not a
+    publisher's number before the head that we do not hold: a member may yet push that
+    packet up, so it waits (a signed publisher retrying one whose acknowledgement it lost
+    is then told its number; a guess collides once the grace is over)."""
+    number, next_in = message.packet, stream.next_in
+    if number is None or next_in is None or number > next_in:
+        return False
+    return message.pushed or number == next_in or stream.window.get(number) is not None
