@@ -153,7 +153,17 @@ def check(run: Run, stayed: set[tuple[int, int]]) -> None:
             assert set(sub.epochs) == closed
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The same examples every run (derandomized, no example database): a property that drew a
+# new example in each CI run turned CI red at random whenever it found a bug (stop 29's
+# epoch bug, a9fe8d2, was drawn that way). Hunting for new examples is a separate act: set
+# ``derandomize=False`` locally and run with ``--hypothesis-seed=<n>``.
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     n=st.integers(1, 30),
     degree=st.sampled_from([2, 4, 8]),
