@@ -229,11 +229,17 @@ class SubscribeSucceeded(Message):
 @dataclass(frozen=True, slots=True)
 class SubscribeSucceededNewRoot(Message):
     """The search found no tree; the closest node on the route became the root. Forwarded back
-    to the originator just as SubscribeSucceeded is (spec)."""
+    to the originator just as SubscribeSucceeded is (spec).
+
+    ``last_packet``: None for a new stream; a root that remembers the stream numbered before
+    (``overlay.core.memory``) names where that numbering got, so the nodes on the path start
+    their fresh clients after it, not at 0.
+    """
 
     TYPE: ClassVar[int] = 6
     uid: int = _f(Kind.UID)
     key: bytes = _f(Kind.KEY)
+    last_packet: int | None = _opt(Kind.OPT_PACKET)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
-from overlay.core.effects import Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.effects import Deliver, DropPeer, Effect, PeerId, Remember, Send, SetTimer
 from overlay.core.events import (
     ClientEvent,
     PublishAcked,
@@ -55,13 +55,31 @@ class CoreNet:
         self.effects: list[tuple[PeerId, Effect]] = []
         # Messages to a held node wait here until ``release``: a slow node, in order.
         self.held: dict[PeerId, list[tuple[PeerId, PeerId, bytes]]] = {}
+        # What each node keeps on disk (its ``Remember`` effects), for ``restart``.
+        self.disks: dict[PeerId, dict[bytes, int]] = {}
         self._uids = 0
 
     # --- building ----------------------------------------------------------------------------
 
     def add(self, name: bytes, location: float, config: NodeConfig | None = None) -> Node:
         rng = random.Random(f"{self.seed}/{name!r}")
-        node = Node(name, location, rng, config if config is not None else self.config)
+        config = config if config is not None else self.config
+        node = Node(name, location, rng, config, remembered=self.disks.get(name))
+        self.nodes[name] = node
+        return node
+
+    def restart(self, name: bytes, *, wiped: bool = False) -> Node:
+        """Kill node ``name`` (its links close) and start it again: a new boot id, no state
+        but its disk (``wiped``: none). Its links are not dialled again: ``connect`` them."""
+        for link in [link for link in self.links if name in link]:
+            (other,) = link - {name}
+            self.disconnect(name, other)
+        self.timers.pop(name, None)
+        if wiped:
+            self.disks.pop(name, None)
+        old = self.nodes[name]
+        rng = random.Random(f"{self.seed}/{name!r}/after {old.boot_id}")  # a new boot id
+        node = Node(name, old.location, rng, old.config, remembered=self.disks.get(name))
         self.nodes[name] = node
         return node
 
@@ -177,6 +195,8 @@ class CoreNet:
                     self.timers[name] = at
                 case DropPeer():
                     self.dropped.append((name, effect))
+                case Remember(key, number):
+                    self.disks.setdefault(name, {})[key] = number
 
     # --- reading -----------------------------------------------------------------------------
 

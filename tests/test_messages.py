@@ -86,7 +86,11 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("restart", Kind.OPT_UID),
         ("origin", Kind.OPT_LOCATION),
     ),
-    "SubscribeSucceededNewRoot": (("uid", Kind.UID), ("key", Kind.KEY)),
+    "SubscribeSucceededNewRoot": (
+        ("uid", Kind.UID),
+        ("key", Kind.KEY),
+        ("last_packet", Kind.OPT_PACKET),
+    ),
     "SubscribeRestarted": (("uid", Kind.UID), ("key", Kind.KEY), ("origin", Kind.LOCATION)),
     "RestartConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("last_seen", Kind.OPT_SEEN)),
     "RestartEnded": (("uid", Kind.UID), ("key", Kind.KEY)),

@@ -391,7 +391,7 @@ def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> Non
     b_resubscribes(node, now)
     node._adopt(now + 1, node.streams[KEY], C, 3, True, 21)
     assert to(node._flush(), C) == [
-        SubscribeSucceededNewRoot(3, KEY),
+        SubscribeSucceededNewRoot(3, KEY, 21),
         PastQuery(KEY, 19, 19, MAX_WIRE_HTL),
     ]
 
@@ -510,7 +510,7 @@ def rooted_by_a_resubscribe() -> Node:
     node = make(0.45)
     meet(node, C, 0.3)
     effects = node.receive(0.0, C, ResubscribeRequest(1, KEY, MAX_HTL, 0.3, 0.3, 2))
-    assert (C, SubscribeSucceededNewRoot(1, KEY)) in sends(effects)
+    assert (C, SubscribeSucceededNewRoot(1, KEY, 2)) in sends(effects)  # (it goes on after 2)
     stream = node.streams[KEY]
     assert (stream.state, stream.next_in, len(stream.window)) == (State.ROOT, 3, 0)
     meet(node, W, 0.4)

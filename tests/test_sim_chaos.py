@@ -9,7 +9,8 @@ from ``PUBLISH_AT``; while they publish, faults strike at random times:
 
 * crashes, silent (noticed by liveness) or not, of up to 30% of the nodes, every stream's
   root among the candidates; some of the crashed nodes restart later (new boot id, no
-  state: their clients died with them and are not owed anything);
+  stream state but what their disk remembers of each stream's numbering: their clients
+  died with them and are not owed anything);
 * nodes added, each linked to a few random peers (a closer one takes a tree over);
 * a partition of a random minority, healed later (before or after liveness notices);
 * a spell of bad weather: frames dropped (which breaks the link; it redials, as TCP does),

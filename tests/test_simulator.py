@@ -8,6 +8,7 @@ import random
 import pytest
 
 from keyspace.topology import small_world
+from overlay.core.events import PublishAcked
 from testnet.sim.__main__ import main
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import Network, NetworkModel
@@ -145,3 +146,28 @@ def test_readme_claim_at_ten_thousand_nodes() -> None:
     assert report["in_single_tree"] == report["subscriptions"] == 10_000
     assert report["root_globally_closest_pct"] >= 99.0  # type: ignore[operator]
     assert report["route_exact_pct"] >= 99.0  # type: ignore[operator]
+
+
+def _acked_after_every_holder_restarts(wiped: bool) -> list[int]:
+    """A stream gets packets 0..2; every node that holds it crashes and restarts
+    (``wiped``: on new machines); then the publisher's node publishes once more."""
+    sim = Simulator(SimConfig(nodes=30, degree=4, seed=3))
+    (key,) = stream_keys(1)
+    for uid in (1, 2, 3):
+        sim.publish(5, key, 1, uid, b"before")
+        sim.run()
+    holders = [i for i, node in enumerate(sim.nodes) if key in node.streams]
+    assert 5 in holders and len(holders) >= 2
+    for i in holders:
+        sim.crash(i)
+    for i in holders:
+        sim.restart(i, wiped=wiped)
+    sim.run()
+    sim.publish(5, key, 2, 4, b"after")
+    sim.run()
+    return [event.number for _, event in sim.events_for(5, 2) if isinstance(event, PublishAcked)]
+
+
+def test_a_restarted_node_keeps_its_disk_and_numbering_goes_on() -> None:
+    assert _acked_after_every_holder_restarts(wiped=False) == [3]
+    assert _acked_after_every_holder_restarts(wiped=True) == [0]  # what the disk is for

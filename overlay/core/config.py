@@ -77,6 +77,10 @@ class NodeConfig:
     # uid table and window, so the next publisher goes on from the next number, a retried
     # publish is still recognised and a late subscriber catches up. 0: drop it at once.
     keep_idle: float = 600.0
+    # How many streams' newest packet numbers a node remembers after it stops carrying
+    # them (``memory``): a root founded again continues from there, not from 0. About
+    # 100 bytes each; the least recently raised is dropped first.
+    remembered_streams: int = 65_536
     # Every ``probe_interval`` (rounded to whole heartbeat rounds) each root routes a
     # RootProbe toward its key, asking whether a closer root of the stream exists: a split
     # that outlived every takeover's look (two sides of a healed partition) is found and
@@ -175,6 +179,7 @@ class NodeConfig:
             "window_packets",
             "window_bytes",
             "publish_uids",
+            "remembered_streams",
             "max_relayed_publishes",
             "max_queued_publishes",
             "publish_attempts",

@@ -2,7 +2,8 @@
 
 A driver (the simulator, the trio runtime) carries them out in order:
 ``Send`` a message to a connected peer, ``Deliver`` an event to a local client,
-``SetTimer`` to call ``handle_timer`` at (or after) a time, ``DropPeer`` to close a link.
+``SetTimer`` to call ``handle_timer`` at (or after) a time, ``DropPeer`` to close a link,
+``Remember`` to keep a stream's newest packet number where the next start finds it.
 """
 
 from __future__ import annotations
@@ -43,4 +44,14 @@ class DropPeer:
     reason: str
 
 
-Effect = Send | Deliver | SetTimer | DropPeer
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """Stream ``key`` has reached packet ``number``. A driver that keeps state across
+    restarts stores it (a newer one for the same key replaces it) and passes what it kept
+    back as ``Node(remembered=...)``; one that keeps nothing ignores it (``memory``)."""
+
+    key: bytes
+    number: int
+
+
+Effect = Send | Deliver | SetTimer | DropPeer | Remember

@@ -27,31 +27,31 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
-from overlay.core.epochs import Frontier
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
 from overlay.core.keeping import KEEP_TIMER, Keeping
 from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
+from overlay.core.memory import Memory
 from overlay.core.merges import Merges
 from overlay.core.peers import PeerTable
 from overlay.core.probes import ProbeHop, Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
-from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, success_of
+from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, new_head, success_of
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Change, State, Stream, next_state
+from overlay.core.streams import Change, State, Stream, new_stream, next_state
 from overlay.core.takeover import RECOVER_TIMER
 from overlay.core.timers import TimerQueue
-from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
     Accepted,
@@ -98,6 +98,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         rng: random.Random,
         config: NodeConfig | None = None,
         boot_id: int | None = None,
+        remembered: Mapping[bytes, int] | None = None,  # ``Remember`` effects a driver kept
     ) -> None:
         self.id = node_id
         self.location = location
@@ -130,6 +131,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops (probes)
         self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self._out: list[Effect] = []
+        self.memory = Memory(self.config.remembered_streams, self._out_append, remembered)
         self.flow = PacketFlow(
             self.config,
             self.streams,
@@ -138,6 +140,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._send,
             self._deliver,
             self._drop,
+            self.memory,
         )
 
     # --- driver entry points ------------------------------------------------------------
@@ -497,7 +500,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 change = Change.ATTACHED if stream.state is State.RESTARTING else Change.MERGED
                 self._change(stream, change, parent=peer)
                 self._take_label(stream, *label_of(reply))
-                self.flow.attached(stream, success_of(reply), route.last_seen)
+                self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
                 self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
                 self._refill(now, stream)
@@ -508,7 +511,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 old = stream.parent
                 self._change(stream, Change.REPARENTED, parent=peer)
                 self._take_label(stream, *label_of(reply))
-                self.flow.attached(stream, success_of(reply), route.last_seen)
+                self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
                 # ``peer`` may be the old parent itself: the search went up through it (it
                 # routed the ancestor's resubscribe on too) before leaving the subtree.
                 # Leaving it then orphans us (chaos: a child naming a parent that had
@@ -561,9 +564,10 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
             # A resubscribe that makes us root brings an existing tree: a takeover.
-            self.flow.became_root(now, stream, route.last_seen, takeover=route.is_resubscribe)
+            takeover, ours = route.is_resubscribe, route.upstream is None
+            self.flow.became_root(now, stream, route.last_seen, takeover=takeover, ours=ours)
         else:
-            self.flow.attached(stream, success_of(reply), route.last_seen)
+            self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
         root = stream.state is State.ROOT
         if stream.local:
             subscribed = self.flow.subscribed(stream, root)
@@ -576,18 +580,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def _new_stream(
         self, key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None
     ) -> Stream:
-        """Start carrying (or joining) ``key``, with a window and frontier sized by config."""
-        config = self.config
-        stream = Stream(
-            key,
-            key_location(key),
-            state,
-            parent=parent,
-            descriptor=descriptor,
-            window=Window(config.window_packets, config.window_bytes),
-            frontier=Frontier(config.max_open_epochs, config.max_done_epochs),
-        )
-        self.streams[key] = stream
+        """Start carrying (or joining) ``key``."""
+        stream = self.streams[key] = new_stream(key, state, parent, descriptor, self.config)
         return stream
 
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None:
@@ -664,7 +658,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         stream.children[peer] = None
         self._unkeep(stream)
         if new_root:
-            self._send(peer, SubscribeSucceededNewRoot(uid, stream.key))
+            self._send(peer, SubscribeSucceededNewRoot(uid, stream.key, stream.high))
         else:
             self._send(peer, self.flow.success(uid, stream, last_seen, head_known))
         later = not head_known and self._catch_up_later(now, stream, peer, last_seen)
@@ -688,6 +682,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
 
     def _drop(self, peer: PeerId, reason: str) -> None:
         self._out.append(DropPeer(peer, reason))
+
+    def _out_append(self, effect: Effect) -> None:
+        self._out.append(effect)  # (``_flush`` replaces the list: bind no list's append)
 
     def _flush(self) -> list[Effect]:
         deadline = self._timers.earliest()

@@ -309,6 +309,11 @@ def success_of(
     return reply if isinstance(reply, SubscribeSucceeded) else None
 
 
+def new_head(reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None) -> int | None:
+    """Where a new root's numbering goes on from (None: a new stream, or not a new root's)."""
+    return reply.last_packet if isinstance(reply, SubscribeSucceededNewRoot) else None
+
+
 def label_of(
     reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None,
 ) -> tuple[int | None, float | None]:

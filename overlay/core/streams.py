@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from keyspace.location import key_location
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, PeerId
@@ -215,3 +216,18 @@ class Stream:
     def idle(self) -> bool:
         """Nobody needs this node in the tree any more: it may leave (prune)."""
         return not self.children and not self.local and not self.fills and self.linger is None
+
+
+def new_stream(
+    key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None, config: NodeConfig
+) -> Stream:
+    """A stream a node starts carrying (or joining), its window and frontier sized by config."""
+    return Stream(
+        key,
+        key_location(key),
+        state,
+        parent=parent,
+        descriptor=descriptor,
+        window=Window(config.window_packets, config.window_bytes),
+        frontier=Frontier(config.max_open_epochs, config.max_done_epochs),
+    )

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
@@ -47,6 +48,7 @@ class _FlowParts(Protocol):
     streams: dict[bytes, Stream]
     timers: TimerQueue
     stats: NodeStats
+    memory: Memory
     recovering: dict[int, bytes]
     _tokens: int
 
@@ -69,10 +71,16 @@ class Takeover:
     """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
 
     def became_root(
-        self: _FlowParts, now: float, stream: Stream, last_seen: int | None, takeover: bool
+        self: _FlowParts,
+        now: float,
+        stream: Stream,
+        last_seen: int | None,
+        takeover: bool,
+        ours: bool = False,
     ) -> None:
         """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
-        had seen; ``takeover``: the tree existed before (a restart made us root)."""
+        had seen; ``takeover``: the tree existed before (a restart made us root); ``ours``:
+        that search started here (no peer asked)."""
         stream.committed = stream.asked = None  # what it holds is shown (``commits``)
         stream.holds.clear()
         if stream.uids is None:
@@ -81,12 +89,31 @@ class Takeover:
             for number, packet in stream.window.packets.items():
                 if packet.uid is not None:
                     uids[packet.uid] = number
+        remembered = self.memory.last(stream.key) if stream.next_in is None else None
         if stream.next_in is None and last_seen is not None and last_seen >= 0:
             self._continue_after(stream, last_seen)
         if stream.next_in is None:
             stream.next_in = _next(stream)
         if stream.contiguous_from is None:
             stream.contiguous_from = stream.next_in
+        high = -1 if stream.high is None else stream.high
+        if (
+            remembered is not None
+            and high < remembered <= _LAST_CLAIM
+            and remembered >= stream.next_in
+        ):
+            # We hold none of its packets, but saw it numbered this far before (``memory``):
+            # a stream coming back numbers on, never from 0 again. What we saw numbered up
+            # to there may be held below us, or never sent down (numbers given while
+            # publishes were pending: ``confirming``), so it is a claim, as a resubscriber's
+            # is (``reported``): holes to be filled by pushes in a grace, the rest announced
+            # missed, new packets numbered after it (chaos: a restarted root that continued
+            # after its remembered 20 took the confirmed 2..19 pushed up to it as a past
+            # its members had, and sent them to nobody).
+            stream.high = stream.recover_base = remembered
+            # A search of our own, and no child: nobody below can hold any of it, so no
+            # grace (a lone node restarted numbers its first publish at once).
+            takeover = takeover or not ours or bool(stream.children)
         if takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             stream.relooks = 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from keyspace.topology import Topology, small_world
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
-from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, Send, SetTimer
+from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, Remember, Send, SetTimer
 from overlay.core.events import ClientEvent, Epoch, Packet
 from overlay.core.node import Node
 from overlay.messages import (
@@ -105,6 +105,9 @@ class Simulator:
         # TCP would retransmit them, so they arrive, in order, if the partition heals before
         # either end gives the link up; once it does, they are lost with the connection.
         self._stalled: dict[tuple[int, int], list[Message]] = {}
+        # What each node keeps on disk across restarts (``Remember``), as a runtime node
+        # keeps its state file: how far each stream's numbering got.
+        self.disks: list[dict[bytes, int]] = [{} for _ in range(n)]
         self.nodes = [self._new_node(i) for i in range(n)]
         self.alive = [True] * n
         self.now = 0.0
@@ -127,7 +130,8 @@ class Simulator:
         self._connect_all()
 
     def _new_node(self, i: int) -> Node:
-        return Node(self.ids[i], self.locations[i], self._node_rng, self._node_config)
+        config, disk = self._node_config, self.disks[i]
+        return Node(self.ids[i], self.locations[i], self._node_rng, config, remembered=disk)
 
     # --- topology ---------------------------------------------------------------------------
 
@@ -274,6 +278,8 @@ class Simulator:
                     self.on_deliver(i, effect.client, effect.event)
             elif type(effect) is DropPeer:
                 self.disconnect(i, self.index[effect.peer])
+            elif type(effect) is Remember:
+                self.disks[i][effect.key] = effect.number
         if self.alive[i] and self.nodes[i].busy():
             self._busy.add(i)
         else:
@@ -373,11 +379,14 @@ class Simulator:
             self._stalled.pop((i, j), None)
             self._stalled.pop((j, i), None)
 
-    def restart(self, i: int) -> None:
-        """Start node ``i`` again: same id and location, a new boot id, no stream state,
-        and its links dialled afresh."""
+    def restart(self, i: int, *, wiped: bool = False) -> None:
+        """Start node ``i`` again: same id and location, a new boot id, no stream state
+        but what it remembered on disk (``wiped``: a new machine, nothing), and its links
+        dialled afresh."""
         if self.alive[i]:
             self.crash(i, silent=False)
+        if wiped:
+            self.disks[i] = {}
         self.nodes[i] = self._new_node(i)
         self.alive[i] = True
         for j in sorted(self.links[i]):
@@ -391,6 +400,7 @@ class Simulator:
         self.locations.append(location)
         self.links.append(set())
         self.network.add_node()
+        self.disks.append({})
         self.nodes.append(self._new_node(i))
         self.alive.append(True)
         for j in peers:

@@ -1,0 +1,160 @@
+"""Where a member that joins the tree starts: what a parent tells a new child, what the
+child catches up on, and where a node's fresh clients are placed.
+
+Split from ``overlay.core.publishing``; ``PacketFlow`` inherits this class, and each method's
+``self`` is that flow. A parent answers a new child with the newest packet it has processed
+(``success``) and sends it what it lacks after its ``last_seen`` (``catch_up``). A node that
+took a parent learns the tree's head from that answer (``attached``); a new root's answer
+names a head only if the root remembered the stream numbered before (``memory``), and the
+nodes on its path start their fresh clients after it. A restarted node holding more than
+its new parent sends it up (``push_up``, ``push_claims``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from overlay.core.effects import PeerId
+from overlay.core.events import Subscribed
+from overlay.core.refills import gaps
+from overlay.core.streams import Stream
+from overlay.core.takeover import _next
+from overlay.messages import Message, PacketsMissed, SubscribeData, SubscribeSucceeded
+
+
+class _FlowParts(Protocol):
+    """What these methods use of the ``PacketFlow`` they are mixed into."""
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def push_up(self, stream: Stream, theirs: int | None) -> None: ...
+    def push_claims(self, stream: Stream, theirs: int | None) -> None: ...
+    def ask_claimed(self, stream: Stream, theirs: int | None) -> None: ...
+
+
+class Joining:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    def success(
+        self: _FlowParts,
+        uid: int,
+        stream: Stream,
+        last_seen: int | None = None,
+        head_known: bool = True,
+    ) -> SubscribeSucceeded:
+        """The SubscribeSucceeded that tells a new child where the stream is: the newest
+        packet we have processed (a restarted child that holds more sends it up). With
+        ``head_known`` False it names none, so the child sends up all it holds: a root the
+        child's own search just made is above us, and holds none of the tree's past."""
+        frontier = stream.frontier
+        if not head_known:
+            last = None
+        elif stream.next_in is None:
+            last = stream.high
+        else:
+            last = stream.next_in - 1 if stream.next_in > 0 else None
+            if last is not None and last_seen is not None and stream.recover_until is not None:
+                # A root in its takeover grace that continued numbering after someone's
+                # ``last_seen`` lacks the tree's past. A resubscriber is told where that gap
+                # starts, so it pushes up what it holds from there (kept by ``_backfill``).
+                # Chaos: told "2", the only holder of 0..2 pushed nothing, and a side
+                # merging later was told they were missed.
+                lacking = gaps(stream.window, 0, min(last, last_seen))
+                if lacking:
+                    last = lacking[0][0] - 1 if lacking[0][0] > 0 else None
+        return SubscribeSucceeded(
+            uid,
+            stream.key,
+            last,
+            frontier.last_closed,
+            frontier.starts(),
+            stream.restart_uid,
+            stream.restart_origin,
+        )
+
+    def catch_up(self: _FlowParts, stream: Stream, child: PeerId, last_seen: int | None) -> None:
+        """Send a newly adopted child what it lacks of what we have processed: everything
+        after ``last_seen``, or for a fresh child the open epochs we hold whole."""
+        if stream.next_in is None:
+            return  # nothing processed yet: what comes from our parent reaches it too
+        end = stream.next_in - 1
+        if last_seen is not None:
+            start = last_seen + 1
+        else:
+            whole_from = max(stream.window.floor, stream.contiguous_from or 0)
+            starts = [first for first in stream.frontier.open.values() if first >= whole_from]
+            if not starts:
+                return
+            start = min(starts)
+        for item in stream.window.replay(start, end):
+            if isinstance(item, SubscribeData):
+                self._send(child, item)
+            else:
+                self._send(child, PacketsMissed(stream.key, item[0], item[1]))
+
+    def attached(
+        self: _FlowParts,
+        stream: Stream,
+        reply: SubscribeSucceeded | None,
+        last_seen: int | None,
+        root_head: int | None = None,
+    ) -> None:
+        """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's, which
+        numbers on after ``root_head`` if it names one), and ``last_seen`` what our search
+        asked to resume after."""
+        theirs = None if reply is None else reply.last_packet
+        if stream.next_in is not None:
+            # A new root's answer (None) says nothing of what it holds: one that took the
+            # tree over from our search holds nothing of it, so it gets all we have.
+            self.push_up(stream, theirs)
+        if stream.claims:
+            self.push_claims(stream, theirs)  # ``confirming``
+        self.ask_claimed(stream, theirs)
+        if reply is not None:
+            if reply.last_packet is not None and (
+                stream.high is None or reply.last_packet > stream.high
+            ):
+                stream.high = reply.last_packet
+            stream.frontier.learn(reply.last_closed, reply.open_epochs)
+        if stream.next_in is None and last_seen is None:
+            head = root_head if reply is None else reply.last_packet
+            stream.start = 0 if head is None else head + 1
+            if head is not None and (stream.high is None or head > stream.high):
+                stream.high = head
+        elif stream.next_in is None and last_seen is not None:
+            # We start where the search asked to resume, but never past what the parent
+            # has: a relay that claimed the requester's newest packet would tell it, in its
+            # own success, that the tree has it, and it would push nothing up.
+            start = last_seen
+            if reply is not None:
+                if reply.last_packet is None:
+                    stream.start = last_seen + 1  # nothing yet: the search's point holds
+                    return
+                start = min(last_seen, reply.last_packet)
+            stream.next_in = stream.contiguous_from = start + 1
+            if start >= 0 and (stream.high is None or start > stream.high):
+                # The tree numbered up to ``start`` at least. A relay on a new root's path
+                # that kept no head would, becoming root itself, number from 0 again
+                # (chaos: packets 0..2 acknowledged twice, for different publishes).
+                stream.high = start
+
+    def resume_point(self: _FlowParts, stream: Stream) -> int | None:
+        """The ``last_seen`` our own search for ``stream`` asks to resume after."""
+        if stream.next_in is not None:
+            return stream.next_in - 1  # -1: we expect packet 0 and have nothing yet
+        wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
+        if stream.start is not None:
+            # A relay whose parent was lost before any packet came: its children were told
+            # the stream starts there (chaos: a relay resuming "anywhere" had its
+            # subscriber told the packets published meanwhile were missed).
+            wanted.append(stream.start - 1)
+        return min(wanted) if wanted else None
+
+    def subscribed(self: _FlowParts, stream: Stream, root: bool) -> Subscribed:
+        """Place the clients waiting for a position at the stream's head, and the event that
+        tells them where that is."""
+        head = _next(stream)
+        for member in stream.local.values():
+            if member.cursor is None:
+                member.cursor = head
+        frontier = stream.frontier
+        return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())

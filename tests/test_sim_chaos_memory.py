@@ -1,0 +1,121 @@
+"""Chaos scenarios (``test_sim_chaos``) about what a node remembers of a stream's numbering
+across a restart (``overlay.core.memory``), found with ``confirm_publishes`` on (the
+default) and replayed exactly: the simulation is deterministic. Each says what went wrong
+without the fix."""
+
+from __future__ import annotations
+
+from test_sim_chaos import Fault, Scenario, failures, run
+
+from testnet.sim.network import NetworkModel
+
+
+def test_a_stream_whose_every_holder_died_numbers_on_when_one_comes_back() -> None:
+    # Drawn with hypothesis seed 4040 (stop 28). The root, the node that took the tree over
+    # from it, the publisher's node and the tree's other members crashed within about 20 s.
+    # The restarted publisher's node then made a tree of its own and numbered from 0 again:
+    # "packet 0 acked for two different publishes". It now remembers, on its disk, how far
+    # the numbering got, and its tree numbers on from there.
+    outcome = run(EVERY_HOLDER_DIED)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+EVERY_HOLDER_DIED = Scenario(
+    seed=10778,
+    nodes=54,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=5e-324, kind="weather", arg=0, until=13.124881016388738),
+        Fault(at=2.225073858507203e-309, kind="loud-crash", arg=202, until=None),
+        Fault(at=1.0630962573476024, kind="crash", arg=433, until=None),
+        Fault(at=1.4037308198334555, kind="loud-crash", arg=839, until=None),
+        Fault(at=2.0, kind="loud-crash", arg=77, until=None),
+        Fault(at=4.507181889679595, kind="crash", arg=63, until=None),
+        Fault(at=6.482367567045268, kind="loud-crash", arg=102, until=25.23388373956383),
+        Fault(at=10.921714201194323, kind="loud-crash", arg=389, until=43.04490313777363),
+        Fault(at=15.532040030625952, kind="crash", arg=656, until=None),
+        Fault(at=17.145913616952964, kind="loud-crash", arg=3473, until=None),
+        Fault(at=20.325064640965625, kind="crash", arg=256, until=None),
+        Fault(at=21.80859092595955, kind="crash", arg=20, until=23.063335999659497),
+        Fault(at=21.9154000822176, kind="crash", arg=198002, until=None),
+        Fault(at=22.155892203443422, kind="add", arg=3, until=None),
+        Fault(at=23.23957810178047, kind="loud-crash", arg=10763, until=None),
+        Fault(at=29.29974316293578, kind="add", arg=3, until=None),
+        Fault(at=29.999999999999996, kind="add", arg=4, until=None),
+        Fault(at=30.0, kind="loud-crash", arg=169, until=56.75294114150037),
+    ),
+    partition=(29.061264075981757, 68.06126407598175, 0.21690418282762483),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)
+
+
+def test_a_restarted_root_gathers_what_it_numbered_before_it_died() -> None:
+    # Drawn with hypothesis seed 31337 (this stop), against a first version of the memory
+    # that continued numbering after the remembered number as if the tree had it all. Root
+    # 29 numbered 1..19 for publishes that waited, the publishers' nodes confirmed (so
+    # their publishers were acknowledged), and 29 crashed before it sent any of them down.
+    # Back with 20 on its disk, it took the confirmed 2..19 pushed up to it as a past its
+    # members held, and sent them to nobody: every subscriber "never got acked 2, 4, ...".
+    # A remembered number is now a claim, as a resubscriber's is: holes filled by pushes
+    # in a grace, in order, and sent down.
+    outcome = run(RESTARTED_ROOT_WITH_PENDING)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+RESTARTED_ROOT_WITH_PENDING = Scenario(
+    seed=0,
+    nodes=36,
+    streams=2,
+    subscribers=3,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=4072, until=None),
+        Fault(at=0.0, kind="weather", arg=0, until=1.0),
+        Fault(at=1.1125369292536007e-308, kind="crash", arg=0, until=27.99780289022521),
+        Fault(at=7.755898006551288e-115, kind="add", arg=6, until=None),
+        Fault(at=0.5, kind="loud-crash", arg=130227, until=7.679450132372989),
+        Fault(at=1.0, kind="loud-crash", arg=5028, until=None),
+        Fault(at=7.179450132372989, kind="crash", arg=0, until=8.179450132372988),
+        Fault(at=10.69959112411326, kind="loud-crash", arg=8830, until=11.79959112411326),
+        Fault(at=14.135320337181833, kind="add", arg=2, until=None),
+        Fault(at=20.370540744748183, kind="loud-crash", arg=1, until=21.370540744748183),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.02
+    ),
+    confirm=True,
+)
+
+
+def test_a_restarted_root_gathers_what_it_numbered_before_it_died_again() -> None:
+    # Drawn with hypothesis seed 4040 in the same hunt, against the same first version:
+    # "never got acked [1]" at three subscribers. It passes with remembered numbers taken
+    # as a claim; it was not traced further than that, and is kept as a second guard.
+    outcome = run(RESTARTED_ROOT_WITH_PENDING_TOO)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+RESTARTED_ROOT_WITH_PENDING_TOO = Scenario(
+    seed=26146,
+    nodes=33,
+    streams=2,
+    subscribers=4,
+    faults=(
+        Fault(at=2.850501160676445, kind="loud-crash", arg=447, until=11.64453000377884),
+        Fault(at=14.780584168928657, kind="loud-crash", arg=491, until=34.55385713199537),
+        Fault(at=17.28206400210658, kind="weather", arg=0, until=34.189346008682435),
+        Fault(at=19.51282740263845, kind="add", arg=3, until=None),
+        Fault(at=22.955348190962333, kind="loud-crash", arg=8072, until=None),
+        Fault(at=28.111274270897734, kind="crash", arg=28088, until=None),
+        Fault(at=30.0, kind="add", arg=4, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.02
+    ),
+    confirm=True,
+)
