@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -151,6 +152,46 @@ def test_signed_stream_needs_its_key(two_nodes: tuple[str, str], tmp_path: Path)
     assert other.returncode == 0
     wrong = overlay("publish", address, "fake", "--key", str(tmp_path / "other.key"), "--node", a)
     assert wrong.returncode == 2 and "holds the key of" in wrong.stderr
+
+
+def test_a_node_killed_and_started_again_numbers_on(tmp_path: Path) -> None:
+    """Its state file (``<identity>.state``) keeps how far each stream got: the stream it
+    roots alone comes back numbering on, not from 0, after a kill -9."""
+    node, _, clients = start_node(tmp_path, "alone")
+    try:
+        first = overlay("publish", "demo", "a", "b", "c", "--node", clients)
+        assert (first.returncode, first.stdout.split()) == (0, ["0", "1", "2"]), first.stderr
+    finally:
+        node.kill()  # no goodbye: what it kept, it kept as it went
+        node.wait(timeout=DEADLINE)
+    assert (tmp_path / "alone.state").exists()
+    node, _, clients = start_node(tmp_path, "alone")
+    try:
+        again = overlay("publish", "demo", "d", "--node", clients)
+        assert (again.returncode, again.stdout.split()) == (0, ["3"]), again.stderr
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+
+
+def test_a_damaged_state_file_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "n.state").write_bytes(b"\xff\xff not cbor")
+    result = overlay("node", "--identity", str(tmp_path / "n.key"), "--listen", "127.0.0.1:0")
+    assert result.returncode == 2, result.stderr
+    assert "n.state: not a state file" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = overlay(
+            "node", "--identity", str(tmp_path / "n.key"), "--listen", f"127.0.0.1:{port}"
+        )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

@@ -74,5 +74,23 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # A node that cannot start (a damaged state file, a port in use) fails inside the
+        # nursery, which wraps the error: unwrapped, it is one clear line like any other.
+        alone = _alone(group)
+        if alone is None:
+            raise
+        raise alone from None
     return 0
+
+
+def _alone(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    """The one ordinary exception ``group`` holds, however deeply nested, if that is all."""
+    inner = group.exceptions
+    if len(inner) != 1:
+        return None
+    if isinstance(inner[0], BaseExceptionGroup):
+        return _alone(inner[0])
+    return inner[0] if isinstance(inner[0], Exception) else None

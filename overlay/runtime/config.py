@@ -8,6 +8,8 @@ key and what is wrong, never a stack trace.
 
     [node]
     identity = "node.key"          # Ed25519 identity, created on first start
+    state = "node.state"           # streams' newest packet numbers, kept across restarts
+                                   # (default: the identity's name, .state; "": none)
     location = 0.25                # optional; default: derived from the node id
     network = "overlay"            # nodes link only within the same network name
     listen = "0.0.0.0:7701"        # where peers connect
@@ -91,6 +93,12 @@ class PeerAddress:
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
     identity: Path = Path("node.key")
+    # The state file (``overlay.runtime.state_file``): ``state``, or, if None, the identity's
+    # path with the suffix ".state". Only if ``keep_state``: a node built in code (a
+    # testnet's, a test's) keeps nothing on disk unless told to; ``load_config`` (``overlay
+    # node``) turns it on unless the file says ``state = ""``.
+    keep_state: bool = False
+    state: Path | None = None
     location: float | None = None
     network: str = "overlay"
     listen: Address = Address("0.0.0.0", DEFAULT_PEER_PORT)
@@ -105,9 +113,16 @@ class RuntimeConfig:
     reconnect_max: float = 30.0
     client_queue_bytes: int = 64 * 1024 * 1024  # per client; a slower reader is cut off
 
+    @property
+    def state_file(self) -> Path | None:
+        """Where this node keeps its state file, if it keeps one."""
+        if not self.keep_state:
+            return None
+        return self.state if self.state is not None else self.identity.with_suffix(".state")
+
 
 _SECTIONS = {
-    "node": {"identity", "location", "network", "listen", "client"},
+    "node": {"identity", "state", "location", "network", "listen", "client"},
     "peers": {"connect", "trust", "trusted"},
     "limits": {f.name for f in dataclasses.fields(NodeConfig)},
     "runtime": {
@@ -123,7 +138,7 @@ _SECTIONS = {
 def load_config(path: Path | None) -> RuntimeConfig:
     """Read ``path`` (None: every default). Relative paths in it are relative to its folder."""
     if path is None:
-        return RuntimeConfig()
+        return RuntimeConfig(keep_state=True)
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)
@@ -132,13 +147,16 @@ def load_config(path: Path | None) -> RuntimeConfig:
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: {error}") from None
     try:
-        return config_from_dict(data, base=path.parent)
+        return config_from_dict(data, base=path.parent, keep_state=True)
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
 
 
-def config_from_dict(data: Mapping[str, Any], *, base: Path = Path(".")) -> RuntimeConfig:
-    """Build a config from already parsed TOML (the testnet launcher writes these)."""
+def config_from_dict(
+    data: Mapping[str, Any], *, base: Path = Path("."), keep_state: bool = False
+) -> RuntimeConfig:
+    """Build a config from already parsed TOML (the testnet launcher writes these);
+    ``keep_state``: whether there is a state file unless ``[node] state`` says."""
     for section, values in data.items():
         if section not in _SECTIONS:
             raise ConfigError(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
@@ -152,6 +170,11 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path = Path(".")) -> Runt
     kwargs: dict[str, Any] = {}
     if "identity" in node:
         kwargs["identity"] = base / _typed(node, "identity", str, "node")
+    kwargs["keep_state"] = keep_state
+    if "state" in node:
+        named = _typed(node, "state", str, "node")
+        kwargs["keep_state"] = bool(named)
+        kwargs["state"] = base / named if named else None
     if "location" in node:
         location = _typed(node, "location", float, "node")
         if not 0.0 <= location < 1.0:

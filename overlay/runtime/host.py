@@ -12,6 +12,8 @@ becomes one core call, and the effects it returns are carried out at once and in
 * ``SetTimer``: moves the deadline of the one timer task (the core keeps its own timer
   queue and asks for its earliest deadline only).
 * ``DropPeer``: closes that peer's link with the core's reason.
+* ``Remember``: appended to the node's state file, if it has one (``state_file``), before
+  the packet it names is sent.
 
 Time is ``trio.current_time()``, so tests under trio's ``autojump_clock`` run the real node
 in virtual time. Links and client sessions are owned by the tasks that run them (the
@@ -36,11 +38,21 @@ import trio
 
 from overlay.codec import encode
 from overlay.core.config import NodeConfig
-from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.effects import (
+    ClientId,
+    Deliver,
+    DropPeer,
+    Effect,
+    PeerId,
+    Remember,
+    Send,
+    SetTimer,
+)
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Message
 from overlay.runtime.identity import node_id_text
+from overlay.runtime.state_file import StateFile
 
 log = logging.getLogger("overlay.node")
 
@@ -86,9 +98,12 @@ class NodeHost:
         config: NodeConfig | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = trio.current_time,
+        state: StateFile | None = None,
     ) -> None:
         self._clock = clock
-        self.core = Node(node_id, location, rng or random.Random(), config)
+        self._state = state
+        remembered = None if state is None else state.kept
+        self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
         self.links: dict[PeerId, PeerLink] = {}
         self._clients: dict[ClientId, ClientSink] = {}
         self._next_client = 1
@@ -235,10 +250,22 @@ class NodeHost:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
                     dropped.close(effect.reason)
+            elif type(effect) is Remember and self._state is not None:
+                self._remember(self._state, effect)
         if self._waiters:
             for event in self._waiters:
                 event.set()
             self._waiters.clear()
+
+    def _remember(self, state: StateFile, effect: Remember) -> None:
+        try:
+            state.remember(effect.key, effect.number)
+        except OSError as error:
+            # A full or failing disk must not stop a node that is forwarding: the core still
+            # remembers in memory; only a restart would forget. Said once, loudly.
+            log.error("state file %s: %s; numbering is no longer kept on disk", state.path, error)
+            self._state = None
+            state.close()
 
     def _set_deadline(self, at: float) -> None:
         # SetTimer replaces any earlier one: the core names its earliest deadline each time.

@@ -17,11 +17,13 @@ from dataclasses import dataclass, replace
 import trio
 
 from keyspace.location import location_from_id
+from overlay.core.config import NodeConfig
 from overlay.runtime.client_port import ClientPortConfig, serve_client_port
 from overlay.runtime.config import Address, RuntimeConfig
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
 from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
+from overlay.runtime.state_file import StateFile
 
 log = logging.getLogger("overlay.node")
 
@@ -57,7 +59,24 @@ async def run_node(
     if config.connect:
         # It has peers to dial: until one is up, its own searches wait (``hops``).
         core = replace(core, wait_for_peers=True)
-    host = NodeHost(identity.public, location, config=core, rng=rng)
+    state = None if config.state_file is None else StateFile(config.state_file)
+    try:
+        await _serve(config, identity, rng, location, core, state, task_status)
+    finally:
+        if state is not None:
+            state.close()
+
+
+async def _serve(
+    config: RuntimeConfig,
+    identity: Identity,
+    rng: random.Random,
+    location: float,
+    core: NodeConfig,
+    state: StateFile | None,
+    task_status: trio.TaskStatus[RunningNode],
+) -> None:
+    host = NodeHost(identity.public, location, config=core, rng=rng, state=state)
     params = LinkParams.from_config(identity, config)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
     client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)
