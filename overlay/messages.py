@@ -231,9 +231,10 @@ class SubscribeSucceededNewRoot(Message):
     """The search found no tree; the closest node on the route became the root. Forwarded back
     to the originator just as SubscribeSucceeded is (spec).
 
-    ``last_packet``: None for a new stream; a root that remembers the stream numbered before
-    (``overlay.core.memory``) names where that numbering got, so the nodes on the path start
-    their fresh clients after it, not at 0.
+    ``last_packet``: the new root's head, None for a new stream. A root that continues a
+    numbering (after the resubscriber's ``last_seen``, or what it remembered of the stream,
+    ``overlay.core.memory``) names it, so the nodes on the path start their fresh clients
+    after it, not at 0.
     """
 
     TYPE: ClassVar[int] = 6

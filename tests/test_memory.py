@@ -4,6 +4,7 @@ remembered numbers on from there instead of from 0."""
 
 from __future__ import annotations
 
+import pytest
 from corenet import CoreNet
 from test_keeping import KEEP, net_with_history
 from test_node import KEY, KEY2
@@ -11,7 +12,7 @@ from test_node import KEY, KEY2
 from overlay.core.effects import Remember
 from overlay.core.events import Missed, Packet, PublishAcked, Subscribed
 from overlay.core.memory import Memory
-from overlay.messages import MAX_PACKET
+from overlay.messages import MAX_PACKET, RootProbe
 
 
 def test_only_a_new_highest_number_is_noted() -> None:
@@ -51,6 +52,7 @@ def test_a_stream_forgotten_after_keep_idle_numbers_on() -> None:
     net.advance(net.now + KEEP + 1)
     assert net.state(b"C", KEY) is None  # the keep ended: the stream's state is gone
     net.publish(b"A", KEY, b"later", client=2, uid=99)
+    net.advance(net.now + 30)  # (a takeover's grace, in which A's branch could push up)
     assert net.answers(b"A", 2) == [PublishAcked(KEY, 99, 3)]  # not 0 again
 
 
@@ -67,6 +69,7 @@ def test_a_stream_whose_every_holder_restarted_numbers_on_and_a_subscriber_misse
     _restart_all(net)
     net.subscribe(b"B", KEY, client=5)
     net.publish(b"A", KEY, b"after", client=2, uid=99)
+    net.advance(net.now + 30)
     assert net.answers(b"A", 2) == [PublishAcked(KEY, 99, 3)]
     events = net.events[(b"B", 5)]
     assert isinstance(events[0], Subscribed)
@@ -94,3 +97,67 @@ def test_a_remembered_number_with_no_room_after_it_is_not_taken() -> None:
     net.publish(b"C", KEY, b"x", uid=1)
     net.publish(b"C", KEY2, b"y", uid=2)
     assert net.answers(b"C") == [PublishAcked(KEY, 1, 0), PublishAcked(KEY2, 2, 42)]
+
+
+def _shown(net: CoreNet, name: bytes, client: int) -> list[tuple[str, int]]:
+    """What a client was shown of the stream: packets and missed ranges, by first number."""
+    return [
+        (type(e).__name__, e.number if isinstance(e, Packet) else e.first)
+        for e in net.events[(name, client)]
+        if isinstance(e, (Packet, Missed))
+    ]
+
+
+@pytest.mark.parametrize("own_search", [False, True])
+def test_a_fresh_child_of_a_root_with_a_claim_starts_after_it(own_search: bool) -> None:
+    # D joins C directly while C holds only its remembered claim (in the grace a peer's
+    # search brings, or none after its own): told the claim as C's head, it starts after
+    # it, as the nodes on the founding search's path do, and is not told 0..2 were missed.
+    net = net_with_history()
+    _restart_all(net)
+    net.add(b"D", 0.47)
+    net.connect(b"D", b"C")
+    net.subscribe(b"C" if own_search else b"B", KEY, client=5)
+    net.subscribe(b"D", KEY, client=7)
+    net.publish(b"A", KEY, b"after", client=2, uid=99)
+    net.advance(net.now + 30)
+    assert net.answers(b"A", 2) == [PublishAcked(KEY, 99, 3)]
+    assert _shown(net, b"D", 7) == [("Packet", 3)]
+
+
+def test_a_root_founded_again_by_a_peer_looks_after_its_grace_and_then_probes() -> None:
+    # Found by the review: a root founded by a peer's search with a claim held a grace
+    # and looked at once as well; nothing then cleared ``look_due``, and a root with a
+    # look due never sends its probes (``probes``): its splits would never be found.
+    net = net_with_history()
+    net.advance(net.now + KEEP + 1)
+    net.publish(b"A", KEY, b"later", client=2, uid=99)
+    net.advance(net.now + 200)
+    stream = net.stream(b"C", KEY)
+    assert stream is not None and not stream.look_due and stream.recover_until is None
+    probes = [m for src, _, m in net.trace if src == b"C" and isinstance(m, RootProbe)]
+    assert probes, "the root never probed"
+
+
+def test_a_root_with_a_claim_that_merges_takes_its_claim_into_the_other_tree() -> None:
+    # C remembers 20 and roots the stream alone; X, meanwhile, numbered 0..5 for Y's
+    # publisher in a tree of its own. C hands its tree to X (closer to the key) when
+    # they link: X must number above 20, or numbers the stream gave before are given
+    # again (and C's client, placed after 20, is shown nothing of 6..8).
+    net = CoreNet(seed=1)
+    net.disks[b"C"] = {KEY: 20}
+    net.add(b"C", 0.47)
+    net.add(b"X", 0.49)
+    net.add(b"Y", 0.2)
+    net.connect(b"X", b"Y")
+    for n in range(6):
+        net.publish(b"Y", KEY, b"y%d" % n, client=1, uid=100 + n)
+    net.subscribe(b"C", KEY, client=5)
+    net.connect(b"C", b"X")
+    net.advance(net.now + 200)
+    assert net.roots(KEY) == [b"X"]
+    for n in range(3):
+        net.publish(b"Y", KEY, b"z%d" % n, client=2, uid=200 + n)
+    net.advance(net.now + 30)
+    assert [a.number for a in net.answers(b"Y", 2)] == [21, 22, 23]  # type: ignore[attr-defined]
+    assert _shown(net, b"C", 5) == [("Packet", 21), ("Packet", 22), ("Packet", 23)]

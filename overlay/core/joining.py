@@ -4,9 +4,10 @@ child catches up on, and where a node's fresh clients are placed.
 Split from ``overlay.core.publishing``; ``PacketFlow`` inherits this class, and each method's
 ``self`` is that flow. A parent answers a new child with the newest packet it has processed
 (``success``) and sends it what it lacks after its ``last_seen`` (``catch_up``). A node that
-took a parent learns the tree's head from that answer (``attached``); a new root's answer
-names a head only if the root remembered the stream numbered before (``memory``), and the
-nodes on its path start their fresh clients after it. A restarted node holding more than
+took a parent learns the tree's head from that answer (``attached``), a new root's answer
+included: a root that continues numbering (after a resubscriber's ``last_seen``, or what it
+remembered, ``memory``) names where, and the nodes on its path start their fresh clients
+after it. A restarted node holding more than
 its new parent sends it up (``push_up``, ``push_claims``).
 """
 
@@ -17,7 +18,7 @@ from typing import Protocol
 from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
 from overlay.core.refills import gaps
-from overlay.core.streams import Stream
+from overlay.core.streams import State, Stream
 from overlay.core.takeover import _next
 from overlay.messages import Message, PacketsMissed, SubscribeData, SubscribeSucceeded
 
@@ -61,6 +62,9 @@ class Joining:
                 lacking = gaps(stream.window, 0, min(last, last_seen))
                 if lacking:
                     last = lacking[0][0] - 1 if lacking[0][0] > 0 else None
+        claim = claimed(stream) if last_seen is None and head_known else None
+        if claim is not None:
+            last = claim  # a fresh child starts after it, as our own fresh clients do
         return SubscribeSucceeded(
             uid,
             stream.key,
@@ -140,6 +144,12 @@ class Joining:
     def resume_point(self: _FlowParts, stream: Stream) -> int | None:
         """The ``last_seen`` our own search for ``stream`` asks to resume after."""
         if stream.next_in is not None:
+            claim = claimed(stream, former=True)
+            if claim is not None:
+                # A root holding nothing but a claim (``memory``) that merges into another
+                # tree or hands its own on to a closer node: that tree must number above
+                # the claim too, or numbers this stream gave before are given again.
+                return claim
             return stream.next_in - 1  # -1: we expect packet 0 and have nothing yet
         wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
         if stream.start is not None:
@@ -158,3 +168,18 @@ class Joining:
                 member.cursor = head
         frontier = stream.frontier
         return Subscribed(stream.key, root, stream.high, frontier.last_closed, frontier.starts())
+
+
+def claimed(stream: Stream, *, former: bool = False) -> int | None:
+    """The head of a root that holds no packet but has claimed numbers beyond it (one it
+    remembered, ``memory``, or a tree that merged into it): where a fresh child starts and
+    (``former``: the root may be handing its tree on, restarting or looking) what a search
+    of ours reports. None when there is no such claim."""
+    # Only a root builds a uid table (``Takeover.became_root``): a relay's claims are its
+    # parent's, and reporting them would cost its subtree the catch-up it still needs.
+    rooted = stream.uids is not None if former else stream.state is State.ROOT
+    if not rooted or len(stream.window) or stream.high is None:
+        return None
+    if stream.next_in is not None and stream.high < stream.next_in:
+        return None
+    return stream.high

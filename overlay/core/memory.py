@@ -13,9 +13,11 @@ here as root, stored on the way down, or announced missed. The note outlives the
 (the core keeps it, bounded, least recently raised dropped first), and each raise is also
 an effect, ``Remember``, that a driver may keep on disk and hand back to the next start
 (``Node(remembered=...)``). A node that becomes a stream's root holding none of its packets
-continues after what it remembers, as after a resubscriber's ``last_seen``
-(``Takeover.became_root``), so a stream that comes back numbers on from where this node
-last saw it.
+takes what it remembers as a claim, as it takes a resubscriber's (``Takeover.became_root``):
+numbers up to it may still be held below (or were given and never sent down), so they are
+holes its subtree may fill in a grace, and new packets are numbered after it. A stream that
+comes back numbers on from where this node last saw it; a root holding only a claim tells
+fresh children, and any tree it merges into, its claimed head (``joining.claimed``).
 
 Bounds. It is only as good as the node that remembers: a root founded where no holder of
 the old numbering ever was still starts at 0. The note is exact (one effect per new

@@ -142,7 +142,9 @@ class Merges:
         adopted, so that the look's label reaches it too: unlabelled, that child would
         refuse the look's success on its way back through it. A node with no peer is the
         whole network (``hops``): there is nowhere to look."""
-        if not route.is_resubscribe and self.peers:
+        if not route.is_resubscribe and self.peers and not stream.look_due:
+            # (look_due: a root that took a remembered claim, ``Takeover.became_root``, has a
+            # grace for its subtree to push up the claimed numbers first, and looks after it)
             self.flow.reserve(stream)
             self._start_look(now, stream)
 
