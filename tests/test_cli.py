@@ -182,6 +182,21 @@ def test_a_damaged_state_file_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_second_node_on_the_same_state_file_is_refused(tmp_path: Path) -> None:
+    shared = str(tmp_path / "shared.state")
+    node, _, _ = start_node(tmp_path, "first", "--state", shared)
+    try:
+        second = overlay(
+            "node", "--identity", str(tmp_path / "second.key"), "--state", shared,
+            "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0",
+        )  # fmt: skip
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+    assert second.returncode == 2 and "in use by another running node" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+
+
 def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -1,44 +1,68 @@
 """The state file (``overlay.runtime.state_file``): what a node keeps of each stream's
-numbering across restarts; a torn last record is dropped, any other damage refused; the file
-is compacted; and ``[node] state`` chooses it."""
+numbering across restarts; a torn tail is dropped, any other damage refused; the file is
+locked, compacted and bounded; the host writes it once per core call and survives a
+failing disk; and ``[node] state`` / ``--state`` choose it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import cbor2
 import pytest
-import trio
 
 from overlay.core.effects import Remember
 from overlay.runtime.config import RuntimeConfig, config_from_dict, load_config
 from overlay.runtime.host import NodeHost
 from overlay.runtime.state_file import _MIN_COMPACT, StateFile, StateFileError
 
-A, B = b"a" * 32, b"b" * 32
+A, B, C = b"a" * 32, b"b" * 32, b"c" * 32
 
 
 def test_what_is_remembered_is_kept_for_the_next_start(tmp_path: Path) -> None:
     path = tmp_path / "n.state"
     state = StateFile(path)
     assert state.kept == {}
-    state.remember(A, 3)
-    state.remember(B, 1)
-    state.remember(A, 4)
+    state.remember({A: 3, B: 1})
+    state.remember({A: 4})
     state.close()
     assert StateFile(path).kept == {A: 4, B: 1}
 
 
-def test_a_record_torn_by_a_kill_is_dropped(tmp_path: Path) -> None:
+def test_a_lower_number_never_replaces_a_higher_one(tmp_path: Path) -> None:
+    # The core forgets a stream it has not seen for long (``remembered_streams``); when it
+    # sees it again its first Remember may be lower than what the file holds.
     path = tmp_path / "n.state"
     state = StateFile(path)
-    state.remember(A, 3)
+    state.remember({A: 50})
+    state.remember({A: 3})
     state.close()
-    whole = cbor2.dumps([A, 4])
+    assert StateFile(path).kept == {A: 50}
+
+
+def test_it_keeps_the_most_recently_raised_streams(tmp_path: Path) -> None:
+    path = tmp_path / "n.state"
+    state = StateFile(path, capacity=2)
+    state.remember({A: 1})
+    state.remember({B: 1})
+    state.remember({A: 2})  # raised again: now the newest
+    state.remember({C: 1})
+    state.close()
+    assert list(StateFile(path, capacity=2).kept.items()) == [(A, 2), (C, 1)]
+
+
+@pytest.mark.parametrize("tail", [b"torn", b"zeros"])
+def test_a_torn_tail_is_dropped(tmp_path: Path, tail: str) -> None:
+    path = tmp_path / "n.state"
+    state = StateFile(path)
+    state.remember({A: 3})
+    state.close()
     with path.open("ab") as f:
-        f.write(whole[:-3])  # the process died inside this write
+        # A kill inside a write, or a power cut that left the file's new end as zeros.
+        f.write(cbor2.dumps([A, 4])[:-3] if tail == "torn" else bytes(512))
     assert StateFile(path).kept == {A: 3}
 
 
@@ -50,6 +74,7 @@ def test_a_record_torn_by_a_kill_is_dropped(tmp_path: Path) -> None:
         (cbor2.dumps([A, -1]), "is not [key, packet number]"),
         (cbor2.dumps(["text", 1]), "is not [key, packet number]"),
         (cbor2.dumps([A, 2**63]), "is not [key, packet number]"),
+        (bytes(4) + cbor2.dumps([A, 1]), "a record at byte 0 is not"),  # zeros, then more
     ],
 )
 def test_a_damaged_file_is_refused_naming_it(tmp_path: Path, content: bytes, says: str) -> None:
@@ -59,18 +84,30 @@ def test_a_damaged_file_is_refused_naming_it(tmp_path: Path, content: bytes, say
         StateFile(path)
     assert str(refused.value).startswith(f"{path}: ") and says in str(refused.value)
     assert path.read_bytes() == content  # refused, not overwritten
+    StateFile(tmp_path / "other.state").close()  # and the lock it took was let go
+
+
+def test_two_nodes_cannot_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "n.state"
+    first = StateFile(path)
+    with pytest.raises(StateFileError, match="in use by another running node"):
+        StateFile(path)
+    first.remember({A: 9})
+    first.close()
+    assert StateFile(path).kept == {A: 9}  # the refused one changed nothing
 
 
 def test_the_file_is_compacted_to_one_record_per_stream(tmp_path: Path) -> None:
     path = tmp_path / "n.state"
     state = StateFile(path)
-    for number in range(3 * _MIN_COMPACT):
-        state.remember(A, number)
-    state.remember(B, 7)
+    last = 3 * _MIN_COMPACT - 1
+    for number in range(last + 1):
+        state.remember({A: number})
+    state.remember({B: 7})
     state.close()
-    one = len(cbor2.dumps([A, 3 * _MIN_COMPACT - 1]))
+    one = len(cbor2.dumps([A, last]))
     assert path.stat().st_size < (_MIN_COMPACT + 2) * one  # never more than one batch
-    assert StateFile(path).kept == {A: 3 * _MIN_COMPACT - 1, B: 7}
+    assert StateFile(path).kept == {A: last, B: 7}
     assert path.stat().st_size <= 2 * one  # opening compacts it
     assert not (tmp_path / "n.state.new").exists()
 
@@ -88,23 +125,46 @@ def test_the_state_file_goes_beside_the_identity_unless_named(tmp_path: Path) ->
     assert config_from_dict({"node": {"state": "x"}}).state_file == Path("x")
 
 
-async def test_the_host_keeps_every_remember_and_hands_it_back(tmp_path: Path) -> None:
+async def test_the_host_writes_once_per_call_and_hands_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "n.state"
     state = StateFile(path)
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
     host = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=state)
-    host._apply([Remember(A, 5)])
+    host._apply([Remember(A, 5), Remember(B, 1), Remember(A, 6)])
+    assert writes == [cbor2.dumps([A, 6]) + cbor2.dumps([B, 1])]
     state.close()
     again = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=StateFile(path))
-    assert again.core.memory.last(A) == 5
+    assert (again.core.memory.last(A), again.core.memory.last(B)) == (6, 1)
 
 
+@pytest.mark.parametrize("fails", ["write", "replace"])
 async def test_a_failing_disk_is_logged_once_and_the_node_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fails: str
 ) -> None:
     state = StateFile(tmp_path / "n.state")
     host = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=state)
-    os.close(state._fd)  # the disk is gone from under it
-    host._apply([Remember(A, 5), Remember(A, 6)])
-    await trio.lowlevel.checkpoint()
-    assert [r.levelname for r in caplog.records] == ["ERROR"]
-    assert "no longer kept on disk" in caplog.records[0].getMessage()
+
+    def full(*args: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, fails, full)
+    if fails == "replace":
+        state._records = 10**9  # the next write compacts
+    with caplog.at_level(logging.ERROR, logger="overlay.node"):
+        host._apply([Remember(A, 5)])
+        host._apply([Remember(A, 6)])  # nothing more is tried, or said
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"state file {tmp_path / 'n.state'}: ")
+    assert "No space left on device" in said and "no longer kept on disk" in said
+    assert host.core.memory.last(A) is None  # (the core remembers what it saw itself only)
+    # The node goes on: the core still answers.
+    assert host.core.link_up(0.0, b"p" * 32)

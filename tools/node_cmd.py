@@ -1,8 +1,9 @@
 """``overlay node``: run one node in the foreground until Ctrl-C.
 
 With no ``--config`` it starts with every default (identity ``node.key`` in the current
-folder, created if missing; peers on 0.0.0.0:7701; clients on 127.0.0.1:7702; no peers to
-dial). The flags override the config file, so a quick second node needs no file at all::
+folder, created if missing, and its state file ``node.state`` beside it; peers on
+0.0.0.0:7701; clients on 127.0.0.1:7702; no peers to dial). The flags override the
+config file, so a quick second node needs no file at all (its state file is b.state)::
 
     overlay node --identity b.key --listen 127.0.0.1:7711 --client 127.0.0.1:7712 \\
         --connect 127.0.0.1:7701
@@ -30,6 +31,11 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--config", type=Path, help="TOML config file (see the README)")
     p.add_argument("--identity", type=Path, help="identity file (created if missing)")
+    p.add_argument(
+        "--state",
+        help="state file: each stream's numbering, kept across restarts (default: the "
+        'identity\'s name with .state; "" keeps none)',
+    )
     p.add_argument("--listen", help="host:port for peers")
     p.add_argument("--client", help="host:port for local clients")
     p.add_argument("--location", type=float, help="location in [0, 1)")
@@ -45,6 +51,9 @@ def configure(args: argparse.Namespace) -> RuntimeConfig:
     changes: dict[str, Any] = {}
     if args.identity is not None:
         changes["identity"] = args.identity
+    if args.state is not None:
+        changes["keep_state"] = bool(args.state)
+        changes["state"] = Path(args.state) if args.state else None
     if args.listen is not None:
         changes["listen"] = parse_address(args.listen, default_host="0.0.0.0")
     if args.client is not None:
@@ -63,9 +72,13 @@ def configure(args: argparse.Namespace) -> RuntimeConfig:
 def run(args: argparse.Namespace) -> int:
     config = configure(args)
 
+    started = False
+
     async def main() -> None:
+        nonlocal started
         async with trio.open_nursery() as nursery:
             node: RunningNode = await nursery.start(run_node, config)
+            started = True
             print(
                 f"node {node.node_id}\n"
                 f"  location {node.host.core.location:.6f}\n"
@@ -79,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     except BaseExceptionGroup as group:
         # A node that cannot start (a damaged state file, a port in use) fails inside the
         # nursery, which wraps the error: unwrapped, it is one clear line like any other.
-        alone = _alone(group)
+        alone = None if started else _alone(group)
         if alone is None:
-            raise
+            raise  # (a failure once running is a bug: its traceback is wanted)
         raise alone from None
     return 0
 

@@ -12,8 +12,8 @@ becomes one core call, and the effects it returns are carried out at once and in
 * ``SetTimer``: moves the deadline of the one timer task (the core keeps its own timer
   queue and asks for its earliest deadline only).
 * ``DropPeer``: closes that peer's link with the core's reason.
-* ``Remember``: appended to the node's state file, if it has one (``state_file``), before
-  the packet it names is sent.
+* ``Remember``: appended to the node's state file, if it has one (``state_file``), once per
+  core call and before any frame that call queued is sent.
 
 Time is ``trio.current_time()``, so tests under trio's ``autojump_clock`` run the real node
 in virtual time. Links and client sessions are owned by the tasks that run them (the
@@ -52,7 +52,7 @@ from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Message
 from overlay.runtime.identity import node_id_text
-from overlay.runtime.state_file import StateFile
+from overlay.runtime.state_file import StateFile, StateFileError
 
 log = logging.getLogger("overlay.node")
 
@@ -231,6 +231,7 @@ class NodeHost:
         # A broadcast is one message object sent to every child in a row: encode it once.
         last: Message | None = None
         body = b""
+        remembered: dict[bytes, int] = {}
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
@@ -250,17 +251,21 @@ class NodeHost:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
                     dropped.close(effect.reason)
-            elif type(effect) is Remember and self._state is not None:
-                self._remember(self._state, effect)
+            elif type(effect) is Remember:
+                remembered[effect.key] = effect.number  # (each is its key's newest yet)
+        if remembered and self._state is not None:
+            # Written before this call returns, so before any frame it queued is sent: the
+            # links and client sessions write from their own tasks, later.
+            self._remember(self._state, remembered)
         if self._waiters:
             for event in self._waiters:
                 event.set()
             self._waiters.clear()
 
-    def _remember(self, state: StateFile, effect: Remember) -> None:
+    def _remember(self, state: StateFile, numbers: dict[bytes, int]) -> None:
         try:
-            state.remember(effect.key, effect.number)
-        except OSError as error:
+            state.remember(numbers)
+        except (OSError, StateFileError) as error:
             # A full or failing disk must not stop a node that is forwarding: the core still
             # remembers in memory; only a restart would forget. Said once, loudly.
             log.error("state file %s: %s; numbering is no longer kept on disk", state.path, error)

@@ -59,7 +59,8 @@ async def run_node(
     if config.connect:
         # It has peers to dial: until one is up, its own searches wait (``hops``).
         core = replace(core, wait_for_peers=True)
-    state = None if config.state_file is None else StateFile(config.state_file)
+    path = config.state_file
+    state = None if path is None else StateFile(path, config.core.remembered_streams)
     try:
         await _serve(config, identity, rng, location, core, state, task_status)
     finally:

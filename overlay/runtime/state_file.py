@@ -4,23 +4,29 @@ The core notes each stream's newest packet number as a ``Remember`` effect
 (``overlay.core.memory``); a node started again hands what was kept back to its core, so a
 stream whose every holder restarted numbers on instead of from 0.
 
-Format: a sequence of CBOR arrays ``[key, number]``, appended one per effect; the last one
-for a key wins. Appending costs one ``write`` per new number, and one written before the
-packet it names goes out (the host carries effects out in order), so a killed process loses
-nothing it sent. A file grows by one record per packet, so it is rewritten with one record
-per key, through a temporary file and a rename, when it opens and whenever it holds four
-times as many records as keys (and at least ``_MIN_COMPACT``).
+Format: a sequence of CBOR arrays ``[key, number]``; the highest number for a key wins.
+The host appends what one core call remembered with one ``write``, before any packet that
+call sent has left (links write later, from their own tasks), so a killed process (kill
+-9) loses nothing it sent. A power cut can lose what the operating system had not yet put
+on disk: only a compaction is flushed with ``fsync``. A file grows by a record per new
+number, so it is rewritten with one record per key, through a temporary file and a rename,
+when it opens and whenever it holds four times as many records as keys (and at least
+``_MIN_COMPACT``). It keeps the ``capacity`` most recently raised keys, as the core does.
 
-A torn last record (the process died inside a write) is dropped; any other damage is a
-``StateFileError`` that names the file and the offset, and the node does not start: a file
-that says less than it should would let numbers be given twice, silently.
+A torn tail (the process died inside a write, or a power cut left zeros) is dropped; any
+other damage is a ``StateFileError`` that names the file and the offset, and the node does
+not start: a file that says less than it should would let numbers be given twice,
+silently. One node at a time: the file is locked (``<file>.lock``) while a node has it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
+from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 
 import cbor2
@@ -31,21 +37,23 @@ _MIN_COMPACT = 4096
 
 
 class StateFileError(ValueError):
-    """The state file cannot be read; the message names it and what is wrong."""
+    """The state file cannot be used; the message names it and what is wrong."""
 
 
-def _read(path: Path) -> dict[bytes, int]:
+def _read(path: Path) -> OrderedDict[bytes, int]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return OrderedDict()
     except OSError as error:
         raise StateFileError(f"{path}: {error.strerror or error}") from None
-    kept: dict[bytes, int] = {}
+    kept: OrderedDict[bytes, int] = OrderedDict()
     stream = io.BytesIO(data)
     decoder = cbor2.CBORDecoder(stream)
     while stream.tell() < len(data):
         at = stream.tell()
+        if not data[at:].strip(b"\0"):
+            break  # zeros a power cut left past the last whole write
         try:
             record = decoder.decode()
         except cbor2.CBORDecodeEOF:
@@ -60,37 +68,79 @@ def _read(path: Path) -> dict[bytes, int]:
             or not 0 <= record[1] < MAX_PACKET
         ):
             raise StateFileError(f"{path}: a record at byte {at} is not [key, packet number]")
-        kept[record[0]] = max(record[1], kept.get(record[0], -1))
+        key, number = record
+        kept[key] = max(number, kept.pop(key, -1))  # (to the end: read order is recency)
     return kept
 
 
 class StateFile:
-    """Open (or create) ``path``: ``kept`` is what it holds; ``remember`` appends to it."""
+    """Open (or create) ``path`` and lock it: ``kept`` is what it holds, oldest raised
+    first; ``remember`` appends to it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, capacity: int = 65_536) -> None:
         self.path = path
-        self.kept = _read(path)
+        self._capacity = capacity
         self._fd = -1
         self._records = 0
-        self._compact()
+        self._lock = self._take_lock()
+        try:
+            self.kept = _read(path)
+            self._trim()
+            self._compact()
+        except BaseException:
+            self.close()
+            raise
 
-    def remember(self, key: bytes, number: int) -> None:
-        """Stream ``key`` has reached packet ``number`` (the core's ``Remember``)."""
-        self.kept[key] = number
-        os.write(self._fd, cbor2.dumps([key, number]))
-        self._records += 1
-        if self._records >= max(_MIN_COMPACT, 4 * len(self.kept)):
+    def remember(self, numbers: Mapping[bytes, int]) -> None:
+        """Streams have reached these numbers (the core's ``Remember`` effects of one call).
+        OSError or StateFileError if the disk fails: the caller decides what that costs."""
+        kept = self.kept
+        records = b""
+        for key, number in numbers.items():
+            if number > kept.get(key, -1):
+                kept[key] = number
+                kept.move_to_end(key)
+                records += cbor2.dumps([key, number])
+        self._trim()
+        view = memoryview(records)
+        while view:
+            view = view[os.write(self._fd, view) :]  # (a short write goes on where it ended)
+        self._records += len(numbers)
+        if self._records >= max(_MIN_COMPACT, 4 * len(kept)):
             self._compact()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            with contextlib.suppress(OSError):  # (closing after a failed write)
-                os.close(fd)
+        for fd in (self._fd, self._lock):
+            if fd >= 0:
+                with contextlib.suppress(OSError):  # (closing after a failed write)
+                    os.close(fd)
+        self._fd = self._lock = -1
+
+    def _take_lock(self) -> int:
+        lock = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise StateFileError(f"{lock}: {error.strerror or error}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StateFileError(
+                f"{self.path}: in use by another running node (it holds {lock}); give each "
+                "node its own state file"
+            ) from None
+        return fd
+
+    def _trim(self) -> None:
+        while len(self.kept) > self._capacity:
+            self.kept.popitem(last=False)
 
     def _compact(self) -> None:
         """Rewrite the file with one record per key; the rename makes it all or nothing."""
-        self.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         temporary = self.path.with_name(self.path.name + ".new")
         try:
             with temporary.open("wb") as out:
