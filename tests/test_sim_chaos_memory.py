@@ -119,3 +119,41 @@ RESTARTED_ROOT_WITH_PENDING_TOO = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_look_reports_only_a_remembered_claim_as_seen() -> None:
+    # Drawn with hypothesis seed 4040 (this stop), against a version whose every root
+    # holding no packet reported its claimed head in its look. Root 9 numbered 0..12 for
+    # publishes that waited and died with them pending; their publishers' nodes held the
+    # confirmed claims. Root 5 took the tree over with those claims (holding nothing) and
+    # looked, reporting 12 as seen; root 32, made by that look, continued after 12 and kept
+    # the claims pushed up to it as a past its members had: subscriber 27 "never got acked
+    # 1, 3, ..., 11". Only a number a root founded on from its memory is reported so.
+    outcome = run(LOOK_AFTER_A_TAKEOVER_WITH_CLAIMS)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+LOOK_AFTER_A_TAKEOVER_WITH_CLAIMS = Scenario(
+    seed=4294967296,
+    nodes=31,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=2.225073858507e-311, kind="crash", arg=2193, until=None),
+        Fault(at=1.175494351e-38, kind="loud-crash", arg=2229, until=None),
+        Fault(at=0.828785275538704, kind="add", arg=3, until=None),
+        Fault(at=1.0, kind="loud-crash", arg=898, until=None),
+        Fault(at=1.6007266878911657, kind="loud-crash", arg=871, until=20.90282610863553),
+        Fault(at=2.0, kind="loud-crash", arg=5101, until=39.790864150472615),
+        Fault(at=2.007948828477773, kind="loud-crash", arg=22283, until=36.597903280929934),
+        Fault(at=9.948343790258267, kind="loud-crash", arg=116518, until=None),
+        Fault(at=22.068147474495813, kind="loud-crash", arg=5451, until=None),
+        Fault(at=24.084120366589175, kind="add", arg=4, until=None),
+        Fault(at=26.013903233103225, kind="add", arg=5, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.2
+    ),
+    confirm=True,
+)

@@ -14,6 +14,7 @@ link when it broke), so after R goes, X (the closest node left) lacks what C hol
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +22,7 @@ from corenet import CoreNet, key_at
 from test_node import KEY2, make, meet, own_uid, sends
 
 from overlay.core.config import NodeConfig
+from overlay.core.effects import Effect
 from overlay.core.events import Missed, Packet, PublishAcked
 from overlay.core.hops import PEER_SHARE
 from overlay.core.node import Node
@@ -31,6 +33,9 @@ from overlay.messages import (
     PacketKind,
     PacketsMissed,
     PublishData,
+    PublishError,
+    PublishRejected,
+    PublishSucceeded,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
@@ -649,3 +654,70 @@ def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
     assert len(node.streams.keys() | node._routes_by_key.keys()) <= 4
     assert node.stats.overloads == 200 - 2
     assert snapshot(node) == before
+
+
+# --- 6. pushes are sent again until answered ---------------------------------------------------
+
+PARENT, CHILD = b"P", b"A"
+
+
+def relay_that_pushed() -> Node:
+    """N relays A's resubscribe under P, holds packets 20 and 21 (uids 20 and 21), and has
+    pushed both up to P (``push_up``, as after a restart). Heartbeats every 2 s."""
+    node = make(heartbeat_interval=2.0, dead_after=1e6)
+    meet(node, PARENT, 0.49)
+    meet(node, CHILD, 0.2)
+    node.receive(0.0, CHILD, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 19))
+    node.receive(0.0, PARENT, SubscribeSucceeded(1, KEY, 19))
+    for n in (20, 21):
+        node.receive(
+            0.0, PARENT, SubscribeData(KEY, n, b"p%d" % n, None, PacketKind.DATA, None, None, n)
+        )
+    node.flow.push_up(node.streams[KEY], 19)
+    assert pushed_to_parent(node._flush()) == [20, 21]
+    return node
+
+
+def pushed_to_parent(effects: list[Effect]) -> list[int | None]:
+    return [
+        m.packet
+        for p, m in sends(effects)
+        if p == PARENT and isinstance(m, PublishData) and m.pushed
+    ]
+
+
+def resent_over(node: Node, seconds: float) -> list[tuple[float, int | None]]:
+    """Run ``node``'s heartbeat rounds for ``seconds``: each push sent again, and when."""
+    out = []
+    for step in range(1, int(seconds / 2.0) + 1):
+        now = 2.0 * step
+        out += [(now, n) for n in pushed_to_parent(node.handle_timer(now))]
+    return out
+
+
+def test_an_unanswered_push_is_sent_again_up_to_publish_attempts() -> None:
+    # A relay does not store what it passes up: a push lost with a link beyond our parent
+    # was lost for good, and with it, where only a push carried it, a claim.
+    node = relay_that_pushed()
+    timeout, attempts = node.config.publish_timeout, node.config.publish_attempts
+    resent = resent_over(node, 10 * timeout)
+    assert [n for _, n in resent] == [20, 21] * (attempts - 1)
+    times = sorted({at for at, _ in resent})
+    assert times[0] >= timeout and all(b - a >= timeout for a, b in itertools.pairwise(times))
+    assert node.stats.pushes_resent == 2 * (attempts - 1) and not node.flow.pushes
+
+
+def test_an_answered_push_is_not_sent_again_but_a_busy_one_is() -> None:
+    node = relay_that_pushed()
+    node.receive(1.0, PARENT, PublishSucceeded(20, KEY, 20))
+    node.receive(1.0, PARENT, PublishRejected(21, KEY, int(PublishError.BUSY)))  # still owed
+    resent = resent_over(node, 10 * node.config.publish_timeout)
+    assert [n for _, n in resent] == [21] * (node.config.publish_attempts - 1)
+
+
+def test_a_push_is_not_sent_again_once_the_relay_restarts() -> None:
+    # Its parent is gone: the push, if lost, is pushed anew when it attaches (``push_up``).
+    node = relay_that_pushed()
+    node.link_down(1.0, PARENT)
+    assert resent_over(node, 10 * node.config.publish_timeout) == []
+    assert not node.flow.pushes

@@ -171,15 +171,16 @@ class Joining:
 
 
 def claimed(stream: Stream, *, former: bool = False) -> int | None:
-    """The head of a root that holds no packet but has claimed numbers beyond it (one it
-    remembered, ``memory``, or a tree that merged into it): where a fresh child starts and
-    (``former``: the root may be handing its tree on, restarting or looking) what a search
-    of ours reports. None when there is no such claim."""
-    # Only a root builds a uid table (``Takeover.became_root``): a relay's claims are its
-    # parent's, and reporting them would cost its subtree the catch-up it still needs.
-    rooted = stream.uids is not None if former else stream.state is State.ROOT
-    if not rooted or len(stream.window) or stream.high is None:
+    """The number a root founded on what it remembered (``memory``), while it holds no
+    packet: where a fresh child starts, and (``former``: also once it is handing its tree
+    on, restarting or looking) what a search of ours reports, so the tree it joins numbers
+    above it. None otherwise. Only a remembered claim: a claim a resubscriber or a push
+    made names packets the subtree is still owed, and reporting it as seen would cost
+    them (chaos: a root that took over with claims 1..12 reported 12 in its look, and the
+    root that took its tree kept the claimed packets pushed up to it as a past its members
+    had, sending them to nobody)."""
+    if stream.remembered is None or len(stream.window):
         return None
-    if stream.next_in is not None and stream.high < stream.next_in:
+    if not former and stream.state is not State.ROOT:
         return None
-    return stream.high
+    return stream.remembered

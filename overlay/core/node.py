@@ -205,6 +205,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._announce()
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
                 self._beat(now)
+                self.flow.resend_pushes(now)
         return self._flush()
 
     def announce_neighbours(self, now: float) -> list[Effect]:

@@ -67,7 +67,15 @@ from overlay.core.memory import Memory
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
-from overlay.core.takeover import Takeover, _next, backfills, continues, fills_hole, gathered
+from overlay.core.takeover import (
+    Push,
+    Takeover,
+    _next,
+    backfills,
+    continues,
+    fills_hole,
+    gathered,
+)
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Message,
@@ -140,6 +148,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         self.signatures = SignatureChecker(config.signature_cache)
         self.local: dict[int, LocalPublish] = {}
         self.relayed: OrderedDict[int, Relay] = OrderedDict()
+        self.pushes: OrderedDict[int, Push] = OrderedDict()  # ours, unanswered (``takeover``)
         # Roots in their takeover grace, by timer token.
         self.recovering: dict[int, bytes] = {}
         self._tokens = 0
@@ -312,6 +321,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
     # --- answers coming back down -------------------------------------------------------------
 
     def on_answer(self, peer: PeerId, answer: Answer) -> None:
+        self.push_answered(answer)
         relay = self.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
             del self.relayed[answer.uid]

@@ -138,6 +138,9 @@ class Stream:
     recover_until: float | None = None
     recover_token: int = 0
     recover_base: int | None = None  # the head when the grace began: claims move it a window
+    # The number a root founded on what it remembered (``memory``): numbers up to it were
+    # given by an earlier numbering that nobody below is owed (``joining.claimed``).
+    remembered: int | None = None
     # A root that took over looks again for another tree before numbering (merges).
     look_due: bool = False
     looking: int | None = None  # the uid of that look's search while it runs

@@ -16,6 +16,7 @@ below that is announced missed just before it numbers the next packet (``close_t
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
@@ -24,7 +25,14 @@ from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
-from overlay.messages import MAX_PACKET, MAX_WIRE_HTL, Message, PublishData
+from overlay.messages import (
+    MAX_PACKET,
+    MAX_WIRE_HTL,
+    Message,
+    PublishData,
+    PublishError,
+    PublishRejected,
+)
 
 RECOVER_TIMER = "recover"
 
@@ -49,6 +57,7 @@ class _FlowParts(Protocol):
     timers: TimerQueue
     stats: NodeStats
     memory: Memory
+    pushes: OrderedDict[int, Push]
     recovering: dict[int, bytes]
     _tokens: int
 
@@ -110,7 +119,7 @@ class Takeover:
             # missed, new packets numbered after it (chaos: a restarted root that continued
             # after its remembered 20 took the confirmed 2..19 pushed up to it as a past
             # its members had, and sent them to nobody).
-            stream.high = stream.recover_base = remembered
+            stream.high = stream.recover_base = stream.remembered = remembered
             # A search of our own, and no child: nobody below can hold any of it, so no
             # grace (a lone node restarted numbers its first publish at once).
             takeover = takeover or not ours or bool(stream.children)
@@ -232,26 +241,90 @@ class Takeover:
 
     def push_one(self: _FlowParts, stream: Stream, parent: PeerId, number: int) -> None:
         """Send packet ``number`` of our window up to ``parent``, as the publish it was,
-        under its number: the root takes it in that place, or acknowledges it has it."""
-        packet = stream.window.packets[number]
-        if packet.uid is None:
+        under its number: the root takes it in that place, or acknowledges it has it.
+        Until an answer comes back it is sent again (``resend_pushes``)."""
+        message = _pushed(stream, number)
+        if message is None:
             return  # numbered before uids travelled with packets: no publish to send
         self.stats.pushed_up += 1
-        self._send(
-            parent,
-            PublishData(
-                packet.uid,
-                stream.key,
-                number,
-                stream.target,
-                MAX_WIRE_HTL,
-                packet.data,
-                packet.epoch,
-                packet.kind,
-                packet.sig,
-                pushed=True,
-            ),
-        )
+        self._send(parent, message)
+        pushes = self.pushes
+        pushes.pop(message.uid, None)
+        pushes[message.uid] = Push(stream.key, number)
+        if len(pushes) > self.config.max_relayed_publishes:
+            pushes.popitem(last=False)  # the oldest: its claim is the likeliest answered
+
+    def resend_pushes(self: _FlowParts, now: float) -> None:
+        """Every heartbeat round: send again each push that has gone unanswered for
+        ``publish_timeout`` (up to ``publish_attempts`` times in all). A relay does not
+        store what it passes up, so a push lost with a link beyond it was lost for good,
+        and with it, where a push alone carried a claim, the claim (a state-changing
+        request, which the issue says must be confirmed). The root takes a resend once
+        (its uid table), and a relay or a root in its grace holds one copy."""
+        for uid, push in list(self.pushes.items()):
+            if push.since is None:
+                push.since = now  # (noticed at this round; due a timeout from now)
+                continue
+            if now - push.since < self.config.publish_timeout:
+                continue
+            stream = self.streams.get(push.key)
+            message = None if stream is None else _pushed(stream, push.number, uid)
+            if (
+                stream is None
+                or message is None
+                or stream.state is not State.JOINED
+                or stream.parent is None
+                or push.attempt >= self.config.publish_attempts
+            ):
+                del self.pushes[uid]  # gone, or no longer ours to push (a restart pushes anew)
+                continue
+            push.attempt += 1
+            push.since = now
+            self.stats.pushes_resent += 1
+            self._send(stream.parent, message)
+
+    def push_answered(self: _FlowParts, answer: Any) -> None:
+        """An answer to a publish came down: if it answers a push of ours, that is done.
+        BUSY and NOT_CARRIED say the tree is changing: the push is sent again."""
+        push = self.pushes.get(answer.uid)
+        if push is None or push.key != answer.key:
+            return
+        if isinstance(answer, PublishRejected) and answer.reason in (
+            PublishError.BUSY,
+            PublishError.NOT_CARRIED,
+        ):
+            return
+        del self.pushes[answer.uid]
+
+
+@dataclass(slots=True)
+class Push:
+    """A packet we pushed up, not yet answered."""
+
+    key: bytes
+    number: int
+    attempt: int = 1
+    since: float | None = None  # the heartbeat round that first saw it, then the last resend
+
+
+def _pushed(stream: Stream, number: int, uid: int | None = None) -> PublishData | None:
+    """Packet ``number`` of ``stream``'s window as the publish it was (None if we no longer
+    hold it, it has no uid, or it is no longer the packet ``uid`` names)."""
+    packet = stream.window.get(number)
+    if packet is None or packet.uid is None or (uid is not None and packet.uid != uid):
+        return None
+    return PublishData(
+        packet.uid,
+        stream.key,
+        number,
+        stream.target,
+        MAX_WIRE_HTL,
+        packet.data,
+        packet.epoch,
+        packet.kind,
+        packet.sig,
+        pushed=True,
+    )
 
 
 # --- what a root in (or after) a takeover takes from a publish ------------------------------
