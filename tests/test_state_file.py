@@ -17,7 +17,7 @@ import pytest
 from overlay.core.effects import Remember
 from overlay.runtime.config import RuntimeConfig, config_from_dict, load_config
 from overlay.runtime.host import NodeHost
-from overlay.runtime.state_file import _MIN_COMPACT, StateFile, StateFileError
+from overlay.runtime.state_file import _MIN_COMPACT, StateFile, StateFileError, _record
 
 A, B, C = b"a" * 32, b"b" * 32, b"c" * 32
 
@@ -168,3 +168,11 @@ async def test_a_failing_disk_is_logged_once_and_the_node_goes_on(
     assert host.core.memory.last(A) is None  # (the core remembers what it saw itself only)
     # The node goes on: the core still answers.
     assert host.core.link_up(0.0, b"p" * 32)
+
+
+@pytest.mark.parametrize("key_size", [0, 5, 23, 24, 32, 255, 256])
+def test_a_record_is_the_cbor_of_key_and_number(key_size: int) -> None:
+    # (written by hand: a relay writes one per packet, and cbor2 is slower at this shape)
+    key = bytes(range(256))[:key_size]
+    for number in (0, 1, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 2):
+        assert _record(key, number) == cbor2.dumps([key, number])

