@@ -273,3 +273,23 @@ def test_a_pending_abort_does_not_make_older_epochs_done() -> None:
     assert numbered(net) == [0, 1]
     net.release(b"A")
     assert net.answers(b"D") == [PublishAcked(KEY, 2, 1)]
+
+
+def test_a_push_sent_again_after_it_was_taken_leaves_pending_publishes_alone() -> None:
+    # A member's push, taken as 0, is sent again (its answer was slow: ``resend_pushes``)
+    # while A's publish waits as 1. The same uid under the same number is no other root's
+    # numbering: nothing pending is dropped, and 1 goes down once A confirms.
+    net = tree(config=CONFIRMING)
+    pushed = PublishData(99, KEY, 0, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
+    net.inject(b"E", b"R", pushed)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"waits")
+    assert numbered(net) == [1]
+    net.inject(b"E", b"R", pushed)
+    root = net.nodes[b"R"]
+    assert root.stats.unconfirmed == 0 and list(root.streams[KEY].pending) == [1]
+    net.release(b"A")
+    assert packets(net, b"D") == [(0, b"pushed"), (1, b"waits")]
+    assert net.answers(b"A") == [PublishAcked(KEY, 1, 1)]
+    answers = [m for s, d, m in net.sent(PublishSucceeded) if (s, d) == (b"R", b"E")]
+    assert answers == [PublishSucceeded(99, KEY, 0)] * 2

@@ -12,7 +12,7 @@ from test_node import KEY, KEY2
 from overlay.core.effects import Remember
 from overlay.core.events import Missed, Packet, PublishAcked, Subscribed
 from overlay.core.memory import Memory
-from overlay.messages import MAX_PACKET, RootProbe
+from overlay.messages import MAX_PACKET, ResubscribeRequest, RootProbe, SubscribeSucceeded
 
 
 def test_only_a_new_highest_number_is_noted() -> None:
@@ -161,3 +161,31 @@ def test_a_root_with_a_claim_that_merges_takes_its_claim_into_the_other_tree() -
     net.advance(net.now + 30)
     assert [a.number for a in net.answers(b"Y", 2)] == [21, 22, 23]  # type: ignore[attr-defined]
     assert _shown(net, b"C", 5) == [("Packet", 21), ("Packet", 22), ("Packet", 23)]
+
+
+def test_a_claim_beyond_the_remembered_one_is_the_head_a_fresh_child_is_told() -> None:
+    # Found by the review: C roots the stream on its remembered 20, B then resubscribes
+    # having seen 30. Once the tail is closed (0..30 missed) and 31 numbered (pending: A
+    # has not confirmed it yet), a fresh child must be told 30, not the remembered 20 (it
+    # would start inside numbers already announced missed).
+    net = CoreNet(seed=1)
+    net.disks[b"C"] = {KEY: 20}
+    for name, location in ((b"C", 0.5), (b"A", 0.2), (b"B", 0.3), (b"D", 0.1)):
+        net.add(name, location)
+    net.connect(b"A", b"C")
+    net.subscribe(b"A", KEY, client=1)
+    net.advance(net.now + 30)
+    assert net.stream(b"C", KEY).remembered == 20  # type: ignore[union-attr]
+    net.connect(b"B", b"C")
+    net.inject(b"B", b"C", ResubscribeRequest(2, KEY, 20, 0.3, 0.3, 30))
+    net.advance(net.now + 30)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"new", client=2, uid=900)
+    stream = net.stream(b"C", KEY)
+    assert stream is not None and list(stream.pending) == [31] and not stream.window
+    net.connect(b"D", b"C")
+    net.subscribe(b"D", KEY, client=3)
+    heads = [m.last_packet for s, d, m in net.sent(SubscribeSucceeded) if (s, d) == (b"C", b"D")]
+    assert heads == [30]
+    net.release(b"A")
+    assert _shown(net, b"D", 3) == [("Packet", 31)]

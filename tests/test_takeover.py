@@ -721,3 +721,15 @@ def test_a_push_is_not_sent_again_once_the_relay_restarts() -> None:
     node.link_down(1.0, PARENT)
     assert resent_over(node, 10 * node.config.publish_timeout) == []
     assert not node.flow.pushes
+
+
+def test_only_the_parent_a_push_went_to_answers_it_or_gets_it_again() -> None:
+    node = relay_that_pushed()
+    node.receive(1.0, CHILD, PublishSucceeded(20, KEY, 20))  # not from where 20 went
+    assert set(node.flow.pushes) == {20, 21}
+    # N hangs from another parent now (REPARENTED keeps it JOINED): that parent was told
+    # what N lacks when N attached (``push_up``); the old pushes are not sent there.
+    meet(node, b"Q", 0.48)
+    node.streams[KEY].parent = b"Q"
+    assert resent_over(node, 10 * node.config.publish_timeout) == []
+    assert not node.flow.pushes

@@ -179,8 +179,8 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
     them (chaos: a root that took over with claims 1..12 reported 12 in its look, and the
     root that took its tree kept the claimed packets pushed up to it as a past its members
     had, sending them to nobody)."""
-    if stream.remembered is None or len(stream.window):
-        return None
+    if stream.remembered is None or stream.high != stream.remembered or len(stream.window):
+        return None  # (a claim beyond it, a parent's head, or packets: ours is old news)
     if not former and stream.state is not State.ROOT:
         return None
     return stream.remembered

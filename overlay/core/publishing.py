@@ -75,6 +75,7 @@ from overlay.core.takeover import (
     continues,
     fills_hole,
     gathered,
+    in_tail,
 )
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
@@ -252,9 +253,15 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
             if stream.recover_until is None and not gathered(stream, message.packet):
-                # Past the grace, a publish naming a number in the open tail is a new one
-                # (a signed publisher's guess), not the lost packet: the tail is missed.
-                self.close_tail(stream)
+                if message.pushed and number is not None and in_tail(stream, number):
+                    # A push past the grace (a resend: ``resend_pushes``) still brings a
+                    # packet of the open tail: taken in its place, as at the grace's end,
+                    # what it skipped announced missed.
+                    self.open_tail_to(stream, number)
+                else:
+                    # Past the grace, a publish naming a number in the open tail is a new
+                    # one (a signed publisher's guess), not the lost packet: it is missed.
+                    self.close_tail(stream)
             self._reply_root(stream, source, message, self._serialize(stream, message, source))
             return
         if stream.state is not State.JOINED or stream.parent is None:
@@ -321,7 +328,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
     # --- answers coming back down -------------------------------------------------------------
 
     def on_answer(self, peer: PeerId, answer: Answer) -> None:
-        self.push_answered(answer)
+        self.push_answered(peer, answer)
         relay = self.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
             del self.relayed[answer.uid]
@@ -405,9 +412,11 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         """The root's decision on one publish; a new packet is stored and broadcast."""
         uids = stream.uids
         assert uids is not None, "only a root serializes"
-        if message.pushed and stream.pending:
-            self.pushed_over(stream, message)
         number = uids.get(message.uid)
+        if message.pushed and stream.pending and number != message.packet:
+            # (not a resend of a push we took already: ``resend_pushes``)
+            self.pushed_over(stream, message)
+            number = uids.get(message.uid)
         if fills_hole(stream, message) and number != message.packet:
             # Pushed up under the number a branch holds it as: taken in that place even if
             # its uid has another number here (two roots numbered one publish apart), so

@@ -98,6 +98,7 @@ class Takeover:
             for number, packet in stream.window.packets.items():
                 if packet.uid is not None:
                     uids[packet.uid] = number
+        stream.remembered = None
         remembered = self.memory.last(stream.key) if stream.next_in is None else None
         if stream.next_in is None and last_seen is not None and last_seen >= 0:
             self._continue_after(stream, last_seen)
@@ -220,6 +221,12 @@ class Takeover:
         # that 24 was missed, which the other side had acknowledged).
         self.carried(now, stream)
 
+    def open_tail_to(self: _FlowParts, stream: Stream, number: int) -> None:
+        """A packet of the open tail came after the grace: what it skipped is missed, so it
+        is the next in order (``fills_hole``)."""
+        if stream.next_in is not None and number > stream.next_in:
+            self._missing(stream, stream.next_in, number - 1)
+
     def close_tail(self: _FlowParts, stream: Stream) -> None:
         """We are about to number a new packet: whatever the tree had before it that we
         lack is reported missed first, so every branch sees the same numbers."""
@@ -250,13 +257,14 @@ class Takeover:
         self._send(parent, message)
         pushes = self.pushes
         pushes.pop(message.uid, None)
-        pushes[message.uid] = Push(stream.key, number)
+        pushes[message.uid] = Push(stream.key, number, parent)
         if len(pushes) > self.config.max_relayed_publishes:
-            pushes.popitem(last=False)  # the oldest: its claim is the likeliest answered
+            pushes.popitem(last=False)  # (bounded, as relayed publishes are)
 
     def resend_pushes(self: _FlowParts, now: float) -> None:
         """Every heartbeat round: send again each push that has gone unanswered for
-        ``publish_timeout`` (up to ``publish_attempts`` times in all). A relay does not
+        ``publish_timeout`` (so between that and two heartbeat intervals more after it was
+        sent), up to ``publish_attempts`` times in all, to the parent it went to. A relay does not
         store what it passes up, so a push lost with a link beyond it was lost for good,
         and with it, where a push alone carried a claim, the claim (a state-changing
         request, which the issue says must be confirmed). The root takes a resend once
@@ -273,21 +281,24 @@ class Takeover:
                 stream is None
                 or message is None
                 or stream.state is not State.JOINED
-                or stream.parent is None
+                or stream.parent != push.parent
                 or push.attempt >= self.config.publish_attempts
             ):
-                del self.pushes[uid]  # gone, or no longer ours to push (a restart pushes anew)
+                # Gone, or no longer ours to push to that parent: a restart or a new parent
+                # pushes anew what the new parent lacks (``push_up``).
+                del self.pushes[uid]
                 continue
             push.attempt += 1
             push.since = now
             self.stats.pushes_resent += 1
-            self._send(stream.parent, message)
+            self._send(push.parent, message)
 
-    def push_answered(self: _FlowParts, answer: Any) -> None:
-        """An answer to a publish came down: if it answers a push of ours, that is done.
-        BUSY and NOT_CARRIED say the tree is changing: the push is sent again."""
+    def push_answered(self: _FlowParts, peer: PeerId, answer: Any) -> None:
+        """An answer to a publish came down from ``peer``: if it answers a push of ours to
+        that peer, that is done. BUSY and NOT_CARRIED say the tree is changing: the push is
+        sent again."""
         push = self.pushes.get(answer.uid)
-        if push is None or push.key != answer.key:
+        if push is None or push.key != answer.key or push.parent != peer:
             return
         if isinstance(answer, PublishRejected) and answer.reason in (
             PublishError.BUSY,
@@ -303,6 +314,7 @@ class Push:
 
     key: bytes
     number: int
+    parent: PeerId  # where it went: resent only there, answered only from there
     attempt: int = 1
     since: float | None = None  # the heartbeat round that first saw it, then the last resend
 
@@ -354,6 +366,17 @@ def backfills(stream: Stream, message: PublishData) -> bool:
         and stream.next_in is not None
         and number < stream.next_in
         and stream.window.accepts(number)
+    )
+
+
+def in_tail(stream: Stream, number: int | None) -> bool:
+    """Whether ``number`` lies in a root's open tail: claimed (``high``), not yet in."""
+    next_in, high = stream.next_in, stream.high
+    return (
+        number is not None
+        and next_in is not None
+        and high is not None
+        and next_in <= number <= high
     )
 
 

@@ -120,6 +120,8 @@ class StateFile:
                 records.append(_record(key, number))
         if len(kept) > self._capacity:
             self._trim()
+        if not records:
+            return
         data = b"".join(records)
         written = os.write(self._fd, data)
         while written < len(data):  # (a short write goes on where it ended)
