@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from testnet.bench import forwarding, latency
+from testnet.bench import forwarding, latency, state_file
 
 
 def test_forwarding_benchmark_delivers_to_every_child(capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,3 +46,15 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
         assert 0 < stats["p50"] <= stats["p99"] <= stats["max"]
     assert hop["received"] == hop["packets"] == 150
     assert "p99" in latency.format_report(result)
+
+
+def test_state_file_benchmark_relays_every_packet_and_keeps_the_last(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # (``measure`` raises if the child missed a packet or the file kept another number)
+    assert state_file.main(["--packets", "200", "--repeats", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["parameters"] == {"packets": 200, "repeats": 1}
+    per = result["us_per_packet"]
+    assert per["without"] > 0 and per["with"] > 0
+    assert result["ratio"] == pytest.approx(per["with"] / per["without"], rel=0.01)
