@@ -469,13 +469,22 @@ class Recording(Simulator):
     def __init__(self, config: SimConfig) -> None:
         self.breaks: list[tuple[float, int, int, bool, bool]] = []
         self.dials: list[tuple[float, int, int]] = []
+        self._broken: list[tuple[int, int]] = []  # broken, ends not yet checked
         super().__init__(config)
 
     def disconnect(self, a: int, b: int) -> None:
-        was_open = self.linked(a, b)
+        # (A break inside a node's effects is told to its ends after them: ``_tell_downs``.)
+        pair = (a, b) if a < b else (b, a)
+        if pair in self._open:
+            self._broken.append((a, b))
         super().disconnect(a, b)
-        if was_open:
-            self.breaks.append((self.now, a, b, knows(self, a, b), knows(self, b, a)))
+
+    def _tell_downs(self) -> None:
+        super()._tell_downs()
+        if self._depth == 0:  # every end has been told: what does each know now?
+            for a, b in self._broken:
+                self.breaks.append((self.now, a, b, knows(self, a, b), knows(self, b, a)))
+            self._broken.clear()
 
     def connect(self, a: int, b: int) -> None:
         was_open = self.linked(a, b)

@@ -108,6 +108,10 @@ class Simulator:
         # What each node keeps on disk across restarts (``Remember``), as a runtime node
         # keeps its state file: how far each stream's numbering got.
         self.disks: list[dict[bytes, int]] = [{} for _ in range(n)]
+        # Links closed while effects are being carried out (``_depth`` deep), whose ends
+        # are told once those effects are done (``_tell_downs``).
+        self._downs: list[tuple[int, int]] = []
+        self._depth = 0
         self.nodes = [self._new_node(i) for i in range(n)]
         self.alive = [True] * n
         self.now = 0.0
@@ -262,6 +266,19 @@ class Simulator:
     # --- effects ----------------------------------------------------------------------------
 
     def _apply(self, i: int, effects: list[Effect]) -> None:
+        self._depth += 1
+        try:
+            self._carry_out(i, effects)
+        finally:
+            self._depth -= 1
+        if self.alive[i] and self.nodes[i].busy():
+            self._busy.add(i)
+        else:
+            self._busy.discard(i)
+        if self._depth == 0:
+            self._tell_downs()
+
+    def _carry_out(self, i: int, effects: list[Effect]) -> None:
         for effect in effects:
             if type(effect) is Send:
                 self._send(i, effect)
@@ -280,10 +297,19 @@ class Simulator:
                 self.disconnect(i, self.index[effect.peer])
             elif type(effect) is Remember:
                 self.disks[i][effect.key] = effect.number
-        if self.alive[i] and self.nodes[i].busy():
-            self._busy.add(i)
-        else:
-            self._busy.discard(i)
+
+    def _tell_downs(self) -> None:
+        """Tell the ends of links that closed while effects were being carried out. Not at
+        once: a node's effects go out in order, as the runtime's do (a closed link's task
+        reports it later). Told in the middle of its effects, a node reacted to a link
+        lost by its third send before its fourth and fifth left (chaos: a relay sent its
+        restart label to a child ahead of the success that made that child attach below
+        it; the child, not yet attached, refused the label and later accepted the relay's
+        resubscribe from its own subtree, closing a cycle)."""
+        while self._downs:
+            x, y = self._downs.pop(0)
+            if self.alive[x] and self.ids[y] in self.nodes[x].peers:
+                self._apply(x, self.nodes[x].link_down(self.now, self.ids[y]))
 
     def _send(self, i: int, effect: Send) -> None:
         j = self.index.get(effect.peer)
@@ -337,9 +363,9 @@ class Simulator:
         self._open.discard(pair)
         self._stalled.pop((a, b), None)  # lost with the connection
         self._stalled.pop((b, a), None)
-        for x, y in ((a, b), (b, a)):
-            if self.alive[x] and self.ids[y] in self.nodes[x].peers:
-                self._apply(x, self.nodes[x].link_down(self.now, self.ids[y]))
+        self._downs += [(a, b), (b, a)]
+        if self._depth == 0:
+            self._tell_downs()
         if self.alive[a] and self.alive[b] and pair not in self._cut:
             self.call_at(self.now + self.config.reconnect_delay, lambda: self._redial(a, b))
 
