@@ -686,19 +686,3 @@ def test_a_fresh_relay_with_no_packet_yet_asks_on_for_its_childs_fill_request() 
     assert to(node.receive(1.1, P, data(0)), b"X") == [data(0)]
     # Numbers at or past its start it has not got either: they come down anyway.
     assert sends(node.receive(1.2, b"X", FillRequest(KEY, 3, 4))) == []
-
-
-def test_a_push_sent_again_after_the_grace_still_fills_the_open_tail() -> None:
-    # W reported 6: N's tail 3..6 is open when the grace ends, nobody having pushed. C's
-    # push of 4 comes only then (a resend: ``resend_pushes`` waits ``publish_timeout``,
-    # as long as the grace). It is the tree's packet 4, not a publisher's guess: 3 is
-    # missed, 4 taken and sent down, and the tail stays open above it.
-    node = rooted_by_a_resubscribe()
-    node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 6))
-    settle(node)
-    stream = node.streams[KEY]
-    assert (stream.next_in, stream.high, stream.recover_until) == (3, 6, None)
-    effects = node.receive(50.0, C, push(4))
-    assert to(effects, C)[-1:] == [PublishSucceeded(4, KEY, 4)]
-    assert to(effects, W) == [PacketsMissed(KEY, 3, 3), data(4)]
-    assert (stream.next_in, stream.high) == (5, 6)

@@ -14,7 +14,6 @@ link when it broke), so after R goes, X (the closest node left) lacks what C hol
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import pytest
@@ -22,7 +21,6 @@ from corenet import CoreNet, key_at
 from test_node import KEY2, make, meet, own_uid, sends
 
 from overlay.core.config import NodeConfig
-from overlay.core.effects import Effect
 from overlay.core.events import Missed, Packet, PublishAcked
 from overlay.core.hops import PEER_SHARE
 from overlay.core.node import Node
@@ -33,9 +31,6 @@ from overlay.messages import (
     PacketKind,
     PacketsMissed,
     PublishData,
-    PublishError,
-    PublishRejected,
-    PublishSucceeded,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
@@ -654,82 +649,3 @@ def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
     assert len(node.streams.keys() | node._routes_by_key.keys()) <= 4
     assert node.stats.overloads == 200 - 2
     assert snapshot(node) == before
-
-
-# --- 6. pushes are sent again until answered ---------------------------------------------------
-
-PARENT, CHILD = b"P", b"A"
-
-
-def relay_that_pushed() -> Node:
-    """N relays A's resubscribe under P, holds packets 20 and 21 (uids 20 and 21), and has
-    pushed both up to P (``push_up``, as after a restart). Heartbeats every 2 s."""
-    node = make(heartbeat_interval=2.0, dead_after=1e6)
-    meet(node, PARENT, 0.49)
-    meet(node, CHILD, 0.2)
-    node.receive(0.0, CHILD, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 19))
-    node.receive(0.0, PARENT, SubscribeSucceeded(1, KEY, 19))
-    for n in (20, 21):
-        node.receive(
-            0.0, PARENT, SubscribeData(KEY, n, b"p%d" % n, None, PacketKind.DATA, None, None, n)
-        )
-    node.flow.push_up(node.streams[KEY], 19)
-    assert pushed_to_parent(node._flush()) == [20, 21]
-    return node
-
-
-def pushed_to_parent(effects: list[Effect]) -> list[int | None]:
-    return [
-        m.packet
-        for p, m in sends(effects)
-        if p == PARENT and isinstance(m, PublishData) and m.pushed
-    ]
-
-
-def resent_over(node: Node, seconds: float) -> list[tuple[float, int | None]]:
-    """Run ``node``'s heartbeat rounds for ``seconds``: each push sent again, and when."""
-    out = []
-    for step in range(1, int(seconds / 2.0) + 1):
-        now = 2.0 * step
-        out += [(now, n) for n in pushed_to_parent(node.handle_timer(now))]
-    return out
-
-
-def test_an_unanswered_push_is_sent_again_up_to_publish_attempts() -> None:
-    # A relay does not store what it passes up: a push lost with a link beyond our parent
-    # was lost for good, and with it, where only a push carried it, a claim.
-    node = relay_that_pushed()
-    timeout, attempts = node.config.publish_timeout, node.config.publish_attempts
-    resent = resent_over(node, 10 * timeout)
-    assert [n for _, n in resent] == [20, 21] * (attempts - 1)
-    times = sorted({at for at, _ in resent})
-    assert times[0] >= timeout and all(b - a >= timeout for a, b in itertools.pairwise(times))
-    assert node.stats.pushes_resent == 2 * (attempts - 1) and not node.flow.pushes
-
-
-def test_an_answered_push_is_not_sent_again_but_a_busy_one_is() -> None:
-    node = relay_that_pushed()
-    node.receive(1.0, PARENT, PublishSucceeded(20, KEY, 20))
-    node.receive(1.0, PARENT, PublishRejected(21, KEY, int(PublishError.BUSY)))  # still owed
-    resent = resent_over(node, 10 * node.config.publish_timeout)
-    assert [n for _, n in resent] == [21] * (node.config.publish_attempts - 1)
-
-
-def test_a_push_is_not_sent_again_once_the_relay_restarts() -> None:
-    # Its parent is gone: the push, if lost, is pushed anew when it attaches (``push_up``).
-    node = relay_that_pushed()
-    node.link_down(1.0, PARENT)
-    assert resent_over(node, 10 * node.config.publish_timeout) == []
-    assert not node.flow.pushes
-
-
-def test_only_the_parent_a_push_went_to_answers_it_or_gets_it_again() -> None:
-    node = relay_that_pushed()
-    node.receive(1.0, CHILD, PublishSucceeded(20, KEY, 20))  # not from where 20 went
-    assert set(node.flow.pushes) == {20, 21}
-    # N hangs from another parent now (REPARENTED keeps it JOINED): that parent was told
-    # what N lacks when N attached (``push_up``); the old pushes are not sent there.
-    meet(node, b"Q", 0.48)
-    node.streams[KEY].parent = b"Q"
-    assert resent_over(node, 10 * node.config.publish_timeout) == []
-    assert not node.flow.pushes
