@@ -251,7 +251,7 @@ class NodeHost:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
                     dropped.close(effect.reason)
-            elif type(effect) is Remember:
+            elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
         if remembered and self._state is not None:
             # Written before this call returns, so before any frame it queued is sent: the
