@@ -21,7 +21,8 @@ what they have too (``PacketFlow.push_up``). A child that needs those numbers wa
 they are in, or until the root's own wait ends: half of ``fill_timeout``, so its answer
 reaches the waiters below it before their timeouts, and never before its grace ends (chaos:
 a new root told a resubscriber nine packets were missed that the subtree which made it root
-held). What nobody brought is then lost for good: the root records it missed, and every
+held); a grace or a look that begins while they wait holds them too, a few timeouts at
+most. What nobody brought is then lost for good: the root records it missed, and every
 later asker hears so at once (not while a waiter asked since still waits for it). A
 resubscriber adopted while waiters wait has a subtree that was not there when they asked, so
 it is asked for what it may hold too (PastQuery), by whichever node adopts it; a root asks
@@ -267,8 +268,12 @@ class Refills:
         if stream.state is State.ROOT:
             # It answers within half the timeout, so that the answer still reaches every
             # waiter on the way down before theirs runs out; in its grace, not before the
-            # grace ends (what the subtree pushes up comes in until then).
-            until = max(now + self.config.fill_timeout / 2, stream.recover_until or now)
+            # grace ends (what the subtree pushes up comes in until then). A look keeps the
+            # grace on until its search's own deadline, far past the waiter's patience: the
+            # look holds waiters by rounds instead (``_on_fill_timer``).
+            until = now + self.config.fill_timeout / 2
+            if stream.looking is None:
+                until = max(until, stream.recover_until or now)
         self._timers.add(until, (FILL_TIMER, token, 0))
         return token
 
@@ -347,8 +352,17 @@ class Refills:
                 # from a branch that held it). That wait is bounded: a label whose
                 # RestartEnded was lost would hold the waiter for ever.
                 below = stream.state is State.JOINED and stream.restart_uid is not None
-                if stream.state is State.RESTARTING or (below and fill.held < MAX_HOLDS):
-                    fill.held += below
+                # So too at a root in a grace that began after the waiter asked (a subtree
+                # it lost may come back and push up what it holds) or in a look (it may be
+                # about to join a tree that holds it). Chaos: a root that had continued
+                # after a merging root's claim lost the pushes to a broken link; while it
+                # looked, the claimant, a root again, held 0..14, and a subscriber that had
+                # waited through a partition was told they were missed.
+                settling = stream.state is State.ROOT and stream.recover_until is not None
+                if stream.state is State.RESTARTING or (
+                    (below or settling) and fill.held < MAX_HOLDS
+                ):
+                    fill.held += below or settling
                     del self._fill_keys[token]
                     fill.token = self._arm_fill(now, stream)
                 else:

@@ -1,23 +1,25 @@
-"""Chaos scenarios (``test_sim_chaos``) that still break a guarantee (issue 4 is open),
-kept so the next fix can start from them: each is a strict expected failure, so a change
-that fixes it turns this test red until it moves to a regression file with its cause."""
+"""Chaos scenarios (``test_sim_chaos``) that broke a guarantee through a root's waiters
+(``overlay.core.refills``), kept as regression tests with their causes."""
 
 from __future__ import annotations
 
-import pytest
 from test_sim_chaos import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 4): not yet traced")
-def test_a_subscriber_across_a_long_partition_is_told_what_it_missed_wrongly() -> None:
-    # Drawn by the chaos property in stop 30's CI run at a33c213, in the full suite (a run
-    # of the property alone did not draw it). It passes at 694d031 and at stop 29's core,
-    # where the simulator told a broken link's ends in the middle of a node's effects; with
-    # the runtime's order (a33c213) it fails. A partition of a third of the nodes from 0 s to
-    # 33 s, restarts and crashes: node 14's subscriber, which stayed up, was told at 49.8 s
-    # (by its parent 19, relaying its root) that 0..14 were missed; 0..9 had been acknowledged.
+def test_a_root_holds_its_waiters_while_it_looks_for_a_tree_that_holds_their_packets() -> None:
+    # Drawn by the chaos property in stop 30's CI run (seed 690). A partition of a third of
+    # the nodes, 10 s to 43.4 s, and crashes; node 14's subscriber, on the cut side, stayed
+    # up. After the heal, the main side's root 23 (holding 0..14) resubscribed to the
+    # side's root 22 (closer to the key, holding nothing), which continued after 23's 14;
+    # 23's pushes of 0..14 died with a link that broke on the way. 22's subtree (relays
+    # 21, 11, 19 above 14) waited at 22 for 0..14. Meanwhile the tree churned: 23 left it
+    # and became a root again, and 22's grace ended in a look, which would join 23's tree.
+    # The waiters' timeout came during that look, and 22 told them 0..14 were missed, 0..9
+    # of them acknowledged. Now a root's waiters wait through its grace or look (at most
+    # MAX_HOLDS timeouts), as they do under a restarting ancestor; 22 joins 23's tree, asks
+    # it for 0..14, and serves them.
     outcome = run(LONG_PARTITION_MISSED)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -1,0 +1,101 @@
+"""A root's waiters (``overlay.core.refills``) held through a grace or a look that began
+after they asked: the subtree that would bring what they lack may be on its way back, or
+the look may join a tree that holds it. Served at their first timeout, they were told the
+numbers were missed (chaos seed 690, ``test_sim_chaos_refills``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from test_node import meet, sends
+from test_node_refills import FILL, KEY, A, B, b_resubscribes, data, push, root_that_lacks_19, to
+
+from overlay.core.effects import Effect
+from overlay.core.node import Node
+from overlay.core.refills import MAX_HOLDS
+from overlay.core.streams import State
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    FillRequest,
+    Hello,
+    Message,
+    PacketsMissed,
+    PastQuery,
+    PublishSucceeded,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeSucceeded,
+)
+
+Q = b"Q"
+
+
+def served(effects: Sequence[Effect]) -> list[Message]:
+    """What B's waiting search is answered with (the look's searches aside)."""
+    return [
+        m
+        for m in to(effects, B)
+        if isinstance(m, SubscribeSucceeded | SubscribeData | PacketsMissed)
+    ]
+
+
+def root_losing_a(also_q: bool = False) -> tuple[Node, float]:
+    """N, root lacking 19, loses its child A (a grace, then a look); with ``also_q``, N is
+    linked to Q (0.35, farther from the key than N), through which its look goes. Returns N
+    and the time A's link dropped."""
+    node, now = root_that_lacks_19()
+    if also_q:
+        node.link_up(now, Q)
+        node.receive(now, Q, Hello(0.35, 100))
+    node.link_down(now, A)
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and not stream.children
+    assert stream.recover_until is not None and stream.looking is None
+    return node, now
+
+
+def test_a_waiter_is_held_through_a_grace_and_served_what_the_lost_subtree_brings_back() -> None:
+    node, now = root_that_lacks_19()
+    b_resubscribes(node, now)  # asks A for 19
+    node.link_down(now + 0.1, A)
+    # At the waiter's first timeout the grace runs: A may come back with 19.
+    assert served(node.handle_timer(now + FILL / 2)) == []
+    back = now + FILL / 2 + 1.0
+    meet(node, A, 0.2, boot_id=101, now=back)
+    effects = node.receive(back, A, ResubscribeRequest(9, KEY, MAX_WIRE_HTL, 0.2, 0.2, 21))
+    assert (A, PastQuery(KEY, 19, 19, MAX_WIRE_HTL)) in sends(effects)
+    effects = node.receive(back, A, push(19))
+    assert to(effects, A)[-1] == PublishSucceeded(19, KEY, 19)
+    assert served(effects) == [SubscribeSucceeded(2, KEY, None), data(19), data(20), data(21)]
+
+
+def test_a_waiter_is_held_through_a_look_and_served_from_the_tree_it_joins() -> None:
+    node, now = root_losing_a(also_q=True)
+    stream = node.streams[KEY]
+    b_resubscribes(node, now + 9.0)  # its first timeout comes after the grace
+    look = None
+    while (at := node.next_deadline()) is not None and at <= now + 14.0:
+        effects = node.handle_timer(at)
+        assert served(effects) == []  # not at the waiter's timeout (now + 14), in the look
+        look = look or next(
+            (m for p, m in sends(effects) if isinstance(m, ResubscribeRequest)), None
+        )
+    assert look is not None and stream.looking == look.uid
+    # The look found a tree through Q, which holds 19.
+    effects = node.receive(now + 14.5, Q, SubscribeSucceeded(look.uid, KEY, 21))
+    assert stream.state is State.JOINED and sends(effects)[-1] == (Q, FillRequest(KEY, 19, 19))
+    effects = node.receive(now + 14.6, Q, data(19))
+    assert served(effects) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+
+
+def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
+    node, now = root_losing_a()
+    stream = node.streams[KEY]
+    b_resubscribes(node, now)
+    answer: list[Message] = []
+    while not answer:
+        at = node.next_deadline()
+        assert at is not None and at < now + FILL / 2 * (MAX_HOLDS + 2)
+        answer = served(node.handle_timer(at))
+        assert all(fill.held <= MAX_HOLDS for fill in stream.fills or ())
+    assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
