@@ -10,9 +10,12 @@ what is measured is what a script would see.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Protocol
 
 from keyspace.topology import small_world
@@ -72,13 +75,22 @@ async def local_testnet(
     seed: int = 0,
     degree: int = DEFAULT_DEGREE,
     core: NodeConfig = LOOPBACK_CORE,
+    keep_state: bool = True,
 ) -> AsyncIterator[InProcess]:
-    """Start ``nodes`` real nodes in this process and yield once all are linked."""
+    """Start ``nodes`` real nodes in this process and yield once all are linked. With
+    ``keep_state`` each keeps a state file, in a temporary folder removed at the end, so a
+    node restarted meanwhile numbers its streams on, as an ``overlay node`` would."""
     topology = small_world(nodes, degree, random.Random(seed))
     runtime = RuntimeConfig(**LOOPBACK_RUNTIME)
-    async with LocalNetwork(topology, core=core, runtime=runtime, seed=seed) as net:
-        await net.wait_linked()
-        yield InProcess(net)
+    with contextlib.ExitStack() as stack:
+        state_dir = None
+        if keep_state:
+            state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="testnet-")))
+        async with LocalNetwork(
+            topology, core=core, runtime=runtime, seed=seed, state_dir=state_dir
+        ) as net:
+            await net.wait_linked()
+            yield InProcess(net)
 
 
 class Launched:

@@ -17,6 +17,11 @@ at most ``NODES_PER_PROCESS``: a node costs a few descriptors (two listeners, ~d
 far below the 20,000 a process may open, but one trio loop runs on one core, so 1,000 nodes
 in four processes use both cores of a small machine.
 
+State: each node keeps its state file (``overlay.runtime.state_file``) as
+``DIR/state/node-I.state``, so a node that ``overlay testnet restart`` brings back numbers
+its streams on, as an ``overlay node`` would; ``up`` clears the folder (the identities are
+new), and ``--no-state`` keeps nothing on disk.
+
 Timers: loopback delivers in microseconds and a killed node's sockets close at once, so
 testnets run with ``LOOPBACK_CORE`` (takeover grace 0.5 s, publishes retried after 1 s,
 shorter search timeouts) rather than the defaults meant for wide-area links; repairs then take
@@ -31,6 +36,7 @@ import math
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,10 +125,12 @@ def up(
     base_port: int = 0,
     core: NodeConfig = LOOPBACK_CORE,
     timeout: float | None = None,
+    keep_state: bool = True,
     progress: Progress = print,
 ) -> Manifest:
     """Start a testnet and return its manifest once every node is linked to its neighbours.
-    LaunchError if one runs there already, a port is in use, or it is not ready in time."""
+    LaunchError if one runs there already, a port is in use, or it is not ready in time.
+    ``keep_state``: each node keeps a state file in ``directory/state`` (see above)."""
     if nodes < 2:
         raise LaunchError(f"--nodes must be at least 2, got {nodes}")
     processes = processes or default_processes(nodes)
@@ -132,6 +140,10 @@ def up(
         raise LaunchError(f"--base-port must leave room for {2 * nodes} ports below 65536")
     _refuse_if_running(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    state = state_dir(directory)
+    shutil.rmtree(state, ignore_errors=True)  # an earlier testnet's: other identities
+    if keep_state:
+        state.mkdir()
     began = time.monotonic()
     topology = small_world(nodes, degree, random.Random(seed))
     ids = identities(nodes, seed)
@@ -143,7 +155,18 @@ def up(
     workers: list[WorkerEntry] = []
     try:
         for k, (first, end) in enumerate(split(nodes, processes)):
-            plan = _plan(k, first, end, topology, ids, addresses, seed, core, base_port)
+            plan = _plan(
+                k,
+                first,
+                end,
+                topology,
+                ids,
+                addresses,
+                seed,
+                core,
+                base_port,
+                state if keep_state else None,
+            )
             pid, ready = _spawn(directory, k, plan)
             for entry in ready["nodes"]:
                 addresses[entry["index"]] = entry
@@ -201,6 +224,7 @@ def _plan(
     seed: int,
     core: NodeConfig,
     base_port: int,
+    state: Path | None,
 ) -> dict[str, Any]:
     nodes = []
     known: dict[str, tuple[str, str]] = {}
@@ -217,6 +241,7 @@ def _plan(
                 "peer_port": base_port + 2 * i if base_port else 0,
                 "client_port": base_port + 2 * i + 1 if base_port else 0,
                 "dial": dial,
+                "state": None if state is None else str(state / f"node-{i}.state"),
             }
         )
     return {
@@ -228,6 +253,11 @@ def _plan(
         "nodes": nodes,
         "known": known,
     }
+
+
+def state_dir(directory: Path) -> Path:
+    """Where a testnet's nodes keep their state files."""
+    return directory / "state"
 
 
 def _log(directory: Path, worker: int) -> Path:

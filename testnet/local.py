@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -40,8 +41,13 @@ class LocalNetwork:
         runtime: RuntimeConfig | None = None,
         seed: int = 0,
         network: str = "testnet",
+        state_dir: Path | None = None,
     ) -> None:
+        """``state_dir``: each node keeps its state file (``overlay.runtime.state_file``)
+        there, as ``node-<index>.state``, so a restarted node numbers its streams on as an
+        ``overlay node`` does; None: nodes keep nothing on disk."""
         self.topology = topology
+        self._state_dir = state_dir
         self._core = core or NodeConfig()
         self._runtime = runtime or RuntimeConfig()
         self._network = network
@@ -97,6 +103,8 @@ class LocalNetwork:
             connect=dial,
             core=self._core,
         )
+        if self._state_dir is not None:
+            config = replace(config, keep_state=True, state=self._state_dir / f"node-{i}.state")
         self._identities.append(identity)
         await self._pool.start(i, identity, config)
 

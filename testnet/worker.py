@@ -49,6 +49,7 @@ class NodePlan:
     peer_port: int  # 0: the kernel picks
     client_port: int
     dial: tuple[int, ...]  # neighbour indices to dial (all lower than ``index``)
+    state: Path | None = None  # its state file (None: it keeps none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class WorkerPlan:
                 peer_port=n["peer_port"],
                 client_port=n["client_port"],
                 dial=tuple(n["dial"]),
+                state=None if n.get("state") is None else Path(n["state"]),
             )
             for n in data["nodes"]
         )
@@ -116,6 +118,8 @@ async def host_nodes(
                             PeerAddress(_address(known[j][0]), known[j][1]) for j in node.dial
                         ),
                         core=plan.core,
+                        keep_state=node.state is not None,
+                        state=node.state,
                     ),
                     **plan.runtime,
                 )

@@ -112,6 +112,23 @@ def test_the_file_is_compacted_to_one_record_per_stream(tmp_path: Path) -> None:
     assert not (tmp_path / "n.state.new").exists()
 
 
+def test_a_new_file_is_not_rewritten_when_it_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A testnet starts a thousand nodes at once: a rewrite and an fsync each for an empty
+    # file would cost seconds for nothing.
+    flushed: list[int] = []
+    monkeypatch.setattr(os, "fsync", flushed.append)
+    path = tmp_path / "n.state"
+    state = StateFile(path)
+    state.remember({A: 1})
+    state.close()
+    assert flushed == [] and not (tmp_path / "n.state.new").exists()
+    StateFile(path).close()  # one that holds something is rewritten, and flushed
+    assert len(flushed) == 1
+    assert StateFile(path).kept == {A: 1}
+
+
 def test_the_state_file_goes_beside_the_identity_unless_named(tmp_path: Path) -> None:
     assert RuntimeConfig().state_file is None  # a node built in code keeps nothing
     assert load_config(None).state_file == Path("node.state")

@@ -120,3 +120,24 @@ def test_bad_node_index_and_port_in_use(testnet_dir: Path) -> None:
         result = overlay("testnet", "kill", bad, *d)
         assert result.returncode == 2, result
         assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_a_testnet_whose_every_node_restarts_numbers_its_streams_on(testnet_dir: Path) -> None:
+    # Each node keeps a state file in DIR/state (an earlier testnet's are cleared), as an
+    # ``overlay node`` does: restarted, the stream's numbering goes on from where it was.
+    d = ["--dir", str(testnet_dir)]
+    (testnet_dir / "state").mkdir(parents=True)
+    (testnet_dir / "state" / "node-7.state").write_bytes(b"an earlier testnet's")
+    assert overlay("testnet", "up", "--nodes", "3", "--seed", "2", *d).returncode == 0
+    names = sorted(p.name for p in (testnet_dir / "state").iterdir() if p.suffix == ".state")
+    assert names == ["node-0.state", "node-1.state", "node-2.state"]
+    node = ["--node", overlay("testnet", "client", "1", *d).stdout.strip()]
+    first = overlay("publish", "numbering-stream", "a", "b", "c", *node)
+    assert first.returncode == 0 and first.stdout.split() == ["0", "1", "2"], first.stderr
+    for i in ("0", "1", "2"):
+        assert overlay("testnet", "kill", i, *d).returncode == 0
+    for i in ("0", "1", "2"):
+        assert overlay("testnet", "restart", i, *d).returncode == 0
+    again = overlay("publish", "numbering-stream", "d", *node)
+    assert again.returncode == 0 and again.stdout.split() == ["3"], again.stderr

@@ -79,6 +79,12 @@ def add_parser(commands: Any) -> None:
         "default: the kernel picks free ports",
     )
     q.add_argument("--timeout", type=float, help="give up if not linked by then (seconds)")
+    q.add_argument(
+        "--no-state",
+        action="store_true",
+        help="nodes keep no state files (DIR/state/): a restarted node forgets how far "
+        "each stream's numbering got",
+    )
     action("status", "alive nodes, links and streams of the running testnet", run_status)
     action("down", "stop every node and remove the manifest (logs stay)", run_down)
     q = action(
@@ -140,6 +146,7 @@ def run_up(args: argparse.Namespace) -> int:
         degree=args.degree,
         base_port=args.base_port,
         timeout=args.timeout,
+        keep_state=not args.no_state,
         progress=_say,
     )
     print(

@@ -10,8 +10,9 @@ call sent has left (links write later, from their own tasks), so a killed proces
 -9) loses nothing it sent. A power cut can lose what the operating system had not yet put
 on disk: only a compaction is flushed with ``fsync``. A file grows by a record per new
 number, so it is rewritten with one record per key, through a temporary file and a rename,
-when it opens and whenever it holds four times as many records as keys (and at least
-``_MIN_COMPACT``). It keeps the ``capacity`` most recently raised keys, as the core does.
+when it opens (unless it is new or empty) and whenever it holds four times as many records
+as keys (and at least ``_MIN_COMPACT``). It keeps the ``capacity`` most recently raised
+keys, as the core does.
 
 A torn tail (the process died inside a write, or a power cut left zeros) is dropped; any
 other damage is a ``StateFileError`` that names the file and the offset, and the node does
@@ -103,7 +104,12 @@ class StateFile:
         try:
             self.kept = _read(path)
             self._trim()
-            self._compact()
+            if self.kept or _size(path):
+                self._compact()
+            else:
+                # Nothing to keep and nothing to cut (a new node): no rewrite, and no
+                # fsync, which a testnet of a thousand nodes would pay a thousand times.
+                self._fd = _append_to(path)
         except BaseException:
             self.close()
             raise
@@ -169,7 +175,23 @@ class StateFile:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except OSError as error:
             raise StateFileError(f"{self.path}: {error.strerror or error}") from None
+        self._fd = _append_to(self.path)
         self._records = len(self.kept)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    except OSError as error:
+        raise StateFileError(f"{path}: {error.strerror or error}") from None
+
+
+def _append_to(path: Path) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise StateFileError(f"{path}: {error.strerror or error}") from None
