@@ -189,3 +189,29 @@ def test_a_claim_beyond_the_remembered_one_is_the_head_a_fresh_child_is_told() -
     assert heads == [30]
     net.release(b"A")
     assert _shown(net, b"D", 3) == [("Packet", 31)]
+
+
+def test_a_number_a_root_gave_and_never_sent_down_is_not_remembered() -> None:
+    # C numbered A's publish 3 and waited for A's confirmation (``confirming``) when it
+    # died. Nobody was shown a packet 3. Remembered, 3 came back as a claim that nobody
+    # pushed, and S, subscribed throughout, was told 3 was missed before A's retry came
+    # as 4 (a real testnet's churn run: a missed range with nothing lost).
+    net = CoreNet(seed=1)
+    for name, location in ((b"A", 0.1), (b"B", 0.3), (b"C", 0.48), (b"S", 0.2)):
+        net.add(name, location)
+    for a, b in ((b"A", b"B"), (b"B", b"C"), (b"S", b"B")):
+        net.connect(a, b)
+    net.subscribe(b"S", KEY, client=5)
+    for n in range(3):
+        net.publish(b"A", KEY, b"p%d" % n, uid=10 + n)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"p3", uid=13)
+    root = net.stream(b"C", KEY)
+    assert root is not None and list(root.pending) == [3]
+    assert net.disks[b"C"] == {KEY: 2}  # what went down, not what waits
+    net.restart(b"C")
+    net.connect(b"B", b"C")
+    net.release(b"A")
+    net.advance(net.now + 60)
+    assert net.answers(b"A")[-1] == PublishAcked(KEY, 13, 3)
+    assert _shown(net, b"S", 5) == [("Packet", n) for n in range(4)]

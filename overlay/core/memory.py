@@ -8,16 +8,21 @@ are given a second time, and a consumer that keeps the last number it processed 
 new packets (chaos: the root, the node that took over from it, the publisher's node and
 two members crashed within 20 s; the restarted publisher's node numbered from 0).
 
-What. Every node notes the highest number it has seen given for each stream: numbered
-here as root, stored on the way down, or announced missed. The note outlives the stream
-(the core keeps it, bounded, least recently raised dropped first), and each raise is also
-an effect, ``Remember``, that a driver may keep on disk and hand back to the next start
-(``Node(remembered=...)``). A node that becomes a stream's root holding none of its packets
-takes what it remembers as a claim, as it takes a resubscriber's (``Takeover.became_root``):
-numbers up to it may still be held below (or were given and never sent down), so they are
-holes its subtree may fill in a grace, and new packets are numbered after it. A stream that
-comes back numbers on from where this node last saw it; a root holding only a claim tells
-fresh children, and any tree it merges into, its claimed head (``joining.claimed``).
+What. Every node notes the highest number it has seen given for each stream: a packet
+stored (at the root, once it goes down), or a range announced missed. Not a number a root
+gave a publish still waiting for its publisher's confirmation (``confirming``): nobody was
+shown it, and remembered it came back as a claim that nobody pushed, announced missed to
+subscribers who had lost nothing (a testnet's churn run); the publisher's node pushes its
+claim up if it holds one (``push_claims``), and a root takes a push beyond its head. The
+note outlives the stream (the core keeps it, bounded, least recently raised dropped
+first), and each raise is also an effect, ``Remember``, that a driver may keep on disk and
+hand back to the next start (``Node(remembered=...)``). A node that becomes a stream's
+root holding none of its packets takes what it remembers as a claim, as it takes a
+resubscriber's (``Takeover.became_root``): numbers up to it may still be held below, so
+they are holes its subtree may fill in a grace, and new packets are numbered after it. A
+stream that comes back numbers on from where this node last saw it; a root holding only a
+claim tells fresh children, and any tree it merges into, its claimed head
+(``joining.claimed``).
 
 Bounds. It is only as good as the node that remembers: a root founded where no holder of
 the old numbering ever was still starts at 0. The note is exact (one effect per new

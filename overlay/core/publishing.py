@@ -467,6 +467,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         self.stats.backfilled += 1
         first = stream.frontier.first_of(message.epoch, number)
         stream.window.add(_numbered(message, number, None if first is None else min(first, number)))
+        self.memory.saw(stream.key, number)
         self._remember(stream, message.uid, number)
         return PublishSucceeded(message.uid, message.key, number)
 
@@ -487,7 +488,6 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         uids = stream.uids
         assert uids is not None
         uids[uid] = number
-        self.memory.saw(stream.key, number)
         if len(uids) > self.config.publish_uids:
             uids.popitem(last=False)
 

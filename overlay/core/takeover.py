@@ -113,13 +113,13 @@ class Takeover:
             and remembered >= stream.next_in
         ):
             # We hold none of its packets, but saw it numbered this far before (``memory``):
-            # a stream coming back numbers on, never from 0 again. What we saw numbered up
-            # to there may be held below us, or never sent down (numbers given while
-            # publishes were pending: ``confirming``), so it is a claim, as a resubscriber's
-            # is (``reported``): holes to be filled by pushes in a grace, the rest announced
+            # a stream coming back numbers on, never from 0 again. What went down up to
+            # there may be held below us, so it is a claim, as a resubscriber's is
+            # (``reported``): holes to be filled by pushes in a grace, the rest announced
             # missed, new packets numbered after it (chaos: a restarted root that continued
-            # after its remembered 20 took the confirmed 2..19 pushed up to it as a past
-            # its members had, and sent them to nobody).
+            # after its remembered 20 took 2..19 pushed up to it as a past its members had,
+            # and sent them to nobody). Numbers it gave that never went down are not
+            # remembered; a publisher's node that confirmed one pushes it up as a claim.
             stream.high = stream.recover_base = stream.remembered = remembered
             # A search of our own, and no child: nobody below can hold any of it, so no
             # grace (a lone node restarted numbers its first publish at once).
