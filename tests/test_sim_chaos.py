@@ -33,7 +33,11 @@ once healed. One thing the draw cannot rule out: a publish already on its way in
 side when the cut comes (held at a relay that was restarting) can still reach a root there.
 If a root on the side numbers anything while cut off (``_Cut``), that side had a publisher
 after all: its subscribers are owed nothing, two acknowledgements of one number are
-expected, and every other check still applies.
+expected, and every other check still applies. Crashes can cut nodes off too, for good:
+a node whose every peer died has no way back (the simulator's links are fixed). Such nodes
+(``_isolated``, counted once the faults are over) are a network of their own: their trees
+are not checked, their subscribers are owed nothing, and a search they hold, waiting for a
+peer, does not count against quiet.
 """
 
 from __future__ import annotations
@@ -135,6 +139,9 @@ class Outcome:
     # The partitioned side, if a root there numbered packets while it was cut off (see the
     # docstring): its subscribers are owed nothing; everything else is checked.
     apart: frozenset[int] = frozenset()
+    # Live nodes the crashes left with no live path to the publishers: a network of their
+    # own, which nothing can join to the rest (see the docstring).
+    isolated: frozenset[int] = frozenset()
 
 
 def run(scenario: Scenario) -> Outcome:
@@ -202,9 +209,24 @@ def run(scenario: Scenario) -> Outcome:
     # Past the last fault by more than liveness needs to notice it: heartbeats are not
     # protocol work, so a silent crash would otherwise look "quiet" until it is noticed.
     sim.run(until=PUBLISH_AT + max(last, PUBLISH_FOR) + NODE.dead_after + 2 * BEAT)
-    quiet = _run_quiet(sim, CONVERGE)
-    stayed = [(n, c, k) for n, c, k in subs if n not in crashed]
-    return Outcome(sim, log, keys, stayed, quiet, frozenset(cut.numbered))
+    isolated = _isolated(sim, pubs)
+    quiet = _run_quiet(sim, CONVERGE, isolated)
+    stayed = [(n, c, k) for n, c, k in subs if n not in crashed and n not in isolated]
+    return Outcome(sim, log, keys, stayed, quiet, frozenset(cut.numbered), isolated)
+
+
+def _isolated(sim: Simulator, pubs: list[int]) -> frozenset[int]:
+    """The live nodes with no live path to the publishers once every fault is over (all
+    their peers died for good): a crash can cut a subscriber's node off as a partition
+    can, and for ever (chaos seed 0: all five peers of one node died). Counted from a live
+    publisher, or, if none lives, from the largest group of nodes that reach one another."""
+    live = [i for i in range(len(sim.nodes)) if sim.alive[i]]
+    start = next((p for p in pubs if sim.alive[p]), None)
+    if start is not None:
+        main = sim.reachable(start)
+    else:
+        main = max((sim.reachable(i) for i in live), key=len, default=set())
+    return frozenset(i for i in live if i not in main)
 
 
 def _strike(
@@ -289,7 +311,7 @@ class _Cut:
         return sum(self.sim.nodes[i].stats.published for i in self.side)
 
 
-def _run_quiet(sim: Simulator, within: float) -> bool:
+def _run_quiet(sim: Simulator, within: float, isolated: frozenset[int] = frozenset()) -> bool:
     """Run until no live node has work, no protocol message is in flight and none moved for
     a while (longer than a root's probe interval: a probe may still find a split); False if
     that does not happen within ``within`` virtual seconds. In flight counts: a timer that
@@ -299,7 +321,10 @@ def _run_quiet(sim: Simulator, within: float) -> bool:
     margin = max(sim.config.reconnect_delay + 1.0, NODE.probe_interval + BEAT)
     while sim.now < limit:
         sim.run(until=sim.now + margin)
-        idle = not any(node.busy() for i, node in enumerate(sim.nodes) if sim.alive[i])
+        # (an isolated node's search waits for a peer that never comes back)
+        idle = not any(
+            node.busy() for i, node in enumerate(sim.nodes) if sim.alive[i] and i not in isolated
+        )
         if idle and not sim.in_flight and sim.last_message_at <= sim.now - margin:
             return True
     return False
@@ -311,7 +336,8 @@ def failures(outcome: Outcome) -> list[str]:
     found: list[str] = []
     if not outcome.quiet:
         found.append("the network did not get quiet")
-    shapes = check_all(sim.nodes, sim.alive, sim.index)
+    alive = [up and i not in outcome.isolated for i, up in enumerate(sim.alive)]
+    shapes = check_all(sim.nodes, alive, sim.index)
     found += violations(shapes.values())
     for node, client, key in outcome.subscribers:
         stream = sim.nodes[node].streams.get(key)

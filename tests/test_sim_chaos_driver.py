@@ -1,5 +1,6 @@
 """Chaos scenarios (``test_sim_chaos``) whose failure lay in the simulator, the core's
-driver, not in the core: replayed exactly (the simulation is deterministic)."""
+driver, or in the chaos test's own checks, not in the core: replayed exactly (the
+simulation is deterministic)."""
 
 from __future__ import annotations
 
@@ -38,4 +39,38 @@ LOST_FRAME_MID_EFFECTS = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
     ),
     confirm=True,
+)
+
+
+def test_a_node_whose_every_peer_died_is_a_network_of_its_own() -> None:
+    # Drawn by the chaos property in stop 31's CI run (it fails at stop 30's core too):
+    # "2 roots", "not quiet", and node 9's subscriber owed 0..9. All five of node 9's peers
+    # crashed for good in the first seconds; 9 rooted the stream alone, its look waiting
+    # for a peer that never came back. Nothing can reach it: the checks now leave out
+    # nodes the crashes cut off from the publishers (``_isolated``), as a partitioned side.
+    outcome = run(EVERY_PEER_DIED)
+    assert outcome.isolated == {9}
+    assert outcome.log.acks and failures(outcome) == []
+
+
+EVERY_PEER_DIED = Scenario(
+    seed=0,
+    nodes=35,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=1, until=None),
+        Fault(at=0.0, kind="loud-crash", arg=233, until=None),
+        Fault(at=5e-324, kind="crash", arg=0, until=None),
+        Fault(at=5e-324, kind="crash", arg=1433, until=1.0000000000000002),
+        Fault(at=0.9, kind="loud-crash", arg=0, until=None),
+        Fault(at=1.0, kind="crash", arg=0, until=None),
+        Fault(at=4.403445119489323, kind="crash", arg=6418, until=None),
+    ),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.0, jitter=0.0
+    ),
 )
