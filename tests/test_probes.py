@@ -399,6 +399,26 @@ def test_a_root_with_a_closer_peer_outside_its_tree_looks_instead_of_probing() -
     assert stream.recover_until is None and node.stats.looks == looks + 1
 
 
+def test_a_closer_roots_probe_crossing_a_look_past_a_closer_peer_is_followed() -> None:
+    """N's look past P is a guess (P may well be in N's own tree); a probe from a closer
+    root that crosses it meanwhile is news, and the look after it follows that probe back.
+    It used to count against the same backoff as the guess, which had just begun, so a
+    root whose rounds came just before the other root's probes never followed one (chaos:
+    two roots that never merged)."""
+    node, now = root_beside_a_closer_peer((b"Q", 0.3))
+    looks = node.stats.looks
+    while node.stats.looks == looks:
+        now = node.next_deadline() or now
+        assert now < 100, "the root never looked again"
+        effects = node.handle_timer(now)
+    [guess] = [m for p, m in sends(effects) if isinstance(m, ResubscribeRequest) and p == b"P"]
+    crossing = node.receive(now, b"Q", RootProbe(UID, KEY, 5, 0.49, 0.49))
+    assert [type(m) for _, m in sends(crossing)] == [RootProbe]  # relayed; the guess goes on
+    effects = node.receive(now, b"P", _not_found(guess))
+    [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert (peer, trailed.uid, trailed.must_beat) == (b"Q", UID ^ _BACK, 0.45)
+
+
 def test_a_root_whose_closer_peer_is_its_child_probes() -> None:
     """Once P hangs from N, P is in N's tree: a look could only be refused there."""
     node, now = root_beside_a_closer_peer()

@@ -3,7 +3,7 @@ both numbering one packet number, replayed exactly (the simulation is determinis
 probes' trails (``overlay.core.probes``) mend the first three; a relay that held a look's
 success for packets it lacked (``overlay.core.refills``) the fourth. All four ran with
 ``confirm_publishes`` on, whose slower numbering gave them their timing, and each failed
-before its fix."""
+before its fix. The fifth, from stop 31, is a crossing probe held back by a look's backoff."""
 
 from __future__ import annotations
 
@@ -148,6 +148,41 @@ RELAYED_SUCCESS_HELD = Scenario(
     partition=(15.0, 52.51276179436612, 0.38982841505140875),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_crossing_probe_is_followed_though_the_root_just_looked_past_a_closer_peer() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 777 in stop 31 (it fails at stop 30's core too).
+    # After a partition and crashes, root 52 (0.309) had a tree whose members 36 and 29
+    # were closer to the key (0.116) than root 49 (0.196), which had no member. 52, with
+    # closer peers outside its children, looked past them at each probe round, and its own
+    # members refused. 49's probes crossed 52 56 ms after each of those rounds began, and
+    # 52 ignored every one: the backoff its own guess had just started held the crossing
+    # back. Two roots for good. A look past a closer peer no longer holds a crossing back.
+    outcome = run(CROSSED_AFTER_A_GUESS)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+CROSSED_AFTER_A_GUESS = Scenario(
+    seed=0,
+    nodes=57,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=2.2250738585072014e-308, kind="crash", arg=19065, until=None),
+        Fault(at=0.095, kind="loud-crash", arg=50725, until=37.173634144374205),
+        Fault(at=3.069644414215179, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=7.855529256970739, kind="crash", arg=926946, until=18.339446808870058),
+        Fault(at=9.249926810608068, kind="crash", arg=144080, until=13.326546010036997),
+        Fault(at=18.930355210239153, kind="weather", arg=0, until=30.976908754541682),
+        Fault(at=21.635530219159396, kind="add", arg=2, until=None),
+        Fault(at=29.999999999999996, kind="crash", arg=457, until=50.632861979504284),
+    ),
+    partition=(6.708584277145428, 25.63893948738458, 0.25104121552271985),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
     ),
     confirm=True,
 )

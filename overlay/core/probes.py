@@ -49,7 +49,9 @@ root's look tries first its closest peer that is closer than itself and not its 
 
 A probe itself changes nothing, so a lying answer or a forged crossing costs one look, and
 a look that misses backs off the next: crossing looks come at most once per probe interval,
-doubled for each miss up to 32 intervals, and never with probes off. A look holds
+doubled for each miss up to 32 intervals, and never with probes off. That interval runs from
+the last look a probe made on news of a closer root (a crossing, an answer), not from a look
+past a closer peer, which is only a guess. A look holds
 numbering while it runs (up to ``request_timeout`` if a hop accepts it and goes silent). A
 flood of probes costs what a flood of searches does, with no state kept beyond ``_PATHS``
 probes and ``_PATHS`` trails. Two farther roots crossed by one probe look under one uid;
@@ -130,7 +132,12 @@ class _NodeParts(Protocol):
     def _closest_stranger(self, stream: Stream) -> PeerId | None: ...
     def _look_past(self, now: float, stream: Stream) -> None: ...
     def _probe_look(
-        self, now: float, stream: Stream, relooks: int, uid: int | None = None
+        self,
+        now: float,
+        stream: Stream,
+        relooks: int,
+        uid: int | None = None,
+        found: bool = True,
     ) -> None: ...
     def _trail(self, uid: int, peer: PeerId) -> None: ...
 
@@ -181,17 +188,23 @@ class Probes:
         it finds nothing (``merges``): no other root looks at the same moment as a rule,
         and a root whose closer peer is in its own tree would hold its numbering for every
         repeat, each probe round."""
-        self._probe_look(now, stream, relooks=RELOOKS)
+        self._probe_look(now, stream, relooks=RELOOKS, found=False)
 
     def _probe_look(
-        self: _NodeParts, now: float, stream: Stream, relooks: int, uid: int | None = None
+        self: _NodeParts,
+        now: float,
+        stream: Stream,
+        relooks: int,
+        uid: int | None = None,
+        found: bool = True,
     ) -> None:
         """Look for another tree, holding numbering while the search runs; ``relooks``: the
-        repeats already spent (``merges``); ``uid``: a probe's trail to follow, if any.
-        Counted as a miss until the look merges (``Merges._merged`` clears it), so a look
-        that cannot reach the other tree is not made every round."""
+        repeats already spent (``merges``); ``uid``: a probe's trail to follow, if any;
+        ``found``: a probe showed a closer root (not a guess from a closer peer). Counted
+        as a miss until the look merges (``Merges._merged`` clears it), so a look that
+        cannot reach the other tree is not made every round."""
         stream.relooks = relooks
-        _count_look(now, stream)
+        _count_look(now, stream, found)
         self.flow.hold(now, stream)
         self._start_look(now, stream, uid)
 
@@ -327,10 +340,16 @@ class Probes:
         self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
 
 
-def _count_look(now: float, stream: Stream) -> None:
+def _count_look(now: float, stream: Stream, found: bool = True) -> None:
     """A probe-made look starts (or is due): a miss until it merges (``Merges._merged``
-    clears the count), and the time the backoff of the next is measured from."""
-    stream.trailed_at = now
+    clears the count), and, if a probe ``found`` a closer root, the time the backoff of the
+    next crossing's look is measured from. A look past a closer peer is a guess, and does
+    not hold back a crossing: a closer root's probe is news it had not (chaos: a root whose
+    closer peers were its own members looked past them at each of its probe rounds, just
+    before the closer root's probe crossed it, every time; the crossing was always inside
+    the backoff its own guess had just started, and the two roots never merged)."""
+    if found:
+        stream.trailed_at = now
     stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
 
 
