@@ -141,9 +141,13 @@ def up(
     _refuse_if_running(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = state_dir(directory)
-    shutil.rmtree(state, ignore_errors=True)  # an earlier testnet's: other identities
-    if keep_state:
-        state.mkdir()
+    try:
+        if state.exists():
+            shutil.rmtree(state)  # an earlier testnet's: other identities
+        if keep_state:
+            state.mkdir()
+    except OSError as error:
+        raise LaunchError(f"cannot clear {state}: {error.strerror or error}") from None
     began = time.monotonic()
     topology = small_world(nodes, degree, random.Random(seed))
     ids = identities(nodes, seed)

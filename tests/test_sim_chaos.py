@@ -216,16 +216,20 @@ def run(scenario: Scenario) -> Outcome:
 
 
 def _isolated(sim: Simulator, pubs: list[int]) -> frozenset[int]:
-    """The live nodes with no live path to the publishers once every fault is over (all
-    their peers died for good): a crash can cut a subscriber's node off as a partition
-    can, and for ever (chaos seed 0: all five peers of one node died). Counted from a live
-    publisher, or, if none lives, from the largest group of nodes that reach one another."""
+    """The live nodes cut off for good once every fault is over (all their peers died): a
+    crash can cut a subscriber's node off as a partition can, and for ever (chaos seed 0:
+    all five peers of one node died). Everyone outside the largest group of nodes that
+    reach one another and the live publishers' group: never most of the network, so the
+    checks always cover most of it."""
     live = [i for i in range(len(sim.nodes)) if sim.alive[i]]
-    start = next((p for p in pubs if sim.alive[p]), None)
-    if start is not None:
-        main = sim.reachable(start)
-    else:
-        main = max((sim.reachable(i) for i in live), key=len, default=set())
+    groups: list[set[int]] = []
+    for i in live:
+        if not any(i in group for group in groups):
+            groups.append(sim.reachable(i))
+    main = set(max(groups, key=len, default=set()))
+    for p in pubs:
+        if sim.alive[p]:
+            main |= sim.reachable(p)
     return frozenset(i for i in live if i not in main)
 
 

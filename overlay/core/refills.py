@@ -21,12 +21,14 @@ what they have too (``PacketFlow.push_up``). A child that needs those numbers wa
 they are in, or until the root's own wait ends: half of ``fill_timeout``, so its answer
 reaches the waiters below it before their timeouts, and never before its grace ends (chaos:
 a new root told a resubscriber nine packets were missed that the subtree which made it root
-held); a grace or a look that begins while they wait holds them too, a few timeouts at
-most. What nobody brought is then lost for good: the root records it missed, and every
-later asker hears so at once (not while a waiter asked since still waits for it). A
-resubscriber adopted while waiters wait has a subtree that was not there when they asked, so
-it is asked for what it may hold too (PastQuery), by whichever node adopts it; a root asks
-one that has seen past numbers it recorded lost for those as well, and takes them back in.
+held); a grace or a look under way when their wait ends holds them a few timeouts more,
+while a search waiting there would still wait for its answer (a waiter at a relay below
+may give up first; it is told the numbers were missed, as before). What nobody brought is
+then lost for good: the root records it missed, and every later asker hears so at once
+(not while a waiter asked since still waits for it). A resubscriber adopted while waiters
+wait has a subtree that was not there when they asked, so it is asked for what it may hold
+too (PastQuery), by whichever node adopts it; a root asks one that has seen past numbers it
+recorded lost for those as well, and takes them back in.
 A root with no children, past its grace, has nobody to ask and reports the numbers missed at
 once.
 Meanwhile:
@@ -75,7 +77,8 @@ from overlay.messages import (
 
 FILL_TIMER = "fill"
 
-# Timeouts a waiter sits out while its node's subtree is detached (``_on_fill_timer``).
+# Timeouts a waiter sits out while its node's subtree is detached, or its root is in a
+# grace or a look (``_on_fill_timer``).
 MAX_HOLDS = 3
 
 # Children one stream keeps waiting at once. A refill is rare (a late joiner meets an older
@@ -102,6 +105,7 @@ class Fill:
     must_beat: float | None  # that search's, checked again when it is answered
     token: int  # its timer
     asked: Span  # what we asked our parent (a root: its subtree) for
+    since: float  # when it began to wait
     held: int = 0  # timeouts that found our subtree detached (``_on_fill_timer``)
 
 
@@ -230,7 +234,7 @@ class Refills:
         asked = (missing[0][0], missing[-1][1])
         covered = any(f.asked[0] <= asked[0] and asked[1] <= f.asked[1] for f in fills)
         token = self._arm_fill(now, stream)
-        fills.append(Fill(peer, first, last, uid, must_beat, token, asked))
+        fills.append(Fill(peer, first, last, uid, must_beat, token, asked, now))
         stream.fills = fills
         if not covered:
             if root:
@@ -352,13 +356,20 @@ class Refills:
                 # from a branch that held it). That wait is bounded: a label whose
                 # RestartEnded was lost would hold the waiter for ever.
                 below = stream.state is State.JOINED and stream.restart_uid is not None
-                # So too at a root in a grace that began after the waiter asked (a subtree
-                # it lost may come back and push up what it holds) or in a look (it may be
-                # about to join a tree that holds it). Chaos: a root that had continued
+                # So too at a root in a grace (a subtree it lost may come back and push up
+                # what it holds) or a look (it may be about to join a tree that holds it),
+                # while the search that waits here would still be waiting for the answer:
+                # each hop gives it ``request_timeout`` from its Accepted, and the root's
+                # answer must still get down the path. Chaos: a root that had continued
                 # after a merging root's claim lost the pushes to a broken link; while it
                 # looked, the claimant, a root again, held 0..14, and a subscriber that had
                 # waited through a partition was told they were missed.
-                settling = stream.state is State.ROOT and stream.recover_until is not None
+                patience = (self.config.request_timeout - self.config.fill_timeout) / 2
+                settling = (
+                    stream.state is State.ROOT
+                    and stream.recover_until is not None
+                    and now - fill.since < patience
+                )
                 if stream.state is State.RESTARTING or (
                     (below or settling) and fill.held < MAX_HOLDS
                 ):
