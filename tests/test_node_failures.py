@@ -523,3 +523,60 @@ def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
     assert net.state(b"A", KEY) is State.JOINED
     assert net.events[(b"A", 1)] == [Subscribed(KEY, root=False)]
     assert net.tree_problems(KEY) == []
+
+
+def found_beyond_a_labelled_member(
+    reply: SubscribeSucceeded, confirmed: bool = True
+) -> tuple[Node, list[Send]]:
+    """N, labelled by a detached subtree whose origin is at 0.2 (``confirmed``: N's child D
+    has confirmed the label), routes on W's resubscribe that must beat 0.3 (closer to the
+    key at 0.5: it may not hang below N's subtree). B refuses it, and X answers with
+    ``reply``."""
+    node = child_of_b()
+    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
+    if confirmed:
+        node.receive(1.05, b"D", RestartConfirmed(70, KEY))
+    effects = node.receive(1.1, b"W", ResubscribeRequest(81, KEY, 5, 0.3, 0.3, None))
+    assert relayed(effects, b"W", 81)[0] == b"B"
+    (hop, forwarded) = one_send(node.receive(1.2, b"B", RejectedLoop(81)))
+    assert hop == b"X" and isinstance(forwarded, ResubscribeRequest)
+    return node, sends(node.receive(1.3, b"X", reply))
+
+
+def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found() -> None:
+    """Refusing the success would end W's search as "nothing found" while a tree was
+    found: W, closer to the key than N's origin, would number on as a second root (chaos:
+    THREE_ROOTS in test_sim_chaos_restarts). N moves to X's tree, its subtree with it."""
+    node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4))
+    # X's tree is attached: N's label ends in its subtree; B loses N, and W hangs below N.
+    assert effects == [
+        (b"D", RestartEnded(70, KEY)),
+        (b"B", Unsubscribe(KEY)),
+        (b"W", SubscribeSucceeded(81, KEY, 4)),
+    ]
+    stream = node.streams[KEY]
+    assert (stream.state, stream.parent) == (State.JOINED, b"X")
+    assert (stream.restart_uid, stream.restart_origin) == (None, None)
+    assert set(stream.children) == {b"D", b"W"}
+
+
+def test_member_of_a_detached_subtree_does_not_move_below_another_detached_one() -> None:
+    """X's success carries a label of its own: X's tree is detached too, and may come to
+    hang below N's. N refuses the success, as before, and W's search goes on."""
+    labelled = SubscribeSucceeded(81, KEY, 4, restart=90, origin=0.4)
+    node, effects = found_beyond_a_labelled_member(labelled)
+    assert effects == [(b"X", Unsubscribe(KEY)), (b"W", DataNotFound(81, KEY, MAX_HTL))]
+    stream = node.streams[KEY]
+    assert (stream.parent, stream.restart_origin) == (b"B", 0.2)
+    assert set(stream.children) == {b"D"}
+
+
+def test_member_whose_label_is_not_yet_confirmed_below_it_does_not_move() -> None:
+    """D has not confirmed N's label when W's search leaves N: X may be in N's own subtree,
+    unlabelled only because the label has not reached it yet, and moving below it would
+    close a cycle (chaos). N refuses the success, as before."""
+    node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4), False)
+    assert effects == [(b"X", Unsubscribe(KEY)), (b"W", DataNotFound(81, KEY, MAX_HTL))]
+    stream = node.streams[KEY]
+    assert (stream.parent, stream.restart_origin) == (b"B", 0.2)
+    assert set(stream.children) == {b"D"}

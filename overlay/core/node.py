@@ -391,6 +391,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         )
         route.descriptor = descriptor
         route.tried.add(peer)
+        if stream is not None and stream.confirming is None:
+            route.labelled = stream.restart_uid
         self._start_route(now, route)
 
     def _start_own_search(
@@ -509,25 +511,19 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 # We routed our restarting ancestor's resubscribe past ourselves and it found
                 # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
                 # ancestor, which will attach below us), so no cycle closes.
-                old = stream.parent
-                self._change(stream, Change.REPARENTED, parent=peer)
-                self._take_label(stream, *label_of(reply))
-                self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
-                # ``peer`` may be the old parent itself: the search went up through it (it
-                # routed the ancestor's resubscribe on too) before leaving the subtree.
-                # Leaving it then orphans us (chaos: a child naming a parent that had
-                # dropped it, its publishes refused there for ever).
-                if old is not None and old != peer and old in self.peers:
-                    self._leave(old, route.key)
-                self._refill(now, stream)
+                self._hang_from(now, stream, peer, reply, route.last_seen)
                 # A root this very search made holds none of the tree's past, so we name no
                 # head: the ancestor whose search it is then pushes all it has (chaos: told
                 # our head, it pushed nothing, and the only copy of a packet stayed below
                 # it). It is still caught up from us: we may hold what it lacks.
                 head_known = not new_root
             elif stream.parent != peer:
-                self._leave(peer, route.key)
-                if not self._may_hang_below(stream, route.uid, route.must_beat):
+                if self._may_hang_below(stream, route.uid, route.must_beat):
+                    self._leave(peer, route.key)  # it joins our tree, through us
+                elif self._may_move_to(stream, peer, reply, route):
+                    self._hang_from(now, stream, peer, reply, route.last_seen)
+                else:
+                    self._leave(peer, route.key)
                     self._fail(route)  # answering it from here would put it below us
                     return
             self._answer(now, stream, route, new_root=False, head_known=head_known)

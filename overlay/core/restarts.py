@@ -33,6 +33,7 @@ from typing import Protocol
 from keyspace.location import is_closer
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
@@ -64,6 +65,7 @@ class _NodeParts(Protocol):
     _awaiting: dict[int, bytes]
     _lost_a_link: bool
     flow: PacketFlow
+    peers: PeerTable
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
@@ -82,6 +84,8 @@ class _NodeParts(Protocol):
     def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _check_confirmed(self, now: float, stream: Stream) -> None: ...
     def _route_restart(self, now: float, stream: Stream) -> None: ...
+    def _refill(self, now: float, stream: Stream) -> None: ...
+    def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
 
 
 class Restarts:
@@ -122,6 +126,59 @@ class Restarts:
         if must_beat is None or origin is None:
             return True
         return uid not in stream.restarts_seen and is_closer(stream.target, origin, must_beat)
+
+    def _may_move_to(
+        self: _NodeParts,
+        stream: Stream,
+        peer: PeerId,
+        reply: SubscribeSucceeded | SubscribeSucceededNewRoot,
+        route: Route,
+    ) -> bool:
+        """A search we routed on found, through ``peer``, a tree that is not detached, and
+        our label (a detached or looking tree, farther from the key than the search's
+        origin) forbids hanging the origin below us. Then we move, with our subtree, to
+        the tree it found, and answer it from there. Refusing would end the search as
+        "nothing found" while a tree was found (chaos: the closest node's look, routed
+        through a looking far root's members to a third root, was refused on its way back,
+        and the two nearer roots numbered one range twice). Only a member moves, and only
+        below an existing, unlabelled tree: a labelled one may hang below our own tree, and
+        our root still looks, so it finds the tree we moved to.
+
+        An unlabelled answer is outside our subtree only if every member of it carried our
+        label before the search left us: so our label must have been confirmed by then
+        (``route.labelled``; chaos: a member that the label had not reached yet answered,
+        and the relay hung below its own descendant, a cycle with no root). And never for
+        a restart we relayed: its origin is our ancestor, or was (a newer restart may have
+        moved us since), and it comes to hang below us (chaos: a cycle, too)."""
+        if stream.state is not State.JOINED or peer in stream.children:
+            return False
+        if route.labelled is None or route.labelled != stream.restart_uid:
+            return False
+        if route.uid in stream.restarts_seen:
+            return False
+        return isinstance(reply, SubscribeSucceeded) and reply.origin is None
+
+    def _hang_from(
+        self: _NodeParts,
+        now: float,
+        stream: Stream,
+        peer: PeerId,
+        reply: SubscribeSucceeded | SubscribeSucceededNewRoot,
+        last_seen: int | None,
+    ) -> None:
+        """Leave our parent for ``peer``, whose success ``reply`` a search routed past us
+        brought back, taking our subtree along."""
+        old = stream.parent
+        self._change(stream, Change.REPARENTED, parent=peer)
+        self._take_label(stream, *label_of(reply))
+        self.flow.attached(stream, success_of(reply), last_seen, new_head(reply))
+        # ``peer`` may be the old parent itself: the search went up through it (it routed
+        # the ancestor's resubscribe on too) before leaving the subtree. Leaving it then
+        # orphans us (chaos: a child naming a parent that had dropped it, its publishes
+        # refused there for ever).
+        if old is not None and old != peer and old in self.peers:
+            self._leave(old, stream.key)
+        self._refill(now, stream)
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""

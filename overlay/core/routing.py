@@ -49,6 +49,9 @@ class Route:
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
     lost: bool = False  # a peer it went to dropped its link before answering (DataNotFound)
     prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``hops``)
+    # The restart label our whole subtree had confirmed when the search reached us, if any
+    # (``Restarts._may_move_to``).
+    labelled: int | None = None
 
     @property
     def is_resubscribe(self) -> bool:
