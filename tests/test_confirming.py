@@ -117,6 +117,24 @@ def test_confirmed_packets_go_down_in_number_order() -> None:
     assert data(net, b"D") == [b"first", b"second"]
 
 
+def test_a_claim_pushed_up_to_the_root_that_holds_it_pending_is_no_news() -> None:
+    # D's publish is numbered 1 and confirmed, and waits behind A's 0. A restart above D
+    # ends (a look, say) and D pushes its claim up: R gave 1 to that very publish, so it
+    # neither holds numbering for a grace nor drops what is pending.
+    net = tree(config=CONFIRMING)
+    net.hold(b"A")
+    net.publish(b"A", KEY, b"first")
+    uid = net.publish(b"D", KEY, b"second")
+    assert numbered(net) == [0, 1]
+    pushed = PublishData(uid, KEY, 1, 0.3, 20, b"second", None, PacketKind.DATA, None, pushed=True)
+    net.inject(b"B", b"R", pushed)
+    root = net.stream(b"R", KEY)
+    assert root is not None and root.recover_until is None and sorted(root.pending) == [0, 1]
+    net.release(b"A")
+    assert data(net, b"E") == [b"first", b"second"]
+    assert net.answers(b"D") == [PublishAcked(KEY, uid, 1)]
+
+
 def test_a_retry_while_pending_is_told_the_same_number() -> None:
     net = tree(config=CONFIRMING)
     net.hold(b"A")

@@ -232,10 +232,12 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
             number = message.packet
+            uids = stream.uids
             if (
                 message.pushed
                 and number is not None
                 and (stream.next_in is None or number > stream.next_in)
+                and (uids is None or uids.get(message.uid) != number)
             ):
                 # A member pushes up a packet beyond our head: the tree had the numbers
                 # before it, though no resubscriber that joined us directly said so (one
@@ -247,7 +249,10 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                 # numbering (chaos: a root refused 2..12 from a tree that merged into it).
                 # It claims its own number too, so it is among what the grace takes in
                 # order at its end: claimed up to the number before it, it stayed queued
-                # behind a new publish, which took its number first.
+                # behind a new publish, which took its number first. Not a number we gave
+                # this very publish (a publisher's node pushes its claims when a restart
+                # ends, ``confirming``): pending here still, it is no news, and a grace
+                # for it would stall the stream and drop what is pending.
                 self.reported(now, stream, number)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
