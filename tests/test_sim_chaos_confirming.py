@@ -1,9 +1,8 @@
 """The chaos search's race scenarios (``test_sim_chaos``) with ``confirm_publishes`` on: a
-packet numbered just as a partition begins (without confirmation the first two still fail,
-see the README's Known limits; with it, a root sends a packet down only once its
-publisher's node knows its number, ``overlay.core.confirming``), and a claim on such a
-number that must reach the root that takes the tree over. Replayed exactly: the
-simulation is deterministic."""
+packet numbered just as a partition begins. Without confirmation both still fail (see the
+README's Known limits); with it, a root sends a packet down only once its publisher's node
+knows its number (``overlay.core.confirming``). Replayed exactly: the simulation is
+deterministic."""
 
 from __future__ import annotations
 
@@ -67,42 +66,6 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
     partition=(14.782677768218361, 37.46522179695457, 0.10000000000000002),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
-    ),
-    confirm=True,
-)
-
-
-def test_a_claim_reaches_a_root_that_takes_over_from_below_its_publishers_node() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2468 in stop 31 (it failed at stop 30's core
-    # too). Root 7 numbered node 43's publishes 14..16; 43 confirmed (claims), and 7 sent
-    # them down 24 ms before a partition cut 7 off; the acknowledgements were lost. On 43's
-    # side, 23 (43's ancestor) took the tree over, told by its subtree that the tree had
-    # got to 13 only, and numbered 43's retries and new publishes from 14 afresh, in
-    # another order; after the heal, packets 15 and 19 were each acknowledged for two
-    # different publishes. 43's parent never changed, so its claims were never pushed
-    # (they went up on attaching only). Now a publisher's node reports its claims in a
-    # restart's confirmation and pushes them up when the restart ends (``restarts``),
-    # within 23's grace.
-    outcome = run(PARTITION_TWICE)
-    assert outcome.log.acks and failures(outcome) == []
-
-
-PARTITION_TWICE = Scenario(
-    seed=255,
-    nodes=47,
-    streams=2,
-    subscribers=4,
-    faults=(
-        Fault(at=1.401298464324817e-45, kind="add", arg=6, until=None),
-        Fault(at=0.6572576235016593, kind="add", arg=4, until=None),
-        Fault(at=1.1785353597502681, kind="loud-crash", arg=28680, until=None),
-        Fault(at=5.20491991304805, kind="add", arg=5, until=None),
-        Fault(at=13.558923199684488, kind="loud-crash", arg=128202, until=None),
-        Fault(at=25.738794305466318, kind="crash", arg=2248, until=None),
-    ),
-    partition=(21.999557701467833, 36.37304697212244, 0.30124308122237375),
-    weather=NetworkModel(
-        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.2
     ),
     confirm=True,
 )

@@ -17,10 +17,8 @@ How. The number reaches the publisher's side before the packet reaches anyone:
    publisher's node its number (``PublishNumbered``, back the way the publish came).
 2. That node keeps the publish as a *claim* on its number and answers
    ``PublishConfirmed`` up the tree. From then on, were the root to be lost, it pushes the
-   claim up to whichever root takes the tree over (``push_claims``: when it attaches to a
-   new parent, or when a restart above it ends), which takes it under that number: both
-   sides of any cut now agree on it. A restart's confirmation from it counts the claim
-   too, so the origin, if it becomes root, numbers above it.
+   claim up to whichever root takes the tree over (``push_up``), which takes it under that
+   number: both sides of any cut now agree on it.
 3. The root, confirmed, stores the packet and sends it down, and then the acknowledgement
    (``PublishSucceeded``) goes down the same links behind it, as before. Only then is the
    publisher's client told.
@@ -279,9 +277,6 @@ class Confirming:
             # Ours (checked first: our own publish may also have come back to us through a
             # detached ancestor's queue, and been relayed up again).
             stream.claims[message.uid] = message.packet
-            # The tree has this number now: a restart's confirmation from us says so, and
-            # the root that takes the tree over numbers above it (``Takeover.reported``).
-            stream.claim(message.packet)
             self._send(peer, PublishConfirmed(message.uid, message.key, message.packet))
             return
         relay = self.relayed.get(message.uid)
@@ -291,9 +286,8 @@ class Confirming:
         self.stats.ignored += 1
 
     def push_claims(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
-        """We attached under a new parent, or our ancestors' restart ended (``restarts``):
-        push up our publishes that an earlier root numbered beyond ``theirs``, under those
-        numbers (they may have gone down there)."""
+        """We attached under a new parent: push up our publishes that an earlier root
+        numbered beyond its head, under those numbers (they may have gone down there)."""
         parent = stream.parent
         if parent is None:
             return

@@ -340,14 +340,6 @@ class Restarts:
         for child in stream.children:
             self._send(child, RestartEnded(uid, key))
         self._restart_fill_clocks(now, stream)
-        if stream.claims:
-            # Our publishes a root numbered and confirmed, whose acknowledgements have not
-            # come: the root may be gone, and the one that took the tree over (now in its
-            # grace) knows nothing of those numbers. Pushed up under them, as when we
-            # attach to a new parent (chaos: the root numbered 14..16 for our publishes
-            # just as a partition cut it off; the takeover root on our side gave 15 to
-            # another publish, and both were acknowledged).
-            self.flow.push_claims(stream, stream.high)
 
     def _on_restart_timer(self: _NodeParts, now: float, uid: int) -> None:
         """Some member has not confirmed within ``confirm_timeout``: route anyway; a tree
