@@ -395,10 +395,10 @@ def _check(scenario: Scenario) -> None:
 
 
 # Open (issue 4): the search still finds scenarios that break a guarantee. With the default
-# configuration (``confirm_publishes`` on) the replayed sets have not failed since stop 30
-# (1,500 seeded draws, ``tests/hunt_chaos.py``; the one that failed before, every node that
-# held a stream's numbering dying, is fixed by ``memory``), but stop 29 saw the known double
-# fault once (see the README's Known limits). Which examples a run draws is
+# configuration (``confirm_publishes`` on), stop 32's final core failed 1 of 2,400 seeded
+# draws (``tests/hunt_chaos.py``): the claim that never reaches a new root, kept in
+# test_sim_chaos_open.py; stop 29 saw the known double fault once (see the README's Known
+# limits). Which examples a run draws is
 # hypothesis's affair (the simulation itself is deterministic), so the property may XPASS.
 # It runs, in CI too, as an expected failure: not strict, since a given run may draw no
 # failing scenario. Failing examples whose cause was found and fixed are strict regression
