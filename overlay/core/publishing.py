@@ -250,9 +250,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                 # It claims its own number too, so it is among what the grace takes in
                 # order at its end: claimed up to the number before it, it stayed queued
                 # behind a new publish, which took its number first. Not a number we gave
-                # this very publish (a publisher's node pushes its claims when a restart
-                # ends, ``confirming``): pending here still, it is no news, and a grace
-                # for it would stall the stream and drop what is pending.
+                # this very publish (a publisher's node that attached to a new parent
+                # pushes its claims, ``confirming``): pending here still, it is no news,
+                # and a grace for it would stall the stream and drop what is pending.
                 self.reported(now, stream, number)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
