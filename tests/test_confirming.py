@@ -25,6 +25,7 @@ from overlay.messages import (
     PublishSucceeded,
     SubscribeData,
     SubscribeRequest,
+    Unsubscribe,
 )
 
 BEAT = NodeConfig().heartbeat_interval
@@ -243,6 +244,38 @@ def test_a_publish_given_up_takes_its_claim_with_it() -> None:
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
     [failed] = net.answers(b"A")
     assert isinstance(failed, PublishFailed) and stream.claims == {}
+
+
+def test_a_publish_given_up_and_sent_again_takes_its_claim_back() -> None:
+    # The timeout says nothing of number 5: a root, perhaps one cut off with it, may hold
+    # the packet under it and acknowledge the retry with it. The claim must go up with the
+    # retry (chaos: dropped, the publisher's side announced 2 and 4 missed; after the heal
+    # the cut-off root acknowledged retries with them).
+    net = tree(config=NodeConfig(confirm_publishes=True, publish_attempts=1))
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"p5")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    stream = net.stream(b"A", KEY)
+    assert stream is not None
+    net.advance(net.now + NodeConfig().publish_timeout + 0.01)
+    assert stream.claims == {}
+    net.publish(b"A", KEY, b"another")  # another uid takes nothing
+    assert stream.claims == {}
+    net.publish(b"A", KEY, b"p5", uid=uid)
+    assert stream.claims == {uid: 5}
+
+
+def test_a_relay_passes_a_number_down_only_to_a_child_it_still_has() -> None:
+    # A relay entry outlives the tree it was made in; stale entries closed a cycle that a
+    # number went round for ever (chaos: 25 -> 9 -> 30 -> 4 -> 25, each by its entry).
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"p0")  # B relays it: from A, up to R
+    net.inject(b"A", b"B", Unsubscribe(KEY))  # A is no longer B's child
+    net.release(b"R")
+    assert [(s, d) for s, d, _ in net.sent(PublishNumbered)] == [(b"R", b"B")]
+    assert net.stream(b"A", KEY).claims == {}  # type: ignore[union-attr]
+    assert uid not in [m.uid for _, _, m in net.sent(PublishConfirmed)]  # type: ignore[attr-defined]
 
 
 def test_a_local_retry_is_not_acknowledged_under_a_number_dropped_while_it_waited() -> None:

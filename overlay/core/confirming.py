@@ -280,7 +280,20 @@ class Confirming:
             self._send(peer, PublishConfirmed(message.uid, message.key, message.packet))
             return
         relay = self.relayed.get(message.uid)
-        if relay is not None and relay.upstream == peer and relay.key == message.key:
+        if (
+            relay is not None
+            and relay.upstream == peer
+            and relay.key == message.key
+            and stream is not None
+            and stream.state is State.JOINED
+            and stream.parent == peer
+            and relay.source in stream.children
+        ):
+            # Only along a relay still in the tree, the way ``on_confirmed`` comes back up.
+            # A relay entry outlives the tree it was made in (a node that left the stream or
+            # became root keeps it until its next relay prunes it), and stale entries can
+            # close a cycle: the number went round it for ever (chaos: a root numbered a
+            # dead publisher's queued publishes; 25 -> 9 -> 30 -> 4 -> 25, each by its entry).
             self._send(relay.source, message)  # the entry stays for the answer to follow
             return
         self.stats.ignored += 1

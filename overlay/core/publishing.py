@@ -148,6 +148,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         self.memory = memory
         self.signatures = SignatureChecker(config.signature_cache)
         self.local: dict[int, LocalPublish] = {}
+        # Claims of local publishes that timed out (uid -> key, number), bounded: a client
+        # that retries the uid takes its claim back (``publish``; see ``_fail_local``).
+        self.lapsed: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
         self.relayed: OrderedDict[int, Relay] = OrderedDict()
         self.pushes: OrderedDict[int, Push] = OrderedDict()  # ours, unanswered (``takeover``)
         # Roots in their takeover grace, by timer token.
@@ -160,6 +163,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         """Start a local client's publish. The node checked the request, its signature
         included (``clients.py``, before joining a tree for it)."""
         self.local[message.uid] = LocalPublish(client, message)
+        lapsed = self.lapsed.pop(message.uid, None)
+        if lapsed is not None and lapsed[0] == message.key:
+            stream.claims.setdefault(message.uid, lapsed[1])
         self._arm(now, message.uid, 1)
         self._route(now, stream, client, message)
 
@@ -205,7 +211,21 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         return entry
 
     def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
+        stream = self.streams.get(message.key)
+        number = None if stream is None else stream.claims.get(message.uid)
         entry = self._drop_local(message.uid)
+        if number is not None and error is PublishError.TIMEOUT:
+            # A timeout says nothing of the number we confirmed: the root, or a root cut
+            # off with it, may hold the packet under it and acknowledge a retry of this uid
+            # with it. Kept for that retry, the claim goes up to the next root as before
+            # (``push_claims``); dropped, our side of a cut announces the number missed
+            # while the other side keeps the uid under it (chaos: 2 and 4 acknowledged
+            # after the heal to retries, that subscribers on the publisher's side had been
+            # told were missed).
+            self.lapsed[message.uid] = (message.key, number)
+            self.lapsed.move_to_end(message.uid)
+            while len(self.lapsed) > self.config.max_queued_publishes:
+                self.lapsed.popitem(last=False)
         failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
         for waiting in [client] if entry is None else entry.clients:
             self._deliver(waiting, failed)
