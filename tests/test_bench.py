@@ -41,11 +41,14 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert net["acked"] == 300 and net["failed"] == 0 and net["unanswered"] == 0
     assert net["delivered"] == net["expected"] == 300 * 3
     assert net["duplicates"] == 0 and net["order_violations"] == 0
+    assert net["held_queries"] > 0  # every acknowledgement waited for a second branch
     assert len(net["depths"]) == 3 and all(d is not None and d >= 0 for d in net["depths"])
-    for stats in (net["latency_ms"], hop["latency_ms"]):
+    for stats in (net["latency_ms"], net["ack_latency_ms"], hop["latency_ms"]):
         assert 0 < stats["p50"] <= stats["p99"] <= stats["max"]
     assert hop["received"] == hop["packets"] == 150
-    assert "p99" in latency.format_report(result)
+    assert "p99" in latency.format_report(result) and "publish->ack" in latency.format_report(
+        result
+    )
 
 
 def test_state_file_benchmark_relays_every_packet_and_keeps_the_last(

@@ -9,23 +9,26 @@ children hold it (one, if the root has only one child), and until then:
 
 * the root's local subscribers are not shown it;
 * a local publisher at the root is not told it is acknowledged;
-* a child that published it itself (it came straight from its origin: its HTL is one hop
-  below the full one) is not told either, while the root has another child: until then
-  the root and that child are its only holders, and both may die (chaos: a partition cut
-  the rest of the tree off, and the root and the publisher's node died within seconds of
-  each other; a cut-off subscriber never had the acknowledged packet). A publish that
-  climbed through a relay is answered at once: its acknowledgement goes down the same FIFO
-  links after the packet, so the root, every relay and the publisher's node hold it first.
+* a child's publish (its node's, or one it relayed up) is not answered either, while the
+  root has another child: until then the packet is held only by the root and the one
+  branch it came up, and a root's death with one cut or crash in that branch loses it
+  (chaos: a partition cut the rest of the tree off, and the root and the publisher's node
+  died within seconds of each other; a cut-off subscriber never had the acknowledged
+  packet). Stop 33 took away the exception for relayed publishes, once answered at once
+  because the relays hold the packet too: the root died, a partition cut the relay off
+  with its branch, the publisher's node died, and the rest of the tree gave the
+  acknowledged number to another publish.
 
-The root asks its children (``HeldQuery``) to say what they hold, and keeps each one's
-answer (``Held``, cumulative). One question is outstanding at a time; once it is answered
-the root asks about its newest packet again, so under load one round trip covers many
-packets. A child adopted after the question counts from the next one, and one whose
+The root asks three of its children (``HeldQuery``) to say what they hold, and keeps each
+one's answer (``Held``, cumulative). One question is outstanding at a time; once it is
+answered the root asks about its newest packet again, so under load one round trip covers
+many packets. A child adopted after the question counts from the next one, and one whose
 catch-up is held back (``refills``) from the first question after it is sent. A root with
 nobody to wait for does not ask. A child that never answers costs at most
 ``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
 root goes on without it, rather than let a silent or hostile child stall its clients. Such
-a child is ``silent`` until it answers again: it is still asked, but nothing waits for it.
+a child is ``silent`` until it answers again: it is asked only when fewer than three
+others are left, and nothing waits for it.
 Were it waited for afresh at every question, one child that heartbeats but never answers
 would hold every acknowledgement of a root with one or two children back by
 ``confirm_timeout``; now it costs that once per answer it gives. Forgiving it on its next
@@ -44,10 +47,12 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
-from overlay.messages import MAX_WIRE_HTL, Held, HeldQuery, Message, PublishData, PublishSucceeded
+from overlay.messages import Held, HeldQuery, Message, PublishData, PublishSucceeded
 
 # Children that must hold a packet before it is committed (fewer if the root has fewer).
 HOLDERS = 2
+# Children asked at once: one more than needed, so one slow child does not hold up the rest.
+ASKED = HOLDERS + 1
 
 
 class _FlowParts(Protocol):
@@ -78,6 +83,19 @@ def held_by_enough(stream: Stream) -> int | None:
     if needed == 0:
         return None
     return sorted((mark for _, mark in asked), reverse=True)[needed - 1]
+
+
+def _to_ask(stream: Stream) -> list[PeerId]:
+    """The children a question goes to: ``ASKED`` of them, those that answer first, then
+    silent ones if too few answer. Not a child whose catch-up is held back (``refills``):
+    live packets wait for it, so it could not say it holds this one until that catch-up
+    is sent. Asking every child cost a root with many of them a HeldQuery and a Held per
+    child for nearly every packet, once every publish waited for a second branch."""
+    fed = list(stream.fed)
+    chosen = [child for child in fed if child not in stream.silent][:ASKED]
+    if len(chosen) < ASKED:
+        chosen += [child for child in fed if child in stream.silent][: ASKED - len(chosen)]
+    return chosen
 
 
 def waits_for(stream: Stream, child: PeerId | None = None) -> bool:
@@ -120,13 +138,12 @@ class Commits:
     def ack_child(
         self: _FlowParts, stream: Stream, child: PeerId, message: PublishData, answer: Any
     ) -> None:
-        """Answer a child's publish; if the child is the publisher itself, a success waits
-        until another child holds the packet too (see the module docstring)."""
-        # The publisher's node sends its publish with the full HTL less its own hop.
-        direct = not message.pushed and message.htl >= MAX_WIRE_HTL - 1
+        """Answer a child's publish; a success waits until another child holds the packet
+        too (see the module docstring). Pushed packets (a takeover's) are answered at once:
+        the tree held them before this root numbered anything."""
         if (
             not isinstance(answer, PublishSucceeded)
-            or not direct
+            or message.pushed
             or stream.state is not State.ROOT
             or stream.next_in is None
             or not waits_for(stream, child)
@@ -224,11 +241,10 @@ class Commits:
         stream.asked = number
         stream.ask_rounds = 0
         query = HeldQuery(stream.key, number)
-        # Not a child whose catch-up is held back (``refills``): live packets wait for it,
-        # so it could not say it holds this one until that catch-up is sent.
-        for child in stream.fed:
+        for child in _to_ask(stream):
             stream.holds.setdefault(child, -1)
             self._send(child, query)
+            self.stats.held_queries += 1
 
     def _commit(self: _FlowParts, stream: Stream) -> None:
         """Everything held may be shown: deliver it and release the held acknowledgements.

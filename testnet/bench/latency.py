@@ -13,7 +13,8 @@ start + i/rate, not "sleep between packets", so a slow moment does not lower the
 payload starts with its publish time (``trio.current_time()``, one clock for all nodes in the
 process); a subscriber's latency for a packet is its arrival time minus that.
 
-Reported: p50, p90, p99 and max over every (packet, subscriber) delivery; packets delivered
+Reported: p50, p90, p99 and max over every (packet, subscriber) delivery, and over every
+publish's acknowledgement (its arrival at the publishing client); packets delivered
 against expected (acknowledged publishes times subscribers), duplicates and order violations
 (both must be 0), publishes that failed, and each subscriber's depth in the tree (hops below
 the root; a packet also climbs from the publisher's node to the root). The baseline, run in
@@ -78,11 +79,13 @@ class _Subscriber:
 class _Publisher:
     def __init__(self) -> None:
         self.acked: dict[int, int] = {}  # uid -> packet number
+        self.acked_at: dict[int, float] = {}  # uid -> when the acknowledgement arrived
         self.failed: list[PublishFailed] = []
 
     def deliver(self, event: ClientEvent) -> None:
         if type(event) is PublishAcked:
             self.acked[event.uid] = event.number
+            self.acked_at.setdefault(event.uid, trio.current_time())
         elif type(event) is PublishFailed:
             self.failed.append(event)
 
@@ -147,10 +150,13 @@ async def measure_network(
             for sink in sinks:
                 sink.arrivals.clear()
         depths = _depths(net, chosen)
+        asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
         count = max(1, round(rate * duration))
         start = trio.current_time()
+        sent: dict[int, float] = {}
         for uid in range(1, count + 1):
             await trio.sleep_until(start + (uid - 1) / rate)
+            sent[uid] = trio.current_time()
             publisher_host.publish(client, STREAM.key, uid, _payload(payload))
         with trio.move_on_after(DRAIN_TIMEOUT):
             await publisher_host.wait_until(
@@ -165,6 +171,7 @@ async def measure_network(
             while not complete():
                 await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
         elapsed = trio.current_time() - start
+        held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
     latencies: list[float] = []
     duplicates = order_violations = delivered = 0
     for sink in sinks:
@@ -194,6 +201,10 @@ async def measure_network(
         "subscribers": chosen,
         "depths": depths,
         "latency_ms": summarize(latencies),
+        "held_queries": held_queries,
+        "ack_latency_ms": summarize(
+            [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
+        ),
     }
 
 
@@ -301,12 +312,15 @@ def format_report(result: dict[str, Any]) -> str:
         "",
         f"{'ms':<26}" + "".join(f"{k:>9}" for k in _COLUMNS),
         row("overlay, publish->deliver", net["latency_ms"]),
+        row("overlay, publish->ack", net["ack_latency_ms"]),
         row("plain TCP hop (baseline)", hop["latency_ms"]),
         "",
         f"delivered {net['delivered']:,} of {net['expected']:,} expected "
         f"({net['acked']:,} of {net['published']:,} publishes acknowledged, "
         f"{net['failed']} failed, {net['unanswered']} unanswered); duplicates {net['duplicates']}, "
         f"order violations {net['order_violations']}",
+        f"the root asked its children {net['held_queries']:,} times what they hold "
+        "(HeldQuery, each answered by a Held: commits)",
         f"subscribers on nodes {net['subscribers']}, depth below the root "
         f"{net['depths']} (publisher on node 0)",
         f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "
