@@ -303,16 +303,15 @@ class Refills:
         self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
 
     def _check_fills(self: _NodeParts, now: float, stream: Stream) -> None:
-        """Serve every waiter whose asked-for numbers are in (held or known missing): a
-        parent answers in order, so the last number asked arrives last. A root out of its
-        takeover grace serves all: nobody is left to ask. In the grace, the numbers come
-        from below, from any child, so each waiter is served once none it asked lacks."""
+        """Serve every waiter none of whose asked-for numbers we still lack (each is held
+        or known missing). Not "the last number asked is in" (a parent answers in order):
+        that number may be the answer to another waiter's narrower ask, sent earlier (chaos:
+        a relay asked its parent for 19 for one resubscribe, then 17..19 for another; 19
+        came, and the second was told 17 and 18 were missed 25 ms before they arrived). At
+        a root in its grace the numbers come from below, from any child, the same way."""
         for fill in list(stream.fills or ()):
-            if stream.state is not State.ROOT:
-                done = not stream.window.accepts(fill.asked[1])
-            else:
-                done = not gaps(stream.window, *fill.asked)
-            if done:
+            # (the first test is the cheap one: while the last number is lacking, so is one)
+            if not stream.window.accepts(fill.asked[1]) and not gaps(stream.window, *fill.asked):
                 self._finish_fill(now, stream, fill)
 
     def _refill(self: _NodeParts, now: float, stream: Stream) -> None:
