@@ -1,6 +1,6 @@
 """Commits (``overlay.core.commits``): a root shows its own clients a packet, and tells a
-local publisher, or a child that published it itself, that it is acknowledged, only once
-two children hold it too (one, if it has only one).
+local publisher, or a child whose publish it is (its node's own, or one it relayed up),
+that it is acknowledged, only once two children hold it too (one, if it has only one).
 
 The scene: N (0.45) is root of KEY with local client 1, subscribed and publishing; U (0.2)
 is its only child. Some tests add V (0.3), or use a root without local clients.
@@ -255,8 +255,26 @@ def test_a_question_goes_to_three_children_and_two_of_them_commit() -> None:
     effects = node.receive(1.0, kids[0][0], own_publish(200, b"p0", hops=2))
     asked = [peer for peer, m in sends(effects) if isinstance(m, HeldQuery)]
     assert len(asked) == 3 and node.stats.held_queries == 3
-    node.receive(1.1, asked[0], Held(KEY, 0))
+    assert asked[0] == kids[0][0]  # the publisher's branch is among them
+    assert answers(node.receive(1.1, asked[0], Held(KEY, 0)), kids[0][0]) == []
     effects = node.receive(1.2, asked[1], Held(KEY, 0))
+    assert answers(effects, kids[0][0]) == [PublishSucceeded(200, KEY, 0)]
+
+
+def test_when_asked_children_go_the_question_goes_to_others() -> None:
+    # Otherwise the publisher's branch alone would count as enough, with three children
+    # never asked (or, with none of the asked left, nobody would ask until the timeout).
+    kids = [(bytes([ord("a") + i]), 0.2 + i / 100) for i in range(6)]
+    node = bare_root(*kids)
+    effects = node.receive(1.0, kids[0][0], own_publish(200, b"p0", hops=2))
+    first = [peer for peer, m in sends(effects) if isinstance(m, HeldQuery)]
+    node.link_down(1.1, first[1])
+    effects = node.link_down(1.1, first[2])
+    again = [peer for peer, m in sends(effects) if isinstance(m, HeldQuery)]
+    assert len(again) == 3 and first[1] not in again and first[2] not in again
+    assert answers(node.receive(1.2, kids[0][0], Held(KEY, 0)), kids[0][0]) == []
+    other = next(peer for peer in again if peer != kids[0][0])
+    effects = node.receive(1.3, other, Held(KEY, 0))
     assert answers(effects, kids[0][0]) == [PublishSucceeded(200, KEY, 0)]
 
 

@@ -265,6 +265,19 @@ def test_a_publish_given_up_and_sent_again_takes_its_claim_back() -> None:
     assert stream.claims == {uid: 5}
 
 
+def test_a_publish_whose_client_went_keeps_its_claim_for_a_client_that_retries_it() -> None:
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"p5", client=2)
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    stream = net.stream(b"A", KEY)
+    assert stream is not None and stream.claims == {uid: 5}
+    net.remove_client(b"A", client=2)
+    assert stream.claims == {}
+    net.publish(b"A", KEY, b"p5", client=3, uid=uid)  # it reconnected as another client
+    assert stream.claims == {uid: 5}
+
+
 def test_a_relay_passes_a_number_down_only_to_a_child_it_still_has() -> None:
     # A relay entry outlives the tree it was made in; stale entries closed a cycle that a
     # number went round for ever (chaos: 25 -> 9 -> 30 -> 4 -> 25, each by its entry).

@@ -395,8 +395,9 @@ def _check(scenario: Scenario) -> None:
 
 
 # The property over a fixed sample: ``derandomize`` draws the same 100 scenarios every run
-# (hypothesis is pinned in pyproject.toml, since its versions draw differently), and every
-# one must keep every guarantee. Stop 33 made this a real test; until then it ran as a
+# (hypothesis is pinned in pyproject.toml, since its versions draw differently; a change
+# to ``scenarios`` or to these tests' settings draws another sample too), and every one
+# must keep every guarantee. Stop 33 made this a real test; until then it ran as a
 # non-strict expected failure, which could not fail. The property is not proven by it,
 # and is not true yet (issue 4 is open): 200 examples draw a different sample, which holds
 # a scenario of the open class in test_sim_chaos_open.py, where the scenarios known to

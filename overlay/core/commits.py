@@ -27,8 +27,9 @@ catch-up is held back (``refills``) from the first question after it is sent. A 
 nobody to wait for does not ask. A child that never answers costs at most
 ``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
 root goes on without it, rather than let a silent or hostile child stall its clients. Such
-a child is ``silent`` until it answers again: it is asked only when fewer than three
-others are left, and nothing waits for it.
+a child is ``silent`` until it answers again, and nothing waits for it; it is asked only
+when fewer than three others are left, so it may stay silent while they answer. When an
+asked child goes, the question goes again, to three of those left.
 Were it waited for afresh at every question, one child that heartbeats but never answers
 would hold every acknowledgement of a root with one or two children back by
 ``confirm_timeout``; now it costs that once per answer it gives. Forgiving it on its next
@@ -139,8 +140,9 @@ class Commits:
         self: _FlowParts, stream: Stream, child: PeerId, message: PublishData, answer: Any
     ) -> None:
         """Answer a child's publish; a success waits until another child holds the packet
-        too (see the module docstring). Pushed packets (a takeover's) are answered at once:
-        the tree held them before this root numbered anything."""
+        too (see the module docstring). Pushed packets (a takeover's) are answered at once,
+        as before: most were held in the pusher's branch, but a publisher's node pushes its
+        claims too, which may never have gone down (open: README, Known limits)."""
         if (
             not isinstance(answer, PublishSucceeded)
             or message.pushed
@@ -188,7 +190,8 @@ class Commits:
         nobody, and commits all."""
         if stream.pending:
             self.orphaned_pending(stream)  # ``confirming``
-        for child in [c for c in stream.holds if c not in stream.children]:
+        gone = [c for c in stream.holds if c not in stream.children]
+        for child in gone:
             del stream.holds[child]
         stream.silent.intersection_update(stream.children)
         if stream.committed is None:
@@ -196,6 +199,12 @@ class Commits:
         if stream.state is not State.ROOT or not waits_for(stream):
             self._commit(stream)
             return
+        asked = stream.asked
+        if gone and asked is not None and asked > stream.committed:
+            # Only some children are asked (``_to_ask``): others take the place of those
+            # that went, or what the one left answers would be enough (a publisher's own
+            # branch alone), and with none left nobody would ask again until the timeout.
+            self._ask(stream, asked)
         self._advance(stream)
         if stream.unacked:
             self.release(stream, lost_child=True)  # a publisher may be the only child left
@@ -241,7 +250,10 @@ class Commits:
         stream.asked = number
         stream.ask_rounds = 0
         query = HeldQuery(stream.key, number)
-        for child in _to_ask(stream):
+        chosen = _to_ask(stream)
+        for child in [c for c in stream.holds if c not in chosen]:
+            del stream.holds[child]  # not asked now: neither counted nor found silent
+        for child in chosen:
             stream.holds.setdefault(child, -1)
             self._send(child, query)
             self.stats.held_queries += 1

@@ -19,9 +19,15 @@ How. The number reaches the publisher's side before the packet reaches anyone:
    ``PublishConfirmed`` up the tree. From then on, were the root to be lost, it pushes the
    claim up to whichever root takes the tree over (``push_up``), which takes it under that
    number: both sides of any cut now agree on it.
-3. The root, confirmed, stores the packet and sends it down, and then the acknowledgement
-   (``PublishSucceeded``) goes down the same links behind it, as before. Only then is the
-   publisher's client told.
+3. The root, confirmed, stores the packet and sends it down; once another child holds it
+   too (``commits``), the acknowledgement (``PublishSucceeded``) goes down the way the
+   publish came. Only then is the publisher's client told.
+
+A number goes down only along relays still in the tree (the sender is the relay's parent,
+the publish's source still its child), as a confirmation comes back up: a number that
+crosses a change of the tree is dropped, and the root's pending packet with it after
+``confirm_timeout`` (or at once, if it lost that child), its publisher's retry numbered
+afresh. Stale relay entries had closed a cycle that a number went round for ever.
 
 Packets go down in number order, so a confirmed packet waits for the pending ones before
 it. A local publisher at the root needs no confirmation, but its packet waits behind

@@ -163,8 +163,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         """Start a local client's publish. The node checked the request, its signature
         included (``clients.py``, before joining a tree for it)."""
         self.local[message.uid] = LocalPublish(client, message)
-        lapsed = self.lapsed.pop(message.uid, None)
+        lapsed = self.lapsed.get(message.uid)
         if lapsed is not None and lapsed[0] == message.key:
+            del self.lapsed[message.uid]
             stream.claims.setdefault(message.uid, lapsed[1])
         self._arm(now, message.uid, 1)
         self._route(now, stream, client, message)
@@ -196,6 +197,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                 if entry.also:
                     entry.client = entry.also.pop(0)  # still wanted: keep it going
                 else:
+                    self._lapse(entry.message)  # (a client that comes back may retry it)
                     self._drop_local(uid)
 
     def _arm(self, now: float, uid: int, attempt: int) -> None:
@@ -210,22 +212,27 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                 stream.claims.pop(uid, None)
         return entry
 
-    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
+    def _lapse(self, message: PublishData) -> None:
+        """Keep the claim of a publish we give up without an answer (a timeout, or its
+        client went) for a retry of its uid (``publish``). The root, or a root cut off
+        with it, may hold the packet under that number and acknowledge the retry with it;
+        kept, the claim goes up to the next root as before (``push_claims``). Dropped, our
+        side of a cut announced the number missed while the other side kept the uid under
+        it (chaos: 2 and 4 acknowledged after the heal to retries, that subscribers on
+        the publisher's side had been told were missed)."""
         stream = self.streams.get(message.key)
         number = None if stream is None else stream.claims.get(message.uid)
+        if number is None:
+            return
+        self.lapsed[message.uid] = (message.key, number)
+        self.lapsed.move_to_end(message.uid)
+        while len(self.lapsed) > self.config.max_queued_publishes:
+            self.lapsed.popitem(last=False)
+
+    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
+        if error is PublishError.TIMEOUT:
+            self._lapse(message)  # (any other failure is an answer: no number stands)
         entry = self._drop_local(message.uid)
-        if number is not None and error is PublishError.TIMEOUT:
-            # A timeout says nothing of the number we confirmed: the root, or a root cut
-            # off with it, may hold the packet under it and acknowledge a retry of this uid
-            # with it. Kept for that retry, the claim goes up to the next root as before
-            # (``push_claims``); dropped, our side of a cut announces the number missed
-            # while the other side keeps the uid under it (chaos: 2 and 4 acknowledged
-            # after the heal to retries, that subscribers on the publisher's side had been
-            # told were missed).
-            self.lapsed[message.uid] = (message.key, number)
-            self.lapsed.move_to_end(message.uid)
-            while len(self.lapsed) > self.config.max_queued_publishes:
-                self.lapsed.popitem(last=False)
         failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
         for waiting in [client] if entry is None else entry.clients:
             self._deliver(waiting, failed)
