@@ -35,6 +35,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     Accepted,
     DataNotFound,
+    FillRequest,
     PacketKind,
     PastQuery,
     PublishData,
@@ -526,13 +527,15 @@ def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
 
 
 def found_beyond_a_labelled_member(
-    reply: SubscribeSucceeded, confirmed: bool = True
+    reply: SubscribeSucceeded, confirmed: bool = True, held: int = 0
 ) -> tuple[Node, list[Send]]:
     """N, labelled by a detached subtree whose origin is at 0.2 (``confirmed``: N's child D
     has confirmed the label), routes on W's resubscribe that must beat 0.3 (closer to the
     key at 0.5: it may not hang below N's subtree). B refuses it, and X answers with
-    ``reply``."""
+    ``reply``. N holds packets ``0..held - 1``."""
     node = child_of_b()
+    for number in range(held):
+        node.receive(0.5, b"B", SubscribeData(KEY, number, b"p%d" % number, None, DATA, None))
     node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
     if confirmed:
         node.receive(1.05, b"D", RestartConfirmed(70, KEY))
@@ -558,6 +561,15 @@ def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found(
     assert (stream.state, stream.parent) == (State.JOINED, b"X")
     assert (stream.restart_uid, stream.restart_origin) == (None, None)
     assert set(stream.children) == {b"D", b"W"}
+
+
+def test_a_member_that_moves_asks_its_new_parent_for_what_it_lacks_below_its_head() -> None:
+    """W's search resumed after W's own head, 4; N holds only 0..2. The success says
+    nothing of 3 and 4 to N: N asks X for them (chaos: a member that held up to 16 moved
+    below a parent at 17, and told its subtree 17 was missed at the next packet)."""
+    node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4), held=3)
+    assert (b"X", FillRequest(KEY, 3, 4)) in effects
+    assert node.streams[KEY].parent == b"X"
 
 
 def test_member_of_a_detached_subtree_does_not_move_below_another_detached_one() -> None:

@@ -47,3 +47,41 @@ THREE_ROOTS = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_member_that_moved_below_a_found_tree_fetches_what_it_lacked() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 5150 in stop 33 (crashes and dropped frames, no
+    # partition), after a change in commits moved its timing (it passes at 7fc3f4a,
+    # where the timing differs). Member 22 (holding up to 16) relayed 13's resubscribe,
+    # which had seen 17, and moved below the tree it found (the stop-32 rule above); the
+    # success named 17 as the head, the resume point of 13's search, so 22 never asked for
+    # 17, and told its subtree at the next packet that 17 was missed: its own subscriber
+    # never had it. A member that moves asks its new parent for what it lacks below the
+    # head (a child's FillRequest).
+    outcome = run(MOVED_WITH_A_GAP)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+MOVED_WITH_A_GAP = Scenario(
+    seed=6617,
+    nodes=29,
+    streams=2,
+    subscribers=6,
+    faults=(
+        Fault(at=1.9, kind="loud-crash", arg=726768, until=None),
+        Fault(at=2.00001, kind="crash", arg=65536, until=36.03577046019402),
+        Fault(at=5.23666340987673, kind="loud-crash", arg=300, until=None),
+        Fault(at=8.781575372939887, kind="crash", arg=34222, until=10.781585372939887),
+        Fault(at=9.247207880054958, kind="add", arg=5, until=None),
+        Fault(at=15.0, kind="loud-crash", arg=1960, until=52.71266099017716),
+        Fault(at=17.871684538171113, kind="weather", arg=0, until=25.715976073642096),
+        Fault(at=19.79554023396434, kind="crash", arg=591083, until=None),
+        Fault(at=26.478816562144168, kind="add", arg=6, until=None),
+        Fault(at=27.95740333983004, kind="loud-crash", arg=212, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.0
+    ),
+    confirm=True,
+)

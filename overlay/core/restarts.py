@@ -40,6 +40,7 @@ from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
+    FillRequest,
     Message,
     RestartConfirmed,
     RestartEnded,
@@ -178,6 +179,14 @@ class Restarts:
         # refused there for ever).
         if old is not None and old != peer and old in self.peers:
             self._leave(old, stream.key)
+        success = success_of(reply)
+        head = None if success is None else success.last_packet
+        if stream.next_in is not None and head is not None and stream.next_in <= head:
+            # The success answered the search's own resume point, not ours: ask for what we
+            # lack below the new parent's head, as a child's FillRequest (chaos: a member
+            # that held up to 16 moved below a parent at 17 for a resubscriber that had 17,
+            # and told its subtree 17 was missed at the next packet).
+            self._send(peer, FillRequest(stream.key, stream.next_in, head))
         self._refill(now, stream)
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
