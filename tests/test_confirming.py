@@ -14,6 +14,7 @@ from test_publishing import KEY, packets, tree
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import PublishAcked, PublishFailed
+from overlay.core.streams import Stream
 from overlay.messages import (
     PacketKind,
     PublishCollision,
@@ -232,15 +233,21 @@ def test_a_child_flooding_unconfirmed_publishes_is_told_busy() -> None:
     assert [e.number for e in net.answers(b"A")] == [0, 1, 2, 3]  # type: ignore[attr-defined]
 
 
+def claimed(net: CoreNet, client: int = 1) -> tuple[int, Stream]:
+    """A's publish, numbered 5 by a root whose confirmation R never sees: A's claim."""
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"p5", client=client)
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    stream = net.stream(b"A", KEY)
+    assert stream is not None and stream.claims == {uid: 5}
+    return uid, stream
+
+
 def test_a_publish_given_up_takes_its_claim_with_it() -> None:
     # Left behind, the claim would be pushed up to a later root as if 5 were still this
     # publish's number.
     net = tree(config=NodeConfig(confirm_publishes=True, publish_attempts=1))
-    net.hold(b"R")
-    uid = net.publish(b"A", KEY, b"p5")
-    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
-    stream = net.stream(b"A", KEY)
-    assert stream is not None and stream.claims == {uid: 5}
+    _, stream = claimed(net)
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
     [failed] = net.answers(b"A")
     assert isinstance(failed, PublishFailed) and stream.claims == {}
@@ -252,11 +259,7 @@ def test_a_publish_given_up_and_sent_again_takes_its_claim_back() -> None:
     # retry (chaos: dropped, the publisher's side announced 2 and 4 missed; after the heal
     # the cut-off root acknowledged retries with them).
     net = tree(config=NodeConfig(confirm_publishes=True, publish_attempts=1))
-    net.hold(b"R")
-    uid = net.publish(b"A", KEY, b"p5")
-    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
-    stream = net.stream(b"A", KEY)
-    assert stream is not None
+    uid, stream = claimed(net)
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
     assert stream.claims == {}
     net.publish(b"A", KEY, b"another")  # another uid takes nothing
@@ -267,11 +270,7 @@ def test_a_publish_given_up_and_sent_again_takes_its_claim_back() -> None:
 
 def test_a_publish_whose_client_went_keeps_its_claim_for_a_client_that_retries_it() -> None:
     net = tree()
-    net.hold(b"R")
-    uid = net.publish(b"A", KEY, b"p5", client=2)
-    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
-    stream = net.stream(b"A", KEY)
-    assert stream is not None and stream.claims == {uid: 5}
+    uid, stream = claimed(net, client=2)
     net.remove_client(b"A", client=2)
     assert stream.claims == {}
     net.publish(b"A", KEY, b"p5", client=3, uid=uid)  # it reconnected as another client

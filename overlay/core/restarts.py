@@ -170,16 +170,16 @@ class Restarts:
         """Leave our parent for ``peer``, whose success ``reply`` a search routed past us
         brought back, taking our subtree along."""
         old = stream.parent
+        success = success_of(reply)
         self._change(stream, Change.REPARENTED, parent=peer)
         self._take_label(stream, *label_of(reply))
-        self.flow.attached(stream, success_of(reply), last_seen, new_head(reply))
+        self.flow.attached(stream, success, last_seen, new_head(reply))
         # ``peer`` may be the old parent itself: the search went up through it (it routed
         # the ancestor's resubscribe on too) before leaving the subtree. Leaving it then
         # orphans us (chaos: a child naming a parent that had dropped it, its publishes
         # refused there for ever).
         if old is not None and old != peer and old in self.peers:
             self._leave(old, stream.key)
-        success = success_of(reply)
         head = None if success is None else success.last_packet
         if stream.next_in is not None and head is not None and stream.next_in <= head:
             # The success answered the search's own resume point, not ours: ask for what we
