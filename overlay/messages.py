@@ -335,6 +335,10 @@ class PublishData(Message):
     ``pushed``: a tree member sends up a packet it holds under the number its branch got it
     as (``push_one``), not a publisher naming a number; a root in its grace takes it as a
     claim on the stream's past, which a publisher's guess must never be.
+    ``claim`` (with ``pushed``): the publisher's node pushes its own publish under the
+    number a root gave it (``push_claims``). The tree may never have held it (that root may
+    have dropped the number unsent), so it says nothing of the past: a root takes it only
+    where it continues what the tree had without a hole, and refuses it otherwise.
     """
 
     TYPE: ClassVar[int] = 12
@@ -348,6 +352,7 @@ class PublishData(Message):
     kind: PacketKind = _f(Kind.PACKET_KIND)
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
     pushed: bool = _opt(Kind.FLAG, False)
+    claim: bool = _opt(Kind.FLAG, False)
 
 
 @dataclass(frozen=True, slots=True)

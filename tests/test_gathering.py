@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from test_node import KEY, MAX_HTL, joined_node, make, meet, root_with_children, sends
 
+from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect
 from overlay.core.node import Node
 from overlay.core.streams import State
@@ -25,6 +26,7 @@ from overlay.messages import (
 
 UID = 7000
 DATA = PacketKind.DATA
+WINDOW = NodeConfig().window_packets
 
 
 def packet(number: int) -> SubscribeData:
@@ -102,7 +104,7 @@ def test_a_query_whose_span_runs_backwards_is_ignored() -> None:
 def test_a_root_whose_head_a_claim_moves_asks_every_child_for_what_it_lacks() -> None:
     # The root holds 0..1 and never had 2; a new child has seen up to 6. It asks both its
     # children for 2..6, and the new one once more as it adopts it (its subtree may hold
-    # what it does not).
+    # what it does not), each with the window beyond 6 (packets, or claims, past its head).
     node = root_with_children(b"C1", b"C2")
     for n in range(2):
         node.publish(0.1, KEY, 1, UID + n, b"p%d" % n)
@@ -111,7 +113,7 @@ def test_a_root_whose_head_a_claim_moves_asks_every_child_for_what_it_lacks() ->
     stream = node.streams[KEY]
     assert stream.state is State.ROOT and (stream.next_in, stream.high) == (2, 6)
     for child in (b"C1", b"C2", b"W"):
-        assert queries(effects, to=child) == [(2, 6, MAX_WIRE_HTL)], child
+        assert queries(effects, to=child) == [(2, 6 + WINDOW, MAX_WIRE_HTL)], child
     assert node.stats.past_queries == 3
 
 

@@ -109,6 +109,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
         ("pushed", Kind.FLAG),
+        ("claim", Kind.FLAG),
     ),
     "PublishSucceeded": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "PublishCollision": (

@@ -516,11 +516,12 @@ def test_request_for_a_carried_stream_is_answered_and_the_requester_adopted() ->
     # U has seen packet 4 of a stream our tree has had nothing of: we number nothing new
     # until the takeover grace has let U bring 0..4 (holes here, for our own client too)
     # and any other part of its tree report.
-    # It asks U's subtree for them too (``gathering``): U pushes up only what it holds.
+    # It asks U's subtree for them too (``gathering``): U pushes up only what it holds; and
+    # for the window beyond 4, where a publisher's node may hold a claim.
     grace = NodeConfig().takeover_grace
     assert effects == [
         Send(b"U", SubscribeSucceeded(9, KEY, None)),
-        Send(b"U", PastQuery(KEY, 0, 4, MAX_WIRE_HTL)),
+        Send(b"U", PastQuery(KEY, 0, 4 + NodeConfig().window_packets, MAX_WIRE_HTL)),
         SetTimer(grace),
     ]
     stream = node.streams[KEY]

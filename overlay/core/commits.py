@@ -140,12 +140,12 @@ class Commits:
         self: _FlowParts, stream: Stream, child: PeerId, message: PublishData, answer: Any
     ) -> None:
         """Answer a child's publish; a success waits until another child holds the packet
-        too (see the module docstring). Pushed packets (a takeover's) are answered at once,
-        as before: most were held in the pusher's branch, but a publisher's node pushes its
-        claims too, which may never have gone down (open: README, Known limits)."""
+        too (see the module docstring). Packets pushed up in a takeover are answered at
+        once: the pusher's branch held them. Not a publisher's node's claim, which may never
+        have gone down anywhere (``Takeover.on_claim``)."""
         if (
             not isinstance(answer, PublishSucceeded)
-            or message.pushed
+            or (message.pushed and not message.claim)
             or stream.state is not State.ROOT
             or stream.next_in is None
             or not waits_for(stream, child)

@@ -304,18 +304,34 @@ class Confirming:
             return
         self.stats.ignored += 1
 
-    def push_claims(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
-        """We attached under a new parent: push up our publishes that an earlier root
-        numbered beyond its head, under those numbers (they may have gone down there)."""
+    def push_claims(
+        self: _FlowParts, stream: Stream, after: int | None, last: int | None = None
+    ) -> None:
+        """Push up, to our parent, the claims of our publishes numbered beyond ``after`` (up
+        to ``last``): an earlier root numbered them and may have sent them down. We push
+        on attaching under a new parent (beyond its head), and when a root that took our
+        tree over asks for what lies beyond its head (``Gathering.on_past_query``): our
+        parent may never change while a root above us does, and a claim that never
+        reached the new root let it give the number to another publish (chaos: a
+        partition cut the root off just after it sent 14..16 down; the publisher's
+        ancestor took the tree over, knew only of 13, and numbered the retries in another
+        order). A claim on a packet we hold goes up as that packet (``push_up``)."""
         parent = stream.parent
         if parent is None:
             return
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
-            if entry is None or (theirs is not None and number <= theirs):
-                continue  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
+            if (
+                entry is None  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
+                or (after is not None and number <= after)
+                or (last is not None and number > last)
+                or stream.window.get(number) is not None
+            ):
+                continue
             self.stats.pushed_up += 1
             self._send(
                 parent,
-                dataclasses.replace(entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True),
+                dataclasses.replace(
+                    entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
+                ),
             )

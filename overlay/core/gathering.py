@@ -12,10 +12,13 @@ other tree held).
 How. When a root's grace begins, or a child's claim moves its head and extends the grace
 (``Takeover.reported``), the root sends each child one PastQuery per span of numbers it
 lacks: not held, not yet announced missed, within one window below its head, the lowest
-``_SPANS`` spans. A member that gets one from its parent pushes up what it holds of the span
-(``push_one``) and passes on to its children only the parts it does not hold, so each
-packet comes up from the first holder on each branch. What comes up is a push like any
-other: the root takes it in its place during the grace, or acknowledges it has it. Past
+``_SPANS`` spans, and one more for the window beyond its head. A member that gets one from
+its parent pushes up what it holds of the span (``push_one``), and its own publishes an
+earlier root numbered in the span that it does not hold (``push_claims``), and passes on
+to its children only the parts it does not hold, so each packet comes up from the first
+holder on each branch. What comes up is a push like any other: the root takes it in its
+place during the grace, or acknowledges it has it; a claim only where it continues the
+tree's numbers without a hole (``Takeover.on_claim``). Past
 the grace, a waiter's need asks the same way (``ask_spans``), for just the numbers it
 lacks, and the root takes in only those (``refills``). A member that reattaches after a
 restart asks the same way when its subtree claims more than it and its new parent hold
@@ -51,6 +54,7 @@ class _FlowParts(Protocol):
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
+    def push_claims(self, stream: Stream, after: int | None, last: int | None = None) -> None: ...
     def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None: ...
 
 
@@ -58,17 +62,23 @@ class Gathering:
     """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
 
     def ask_down(self: _FlowParts, stream: Stream) -> None:
-        """At a root in its grace: ask every child for what we lack below our head."""
+        """At a root in its grace: ask every child for what we lack below our head, and for
+        what lies one window beyond it."""
         if stream.state is not State.ROOT or not stream.children or stream.next_in is None:
             return
         top = stream.next_in - 1 if stream.high is None else max(stream.high, stream.next_in - 1)
-        if top < 0:
-            return
-        bottom = max(0, top - self.config.window_packets + 1)
-        lacking = gaps(stream.window, bottom, stream.next_in - 1) if stream.next_in > 0 else []
-        if stream.high is not None and stream.high >= stream.next_in:
-            lacking.append((stream.next_in, stream.high))  # claimed, not in yet
-        self.ask_spans(stream, lacking)
+        lacking: list[Span] = []
+        if top >= 0:
+            bottom = max(0, top - self.config.window_packets + 1)
+            if stream.next_in > 0:
+                lacking = gaps(stream.window, bottom, stream.next_in - 1)
+            if stream.high is not None and stream.high >= stream.next_in:
+                lacking.append((stream.next_in, stream.high))  # claimed, not in yet
+        # And one window beyond the head: a packet the old root sent down may have reached
+        # a member no resubscriber spoke for, and the publisher's node of one it numbered
+        # keeps a claim on it (``push_claims``), which it brings up only when asked.
+        beyond = (top + 1, top + self.config.window_packets)
+        self.ask_spans(stream, [*_merged(lacking)[: _SPANS - 1], beyond])
 
     def ask_spans(
         self: _FlowParts, stream: Stream, spans: list[Span], child: PeerId | None = None
@@ -124,6 +134,11 @@ class Gathering:
             start = number + 1
         if start <= query.last:
             rest.append((start, query.last))
+        if stream.claims:
+            # Our own publishes an earlier root numbered in the span, beyond what we hold:
+            # the root that asks may have been told nothing of them (``push_claims``).
+            held_to = -1 if stream.next_in is None else stream.next_in - 1
+            self.push_claims(stream, max(query.first - 1, held_to), query.last)
         if query.htl <= 1:
             return
         for child in stream.children:

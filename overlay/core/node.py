@@ -288,7 +288,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self.flow.on_publish(now, peer, message)
                 self._served(now, message.key)  # it may be one a waiting child lacks
             case PublishSucceeded() | PublishCollision() | PublishRejected():
-                self.flow.on_answer(peer, message)
+                self.flow.on_answer(now, peer, message)
             case PublishNumbered():
                 self.flow.on_numbered(peer, message)
             case PublishConfirmed():

@@ -258,6 +258,9 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None:
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
+            if message.claim and message.pushed and message.packet is not None:
+                self.on_claim(now, stream, source, message)  # (``takeover``)
+                return
             number = message.packet
             uids = stream.uids
             if (
@@ -297,7 +300,12 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
             self._reply_root(stream, source, message, self._serialize(stream, message, source))
             return
         if stream.state is not State.JOINED or stream.parent is None:
-            if stream.state is State.RESTARTING and message.pushed and message.packet is not None:
+            if (
+                stream.state is State.RESTARTING
+                and message.pushed
+                and not message.claim  # (a claim says nothing of the past: ``on_claim``)
+                and message.packet is not None
+            ):
                 # A child pushing up what it holds (``push_up``) tells us how far the tree
                 # got: if our search makes us root, we number above it (chaos: a relay
                 # pushed 5..14 up to a detached node at 4, which became root and numbered
@@ -321,8 +329,17 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
 
     def _wait(self, stream: Stream, source: Source, message: PublishData) -> None:
         """Hold a publish until the stream is in the tree (or out of its grace) again."""
-        if any(waiting.uid == message.uid for _, waiting in stream.queued):
-            return  # a resend of a publish that already waits
+        queued = stream.queued
+        for i, (_, waiting) in enumerate(queued):
+            if waiting.uid != message.uid:
+                continue
+            if waiting.pushed or not message.pushed:
+                return  # a resend of a publish that already waits
+            # A push (a claim, or a packet a member holds) says more than the publisher's
+            # plain retry that waited before it: kept, the retry was numbered afresh and
+            # the number pushed was announced missed (chaos, stop 34).
+            del queued[i]
+            break
         if len(stream.queued) >= self.config.max_queued_publishes:
             self._reply(source, _rejection(message, PublishError.BUSY))
         else:
@@ -359,7 +376,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
 
     # --- answers coming back down -------------------------------------------------------------
 
-    def on_answer(self, peer: PeerId, answer: Answer) -> None:
+    def on_answer(self, now: float, peer: PeerId, answer: Answer) -> None:
         self.push_answered(peer, answer)
         relay = self.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
@@ -379,6 +396,17 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
             PublishError.NOT_CARRIED,
         ):
             return  # the tree is changing under us: the timer sends it again
+        if (
+            isinstance(answer, PublishCollision)
+            and stream.claims.get(answer.uid) == answer.packet
+            and entry.message.packet is None
+        ):
+            # The root refused our claim (``Takeover.on_claim``), not a number our client
+            # chose: the number is not ours, and the publish goes up again for a new one.
+            del stream.claims[answer.uid]
+            self.stats.claims_renewed += 1
+            self._route(now, stream, entry.client, entry.message)
+            return
         self._reply(entry.client, answer)
 
     def _reply_root(
@@ -445,7 +473,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         uids = stream.uids
         assert uids is not None, "only a root serializes"
         number = uids.get(message.uid)
-        if message.pushed and stream.pending and number != message.packet:
+        if message.pushed and not message.claim and stream.pending and number != message.packet:
             # (not a resend of a push we took already: ``resend_pushes``)
             self.pushed_over(stream, message)
             number = uids.get(message.uid)

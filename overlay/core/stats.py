@@ -30,6 +30,8 @@ class NodeStats:
     publish_retries: int = 0  # local publishes sent again after a timeout
     pushed_up: int = 0  # packets sent up to a new parent that had not processed them
     pushes_resent: int = 0  # pushes sent again, unanswered after publish_timeout
+    claims_refused: int = 0  # a root: publishers' claims beyond its head, published afresh
+    claims_renewed: int = 0  # a publisher's node: claims refused, so published afresh
     refilled: int = 0  # packets a root took back from a child after taking over
     backfilled: int = 0  # packets from before a takeover a root took to catch a child up
     looks: int = 0  # times this node, root after a takeover, looked for another tree

@@ -29,9 +29,11 @@ from overlay.messages import (
     MAX_PACKET,
     MAX_WIRE_HTL,
     Message,
+    PublishCollision,
     PublishData,
     PublishError,
     PublishRejected,
+    PublishSucceeded,
 )
 
 RECOVER_TIMER = "recover"
@@ -72,6 +74,9 @@ class _FlowParts(Protocol):
     def hold(self, now: float, stream: Stream) -> None: ...
     def reserve(self, stream: Stream) -> None: ...
     def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
+    def _wait(self, stream: Stream, source: Any, message: PublishData) -> None: ...
+    def renumbered(self, stream: Stream, source: Any, message: PublishData, number: int) -> Any: ...
+    def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
     def ask_down(self, stream: Stream) -> None: ...
 
@@ -204,6 +209,7 @@ class Takeover:
             (source, message)
             for source, message in stream.queued
             if message.packet is not None
+            and not message.claim
             and high is not None
             and stream.next_in is not None
             and stream.next_in <= message.packet <= high
@@ -215,11 +221,64 @@ class Takeover:
             if message.packet > stream.next_in:
                 self._missing(stream, stream.next_in, message.packet - 1)
             self._reply_root(stream, source, message, self._serialize(stream, message, source))
+        # Then the claims beyond the head, in number order, so that a run of them is taken
+        # whole (``on_claim``); then what waited.
+        claims = sorted(
+            (item for item in stream.queued if item[1].claim), key=lambda item: item[1].packet or 0
+        )
+        stream.queued = [item for item in stream.queued if not item[1].claim]
+        for source, message in claims:
+            self.on_claim(now, stream, source, message)
         # What is still lacking at the end (``next_in..high``) stays open until we number
         # a new packet (``close_tail``): nothing after it waits, and a tree this one merges
         # into later may hold it (chaos: a root cut off by a partition told its subscriber
         # that 24 was missed, which the other side had acknowledged).
         self.carried(now, stream)
+
+    def on_claim(
+        self: _FlowParts, now: float, stream: Stream, source: Any, message: PublishData
+    ) -> None:
+        """A publisher's node pushes its claim (``PublishData.claim``, ``push_claims``): its
+        publish, under the number an earlier root gave it. That root may have sent it
+        down, and then every number before it too (packets go down in number order,
+        ``confirming``), or it dropped the number unsent and perhaps gave it again. So a
+        claim is taken only as the next new number, which continues what the tree had
+        without a hole; below it, only if the packet there is this publish. A number the
+        tree has had but we lack (the open tail) may be another root's packet (a tree that
+        joined ours), and one beyond the next would leave a hole: the claim is refused with
+        a collision, and the publisher's node publishes it afresh (``PacketFlow.on_answer``).
+        Had the old root sent it down, a member would hold the numbers before it, or their
+        publishers would claim them. Unlike a held packet's push, a claim never moves the
+        head: taken as one, a claim on a number its root had dropped announced every number
+        before it missed (stop 32, the real-process churn test). In a grace it waits for
+        the held packets, and the grace's end takes the claims in number order."""
+        number, uids = message.packet, stream.uids
+        assert number is not None and uids is not None
+        known = uids.get(message.uid)
+        if known is not None and known != number:
+            # Numbered here already, under the number a retry got: that one stands.
+            if known in stream.pending:
+                answer: Any = self.renumbered(stream, source, message, known)
+            else:
+                answer = PublishSucceeded(message.uid, message.key, known)
+            self._reply_root(stream, source, message, answer)
+            return
+        if stream.recover_until is not None:
+            self._wait(stream, source, message)
+            return
+        next_in = stream.next_in
+        if (
+            known is None
+            and next_in is not None
+            and number >= next_in
+            and (stream.pending or number != _next(stream))
+        ):
+            answer = PublishCollision(message.uid, message.key, number, _next(stream))
+        else:
+            answer = self._serialize(stream, message, source)
+        if isinstance(answer, PublishCollision):
+            self.stats.claims_refused += 1
+        self._reply_root(stream, source, message, answer)
 
     def open_tail_to(self: _FlowParts, stream: Stream, number: int) -> None:
         """A packet of the open tail came after the grace: what it skipped is missed, so it
@@ -361,6 +420,7 @@ def backfills(stream: Stream, message: PublishData) -> bool:
     number = message.packet
     return (
         message.pushed
+        and not message.claim  # (a claim says nothing of the past: ``on_claim``)
         and (stream.recover_until is not None or gathered(stream, number))
         and number is not None
         and stream.next_in is not None

@@ -1,0 +1,83 @@
+"""Chaos scenarios (``test_sim_chaos``) in which a root that took a tree over gave a number
+again that the root before it had sent down: the publisher's node kept its claim on the
+number, but its parent never changed, so the claim never reached the new root
+(``overlay.core.gathering``, ``confirming.push_claims``, ``takeover.Takeover.on_claim``).
+Open from stop 31 to stop 34. Replayed exactly: the simulation is deterministic."""
+
+from __future__ import annotations
+
+from test_sim_chaos import Fault, Scenario, failures, run
+
+from testnet.sim.network import NetworkModel
+
+
+def test_a_partition_with_crashes_numbers_no_packet_twice() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 2468 in stop 31 (it fails at stop 30's core too),
+    # traced in stop 32. Root 7 numbered node 43's publishes 14..17; 43 confirmed them and
+    # kept its claims, and 7 sent them down just before a partition cut it off, so the
+    # acknowledgements were lost. On 43's side, 23 (43's ancestor) took the tree over, its
+    # subtree's restart confirmations saying the tree had got to 13, and numbered 43's
+    # retries and new publishes from 14 in another order; after the heal, packets 15 and
+    # 19 were each acknowledged for two publishes. 43's parent never changed, and claims
+    # went up only on attaching. Now 23's grace asks its subtree for what lies beyond its
+    # head, 43 pushes its claims (marked as claims, not packets it holds), and 23 takes
+    # them as its next numbers, before what waited. Stop 34's first try failed here in
+    # another way: 43's plain retry of one publish waited at 23 already, and the claim
+    # behind it was dropped as a resend, so a later claim was beyond a hole and refused;
+    # a push now takes a waiting plain publish's place.
+    outcome = run(PARTITION_TWICE)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PARTITION_TWICE = Scenario(
+    seed=255,
+    nodes=47,
+    streams=2,
+    subscribers=4,
+    faults=(
+        Fault(at=1.401298464324817e-45, kind="add", arg=6, until=None),
+        Fault(at=0.6572576235016593, kind="add", arg=4, until=None),
+        Fault(at=1.1785353597502681, kind="loud-crash", arg=28680, until=None),
+        Fault(at=5.20491991304805, kind="add", arg=5, until=None),
+        Fault(at=13.558923199684488, kind="loud-crash", arg=128202, until=None),
+        Fault(at=25.738794305466318, kind="crash", arg=2248, until=None),
+    ),
+    partition=(21.999557701467833, 36.37304697212244, 0.30124308122237375),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.2
+    ),
+    confirm=True,
+)
+
+
+def test_a_packet_sent_down_as_the_cut_came_is_not_numbered_again_on_the_other_side() -> None:
+    # The chaos property's 200-example sample drew it in stop 33. The class of
+    # PARTITION_TWICE: root 27 numbered publisher 6's publish as 15, 6 confirmed it, and
+    # 27 sent it down 20 ms before a partition cut 27 off with a third of the tree;
+    # subscriber 5, on that side, got 15. On 6's side its parent 28 took the tree over
+    # and joined root 10's tree, and 6's parent never changed, so its claim on 15 never
+    # went up: 10 gave 15 to another publish. Now 28's grace asks for it.
+    outcome = run(SENT_DOWN_AS_THE_CUT_CAME)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+SENT_DOWN_AS_THE_CUT_CAME = Scenario(
+    seed=503686122,
+    nodes=44,
+    streams=3,
+    subscribers=3,
+    faults=(
+        Fault(at=1.9779338638581946e-76, kind="crash", arg=27845, until=None),
+        Fault(at=10.959418888863523, kind="crash", arg=35567, until=25.759609344287423),
+        Fault(at=15.010594391827407, kind="crash", arg=11522, until=16.010594391827407),
+        Fault(at=15.40336866252223, kind="weather", arg=0, until=30.300599780036407),
+        Fault(at=18.3070018207045, kind="crash", arg=759141, until=None),
+        Fault(at=21.5634130437754, kind="loud-crash", arg=333, until=None),
+        Fault(at=24.316038755458436, kind="loud-crash", arg=21463, until=None),
+    ),
+    partition=(19.761104045474447, 44.62348402606744, 0.3589841164423544),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.0
+    ),
+    confirm=True,
+)

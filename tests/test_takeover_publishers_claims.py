@@ -1,0 +1,234 @@
+"""A publisher's node's claim on a number (``PublishData.claim``): pushed up when a root that
+took the tree over asks beyond its head (``Gathering.on_past_query``, ``push_claims``), taken
+by a root only as the next new number (``Takeover.on_claim``), refused otherwise, and then
+published afresh by the publisher's node (``PacketFlow.on_answer``).
+
+The root tests use ``test_node``'s N (0.45), root of KEY for its local client 1, with
+children C1 and C2; the others the tree of ``test_publishing`` (root R, relay B, publisher
+A, subscribers A, D and E).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from test_node import KEY, make, meet, root_with_children, sends
+from test_publishing import packets, tree
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Effect
+from overlay.core.events import PublishAcked
+from overlay.core.node import Node
+from overlay.core.streams import State
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    Held,
+    Message,
+    PacketKind,
+    PastQuery,
+    PublishCollision,
+    PublishConfirmed,
+    PublishData,
+    PublishNumbered,
+    PublishSucceeded,
+    SubscribeRequest,
+    SubscribeSucceeded,
+)
+
+GRACE = NodeConfig().takeover_grace
+UID = 100  # N's client published packet n with uid UID + n
+C1, C2, U = b"C1", b"C2", b"U"
+
+
+def claim(uid: int, number: int, data: bytes = b"claimed") -> PublishData:
+    """A publisher's node's push of its publish ``uid`` under ``number``."""
+    return PublishData(
+        uid, KEY, number, 0.2, MAX_WIRE_HTL, data, None, PacketKind.DATA, None, True, True
+    )
+
+
+def held_push(number: int) -> PublishData:
+    """A member's push of packet ``number`` it holds (not a claim)."""
+    return PublishData(
+        900 + number, KEY, number, 0.2, MAX_WIRE_HTL, b"held", None, PacketKind.DATA, None, True
+    )
+
+
+def root_with_packets(count: int) -> Node:
+    """N, root with children C1 and C2, has numbered 0..count-1, each held by both."""
+    node = root_with_children(C1, C2)
+    for n in range(count):
+        node.publish(0.0, KEY, 1, UID + n, b"p%d" % n)
+    for child in (C1, C2):
+        node.receive(0.0, child, Held(KEY, count - 1))
+    return node
+
+
+def answers(effects: list[Effect], to: bytes = C1) -> list[Message]:
+    """The answers to publishes sent to ``to``."""
+    kinds = (PublishSucceeded, PublishCollision, PublishNumbered)
+    return [m for peer, m in sends(effects) if peer == to and isinstance(m, kinds)]
+
+
+def in_grace(node: Node, last_seen: int) -> None:
+    """U joins N having seen up to ``last_seen``: N holds numbering for a grace."""
+    meet(node, U, 0.2)
+    node.receive(1.0, U, SubscribeRequest(9, KEY, 5, 0.2, last_seen))
+    assert node.streams[KEY].recover_until == 1.0 + GRACE
+
+
+# --- at the root ------------------------------------------------------------------------------
+
+
+def test_a_claim_on_the_next_number_is_taken_and_answered_once_another_child_holds_it() -> None:
+    node = root_with_packets(3)
+    effects = node.receive(1.0, C1, claim(7, 3))
+    stream = node.streams[KEY]
+    assert stream.window.get(3) is not None and stream.window.get(3).data == b"claimed"  # type: ignore[union-attr]
+    # It may never have gone down anywhere: answered like a publish, not like a held push.
+    assert answers(effects) == []
+    node.receive(1.1, C1, Held(KEY, 3))
+    effects = node.receive(1.1, C2, Held(KEY, 3))
+    assert answers(effects) == [PublishSucceeded(7, KEY, 3)]
+
+
+def test_a_claim_beyond_the_next_number_is_refused_and_moves_nothing() -> None:
+    # Taken, it would leave 3 and 4 as a hole, announced missed to everyone: the root that
+    # gave 5 may have dropped it unsent (the real-process churn test, stop 32).
+    node = root_with_packets(3)
+    effects = node.receive(1.0, C1, claim(7, 5))
+    stream = node.streams[KEY]
+    assert answers(effects) == [PublishCollision(7, KEY, 5, 3)]
+    assert (stream.high, stream.next_in, stream.recover_until) == (2, 3, None)
+    assert node.stats.claims_refused == 1 and node.stats.gaps == 0
+
+
+def test_a_claim_in_the_open_tail_is_refused() -> None:
+    # The tree had 3 and 4 (U saw them), but nobody brought them: a claim on 4 may be
+    # another root's packet 4, so it is not taken under that number.
+    node = root_with_packets(3)
+    in_grace(node, 4)
+    node.handle_timer(1.0 + GRACE)
+    effects = node.receive(1.0 + GRACE, C1, claim(7, 4))
+    assert answers(effects) == [PublishCollision(7, KEY, 4, 5)]
+    assert node.streams[KEY].window.get(4) is None
+
+
+def test_in_a_grace_claims_wait_for_the_held_packets_and_are_taken_in_number_order() -> None:
+    node = root_with_packets(3)
+    in_grace(node, 4)  # 3 and 4 are U's to bring
+    node.receive(1.1, C2, claim(8, 6, b"six"))  # came first, but 5 comes before it
+    node.receive(1.2, C1, claim(7, 5, b"five"))
+    node.receive(1.3, U, held_push(4))
+    node.receive(1.3, U, held_push(3))
+    stream = node.streams[KEY]
+    assert stream.window.get(5) is None and stream.high == 4  # a claim moves no head
+    node.handle_timer(1.0 + GRACE)
+    assert [(n, p.data) for n, p in stream.window.packets.items() if n >= 3] == [
+        (3, b"held"),
+        (4, b"held"),
+        (5, b"five"),
+        (6, b"six"),
+    ]
+    assert node.stats.claims_refused == 0 and node.stats.gaps == 0
+
+
+def test_a_claim_replaces_the_plain_retry_of_its_publish_that_waited() -> None:
+    # The publisher's node retried its publish while the root was in its grace; then it
+    # pushed its claim. Kept instead of the claim, the retry was numbered afresh.
+    node = root_with_packets(3)
+    in_grace(node, 3)
+    node.receive(1.1, U, held_push(3))
+    other = PublishData(8, KEY, None, 0.2, MAX_WIRE_HTL, b"y", None, PacketKind.DATA, None)
+    node.receive(1.1, C2, other)
+    node.receive(1.1, C1, dataclasses.replace(other, uid=7, data=b"x"))
+    node.receive(1.2, C1, claim(7, 4, b"x"))
+    stream = node.streams[KEY]
+    assert [(m.uid, m.claim) for _, m in stream.queued] == [(8, False), (7, True)]
+    node.handle_timer(1.0 + GRACE)
+    assert stream.window.get(4).uid == 7  # type: ignore[union-attr]
+
+
+def test_a_claim_for_a_publish_numbered_here_otherwise_gets_that_number() -> None:
+    node = root_with_packets(3)
+    effects = node.receive(1.0, C1, claim(UID + 1, 3, b"p1"))
+    assert answers(effects) == [PublishSucceeded(UID + 1, KEY, 1)]
+    assert node.streams[KEY].window.get(3) is None
+
+
+def test_a_claim_never_jumps_publishes_pending_confirmation() -> None:
+    node = root_with_packets(3)
+    child = PublishData(50, KEY, None, 0.2, MAX_WIRE_HTL, b"q", None, PacketKind.DATA, None)
+    assert answers(node.receive(1.0, C2, child), to=C2) == [PublishNumbered(50, KEY, 3)]
+    effects = node.receive(1.1, C1, claim(7, 4))
+    assert answers(effects) == [PublishCollision(7, KEY, 4, 4)]
+    stream = node.streams[KEY]
+    assert list(stream.pending) == [3]  # untouched: its publisher confirms it still
+    node.receive(1.2, C2, PublishConfirmed(50, KEY, 3))
+    assert stream.window.get(3).uid == 50  # type: ignore[union-attr]
+
+
+def test_a_detached_node_takes_no_claim_as_the_trees_past() -> None:
+    # A held packet pushed up to a restarting node says the tree got that far; a claim
+    # does not (its root may have dropped it), so it is not numbered above.
+    node = make()
+    for peer, location in ((b"P", 0.49), (b"A", 0.2)):
+        meet(node, peer, location)
+    node.receive(0.0, b"A", SubscribeRequest(1, KEY, 5, 0.2, None))
+    node.receive(0.0, b"P", SubscribeSucceeded(1, KEY, None))
+    node.link_down(1.0, b"P")
+    stream = node.streams[KEY]
+    assert stream.state is State.RESTARTING
+    node.receive(1.1, b"A", claim(7, 12))
+    assert stream.subtree_high is None and [m.uid for _, m in stream.queued] == [7]
+
+
+# --- at the publisher's node ------------------------------------------------------------------
+
+
+def test_a_member_asked_beyond_its_head_pushes_its_claims_there() -> None:
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 5))
+    net.trace.clear()
+    net.inject(b"B", b"A", PastQuery(KEY, 0, 3, MAX_WIRE_HTL))  # not in the span: nothing
+    net.inject(b"B", b"A", PastQuery(KEY, 4, 40, MAX_WIRE_HTL))
+    ups = [m for s, d, m in net.sent(PublishData) if (s, d) == (b"A", b"B")]
+    assert [(m.uid, m.packet, m.pushed, m.claim, m.data) for m in ups] == [
+        (uid, 5, True, True, b"mine")
+    ]
+
+
+def test_a_refused_claim_is_published_afresh_and_the_client_sees_only_the_ack() -> None:
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 7))  # a root since lost
+    net.inject(b"B", b"A", PublishCollision(uid, KEY, 7, 0))  # the claim refused
+    a = net.nodes[b"A"]
+    assert a.stats.claims_renewed == 1 and a.streams[KEY].claims == {}
+    again = [m for s, d, m in net.sent(PublishData) if (s, d) == (b"A", b"B")]
+    assert [m.packet for m in again] == [None, None]  # the first try, then afresh
+    net.release(b"R")
+    assert net.answers(b"A") == [PublishAcked(KEY, uid, 0)]
+
+
+def test_a_new_root_above_the_publisher_takes_its_claim_before_what_waited() -> None:
+    # The claim class (tests/test_sim_chaos_claims.py) in small. R numbered A's publish
+    # 0 and A confirmed; R sent it down and was cut off. B, A's parent all along, takes
+    # the tree over; D publishes meanwhile. A's parent never changed, so only B's question
+    # beyond its head brings A's claim up: taken as 0, D's publish is numbered 1. Before,
+    # D's got 0, which R's side had been shown as A's.
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 0))
+    net.disconnect(b"R", b"B")
+    net.disconnect(b"R", b"E")
+    b = net.stream(b"B", KEY)
+    assert b is not None and b.state is State.ROOT and b.recover_until is not None
+    net.publish(b"D", KEY, b"other")
+    net.advance(net.now + GRACE + 1.0)
+    assert packets(net, b"D")[:2] == [(0, b"mine"), (1, b"other")]
+    assert net.answers(b"A") == [PublishAcked(KEY, uid, 0)]
