@@ -17,8 +17,9 @@ How. The number reaches the publisher's side before the packet reaches anyone:
    publisher's node its number (``PublishNumbered``, back the way the publish came).
 2. That node keeps the publish as a *claim* on its number and answers
    ``PublishConfirmed`` up the tree. From then on, were the root to be lost, it pushes the
-   claim up to whichever root takes the tree over (``push_up``), which takes it under that
-   number: both sides of any cut now agree on it.
+   claim up to whichever root takes the tree over (``push_claims``: on attaching, and when
+   that root asks beyond its head), which takes it under that number if it is its next
+   (``Takeover.on_claim``): both sides of any cut now agree on it.
 3. The root, confirmed, stores the packet and sends it down; once another child holds it
    too (``commits``), the acknowledgement (``PublishSucceeded``) goes down the way the
    publish came. Only then is the publisher's client told.
