@@ -12,8 +12,9 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   ended. Freenet's backtracking needs it (its RouteNotFound does the same): the node that
   receives it goes on to its next-closest peer with that budget, so a search costs at most the
   budget however the backtracking branches, instead of starting afresh at every level. It
-  also carries ``lost``: a hop below dropped its link before answering, so "not found" may
-  be wrong (a root's look then looks again: ``overlay.core.merges``).
+  also carries ``lost``: a hop below dropped its link before answering, or another tree's
+  member refused it only for its restart label, so "not found" may be wrong (a root's look
+  then looks again: ``overlay.core.merges``).
 * ``PublishData``/``SubscribeData`` carry ``kind`` (plain data, or the marker closing or
   aborting an epoch) so that epoch boundaries travel in the root's one total order (Strymon).
 * ``SubscribeData.epoch_first`` is the number of the first packet of the packet's epoch, set
@@ -286,8 +287,10 @@ class DataNotFound(Message):
 
     ``htl`` is the budget left (0: exhausted); the receiver backtracks to its next peer with
     it, or, if it is itself the closest node the search saw, becomes the root. ``lost``:
-    somewhere below, a peer the search was sent to dropped its link before it answered, so
-    the search may have succeeded beyond that peer and its answer died with the link.
+    "not found" may be wrong. Somewhere below, a peer the search was sent to dropped its
+    link before it answered, so the search may have succeeded beyond that peer and its
+    answer died with the link; or a member of another tree of the stream would have taken
+    the resubscribe but for its restart label (that tree is restarting or looking too).
     """
 
     TYPE: ClassVar[int] = 8

@@ -9,7 +9,7 @@ subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed r
 
 from __future__ import annotations
 
-from test_node import MAX_HTL, make, meet, sends
+from test_node import MAX_HTL, joined_node, make, meet, sends
 from test_takeover import (
     ACCEPT,
     GRACE,
@@ -30,7 +30,12 @@ from test_takeover import (
 )
 
 from overlay.core.streams import State
-from overlay.messages import DataNotFound, ResubscribeRequest, SubscribeSucceeded
+from overlay.messages import (
+    DataNotFound,
+    ResubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+)
 
 
 def test_a_split_from_a_takeover_beside_the_root_is_mended_by_the_first_look() -> None:
@@ -130,3 +135,25 @@ def test_a_root_that_is_looking_takes_only_farther_origins() -> None:
     assert (b"Q", SubscribeSucceeded(7, KEY, None)) not in sends(effects)
     effects = node.receive(20.0, b"P", ResubscribeRequest(8, KEY, MAX_HTL, 0.2, 0.2, None))
     assert sends(effects)[0][1] == SubscribeSucceeded(8, KEY, None, None, (), 55, 0.45)
+
+
+def test_a_member_that_its_label_makes_refuse_a_look_says_not_found_may_be_wrong() -> None:
+    """Chaos: two roots that took over from one dead root (0.2045 and 0.2852) looked at
+    the same moment, twice; each look was refused by the other tree's labelled members,
+    neither root had a closer peer outside its own tree, and both numbered 22..24. N
+    (0.45), a member of a tree whose farther root (0.35) is looking, would take the look
+    of a root at 0.4 but for that label: the "not found" it sends back is marked
+    ``lost``, and the looking root looks again after a pause, once the labels are off
+    (``test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause``)."""
+    node = joined_node()  # N (0.45): parent P (0.49), child C (0.2), spare peer Q (0.4)
+    node.receive(1.0, b"P", SubscribeRestarted(55, KEY, 0.35))  # our root looks
+    effects = node.receive(1.1, b"Q", ResubscribeRequest(UID, KEY, MAX_HTL, 0.4, 0.4, 3))
+    assert not any(isinstance(m, SubscribeSucceeded) for _, m in sends(effects))
+    (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    effects = node.receive(1.2, ahead, DataNotFound(UID, KEY, 0))
+    assert sends(effects) == [(b"Q", DataNotFound(UID, KEY, 0, lost=True))]
+    # Our own root's look, which the label is for, comes back a plain "not found".
+    effects = node.receive(1.3, b"Q", ResubscribeRequest(55, KEY, MAX_HTL, 0.35, 0.35, 3))
+    (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    effects = node.receive(1.4, ahead, DataNotFound(55, KEY, 0))
+    assert sends(effects) == [(b"Q", DataNotFound(55, KEY, 0))]

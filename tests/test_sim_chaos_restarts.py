@@ -85,3 +85,37 @@ MOVED_WITH_A_GAP = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_two_roots_that_refused_each_others_look_for_a_label_look_again() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 2222 in stop 34 (it fails at stop 33's core too).
+    # Root 42 died; its children 40 and 34 each restarted, and each one's search spent its
+    # budget in 34's labelled subtree (whose origin was farther than 40), so both became
+    # roots. Their graces ended 0.14 s apart and both looked: 40's look was refused again
+    # by 34's members for their look's label, and 34's stayed in its own tree. Neither had
+    # a closer peer outside its tree, so neither looked again, and both numbered 22..24,
+    # each acknowledged for two publishes. A member that refuses a look only for its label
+    # now marks the answer ``lost`` (that tree is restarting or looking too), and the root
+    # looks again once the labels are off: 40 joins 34's tree before numbering anything.
+    outcome = run(REFUSED_FOR_A_LABEL)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+REFUSED_FOR_A_LABEL = Scenario(
+    seed=13777496,
+    nodes=54,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=0.0, kind="crash", arg=0, until=9.558930779618311),
+        Fault(at=2.604973383807297, kind="crash", arg=179, until=3.6049733838072973),
+        Fault(at=7.298167269756963, kind="add", arg=5, until=None),
+        Fault(at=19.953072899682766, kind="loud-crash", arg=1, until=None),
+        Fault(at=30.0, kind="loud-crash", arg=8214, until=None),
+    ),
+    partition=(13.836936476578941, 41.05066176888806, 0.3333333333333333),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.2
+    ),
+    confirm=True,
+)

@@ -393,6 +393,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         route.tried.add(peer)
         if stream is not None and stream.confirming is None:
             route.labelled = stream.restart_uid
+        if stream is not None and stream.carried and self._label_refuses(stream, uid, must_beat):
+            # A tree that would have taken this look, but for its own look's label: "not
+            # found" may be wrong, as when an answer dies with a link (``merges``; chaos:
+            # two roots that took over from one dead root refused each other's looks twice,
+            # neither had a closer peer outside its tree, and both numbered 22..24).
+            route.lost = True
         self._start_route(now, route)
 
     def _start_own_search(

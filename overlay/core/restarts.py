@@ -115,6 +115,22 @@ class Restarts:
             return False
         return origin is None or is_closer(target, origin, must_beat)
 
+    def _label_refuses(self: _NodeParts, stream: Stream, uid: int, must_beat: float | None) -> bool:
+        """Whether only our label keeps us from taking a resubscribe: we are closer to the
+        key than its must-beat and it is not our ancestor's, but we are detached or looking
+        under an origin no closer to the key than must-beat (race 3 above). Then another
+        tree of the stream is restarting or looking at this very moment, and the search's
+        origin, told so (DataNotFound ``lost``), looks again once it may have settled
+        (``merges``)."""
+        origin = stream.restart_origin
+        return (
+            must_beat is not None
+            and origin is not None
+            and uid not in stream.restarts_seen
+            and is_closer(stream.target, self.location, must_beat)
+            and not is_closer(stream.target, origin, must_beat)
+        )
+
     def _may_hang_below(
         self: _NodeParts, stream: Stream, uid: int, must_beat: float | None
     ) -> bool:

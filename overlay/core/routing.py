@@ -47,7 +47,9 @@ class Route:
     attempt: int = 0  # numbers each forward, so a timer for an earlier one is ignored
     deadline: float = 0.0  # when we stop waiting for ``current``
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
-    lost: bool = False  # a peer it went to dropped its link before answering (DataNotFound)
+    # "Not found" may be wrong (DataNotFound ``lost``): a peer it went to dropped its link
+    # before answering, or we refused it only for our label (``Restarts._label_refuses``).
+    lost: bool = False
     prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``hops``)
     # The restart label our whole subtree had confirmed when the search reached us, if any
     # (``Restarts._may_move_to``).
