@@ -31,6 +31,7 @@ at most {max_roots} roots a stream
 ({p50_beats:.1f} heartbeats), p90 {repair_p90:.1f} s, max {repair_max:.1f} s
   work                  {restarts} restarts, {dead_peers} peers declared dead, \
 {pushed_up} packets pushed up, {refilled} refilled, {publish_retries} publish retries
+  messages              {messages} sent ({past_queries} PastQuery), {claims_refused} claims refused
   wall time             {wall:.1f} s ({virtual_time:.0f} virtual s)"""
 
 
