@@ -27,6 +27,7 @@ from overlay.messages import (
 UID = 7000
 DATA = PacketKind.DATA
 WINDOW = NodeConfig().window_packets
+GRACE = NodeConfig().takeover_grace
 
 
 def packet(number: int) -> SubscribeData:
@@ -115,6 +116,30 @@ def test_a_root_whose_head_a_claim_moves_asks_every_child_for_what_it_lacks() ->
     for child in (b"C1", b"C2", b"W"):
         assert queries(effects, to=child) == [(2, 6 + WINDOW, MAX_WIRE_HTL)], child
     assert node.stats.past_queries == 3
+
+
+def test_halfway_through_its_grace_a_root_asks_again_for_what_it_still_lacks() -> None:
+    # A question has no answer of its own where the member holds nothing of it, so a lost
+    # one goes unnoticed: the claims below it would never come up. Asked again halfway,
+    # for the window beyond the head and what is still lacking (2 and 3 came up meanwhile).
+    node = root_with_children(b"C1", b"C2")
+    for n in range(2):
+        node.publish(0.1, KEY, 1, UID + n, b"p%d" % n)
+    meet(node, b"W", 0.3)
+    node.receive(1.0, b"W", ResubscribeRequest(900, KEY, 5, 0.3, 0.3, 6))
+    for n in (2, 3):
+        data = PublishData(UID + n, KEY, n, 0.5, MAX_WIRE_HTL, b"p%d" % n, None, DATA, None, True)
+        node.receive(1.1, b"W", data)
+    stream = node.streams[KEY]
+    until = stream.recover_until
+    assert stream.next_in == 4 and until == 1.0 + GRACE
+    assert [
+        m for _, m in sends(node.handle_timer(1.0 + GRACE / 2 - 0.01)) if isinstance(m, PastQuery)
+    ] == []
+    effects = node.handle_timer(1.0 + GRACE / 2)
+    for child in (b"C1", b"C2", b"W"):
+        assert queries(effects, to=child) == [(4, 6 + WINDOW, MAX_WIRE_HTL)], child
+    assert stream.recover_until == until and stream.next_in == 4  # the grace goes on
 
 
 def test_a_root_with_nothing_to_ask_for_sends_no_query() -> None:

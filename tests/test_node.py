@@ -517,12 +517,13 @@ def test_request_for_a_carried_stream_is_answered_and_the_requester_adopted() ->
     # until the takeover grace has let U bring 0..4 (holes here, for our own client too)
     # and any other part of its tree report.
     # It asks U's subtree for them too (``gathering``): U pushes up only what it holds; and
-    # for the window beyond 4, where a publisher's node may hold a claim.
+    # for the window beyond 4, where a publisher's node may hold a claim; and again
+    # halfway through the grace, in case the question was lost.
     grace = NodeConfig().takeover_grace
     assert effects == [
         Send(b"U", SubscribeSucceeded(9, KEY, None)),
         Send(b"U", PastQuery(KEY, 0, 4 + NodeConfig().window_packets, MAX_WIRE_HTL)),
-        SetTimer(grace),
+        SetTimer(grace / 2),
     ]
     stream = node.streams[KEY]
     assert list(stream.children) == [b"U"]

@@ -12,7 +12,9 @@ other tree held).
 How. When a root's grace begins, or a child's claim moves its head and extends the grace
 (``Takeover.reported``), the root sends each child one PastQuery per span of numbers it
 lacks: not held, not yet announced missed, within one window below its head, the lowest
-``_SPANS`` spans, and one more for the window beyond its head. A member that gets one from
+``_SPANS`` spans, and one more for the window beyond its head; and again halfway through
+the grace, for what it still lacks (``Takeover.gather``: a member holding nothing of a
+question answers nothing, so a lost one would go unnoticed). A member that gets one from
 its parent pushes up what it holds of the span (``push_one``), and its own publishes an
 earlier root numbered in the span that it does not hold (``push_claims``), and passes on
 to its children only the parts it does not hold, so each packet comes up from the first

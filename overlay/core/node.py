@@ -193,7 +193,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             elif kind == RECOVER_TIMER:
                 if not self._look_first(now, uid):
                     key = self.flow.recovering.get(uid)
-                    self.flow.on_recover_timer(now, uid)
+                    self.flow.on_recover_timer(now, uid, attempt)
                     self._served(now, key)
             elif kind == FILL_TIMER:
                 self._on_fill_timer(now, uid)

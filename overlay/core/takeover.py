@@ -71,6 +71,7 @@ class _FlowParts(Protocol):
     ) -> None: ...
     def _serialize(self, stream: Stream, message: PublishData, source: Any) -> Any: ...
     def carried(self, now: float, stream: Stream) -> None: ...
+    def gather(self, now: float, stream: Stream) -> None: ...
     def hold(self, now: float, stream: Stream) -> None: ...
     def reserve(self, stream: Stream) -> None: ...
     def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
@@ -132,8 +133,7 @@ class Takeover:
         if takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             stream.relooks = 0
-            self.hold(now, stream)
-            self.ask_down(stream)
+            self.gather(now, stream)
 
     def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
         """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
@@ -165,13 +165,24 @@ class Takeover:
             if high >= limit:
                 return
             stream.high = min(last_seen, limit)
-        self.hold(now, stream)
-        self.ask_down(stream)
+        self.gather(now, stream)
 
     def _continue_after(self: _FlowParts, stream: Stream, last_seen: int) -> None:
         """Nothing held yet: continue the stream's numbering after ``last_seen``."""
         stream.high = last_seen
         stream.next_in = stream.contiguous_from = last_seen + 1
+
+    def gather(self: _FlowParts, now: float, stream: Stream) -> None:
+        """Hold numbering for a grace and ask the subtree for what we lack; ask again
+        halfway through, for what is still lacking then. A question has no answer of its
+        own when a member holds nothing of it, so a lost one (the simulator drops frames; a
+        link can break under it) is noticed by nobody, and the claims and packets below it
+        would come up only if that member attached anew."""
+        self.hold(now, stream)
+        self.ask_down(stream)
+        self.timers.add(
+            now + self.config.takeover_grace / 2, (RECOVER_TIMER, stream.recover_token, 1)
+        )
 
     def hold(self: _FlowParts, now: float, stream: Stream) -> None:
         """Number nothing new until ``takeover_grace`` from now (see the module notes)."""
@@ -188,16 +199,19 @@ class Takeover:
             stream.recover_token = self._tokens
             self.recovering[self._tokens] = stream.key
 
-    def on_recover_timer(self: _FlowParts, now: float, token: int) -> None:
+    def on_recover_timer(self: _FlowParts, now: float, token: int, again: int = 0) -> None:
         """A root's takeover grace may be over: give up what nobody brought (reported as
-        missed, never silent) and number what waited."""
+        missed, never silent) and number what waited. ``again``: the halfway timer of a
+        grace, which asks the subtree once more (``gather``)."""
         key = self.recovering.get(token)
         stream = None if key is None else self.streams.get(key)
         if stream is None or stream.recover_token != token or stream.recover_until is None:
             self.recovering.pop(token, None)
             return
         if now < stream.recover_until:
-            return  # extended: a later timer ends it
+            if again and stream.state is State.ROOT:
+                self.ask_down(stream)
+            return  # extended, or halfway: a later timer ends it
         del self.recovering[token]
         stream.recover_until = None
         if stream.state is not State.ROOT:
