@@ -24,8 +24,13 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   ones) so a late joiner learns it at once.
 * Subscribe requests of a signed stream carry its descriptor (public key and name), which
   hashes to the key: every node on the way learns the key it must verify packets with.
+* ``SubscribeData.mark`` is how far the root has committed, as its sender knows it: a
+  member shows its clients only that far, and a standalone ``Committed`` carries it only
+  when no packet does (``overlay.core.showing``).
 
-Type codes are part of the wire format: never renumber one, only add.
+Type codes are part of the wire format: never renumber one, only add. A field added to a
+message is added last, and every node sends it (a frame without it does not decode): a
+frame has exactly one encoding (``overlay.codec``), and all nodes run the same code.
 """
 
 from __future__ import annotations
@@ -427,7 +432,10 @@ class SubscribeData(Message):
     None exactly when ``epoch`` is None. It is not signed: only the root can know it.
     ``uid`` is the publish uid the root numbered the packet for, so that whichever node
     becomes root after this one can still acknowledge a retry of it with its number
-    instead of ordering it twice.
+    instead of ordering it twice. ``mark`` is the sender's commit mark: the root has
+    committed every packet up to it (None: the sender knows of no mark yet). A member shows
+    its local clients only that far (``overlay.core.showing``); it rides every packet, so a
+    standalone ``Committed`` is needed only when the stream is quiet. Not signed either.
     """
 
     TYPE: ClassVar[int] = 16
@@ -439,6 +447,7 @@ class SubscribeData(Message):
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
     epoch_first: int | None = _opt(Kind.OPT_PACKET)
     uid: int | None = _opt(Kind.OPT_UID)
+    mark: int | None = _opt(Kind.OPT_PACKET)
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,6 +532,19 @@ class Held(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Committed(Message):
+    """A parent to its children: the root has committed every packet up to ``upto`` (two
+    of its children hold it, or it gave up waiting: ``overlay.core.commits``). A member
+    shows its local clients only that far (``overlay.core.showing``): a packet shown
+    before, that the tree then lost, could be given to another publish. Packets carry the
+    same mark (``SubscribeData.mark``); this goes only when none took it down."""
+
+    TYPE: ClassVar[int] = 30
+    key: bytes = _f(Kind.KEY)
+    upto: int = _f(Kind.PACKET)
+
+
+@dataclass(frozen=True, slots=True)
 class PastQuery(Message):
     """A parent asking a child to push up (as PublishData, with the original uids and
     numbers) what it holds of packets ``first..last``, and to pass the question on to its
@@ -566,6 +588,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PastQuery,
     PublishNumbered,
     PublishConfirmed,
+    Committed,
 )
 
 

@@ -42,6 +42,7 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert net["delivered"] == net["expected"] == 300 * 3
     assert net["duplicates"] == 0 and net["order_violations"] == 0
     assert net["held_queries"] > 0  # every acknowledgement waited for a second branch
+    assert net["commit_notices"] > 0  # the last marks, once the stream went quiet
     assert len(net["depths"]) == 3 and all(d is not None and d >= 0 for d in net["depths"])
     for stats in (net["latency_ms"], net["ack_latency_ms"], hop["latency_ms"]):
         assert 0 < stats["p50"] <= stats["p99"] <= stats["max"]

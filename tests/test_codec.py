@@ -281,10 +281,14 @@ def test_encoder_accepts_plain_int_packet_kind_and_decoder_returns_the_member() 
                 kind=PacketKind.EPOCH_CLOSED,
                 sig=None,
             ),
-            "89105820" + "00" * KEY_SIZE + "01426869f601f6f6f6",
+            "8a105820" + "00" * KEY_SIZE + "01426869f601f6f6f6f6",
+        ),
+        (
+            SubscribeData(bytes(KEY_SIZE), 1, b"hi", None, PacketKind.DATA, None, None, 9, 0),
+            "8a105820" + "00" * KEY_SIZE + "01426869f600f6f60900",
         ),
     ],
-    ids=["Hello", "Heartbeat", "SubscribeData"],
+    ids=["Hello", "Heartbeat", "SubscribeData", "SubscribeData-marked"],
 )
 def test_golden_frames(message: Message, hex_frame: str) -> None:
     assert encode(message).hex() == hex_frame

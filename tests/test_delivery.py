@@ -69,6 +69,25 @@ def test_a_hole_is_one_missed_event() -> None:
     assert member.since == 4
 
 
+def test_nothing_past_until_is_delivered_nor_called_missed() -> None:
+    # ``until`` is what the root committed (``overlay.core.showing``): a number past it may
+    # yet be given to a packet, were the tree to lose what it holds and number it again.
+    window = window_of(data(0), data(5))
+    window.mark_missing(1, 4)
+    member = plain(0)
+    assert pump(KEY, member, window, 0, until=2) == [as_event(data(0)), Missed(KEY, 1, 2)]
+    assert (member.cursor, member.since) == (3, 3)
+    assert pump(KEY, member, window, 0, until=5) == [Missed(KEY, 3, 4), as_event(data(5))]
+    evicted = window_of(*(data(n) for n in range(6)), max_packets=2)
+    member = plain(0)
+    assert pump(KEY, member, evicted, 0, until=1) == [Missed(KEY, 0, 1)]
+    assert pump(KEY, member, evicted, 0, until=5) == [
+        Missed(KEY, 2, 3),
+        as_event(data(4)),
+        as_event(data(5)),
+    ]
+
+
 def test_evicted_packets_are_missed() -> None:
     window = window_of(*(data(n) for n in range(6)), max_packets=2)
     member = plain(1)

@@ -54,6 +54,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "PastQuery": 27,
     "PublishNumbered": 28,
     "PublishConfirmed": 29,
+    "Committed": 30,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -128,6 +129,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("sig", Kind.OPT_SIGNATURE),
         ("epoch_first", Kind.OPT_PACKET),
         ("uid", Kind.OPT_UID),
+        ("mark", Kind.OPT_PACKET),
     ),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "FillRequest": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
@@ -154,6 +156,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "PublishNumbered": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "PublishConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
+    "Committed": (("key", Kind.KEY), ("upto", Kind.PACKET)),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

@@ -22,6 +22,7 @@ from overlay.core.window import Window
 from overlay.messages import (
     MAX_WIRE_HTL,
     Accepted,
+    Committed,
     DataNotFound,
     FillRequest,
     Hello,
@@ -107,7 +108,7 @@ def test_before_refills_the_child_was_told_a_held_packet_was_missed() -> None:
     node = joined_late()
     stream = node.streams[KEY]
     node._adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
-    effects = node._flush()
+    effects = node._flush(1.0)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
 
 
@@ -301,6 +302,14 @@ def root_that_lacks_19(local: bool = False) -> tuple[Node, float]:
     return node, GRACE * 10
 
 
+ASK_19 = PastQuery(KEY, 19, 19, MAX_WIRE_HTL)
+
+
+def served(uid: int) -> list[Message]:
+    """A resubscriber adopted at N's head 21: its success, catch-up from 19, and mark."""
+    return [SubscribeSucceeded(uid, KEY, 21), data(19), data(20), data(21), Committed(KEY, 21)]
+
+
 def test_a_root_asks_its_subtree_for_what_a_resubscriber_lacks() -> None:
     # A branch of the tree may hold what the root never had (chaos: a root that had
     # forgotten the stream told a late resubscriber 1..3 were missed, which three nodes of
@@ -312,7 +321,7 @@ def test_a_root_asks_its_subtree_for_what_a_resubscriber_lacks() -> None:
     ]
     effects = node.receive(now, A, push(19))
     assert to(effects, A) == [PublishSucceeded(19, KEY, 19)]
-    assert to(effects, B) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+    assert to(effects, B) == served(2)
     assert node.stats.backfilled == 1 and node.stats.published == 0
 
 
@@ -351,7 +360,7 @@ def test_a_number_recorded_lost_is_asked_again_of_a_resubscriber_that_saw_past_i
     assert to(effects, D)[:2] == [SubscribeSucceeded(4, KEY, 21), PacketsMissed(KEY, 19, 19)]
     # C's subtree has seen up to 21: it may hold 19, so it is asked for it again ...
     effects = node.receive(later, C, ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 21))
-    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), PastQuery(KEY, 19, 19, MAX_WIRE_HTL)]
+    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), Committed(KEY, 21), ASK_19]
     # ... and what it brings is taken in: a later asker gets the packet itself.
     assert to(node.receive(later, C, push(19)), C) == [PublishSucceeded(19, KEY, 19)]
     assert sends(node.receive(later, A, FillRequest(KEY, 19, 19))) == [(A, data(19))]
@@ -368,7 +377,7 @@ def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
     b_resubscribes(node, now)  # the first waiter: the root asks A for 19
     # C's subtree, which has seen up to 21, attaches: it may hold 19, so it is asked too.
     effects = node.receive(now + 1, C, ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 21))
-    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), PastQuery(KEY, 19, 19, MAX_WIRE_HTL)]
+    assert to(effects, C) == [SubscribeSucceeded(3, KEY, 21), Committed(KEY, 21), ASK_19]
     # D needs 19 too: it waits, and nothing is asked again.
     effects = node.receive(now + 2, D, ResubscribeRequest(4, KEY, MAX_HTL, 0.36, 0.36, 18))
     assert sends(effects) == [(D, Accepted(4))]
@@ -378,7 +387,7 @@ def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
     assert to(effects, D) == []
     effects = node.receive(now + FILL / 2 + 0.5, C, push(19))
     assert to(effects, C) == [PublishSucceeded(19, KEY, 19)]
-    assert to(effects, D) == [SubscribeSucceeded(4, KEY, 21), data(19), data(20), data(21)]
+    assert to(effects, D) == served(4)
 
 
 def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> None:
@@ -390,9 +399,10 @@ def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> Non
     node.receive(now, C, Hello(0.35, 100))
     b_resubscribes(node, now)
     node._adopt(now + 1, node.streams[KEY], C, 3, True, 21)
-    assert to(node._flush(), C) == [
+    assert to(node._flush(now + 1), C) == [
         SubscribeSucceededNewRoot(3, KEY, 21),
-        PastQuery(KEY, 19, 19, MAX_WIRE_HTL),
+        Committed(KEY, 21),
+        ASK_19,
     ]
 
 
@@ -529,7 +539,7 @@ def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() 
     assert to(node.receive(0.2, C, push(1)), W) == []
     effects = node.receive(0.2, C, push(2))
     assert to(effects, C) == [PublishSucceeded(2, KEY, 2)]
-    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2)]
+    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2), Committed(KEY, 2)]
     assert node.stats.backfilled == 3 and node.stats.published == 0
     # The uids came with them: a publisher's retry of one gets its original number.
     assert node.streams[KEY].uids == {0: 0, 1: 1, 2: 2}
@@ -581,15 +591,16 @@ def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None
     # subtree merging later was told they were missed).
     node = rooted_by_a_resubscribe()
     effects = node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 2))
-    assert to(effects, W) == [SubscribeSucceeded(2, KEY, None)]
+    # (Each is told how far it may show too: a root just made shows all it has processed.)
+    assert to(effects, W) == [SubscribeSucceeded(2, KEY, None), Committed(KEY, 2)]
     node.receive(0.2, C, push(0))
     meet(node, b"Y", 0.35)
     effects = node.receive(0.3, b"Y", ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 2))
-    assert to(effects, b"Y") == [SubscribeSucceeded(3, KEY, 0)]
+    assert to(effects, b"Y") == [SubscribeSucceeded(3, KEY, 0), Committed(KEY, 2)]
     # A fresh child is told the head as ever: it wants what comes next, not the past.
     meet(node, b"F", 0.2)
     effects = node.receive(0.3, b"F", SubscribeRequest(4, KEY, MAX_HTL, 0.2, None))
-    assert to(effects, b"F") == [SubscribeSucceeded(4, KEY, 2)]
+    assert to(effects, b"F") == [SubscribeSucceeded(4, KEY, 2), Committed(KEY, 2)]
 
 
 def settle(node: Node) -> list[Effect]:
@@ -626,7 +637,7 @@ def test_after_its_grace_a_root_takes_an_old_packet_only_when_it_asked_for_it() 
     assert sends(effects) == [(W, Accepted(2)), (C, PastQuery(KEY, 1, 2, MAX_WIRE_HTL))]
     node.receive(now, C, push(1))
     effects = node.receive(now, C, push(2))
-    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2)]
+    assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2), Committed(KEY, 2)]
 
 
 def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_head() -> None:

@@ -23,6 +23,7 @@ from overlay.messages import (
     MAX_PACKET,
     MAX_PAYLOAD,
     MAX_WIRE_HTL,
+    Committed,
     PacketKind,
     PacketsMissed,
     PublishData,
@@ -252,6 +253,9 @@ def test_number_past_the_expected_one_is_reported_as_missed_never_silent() -> No
     )
     for child in (b"A", b"D"):
         assert (b"B", child, PacketsMissed(KEY, 1, 2)) in net.trace
+        assert net.received(child) == [zero]  # shown once the root says it committed 3
+    net.inject(b"R", b"B", Committed(KEY, 3))
+    for child in (b"A", b"D"):
         assert net.received(child) == [zero, Missed(KEY, 1, 2), three]
 
 

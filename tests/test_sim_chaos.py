@@ -400,11 +400,10 @@ def _check(scenario: Scenario) -> None:
 # must keep every guarantee. Stop 33 made this a real test over 100; until then it ran as
 # a non-strict expected failure, which could not fail. Stop 34 doubled the sample, once
 # the claim class that a 200-example sample drew was fixed. The property is not proven by
-# it, and is not true yet (issue 4 is open): hunts still find scenarios that break it, and
-# those known are strict expected failures in test_sim_chaos_open.py.
-# ``tests/hunt_chaos.py`` draws thousands more (the README's replay table). Failing
-# examples whose cause was found and fixed are strict regression tests in
-# test_sim_chaos_found.py and its siblings. Shrinking is off: it takes minutes.
+# it: wider hunts may still draw scenarios that break it (``tests/hunt_chaos.py`` draws
+# thousands more; the README's replay table). Failing examples whose cause was found and
+# fixed are strict regression tests in test_sim_chaos_found.py and its siblings.
+# Shrinking is off: it takes minutes.
 @pytest.mark.slow
 @settings(CHAOS, max_examples=200, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(scenarios())

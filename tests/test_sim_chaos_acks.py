@@ -1,8 +1,9 @@
-"""Chaos scenarios (``test_sim_chaos``) in which a publish was acknowledged under a number
-that the tree then lost or gave again: a claim dropped with a timed-out attempt
-(``overlay.core.publishing``, ``_fail_local``), and an acknowledgement sent while only one
-branch of the tree held the packet (``overlay.core.commits``). Replayed exactly: the
-simulation is deterministic."""
+"""Chaos scenarios (``test_sim_chaos``) in which a publish was acknowledged, or a packet
+shown, under a number that the tree then lost or gave again: a claim dropped with a
+timed-out attempt (``overlay.core.publishing``, ``_fail_local``), and an acknowledgement
+sent, or a packet shown, while only one branch of the tree held the packet
+(``overlay.core.commits``, ``overlay.core.showing``). Replayed exactly: the simulation is
+deterministic."""
 
 from __future__ import annotations
 
@@ -55,11 +56,22 @@ def test_a_relayed_publish_is_not_acknowledged_while_only_its_branch_holds_it() 
     # 12. Then 1 died, a partition cut 0 off, and 7 died: the rest of the tree had never
     # heard of 12, and its new root gave 12 to another publish, acknowledged too. A root
     # now answers a relayed publish, as a publishing child's own, once another child holds
-    # the packet; 10 never answered, 1 died first, and nobody was told 12. What remains
-    # open here is in test_sim_chaos_open.py: 7's own subscriber was shown 12 before it died.
+    # the packet; 10 never answered, 1 died first, and nobody was told 12.
     outcome = run(ONE_BRANCH_HELD_IT)
     assert outcome.log.acks and outcome.log.conflicts == []
     assert not [f for f in failures(outcome) if "never got acked" in f]
+
+
+def test_a_subscriber_is_not_shown_a_packet_that_only_one_branch_held() -> None:
+    # The same scenario: publisher 7 subscribes too, and its node showed packets as they
+    # came down, committed or not. It was shown its own 12 before root 1, relay 0's cut and
+    # its own death took 12 with them, and the rest of the tree then gave 12 to another
+    # publish. Its client died with it, but what it was shown disagrees with the stream
+    # (a member cut off with it that stayed up would have kept it). A member now shows
+    # only what the root says it committed (``overlay.core.showing``), and 1 died before
+    # it committed 12.
+    outcome = run(ONE_BRANCH_HELD_IT)
+    assert failures(outcome) == []
 
 
 ONE_BRANCH_HELD_IT = Scenario(

@@ -27,6 +27,7 @@ from overlay.core.node import Node
 from overlay.core.streams import RESTARTS_REMEMBERED, State, Stream
 from overlay.messages import (
     Accepted,
+    Committed,
     DataNotFound,
     PacketKind,
     PacketsMissed,
@@ -314,6 +315,8 @@ def test_packet_pushed_up_past_a_gap_reaches_the_other_branch() -> None:
     for n in range(3):
         net.publish(R, KEY, OLD[n], uid=UID + n)
     net.inject(R, C, SubscribeData(KEY, 4, OLD[4], None, PacketKind.DATA, None, None, UID + 4))
+    assert seen(net, A) == [(n, OLD[n]) for n in range(3)]  # until R says it committed 4
+    net.inject(R, C, Committed(KEY, 4))
     assert seen(net, A) == [*((n, OLD[n]) for n in range(3)), Missed(KEY, 3, 3), (4, OLD[4])]
     net.hold(X)
     x_root_then_c_reports(net)
@@ -337,9 +340,9 @@ def test_every_copy_of_a_packet_carries_its_publish_uid_also_after_a_takeover() 
     assert {(m.packet, m.uid) for m in copies if isinstance(m, SubscribeData)} == {
         (n, UID + n) for n in range(5)
     }
-    assert (X, E, SubscribeData(KEY, 3, OLD[3], None, PacketKind.DATA, None, None, UID + 3)) in (
-        net.trace
-    )
+    # (stamped with X's mark: the 0..2 it held as it took over, ``showing``)
+    packet = SubscribeData(KEY, 3, OLD[3], None, PacketKind.DATA, None, None, UID + 3, 2)
+    assert (X, E, packet) in net.trace
 
 
 @pytest.mark.parametrize("when", ["in the grace", "after the grace"])

@@ -39,7 +39,7 @@ class _NodeParts(Protocol):
     streams: dict[bytes, Stream]
     flow: PacketFlow
 
-    def _flush(self) -> list[Effect]: ...
+    def _flush(self, now: float) -> list[Effect]: ...
     def _deliver(self, client: ClientId, event: ClientEvent) -> None: ...
     def _prune(self, now: float, stream: Stream) -> None: ...
     def _unkeep(self, stream: Stream) -> None: ...
@@ -83,7 +83,7 @@ class LocalClients:
         (``StreamKey.descriptor``)."""
         if last_seen is not None and not -1 <= last_seen < MAX_PACKET:
             self._deliver(client, SubscribeFailed(key, f"last_seen {last_seen} is out of range"))
-            return self._flush()
+            return self._flush(now)
         member = Member(atomic=atomic)
         if last_seen is not None:
             member.cursor = member.since = last_seen + 1
@@ -97,7 +97,7 @@ class LocalClients:
             root = stream.state is State.ROOT
             self._deliver(client, self.flow.subscribed(stream, root))
             self.flow.pump(stream)
-        return self._flush()
+        return self._flush(now)
 
     def publish(
         self: _NodeParts,
@@ -122,7 +122,7 @@ class LocalClients:
         problem = _bad_publish(key, uid, data, packet, epoch, kind, sig)
         if problem is not None:
             self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
-            return self._flush()
+            return self._flush(now)
         error = None
         if key_is_signed(key) and packet is None:
             error = PublishError.NEEDS_NUMBER
@@ -132,18 +132,18 @@ class LocalClients:
             error = PublishError.BAD_MARKER
         if error is not None:
             self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush()
+            return self._flush(now)
         if uid in self.flow.local:
             # Already in flight (a retry, or another client with the same uid, such as a
             # speculative Spark task): one publish, and every one of them gets its answer.
             self.flow.join(uid, client)
-            return self._flush()
+            return self._flush(now)
         if len(self.flow.local) >= self.config.max_relayed_publishes:
             # Local publishes in flight share the relay table's bound: memory stays bounded
             # however fast clients publish without waiting for answers.
             error = PublishError.BUSY
             self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush()
+            return self._flush(now)
         if (
             key_is_signed(key)
             and key not in self.streams
@@ -151,21 +151,21 @@ class LocalClients:
         ):
             reason = "a signed stream needs its descriptor (public key and name)"
             self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, reason))
-            return self._flush()
+            return self._flush(now)
         if key_is_signed(key) and not self._signed_by_owner(
             key, descriptor, data, packet, epoch, kind, sig
         ):
             # Checked before joining: a forged publish must not pull this node into a tree.
             error = PublishError.BAD_SIGNATURE
             self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush()
+            return self._flush(now)
         stream, reason = self._join_for(now, key, client, Member(receives=False), descriptor)
         if stream is None:
             self._deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
-            return self._flush()
+            return self._flush(now)
         message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
         self.flow.publish(now, stream, client, message)
-        return self._flush()
+        return self._flush(now)
 
     def _signed_by_owner(
         self: _NodeParts,
@@ -194,7 +194,7 @@ class LocalClients:
         if stream is not None and client in stream.local:
             del stream.local[client]
             self._prune(now, stream)
-        return self._flush()
+        return self._flush(now)
 
     def remove_client(self: _NodeParts, now: float, client: ClientId) -> list[Effect]:
         """A local client went away: drop it from every stream and forget its publishes."""
@@ -203,7 +203,7 @@ class LocalClients:
             if client in stream.local:
                 del stream.local[client]
                 self._prune(now, stream)
-        return self._flush()
+        return self._flush(now)
 
     def _join_for(
         self: _NodeParts,

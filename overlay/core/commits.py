@@ -7,7 +7,8 @@ number and gives it to another packet (chaos: a subscriber at the root had packe
 one content, the rest of the tree with another). So a packet counts as committed once two
 children hold it (one, if the root has only one child), and until then:
 
-* the root's local subscribers are not shown it;
+* the root's local subscribers are not shown it, nor are any other member's: the root
+  tells its children how far it has committed (``overlay.core.showing``);
 * a local publisher at the root is not told it is acknowledged;
 * a child's publish (its node's, or one it relayed up) is not answered either, while the
   root has another child: until then the packet is held only by the root and the one
@@ -24,12 +25,13 @@ one's answer (``Held``, cumulative). One question is outstanding at a time; once
 answered the root asks about its newest packet again, so under load one round trip covers
 many packets. A child adopted after the question counts from the next one, and one whose
 catch-up is held back (``refills``) from the first question after it is sent. A root with
-nobody to wait for does not ask. A child that never answers costs at most
-``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then the
-root goes on without it, rather than let a silent or hostile child stall its clients. Such
-a child is ``silent`` until it answers again, and nothing waits for it; it is asked only
-when fewer than three others are left, so it may stay silent while they answer. When an
-asked child goes, the question goes again, to three of those left.
+nobody to wait for does not ask; one with children asks even with no client of its own,
+since every member's clients wait for its commits. A child that never answers costs at
+most ``confirm_timeout`` (counted in heartbeat rounds), or until liveness drops it: then
+the root goes on without it, rather than let a silent or hostile child stall its
+clients. Such a child is ``silent`` until it answers again, and nothing waits for it; it is
+asked only when fewer than three others are left, so it may stay silent while they
+answer. When an asked child goes, the question goes again, to three of those left.
 Were it waited for afresh at every question, one child that heartbeats but never answers
 would hold every acknowledgement of a root with one or two children back by
 ``confirm_timeout``; now it costs that once per answer it gives. Forgiving it on its next
@@ -108,13 +110,14 @@ class Commits:
     """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
 
     def stored_at_root(self: _FlowParts, stream: Stream, number: int) -> None:
-        """The root stored packet ``number`` and sent it to its children."""
-        if not waits_for(stream) or not (stream.local or stream.unacked):
-            # Nobody to wait for, or nobody local to shield and no answer held back. A
-            # publishing child's answer, if it must wait, starts the wait itself
-            # (``ack_child``). Children that are all silent are asked anyway, so that one
-            # that answers is waited for again (``on_held``); the commit forgets the question.
-            if stream.local or stream.unacked:
+        """The root stored packet ``number`` and sent it to its children. It waits for
+        them even with no client of its own to shield: every member's clients are shown
+        only what it commits (``showing``)."""
+        if not waits_for(stream):
+            # Nobody to wait for. Children that are all silent are asked anyway, so that
+            # one that answers is waited for again (``on_held``); the commit forgets the
+            # question.
+            if stream.children:
                 self._ask(stream, number)
             self._commit(stream)
             return
@@ -174,9 +177,10 @@ class Commits:
             return
         self._send(peer, Held(query.key, stream.next_in - 1))
 
-    def on_held(self: _FlowParts, peer: PeerId, message: Held, stream: Stream) -> None:
+    def on_held(self: _FlowParts, peer: PeerId, message: Held) -> None:
         """A child holds everything up to ``message.packet``."""
-        if stream.state is not State.ROOT or peer not in stream.children:
+        stream = self.streams.get(message.key)
+        if stream is None or stream.state is not State.ROOT or peer not in stream.children:
             self.stats.ignored += 1
             return
         stream.silent.discard(peer)  # it answers: waited for again from the next question
@@ -241,8 +245,7 @@ class Commits:
             return
         stream.committed = number
         head = stream.next_in - 1
-        waiting = stream.local or stream.unacked
-        if head > number and waiting and (stream.asked is None or stream.asked <= number):
+        if head > number and (stream.asked is None or stream.asked <= number):
             self._ask(stream, head)
         self.pump(stream)
 

@@ -96,7 +96,9 @@ class NodeConfig:
     # --- publishing -----------------------------------------------------------------------
     # The catch-up window of each stream: this many recent packets, and at most this many
     # payload bytes, whichever binds first. 1024 packets cover a subscriber that was away
-    # for 10 s of a 100 packet/s stream; 4 MiB keeps 32 full streams under 128 MiB.
+    # for 10 s of a 100 packet/s stream; 4 MiB keeps 32 full streams under 128 MiB. Packets
+    # a local client has not been shown yet (the root's commit trails them: ``showing``)
+    # stay beyond these, up to twice them, so a member with clients may hold 8 MiB.
     window_packets: int = 1024
     window_bytes: int = 4 * 1024 * 1024
     # The root remembers this many publish uids per stream, so a retried publish (a client
@@ -126,6 +128,12 @@ class NodeConfig:
     confirm_publishes: bool = True
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
+    # A root's commit mark rides the packets it sends down (``showing``); when it moved and
+    # no packet took it down, a standalone notice goes once this long has passed since the
+    # last did (at once on a stream that was quiet that long). Above the packet interval of
+    # a steady stream (10 ms: 100 packets a second), so under load the packets carry every
+    # mark; a member shows a packet at most this much later than a notice would have.
+    mark_delay: float = 0.01
 
     @property
     def check_htl(self) -> int:
@@ -171,6 +179,8 @@ class NodeConfig:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
         if self.probe_interval < 0:
             raise ValueError(f"probe_interval must not be negative, got {self.probe_interval}")
+        if not self.mark_delay >= 0:  # (NaN too)
+            raise ValueError(f"mark_delay must not be negative, got {self.mark_delay}")
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:

@@ -26,7 +26,7 @@ from overlay.core.events import (
     Packet,
 )
 from overlay.core.window import Window
-from overlay.messages import PacketKind, SubscribeData
+from overlay.messages import MAX_PACKET, PacketKind, SubscribeData
 
 
 @dataclass(slots=True, eq=False)
@@ -55,15 +55,18 @@ def pump(
     until: int | None = None,
 ) -> list[ClientEvent]:
     """Deliver to ``member`` everything it is owed that the window can now give, up to
-    ``until`` if it is set (a root's commit point: ``overlay.core.commits``)."""
+    ``until`` if it is set (what the root committed: ``overlay.core.commits``,
+    ``overlay.core.showing``). Gaps stop there too: a number past it may yet be given to
+    a packet, were the tree to lose what it holds there and number it again."""
     events: list[ClientEvent] = []
     cursor = member.cursor
     if cursor is None or not member.receives:
         return events
-    while until is None or cursor <= until:
+    bound = MAX_PACKET if until is None else until
+    while cursor <= bound:
         if cursor < window.floor:
-            events.append(Missed(key, cursor, window.floor - 1))
-            cursor = window.floor
+            events.append(Missed(key, cursor, min(window.floor - 1, bound)))
+            cursor = min(window.floor, bound + 1)
             member.since = max(member.since, cursor)
             continue
         packet = window.get(cursor)
@@ -83,6 +86,7 @@ def pump(
             last = min(contiguous_from, window.next_held(cursor)) - 1
         if last is None:
             break
+        last = min(last, bound)
         events.append(Missed(key, cursor, last))
         cursor = last + 1
         member.since = max(member.since, cursor)

@@ -30,6 +30,7 @@ class _FlowParts(Protocol):
     def push_up(self, stream: Stream, theirs: int | None) -> None: ...
     def push_claims(self, stream: Stream, theirs: int | None) -> None: ...
     def ask_claimed(self, stream: Stream, theirs: int | None) -> None: ...
+    def settle(self, stream: Stream) -> None: ...
 
 
 class Joining:
@@ -106,6 +107,7 @@ class Joining:
         numbers on after ``root_head`` if it names one), and ``last_seen`` what our search
         asked to resume after."""
         theirs = None if reply is None else reply.last_packet
+        self.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
         if stream.next_in is not None:
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.

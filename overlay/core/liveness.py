@@ -74,6 +74,7 @@ class Liveness:
             self._send(peer.id, beat)
         self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
         self._probe_roots(now)  # every few rounds (``probes``)
+        self.flow.repeat_marks()  # a root's mark, lest a notice was lost (``showing``)
         self.flow.overdue()  # a root's unanswered HeldQuery (``commits``)
         self.flow.confirm_overdue()  # a root's unconfirmed publishes (``confirming``)
 

@@ -48,6 +48,7 @@ from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
 from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, new_head, success_of
 from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
 from overlay.core.takeover import RECOVER_TIMER
@@ -55,6 +56,7 @@ from overlay.core.timers import TimerQueue
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
     Accepted,
+    Committed,
     DataNotFound,
     FillRequest,
     Heartbeat,
@@ -149,14 +151,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
         once its own Hello arrives."""
         self._send(peer, Hello(self.location, self.boot_id))
-        return self._flush()
+        return self._flush(now)
 
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
         if self.peers.remove(peer) is not None:
             self._forget_peer(now, peer)
             self._links_changed(now)
-        return self._flush()
+        return self._flush(now)
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
         """Handle one message from ``peer``. The driver has decoded and validated it."""
@@ -165,7 +167,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         if record is not None:
             record.heard = now  # any message shows the peer is alive
         if type(message) is Heartbeat and record is not None:
-            return self._flush()  # hearing it was its whole purpose
+            return self._flush(now)  # hearing it was its whole purpose
         if type(message) is SubscribeData and record is not None:
             # The one message a node handles at the broadcast's rate: skip the dispatch.
             stream = self._from_parent(peer, message.key)
@@ -179,7 +181,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._out.append(DropPeer(peer, f"sent {type(message).__name__} before Hello"))
         else:
             self._dispatch(now, peer, message)
-        return self._flush()
+        return self._flush(now)
 
     def handle_timer(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``. Harmless to call early or more than once."""
@@ -188,6 +190,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._on_route_timeout(now, uid, attempt)
             elif kind == PUBLISH_TIMER:
                 self.flow.on_timer(now, uid, attempt)
+            elif kind == MARK_TIMER:
+                self.flow.on_mark_timer(now)
             elif kind == RESTART_TIMER:
                 self._on_restart_timer(now, uid)
             elif kind == RECOVER_TIMER:
@@ -206,30 +210,24 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
                 self._beat(now)
                 self.flow.resend_pushes(now)
-        return self._flush()
+        return self._flush(now)
 
     def announce_neighbours(self, now: float) -> list[Effect]:
         """Tell every peer where our peers are, now (normally a timer does it after links
         change; a driver that brings many links up at once may call it when done)."""
         self._announce()
-        return self._flush()
+        return self._flush(now)
 
     def busy(self) -> bool:
         """Whether protocol work is pending: a search (not one waiting for a peer, which may
         never come), an unanswered local publish, a root's takeover grace, a waiter, a
-        linger or an announcement due. Heartbeats do not count; a driver that runs until the
-        network is quiet (the simulator) waits for every node to stop being busy."""
+        linger, an announcement or a root's mark due (``showing``). Heartbeats do not count;
+        a driver that runs until the network is quiet (the simulator) waits for every node to
+        stop being busy."""
         flow = self.flow
-        searching = len(self.routes) > len(self._parked)
-        pending = (
-            searching
-            or self._awaiting
-            or self._fill_keys
-            or self._linger_keys
-            or flow.local
-            or flow.recovering
-        )
-        return bool(pending) or self._announce_at is not None
+        ours = len(self.routes) > len(self._parked) or self._announce_at is not None
+        waits = self._awaiting or self._fill_keys or self._linger_keys
+        return bool(ours or waits or flow.local or flow.recovering or flow.marks_due)
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -274,16 +272,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._on_probe_answer(now, peer, message)
             case HeldQuery():
                 self.flow.on_held_query(peer, message)
-            case PastQuery():
+            case Committed() | PastQuery():
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
-                    self.flow.on_past_query(stream, message)
+                    self.flow.from_parent(stream, message)  # (``showing``, ``gathering``)
             case Held():
-                stream = self.streams.get(message.key)
-                if stream is None:
-                    self.stats.ignored += 1
-                else:
-                    self.flow.on_held(peer, message, stream)
+                self.flow.on_held(peer, message)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
                 self._served(now, message.key)  # it may be one a waiting child lacks
@@ -667,6 +661,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         later = not head_known and self._catch_up_later(now, stream, peer, last_seen)
         if not new_root and not later and not (known and last_seen is None):
             self.flow.catch_up(stream, peer, last_seen)
+        if not later:
+            self.flow.send_mark(stream, peer)  # how far it may show, after its catch-up
         if stream.state is State.RESTARTING:
             # Chaos: a detached node adopted a resubscriber that had seen 19, became root
             # holding nothing, and numbered 10 again.
@@ -689,7 +685,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def _out_append(self, effect: Effect) -> None:
         self._out.append(effect)  # (``_flush`` replaces the list: bind no list's append)
 
-    def _flush(self) -> list[Effect]:
+    def _flush(self, now: float) -> list[Effect]:
+        if self.flow.backlogged:
+            self.flow.drain(now)  # (``backlog``: a commit may have made room)
+        if self.flow.marks_sent or self.flow.marks_due:
+            self.flow.tell_marks(now)  # (``showing``: when marks went down, notices due)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
             self._out.append(SetTimer(deadline))

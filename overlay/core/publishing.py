@@ -47,6 +47,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
@@ -64,6 +65,7 @@ from overlay.core.events import (
 from overlay.core.gathering import Gathering
 from overlay.core.joining import Joining
 from overlay.core.memory import Memory
+from overlay.core.showing import Showing, root_stamp
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
@@ -78,9 +80,12 @@ from overlay.core.takeover import (
     in_tail,
 )
 from overlay.core.timers import TimerQueue
+from overlay.core.window import NOTHING_OWED
 from overlay.messages import (
+    Committed,
     Message,
     PacketsMissed,
+    PastQuery,
     PublishCollision,
     PublishData,
     PublishError,
@@ -123,7 +128,7 @@ class Relay:
     expires: float
 
 
-class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
+class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joining):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 
@@ -156,6 +161,13 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         # Roots in their takeover grace, by timer token.
         self.recovering: dict[int, bytes] = {}
         self._tokens = 0
+        # Roots whose mark went down on a packet in this event, and whose mark moved with no
+        # packet to take it down (``showing``); when the mark timer is armed for.
+        self.marks_sent: dict[bytes, None] = {}
+        self.marks_due: dict[bytes, None] = {}
+        self.mark_timer: float | None = None
+        self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
+        self.draining: bytes | None = None
 
     # --- local publishes --------------------------------------------------------------------
 
@@ -297,7 +309,8 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
                     # Past the grace, a publish naming a number in the open tail is a new
                     # one (a signed publisher's guess), not the lost packet: it is missed.
                     self.close_tail(stream)
-            self._reply_root(stream, source, message, self._serialize(stream, message, source))
+            if not self.held_back(stream, source, message):  # (``backlog``)
+                self._reply_root(stream, source, message, self._serialize(stream, message, source))
             return
         if stream.state is not State.JOINED or stream.parent is None:
             if (
@@ -541,8 +554,8 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
 
     def _store_new(self, stream: Stream, message: PublishData, number: int) -> None:
         """Store ``message`` as packet ``number`` and send it down."""
-        packet = _numbered(message, number, stream.frontier.first_of(message.epoch, number))
-        self._store(stream, packet)
+        first = stream.frontier.first_of(message.epoch, number)
+        self._store(stream, _numbered(message, number, first, root_stamp(stream)))
 
     def _remember(self, stream: Stream, uid: int, number: int) -> None:
         uids = stream.uids
@@ -578,6 +591,13 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
             self._missing(stream, stream.next_in, number - 1)
         self._store(stream, packet)
 
+    def from_parent(self, stream: Stream, message: Committed | PastQuery) -> None:
+        """A mark or a question from ``stream``'s parent (the node checked the sender)."""
+        if isinstance(message, Committed):
+            self.on_committed(message, stream)
+        else:
+            self.on_past_query(stream, message)
+
     def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
         if message.first > message.last:
             self._drop(peer, f"PacketsMissed with first {message.first} > last {message.last}")
@@ -607,6 +627,7 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         number = packet.packet
         self.memory.saw(stream.key, number)
         self.stats.stored += 1
+        packet = self.stamp(stream, packet)  # the mark it brings, and ours (``showing``)
         stream.window.add(packet)
         stream.frontier.observe(packet)
         stream.next_in = number + 1
@@ -621,13 +642,23 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         self.pump(stream)
 
     def pump(self, stream: Stream) -> None:
-        """Deliver to every local client of ``stream`` what it can now have (at a root, what
-        enough children hold too: ``overlay.core.commits``)."""
-        until = stream.committed if stream.state is State.ROOT else None
+        """Deliver to every local client of ``stream`` what it can now have: at a root, what
+        enough children hold too (``overlay.core.commits``), which it tells its children;
+        at a member, what the root said it committed (``overlay.core.showing``)."""
+        root = stream.state is State.ROOT
+        if root:
+            self.mark_moved(stream)
+        until = stream.committed if root else stream.shown_upto
+        shows = root or until is not None  # (a member with no mark yet shows nothing)
+        window, owed = stream.window, NOTHING_OWED
         for client, member in stream.local.items():
-            for event in pump(stream.key, member, stream.window, stream.contiguous_from, until):
-                self.stats.delivered += 1
-                self._deliver(client, event)
+            if shows:
+                for event in pump(stream.key, member, window, stream.contiguous_from, until):
+                    self.stats.delivered += 1
+                    self._deliver(client, event)
+            if member.receives and member.cursor is not None and member.cursor < owed:
+                owed = member.cursor
+        window.keep_from = owed  # (kept past the window's bounds: ``showing``)
         if stream.unacked:
             self.release(stream)
 
@@ -641,8 +672,10 @@ class PacketFlow(Takeover, Gathering, Commits, Confirming, Joining):
         )
 
 
-def _numbered(message: PublishData, number: int, epoch_first: int | None) -> SubscribeData:
-    """The packet a root stores for ``message`` as ``number``."""
+def _numbered(
+    message: PublishData, number: int, epoch_first: int | None, mark: int | None = None
+) -> SubscribeData:
+    """The packet a root stores for ``message`` as ``number``, carrying ``mark``."""
     return SubscribeData(
         message.key,
         number,
@@ -652,6 +685,7 @@ def _numbered(message: PublishData, number: int, epoch_first: int | None) -> Sub
         message.sig,
         epoch_first,
         message.uid,
+        mark,
     )
 
 

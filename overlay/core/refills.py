@@ -145,9 +145,11 @@ def outside(first: int, last: int, spans: list[Span]) -> list[Span]:
 
 
 class _Asker(Protocol):
-    """What a root's waiters use of its ``PacketFlow``: asking the subtree (``gathering``)."""
+    """What waiters use of the ``PacketFlow``: asking a root's subtree (``gathering``), and
+    telling a child caught up how far it may show (``showing``)."""
 
     def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None: ...
+    def send_mark(self, stream: Stream, child: PeerId) -> None: ...
 
 
 class _NodeParts(Protocol):
@@ -403,10 +405,13 @@ class Refills:
                 end = stream.next_in - 1 if fill.last is None else fill.last
                 self._replay(stream, peer, fill.first, min(end, stream.next_in - 1))
             if fill.last is None and stream.catching_up is not None:
-                # A held-back catch-up (``_catch_up_later``), now sent: live packets again.
+                # A held-back catch-up (``_catch_up_later``), now sent: live packets again,
+                # and how far it may show (``showing``).
                 stream.catching_up.discard(peer)
                 if not stream.catching_up:
                     stream.catching_up = None
+                if live and peer in stream.children:
+                    self.flow.send_mark(stream, peer)
         elif peer in self.peers:
             if (
                 live

@@ -41,6 +41,8 @@ class NodeStats:
     merges: int = 0  # times such a look found one and this node's tree joined it
     commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
     held_queries: int = 0  # HeldQuery sent to children (one per child per question: commits)
+    commit_notices: int = 0  # Committed sent to children: how far they may show (showing)
+    held_back: int = 0  # a root: new publishes held while its window was all uncommitted
     filled: int = 0  # packets from before we joined, asked of our parent for a child
     past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
     confirmed: int = 0  # confirmations a root took for pending publishes (confirming)

@@ -133,6 +133,8 @@ class Stream:
     # there rather than at whatever head it meets.
     start: int | None = None
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
+    # At a root: new publishes held while its window is all uncommitted (``backlog``), by uid.
+    backlog: dict[int, tuple[Source, PublishData]] = field(default_factory=dict)
     uids: OrderedDict[int, int] | None = None  # at the root: publish uid -> packet number
     # At a root that took over a tree: until then it numbers nothing new (see publishing).
     recover_until: float | None = None
@@ -187,6 +189,15 @@ class Stream:
     # At a publisher's node (confirming): its publishes a root numbered, by uid, that it
     # pushes up under those numbers to a root that takes the tree over.
     claims: dict[int, int] = field(default_factory=dict)
+    # What local clients may be shown (``showing``): the root has committed every packet up
+    # to ``shown_upto`` (None: no word yet, and a member shows nothing); at a root, the mark
+    # it last sent down. ``mark_rounds``: quiet heartbeat rounds the root has repeated that
+    # mark; ``mark_carried``: a packet took its mark down since the last round; ``told_at``:
+    # when the root's mark last went down, on a packet or a notice.
+    shown_upto: int | None = None
+    mark_rounds: int = 0
+    mark_carried: bool = False
+    told_at: float | None = None
 
     @property
     def signer(self) -> bytes | None:

@@ -80,6 +80,7 @@ class _FlowParts(Protocol):
     def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
     def ask_down(self, stream: Stream) -> None: ...
+    def pump(self, stream: Stream) -> None: ...
 
 
 class Takeover:
@@ -134,6 +135,7 @@ class Takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             stream.relooks = 0
             self.gather(now, stream)
+        self.pump(stream)  # a member's clients waited for marks; a root's are its own
 
     def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
         """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it

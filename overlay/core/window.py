@@ -13,7 +13,10 @@ window records three things about packet numbers:
 Invariants: every held packet and every hole lies at or above ``floor``; holes never overlap
 held packets; ``len(packets) <= max_packets``, ``len(holes) <= max_packets`` and the held
 payload bytes stay within ``max_bytes`` (the newest packet is always kept, even if it alone is
-larger), so a node's memory is bounded by its configuration, never by its traffic.
+larger), so a node's memory is bounded by its configuration, never by its traffic. Packets
+from ``keep_from`` on, which a local client is still owed, are evicted only past twice those
+bounds: a member shows them only once the root has committed them (``overlay.core.showing``),
+which may be more than a window behind what it has received.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from overlay.messages import SubscribeData
 
 # A range of packet numbers known to be missing, both ends included.
 Missing = tuple[int, int]
+NOTHING_OWED = 2**64  # ``keep_from`` when no local client waits for a packet held here
 
 
 class Window:
@@ -37,6 +41,7 @@ class Window:
         self.floor = 0
         self.bytes = 0
         self.evicted = 0  # packets dropped to stay within bounds, for stats
+        self.keep_from = NOTHING_OWED  # the lowest number a local client is owed (set by pump)
 
     def __len__(self) -> int:
         return len(self.packets)
@@ -68,12 +73,17 @@ class Window:
 
     def add(self, packet: SubscribeData) -> None:
         """Hold ``packet`` (the caller checked ``accepts``), evicting the oldest to fit."""
-        self.packets[packet.packet] = packet
+        packets = self.packets
+        packets[packet.packet] = packet
         self.bytes += len(packet.data)
-        while len(self.packets) > 1 and (
-            len(self.packets) > self.max_packets or self.bytes > self.max_bytes
-        ):
-            number, old = self.packets.popitem(0)
+        while len(packets) > 1 and (len(packets) > self.max_packets or self.bytes > self.max_bytes):
+            if (
+                packets.peekitem(0)[0] >= self.keep_from
+                and len(packets) <= 2 * self.max_packets
+                and self.bytes <= 2 * self.max_bytes
+            ):
+                break  # a local client is owed it still
+            number, old = packets.popitem(0)
             self.bytes -= len(old.data)
             self.evicted += 1
             self._raise_floor(number + 1)

@@ -53,6 +53,7 @@ profile and credit reports, ``testnet.bench.processes`` the spawned processes an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import random
@@ -66,6 +67,7 @@ import trio
 
 from keyspace.stream_key import StreamKey
 from overlay.codec import encode
+from overlay.core.config import NodeConfig
 from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
 from overlay.messages import PacketKind, SubscribeData
 from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
@@ -109,13 +111,21 @@ class Case:
 # --- the protocol variant -------------------------------------------------------------------
 
 
-def _node_config(location: float, connect: tuple[PeerAddress, ...] = ()) -> RuntimeConfig:
+def _node_config(
+    location: float, connect: tuple[PeerAddress, ...] = (), window: int = DEFAULT_WINDOW
+) -> RuntimeConfig:
+    # A root numbers at most one window past its commit point and holds the rest of its
+    # publishes back (``overlay.core.backlog``), up to ``max_queued_publishes``: room for the
+    # bench's whole window, so a large ``--window`` measures forwarding, not refusals.
+    core = NodeConfig()
+    core = dataclasses.replace(core, max_queued_publishes=max(core.max_queued_publishes, window))
     return RuntimeConfig(
         location=location,
         network=NETWORK,
         listen=Address(LOOPBACK, 0),
         client=Address(LOOPBACK, 0),
         connect=connect,
+        core=core,
     )
 
 
@@ -161,7 +171,7 @@ def _stream_children(host: NodeHost) -> int:
 
 async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
     identity = Identity.generate()
-    config = _node_config(STREAM.location)
+    config = _node_config(STREAM.location, window=case.window)
     (control_listener,) = await trio.open_tcp_listeners(0, host=LOOPBACK)
     async with trio.open_nursery() as nursery:
         node = await nursery.start(
@@ -253,9 +263,10 @@ async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) 
 
 
 def plain_body_size(payload: int) -> int:
-    """The size of the node's sealed frame carrying a ``payload``-byte packet to a child."""
+    """The size of the node's sealed frame carrying a ``payload``-byte packet to a child
+    (with the root's commit mark on it: ``overlay.core.showing``)."""
     message = SubscribeData(
-        STREAM.key, 10**6, bytes(payload), None, PacketKind.DATA, None, None, 10**6
+        STREAM.key, 10**6, bytes(payload), None, PacketKind.DATA, None, None, 10**6, 10**6
     )
     return len(encode(message)) + AEAD_TAG_SIZE
 

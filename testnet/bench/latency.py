@@ -151,6 +151,7 @@ async def measure_network(
                 sink.arrivals.clear()
         depths = _depths(net, chosen)
         asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
+        told = sum(node.host.core.stats.commit_notices for node in net.nodes)
         count = max(1, round(rate * duration))
         start = trio.current_time()
         sent: dict[int, float] = {}
@@ -172,6 +173,7 @@ async def measure_network(
                 await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
         elapsed = trio.current_time() - start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
+        notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
     latencies: list[float] = []
     duplicates = order_violations = delivered = 0
     for sink in sinks:
@@ -202,6 +204,7 @@ async def measure_network(
         "depths": depths,
         "latency_ms": summarize(latencies),
         "held_queries": held_queries,
+        "commit_notices": notices,
         "ack_latency_ms": summarize(
             [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
         ),
@@ -321,6 +324,9 @@ def format_report(result: dict[str, Any]) -> str:
         f"order violations {net['order_violations']}",
         f"the root asked its children {net['held_queries']:,} times what they hold "
         "(HeldQuery, each answered by a Held: commits)",
+        f"members told each other {net['commit_notices']:,} times how far the root committed "
+        "in a standalone notice (Committed, over every tree link; the packets carry it "
+        "otherwise: showing)",
         f"subscribers on nodes {net['subscribers']}, depth below the root "
         f"{net['depths']} (publisher on node 0)",
         f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "

@@ -1,0 +1,112 @@
+"""Backlog: a root numbers no new packet while its window holds nothing but uncommitted ones.
+
+Why. Members show their clients only what the root has committed (``showing``), so a
+member's mark trails the newest packet it holds by everything numbered and not yet
+committed. Nothing else bounds that: a fast publisher (the forwarding bench, 4,096 packets
+in flight) drove it past a window, a member's window evicted packets its clients had not
+been shown, and they were told those were missed though every one was acknowledged. The
+root's own clients had that flaw before members waited for marks: a root shows only what
+it committed, and its window is no larger than anyone's.
+
+How. A root whose window is at its bounds (packets or bytes) and holds no committed packet
+(``full``) holds a new publish in ``Stream.backlog`` instead of numbering it; each event
+that moves its commit point lets the backlog go on, oldest first, until the window is full
+again (``drain``, after every event: ``Node._flush``). A new publish waits behind the
+backlog too, so each publisher's packets keep their order. So the root runs at most one
+window ahead of its commit point, and a member at most about that far ahead of its mark,
+which its window holds (it keeps what its clients are owed up to twice its bounds).
+
+Only new publishes wait. A retry of a numbered uid is answered, and pushes and claims,
+which bring back numbers the tree already gave, are taken as before. A root that stops
+being one, or enters a grace, routes its backlog as new publishes: up the tree it
+joined, or to ``queued`` for the grace's end or its next parent. At most
+``max_queued_publishes`` wait; past that a publish is refused ``BUSY``, as at any root
+that cannot take it. A child that never answers holds the commit point for at most
+``confirm_timeout`` (``commits``); then none applies, and the backlog goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Source, State, Stream
+from overlay.messages import PublishData, PublishError, PublishRejected
+
+
+class _FlowParts(Protocol):
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    stats: NodeStats
+    local: dict[int, Any]
+    backlogged: dict[bytes, None]
+    draining: bytes | None
+
+    def _reply(self, source: Source, answer: Any) -> None: ...
+    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
+
+
+def full(stream: Stream) -> bool:
+    """Whether a root must hold new publishes back: its window is at its bounds and every
+    packet in it is uncommitted, so the next would push one out before members show it."""
+    committed, window = stream.committed, stream.window
+    if committed is None or not window.packets:
+        return False
+    if len(window.packets) < window.max_packets and window.bytes < window.max_bytes:
+        return False
+    lowest: int = window.packets.peekitem(0)[0]
+    return lowest > committed
+
+
+class Backlog:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    backlogged: dict[bytes, None]
+    draining: bytes | None  # the stream whose backlog ``drain`` is letting go on
+
+    def held_back(self: _FlowParts, stream: Stream, source: Source, message: PublishData) -> bool:
+        """At a root out of its grace, about to number ``message``: hold it in the backlog
+        if it must wait. True if it was held (or refused for want of room)."""
+        if message.pushed or (stream.uids is not None and message.uid in stream.uids):
+            return False
+        behind = bool(stream.backlog) and self.draining != stream.key
+        if not behind and not full(stream):
+            return False
+        if message.uid in stream.backlog:
+            return True  # a resend of one that waits already
+        if len(stream.backlog) >= self.config.max_queued_publishes:
+            self.stats.publish_rejected += 1
+            self._reply(source, PublishRejected(message.uid, message.key, PublishError.BUSY))
+            return True
+        stream.backlog[message.uid] = (source, message)
+        self.stats.held_back += 1
+        self.backlogged[stream.key] = None
+        return True
+
+    def drain(self: _FlowParts, now: float) -> None:
+        """After an event: let each root's backlog go on while its window has room; a
+        stream no longer a root out of its grace routes its backlog afresh."""
+        for key in list(self.backlogged):
+            stream = self.streams.get(key)
+            if stream is None:
+                del self.backlogged[key]
+                continue
+            backlog = stream.backlog
+            if stream.state is not State.ROOT or stream.recover_until is not None:
+                # Routed as they came: up the tree it joined, or to ``queued`` for the
+                # grace's end or the next parent (``_route``).
+                waiting = list(backlog.values())
+                backlog.clear()
+                for source, message in waiting:
+                    self._route(now, stream, source, message)
+            self.draining = key
+            while backlog and not full(stream):
+                uid = next(iter(backlog))
+                source, message = backlog.pop(uid)
+                if isinstance(source, int) and uid not in self.local:
+                    continue  # the client gave up or went away meanwhile
+                self._route(now, stream, source, message)
+            self.draining = None
+            if not backlog:
+                del self.backlogged[key]

@@ -1,0 +1,226 @@
+"""Showing: every member shows its local clients only what the root has committed.
+
+A root counts a packet committed once two of its children hold it (``commits``), and until
+then neither shows it to its own clients nor acknowledges it. Every other member used to
+show a packet as soon as it came down. Chaos: publisher 7, subscribed too, was shown its
+own packet 12 while only root 1 and relay 0 held it; 1 died, 0 was cut off, 7 died, and
+the rest of the tree gave 12 to another publish. A member cut off with such a packet that
+stayed alive would have shown its subscribers a packet the stream does not have.
+
+So the root tells its children how far it has committed, each member passes that on to
+its children, and shows its local clients packets, and gaps announced missed, only up to
+that mark (``PacketFlow.pump``). It costs a packet about one round trip from the root to
+two of its children more before it is shown, and under load up to one packet interval
+more (below).
+
+* **The mark rides the packets.** Every ``SubscribeData`` carries its sender's mark
+  (``mark``): the root stamps what it has committed when it sends a packet down, and a
+  member forwards each packet stamped with its own mark, which a packet from its parent
+  raises. Under load the root's commit moves about once a packet and the next packet
+  takes it down, so nothing else is sent. A standalone notice (``Committed``) goes only
+  when the mark moved and no packet took it down: at once if nothing went down for
+  ``mark_delay``, else once that much has passed since the last packet, if none came
+  meanwhile (``tell_marks``; a timer, ``MARK_TIMER``). A notice per commit move, as first
+  built, cost the latency bench (twenty nodes) about eleven notices per packet.
+* A root's mark is what it shows its own clients: ``committed``, or while no bound
+  applies (nobody to wait for, a commit timeout, a root just made) everything it has
+  processed; a packet is stamped with the mark from before it, since the root does not
+  know yet whether it will wait for it. A root that hands its tree on, or merges into
+  another, keeps the last mark it sent and shows by the new tree's marks from then on.
+* Marks only rise. A member's never passes what it has processed (``next_in``), and it
+  drops to that when the member takes a parent (``settle``): over a FIFO link a mark
+  comes after (or with) the packets it covers, so nothing later can arrive under it,
+  whatever tree the member moves to. A member's mark from a tree whose root died stays
+  good: what it covers was committed, and a new root numbers above what its subtree has
+  seen.
+* A member with no mark shows nothing. A child is sent its parent's mark once adopted
+  and caught up (``send_mark``), so a new or moved member need not wait for a commit.
+* Packets a local client has not been shown yet stay in the window beyond its bounds, up
+  to twice them (``Window.keep_from``): the mark trails a member's head by what is in
+  flight between the root and it, which a fast publisher makes more than a window. The
+  forwarding bench (2048 packets in flight, windows of 1024) had its child's window
+  evict packets before they could be shown; its client was told they were missed.
+* A message can be lost (the simulator drops them). The root sends its mark again in each
+  heartbeat round in which nothing took it down, ``REPEATS`` times after it last moved,
+  and a member passes on every notice that does not lower its mark, so one repeat mends a
+  loss anywhere below: under load nothing, and when the stream goes quiet at most
+  ``REPEATS`` messages a link.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import Committed, Message, SubscribeData
+
+# Quiet heartbeat rounds a root repeats its mark after it last moved. In the simulator's
+# worst weather (1% of frames dropped) a notice and all three repeats are lost on one link
+# about once in 10**8; while packets flow, each one carries the mark again anyway.
+REPEATS = 3
+MARK_TIMER = "mark"  # a root's deferred notices are due (one timer for the node)
+
+
+class _FlowParts(Protocol):
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    stats: NodeStats
+    timers: TimerQueue
+    marks_sent: dict[bytes, None]
+    marks_due: dict[bytes, None]
+    mark_timer: float | None
+
+    def _send(self, peer: PeerId, message: Message) -> None: ...
+    def pump(self, stream: Stream) -> None: ...
+    def _notify(self, stream: Stream, children: list[PeerId] | None = None) -> None: ...
+    def _tell_due(self, now: float) -> None: ...
+
+
+def root_mark(stream: Stream) -> int | None:
+    """What a root shows its own clients: its commit point, or all it has processed while
+    no bound applies; None if nothing (a mark is never below 0)."""
+    mark = stream.committed
+    if mark is None and stream.next_in is not None:
+        mark = stream.next_in - 1
+    return mark if mark is not None and mark >= 0 else None
+
+
+def root_stamp(stream: Stream) -> int | None:
+    """The mark a root stamps on a packet it sends down now: its mark from before the
+    packet (it does not know yet whether it will wait for it), never below one it sent."""
+    mark, sent = root_mark(stream), stream.shown_upto
+    return sent if mark is None or (sent is not None and sent > mark) else mark
+
+
+def _below(mark: int | None) -> int:
+    return -1 if mark is None else mark
+
+
+class Showing:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    marks_sent: dict[bytes, None]
+    marks_due: dict[bytes, None]
+    mark_timer: float | None
+
+    def stamp(self: _FlowParts, stream: Stream, packet: SubscribeData) -> SubscribeData:
+        """``packet`` is about to be stored and sent down: take a parent's mark from it,
+        and return it carrying ours (the same object if it already does)."""
+        if stream.state is State.ROOT:
+            mark = root_stamp(stream)
+            if mark != stream.shown_upto:
+                stream.shown_upto = mark
+                stream.mark_rounds = 0
+            stream.mark_carried = True
+            self.marks_sent[stream.key] = None  # (``tell_marks`` notes when)
+            self.marks_due.pop(stream.key, None)
+        else:
+            mark = stream.shown_upto
+            theirs = packet.mark
+            if theirs is not None:
+                theirs = min(theirs, packet.packet)  # (it is processed next: ``next_in``)
+                if mark is None or theirs > mark:
+                    stream.shown_upto = mark = theirs  # shown by the ``pump`` that follows
+        return packet if packet.mark == mark else dataclasses.replace(packet, mark=mark)
+
+    def mark_moved(self: _FlowParts, stream: Stream) -> None:
+        """At a root (every ``pump``): a mark no packet took down is due as a notice."""
+        mark = root_mark(stream)
+        if mark is not None and mark > _below(stream.shown_upto):
+            self.marks_due[stream.key] = None
+
+    def tell_marks(self: _FlowParts, now: float) -> None:
+        """The node's event is done (``Node._flush``): note when marks went down on
+        packets, and send the notices due or arm the timer for them."""
+        if self.marks_sent:
+            for key in self.marks_sent:
+                stream = self.streams.get(key)
+                if stream is not None:
+                    stream.told_at = now
+            self.marks_sent.clear()
+        if self.marks_due:
+            self._tell_due(now)
+
+    def on_mark_timer(self: _FlowParts, now: float) -> None:
+        self.mark_timer = None
+        self._tell_due(now)
+
+    def _tell_due(self: _FlowParts, now: float) -> None:
+        """Send each due mark that waited ``mark_delay`` since the last went down; wait on
+        for the others, lest a packet take them down first."""
+        delay = self.config.mark_delay
+        later: float | None = None
+        for key in list(self.marks_due):
+            stream = self.streams.get(key)
+            mark = None if stream is None or stream.state is not State.ROOT else root_mark(stream)
+            if stream is None or mark is None or mark <= _below(stream.shown_upto):
+                del self.marks_due[key]  # taken down meanwhile, or no longer a root
+                continue
+            told = stream.told_at
+            if told is not None and now < told + delay:
+                later = told + delay if later is None else min(later, told + delay)
+                continue
+            del self.marks_due[key]
+            stream.shown_upto = mark
+            stream.mark_rounds = 0
+            stream.mark_carried = False
+            stream.told_at = now
+            self._notify(stream)
+        if later is not None and (self.mark_timer is None or later < self.mark_timer):
+            self.mark_timer = later
+            self.timers.add(later, (MARK_TIMER, 0, 0))
+
+    def on_committed(self: _FlowParts, message: Committed, stream: Stream) -> None:
+        """Our parent's mark: show our clients up to it, and pass it on."""
+        mark = stream.shown_upto
+        if stream.state is State.ROOT or (mark is not None and message.upto < mark):
+            self.stats.ignored += 1  # an older notice (a tree we left, or a repeat overtaken)
+            return
+        upto = message.upto
+        if stream.next_in is not None:
+            upto = min(upto, stream.next_in - 1)  # (see the module notes: never past it)
+        if upto >= 0 and (mark is None or upto > mark):
+            stream.shown_upto = upto
+            self.pump(stream)
+        self._notify(stream)  # a repeat too: a child may have lost the first
+
+    def send_mark(self: _FlowParts, stream: Stream, child: PeerId) -> None:
+        """Tell a child just adopted and caught up (or whose held-back catch-up was just
+        sent: ``refills``) how far it may show."""
+        self._notify(stream, [child])
+
+    def settle(self: _FlowParts, stream: Stream) -> None:
+        """We took a parent: our mark drops to what we have processed, so no packet we get
+        from the new tree comes under it uncommitted (``joining.attached``)."""
+        if stream.shown_upto is None:
+            return
+        if stream.next_in is None or stream.next_in <= 0:
+            stream.shown_upto = None  # nothing held: the new parent's mark comes with it
+        else:
+            stream.shown_upto = min(stream.shown_upto, stream.next_in - 1)
+
+    def repeat_marks(self: _FlowParts) -> None:
+        """One heartbeat round: a root repeats its mark, if nothing took it down in the
+        last round, ``REPEATS`` times after it last moved."""
+        for stream in self.streams.values():
+            if stream.state is not State.ROOT or stream.mark_rounds >= REPEATS:
+                continue
+            if stream.mark_carried:
+                stream.mark_carried = False  # packets carry it: a repeat would say no more
+                continue
+            stream.mark_rounds += 1
+            self._notify(stream)
+
+    def _notify(self: _FlowParts, stream: Stream, children: list[PeerId] | None = None) -> None:
+        mark = stream.shown_upto
+        if mark is None:
+            return
+        notice = Committed(stream.key, mark)
+        for child in stream.fed if children is None else children:
+            self._send(child, notice)
+            self.stats.commit_notices += 1
