@@ -19,12 +19,15 @@ from overlay.core.streams import State
 from overlay.messages import (
     Held,
     PacketKind,
+    PublishConfirmed,
     PublishData,
     PublishError,
+    PublishNumbered,
     PublishRejected,
     SubscribeData,
     SubscribeRequest,
     SubscribeSucceeded,
+    Unsubscribe,
 )
 
 UID = 100
@@ -186,3 +189,96 @@ def test_over_real_cores_a_burst_four_windows_long_reaches_a_member_whole() -> N
     assert [e.number for e in got if isinstance(e, Packet)] == list(range(64))
     assert not [e for e in got if isinstance(e, Missed)]
     assert net.nodes[b"R"].stats.held_back > 0
+
+
+# --- with the publisher's node confirming (``confirming``) ------------------------------------
+
+
+def peer_publish(uid: int, data: bytes = b"x") -> PublishData:
+    return PublishData(uid, KEY, None, 0.2, 10, data, None, PacketKind.DATA, None)
+
+
+def test_numbers_pending_a_confirmation_count_against_the_window() -> None:
+    # A child's publishes wait in ``pending`` until its node confirms them and reach the
+    # window only then: counting the window alone, the root numbered three windows of
+    # them with nothing committed (the review of stop 35).
+    node = root(max_queued_publishes=64)
+    numbered: list[int] = []
+    for n in range(3 * WINDOW):
+        effects = node.receive(1.0, b"C1", peer_publish(700 + n))
+        numbered += [m.packet for _, m in sends(effects) if isinstance(m, PublishNumbered)]
+    assert numbered == list(range(WINDOW))
+    assert len(node.streams[KEY].backlog) == 2 * WINDOW
+
+
+def test_over_real_cores_a_peer_publishers_burst_reaches_a_member_whole() -> None:
+    net = CoreNet(seed=1, config=NodeConfig(window_packets=4, max_queued_publishes=64))
+    net.add(b"R", 0.5)
+    net.add(b"S", 0.9)
+    net.add(b"P", 0.1)
+    net.connect(b"R", b"S")
+    net.connect(b"R", b"P")
+    key = key_at(0.5)
+    net.subscribe(b"S", key)
+    for n in range(40):
+        net._apply(b"P", net.nodes[b"P"].publish(net.now, key, 7, 100 + n, b"p%d" % n))
+    net.run()
+    for t in range(1, 40):
+        net.advance(t * 5.0)
+    acked = sorted(e.number for e in net.events.get((b"P", 7), []) if isinstance(e, PublishAcked))
+    got = net.received(b"S")
+    assert acked == list(range(40))
+    assert [e.number for e in got if isinstance(e, Packet)] == list(range(40))
+    assert not [e for e in got if isinstance(e, Missed)]
+
+
+def test_a_held_back_publish_from_a_child_that_left_is_dropped_not_numbered() -> None:
+    # Numbered, it would wait in ``pending`` for a confirmation that can only come through
+    # the child that left, and hold every packet after it for ``confirm_timeout``.
+    node = root(max_queued_publishes=8)
+    for n in range(WINDOW):
+        publish(node, UID + n)
+    stream = node.streams[KEY]
+    node.receive(1.0, b"C1", peer_publish(500))
+    assert list(stream.backlog) == [500]
+    node.receive(1.1, b"C1", Unsubscribe(KEY))
+    effects = node.receive(1.2, b"C2", Held(KEY, 3))
+    assert [m for _, m in sends(effects) if isinstance(m, PublishNumbered)] == []
+    effects = publish(node, UID + 10, now=1.3)
+    assert [m.packet for p, m in sends(effects) if p == b"C2" and isinstance(m, SubscribeData)] == [
+        4
+    ]
+
+
+def test_a_resend_through_another_child_is_answered_the_way_it_came_last() -> None:
+    # The publisher's node moved under C2; a number sent through C1 would be lost.
+    node = root(max_queued_publishes=8)
+    for n in range(WINDOW):
+        publish(node, UID + n)
+    node.receive(1.0, b"C1", peer_publish(500))
+    node.receive(2.0, b"C2", peer_publish(500))
+    effects = node.receive(2.1, b"C1", Held(KEY, 3)) + node.receive(2.1, b"C2", Held(KEY, 3))
+    assert [p for p, m in sends(effects) if isinstance(m, PublishNumbered)] == [b"C2"]
+
+
+def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_ones() -> None:
+    # Client 1 publishes X1 then X2. X1 waits in ``pending`` behind C2's unconfirmed 4,
+    # and with 0..5 numbered and nothing committed X2 waits in the backlog. C2 leaves, 4
+    # and X1 are dropped; X1 goes back to the front of the backlog, so X2 is not numbered
+    # before it (it was, as 4, while X1 waited for its retry).
+    node = root(window_packets=6, max_queued_publishes=8)
+    stream = node.streams[KEY]
+    for n in range(3):
+        publish(node, UID + n)  # 0..2
+    node.receive(1.0, b"C1", peer_publish(501))  # pending 3
+    node.receive(1.0, b"C2", peer_publish(502))  # pending 4
+    x1, x2 = UID + 10, UID + 11
+    publish(node, x1)  # pending 5
+    node.receive(1.0, b"C1", PublishConfirmed(501, KEY, 3))  # 3 goes down
+    assert list(stream.pending) == [4, 5]
+    publish(node, x2)
+    assert list(stream.backlog) == [x2]
+    node.receive(1.1, b"C2", Unsubscribe(KEY))
+    node.receive(1.2, b"C1", Held(KEY, 3))
+    assert stream.uids is not None
+    assert (stream.uids.get(x1), stream.uids.get(x2)) == (4, 5)

@@ -23,6 +23,13 @@ joined, or to ``queued`` for the grace's end or its next parent. At most
 ``max_queued_publishes`` wait; past that a publish is refused ``BUSY``, as at any root
 that cannot take it. A child that never answers holds the commit point for at most
 ``confirm_timeout`` (``commits``); then none applies, and the backlog goes on.
+
+What the review of stop 35 found, each a test in ``tests/test_backlog.py``: numbers pending
+a publisher's confirmation count (a peer's burst went past a window through ``pending``);
+a held publish whose child left is dropped, not numbered for a confirmation that cannot
+come; a resend through another child is answered that way; and local publishes whose
+pending numbers were dropped go back to the front (``requeue``), so a client's later
+publish is not numbered before their retries.
 """
 
 from __future__ import annotations
@@ -45,17 +52,24 @@ class _FlowParts(Protocol):
 
     def _reply(self, source: Source, answer: Any) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
+    def _gone(self, stream: Stream, source: Source, uid: int) -> bool: ...
 
 
 def full(stream: Stream) -> bool:
-    """Whether a root must hold new publishes back: its window is at its bounds and every
-    packet in it is uncommitted, so the next would push one out before members show it."""
-    committed, window = stream.committed, stream.window
-    if committed is None or not window.packets:
+    """Whether a root must hold new publishes back: a window's worth of packets is
+    uncommitted (those stored above its commit point, and those pending a publisher's
+    confirmation, which reach the window only once confirmed), or its window is at its
+    byte bound and every packet in it is uncommitted. Either way the next would push one
+    out of a member's window before the member may show it. Packets, not numbers: a hole
+    announced missed takes no room, and counted it would hold publishes back with nothing
+    to commit."""
+    committed, packets = stream.committed, stream.window.packets
+    above = 0 if committed is None else len(packets) - packets.bisect_right(committed)
+    if above + len(stream.pending) >= stream.window.max_packets:
+        return True
+    if committed is None or not packets or stream.window.bytes < stream.window.max_bytes:
         return False
-    if len(window.packets) < window.max_packets and window.bytes < window.max_bytes:
-        return False
-    lowest: int = window.packets.peekitem(0)[0]
+    lowest: int = packets.peekitem(0)[0]
     return lowest > committed
 
 
@@ -74,7 +88,10 @@ class Backlog:
         if not behind and not full(stream):
             return False
         if message.uid in stream.backlog:
-            return True  # a resend of one that waits already
+            # A resend of one that waits already: answered the way it came last (its node
+            # may have moved under another child), in its first place.
+            stream.backlog[message.uid] = (source, message)
+            return True
         if len(stream.backlog) >= self.config.max_queued_publishes:
             self.stats.publish_rejected += 1
             self._reply(source, PublishRejected(message.uid, message.key, PublishError.BUSY))
@@ -99,14 +116,37 @@ class Backlog:
                 waiting = list(backlog.values())
                 backlog.clear()
                 for source, message in waiting:
+                    if self._gone(stream, source, message.uid):
+                        continue
                     self._route(now, stream, source, message)
             self.draining = key
             while backlog and not full(stream):
                 uid = next(iter(backlog))
                 source, message = backlog.pop(uid)
-                if isinstance(source, int) and uid not in self.local:
-                    continue  # the client gave up or went away meanwhile
+                if self._gone(stream, source, uid):
+                    continue
                 self._route(now, stream, source, message)
             self.draining = None
             if not backlog:
                 del self.backlogged[key]
+
+    def requeue(
+        self: _FlowParts, stream: Stream, dropped: list[tuple[Source, PublishData]]
+    ) -> None:
+        """Local publishes whose pending numbers were dropped (``confirming``) go back to
+        the front of the backlog, in their old order, ahead of what their clients
+        published after them (a client's publish held back behind them was numbered
+        before their retries). A peer's node retries its own."""
+        front = {m.uid: (source, m) for source, m in dropped if not isinstance(source, bytes)}
+        if not front:
+            return
+        stream.backlog = {**front, **{u: e for u, e in stream.backlog.items() if u not in front}}
+        self.backlogged[stream.key] = None
+
+    def _gone(self: _FlowParts, stream: Stream, source: Source, uid: int) -> bool:
+        """Whether a held publish has nobody to answer: its local client gave up or went
+        away, or the child it came through left (a number sent that way could not be
+        confirmed, and would stall what is pending behind it). Its node retries."""
+        if isinstance(source, bytes):
+            return source not in stream.children
+        return uid not in self.local

@@ -102,6 +102,7 @@ class _FlowParts(Protocol):
     def _flush(self, stream: Stream) -> None: ...
     def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
+    def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
 class Confirming:
@@ -242,11 +243,14 @@ class Confirming:
         """Forget the pending packets from ``first`` on (all of them by default): their
         numbers are free again, and their publishers, retrying, are numbered afresh."""
         uids = stream.uids
+        dropped = []
         for number in [n for n in stream.pending if first is None or n >= first]:
             entry = stream.pending.pop(number)
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
                 del uids[entry.message.uid]
+            dropped.append((entry.source, entry.message))
+        self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
 
     def orphaned_pending(self: _FlowParts, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish
