@@ -157,3 +157,27 @@ def test_a_member_that_its_label_makes_refuse_a_look_says_not_found_may_be_wrong
     (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     effects = node.receive(1.4, ahead, DataNotFound(55, KEY, 0))
     assert sends(effects) == [(b"Q", DataNotFound(55, KEY, 0))]
+
+
+def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong() -> None:
+    """Chaos (hunt seed 5555): root 28 died; its children 9 (0.1581, key at 0.1629) and 49
+    (0.1961) each became root of a split. 9's look reached 49 while 49 looked too, and 49,
+    which takes any look once its own is over, refused it only for its label; the "not
+    found" came back plain, 49's look never reached 9's tree, and both numbered 0..9. N
+    (0.45), a root looking under its own label, is farther from the key (0.5) than a
+    look's must-beat (0.48): the "not found" it sends back is marked ``lost``, so the
+    closer root looks again once N's labels are off, and N, a root again, takes it."""
+    node = make(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.49)
+    node.subscribe(0.0, KEY, 1)
+    for n in range(1, 5):
+        node.handle_timer(n * ACCEPT)  # the search and the look die at both peers: root
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and stream.looking is None
+    stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``_start_look`` labels it
+    effects = node.receive(20.0, b"P", ResubscribeRequest(7, KEY, MAX_HTL, 0.48, 0.48, None))
+    assert not any(isinstance(m, SubscribeSucceeded) for _, m in sends(effects))
+    (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    effects = node.receive(20.1, ahead, DataNotFound(7, KEY, 0))
+    assert sends(effects) == [(b"P", DataNotFound(7, KEY, 0, lost=True))]

@@ -119,3 +119,84 @@ REFUSED_FOR_A_LABEL = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_looking_root_that_refuses_a_closer_roots_look_says_it_may_be_wrong() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 5555 in stop 35 (twice; it fails at stop 34's
+    # core too). Crashes only: no partition, no frame lost. Key at 0.1629: root 28 (0.1658)
+    # died loudly at 10 s with 29 and 0; its children 9 (0.1581, whose only live peer was
+    # then 33) and 49 (0.1961) restarted. 9's resubscribe passed 49, detached under a
+    # farther origin, and 49's never reached 9 (only through 33), so 9 became root at
+    # 22.70 s and 49 at 22.85. Their graces ended 0.15 s apart and both looked: 9's look
+    # went 33, 16, 13, 31 to 49 (27.04 s), a root that takes any look, but in a look of
+    # its own, whose label refused it; that is no member closer than must-beat, so the
+    # "not found" came back plain (29.52 s), 9 had no closer peer, and it numbered 0..9.
+    # 49's look never reached 33, the only way to 9, and came back plain too (29.76 s):
+    # 49 numbered 0..9 as well.
+    # 9's probe crossed 49 at 30.21 s and they merged, after both numbered. A looking root
+    # that refuses a look for its label now marks it ``lost``, and 9 looks again once
+    # 49's labels are off (30.90 s): it joins 49's tree, having numbered nothing.
+    outcome = run(TWO_ROOTS_FROM_THE_START)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TWO_ROOTS_FROM_THE_START = Scenario(
+    seed=0,
+    nodes=51,
+    streams=2,
+    subscribers=2,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=0, until=None),
+        Fault(at=0.0, kind="crash", arg=0, until=None),
+        Fault(at=4.571963531521886, kind="crash", arg=0, until=None),
+        Fault(at=8.376144993553428, kind="loud-crash", arg=223, until=37.86375991443704),
+        Fault(at=10.42404047866406, kind="crash", arg=4418, until=None),
+        Fault(at=14.570763353079684, kind="loud-crash", arg=3946, until=None),
+        Fault(at=20.800317899172697, kind="loud-crash", arg=1279, until=None),
+        Fault(at=27.759926462919296, kind="loud-crash", arg=939, until=None),
+    ),
+    partition=None,
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_looking_roots_across_a_partition_refuse_no_closer_look_silently() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 6060 in stop 35 (it fails at stop 34's core
+    # too): crashes, an added node and a partition of a quarter of the nodes. The same
+    # cause on two streams. Key 2232b9 (0.1336): roots 14 (0.1278) and 15 (0.1501) both
+    # took over and looked; 14's look reached 15 mid-look at 45.41 s and was refused for
+    # its label alone, and both numbered 0..13 (48.19 and 49.23 s). Key 1dc4fe (0.1163):
+    # 14's look was refused by the looking root 8 (0.0837) at 45.88 s, and 8 numbered
+    # 22..24 (47.26 s), 14 22..25 (49.07 s). Both pass once such a refusal says ``lost``.
+    outcome = run(ACKED_TWICE_ACROSS_A_CUT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+ACKED_TWICE_ACROSS_A_CUT = Scenario(
+    seed=31815,
+    nodes=46,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=2.3627490911073803e-296, kind="loud-crash", arg=9462, until=None),
+        Fault(at=5.083907508615502e-98, kind="crash", arg=183188, until=None),
+        Fault(at=1.5521158317959648e-19, kind="crash", arg=600, until=None),
+        Fault(at=2.012254497442925, kind="crash", arg=65536, until=None),
+        Fault(at=5.1394202001343885, kind="loud-crash", arg=553, until=None),
+        Fault(at=8.467533768220038, kind="loud-crash", arg=456, until=10.467533768220038),
+        Fault(at=13.811968580057346, kind="loud-crash", arg=87265, until=27.736968307291665),
+        Fault(at=16.882427051023473, kind="loud-crash", arg=1000000, until=None),
+        Fault(at=20.570058873287508, kind="add", arg=2, until=None),
+        Fault(at=20.762975191271277, kind="loud-crash", arg=16384, until=51.17858735145098),
+        Fault(at=22.99512428297206, kind="loud-crash", arg=1721, until=None),
+    ),
+    partition=(22.196706925110526, 61.76603649254844, 0.2519449621568567),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)

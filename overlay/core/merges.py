@@ -46,14 +46,16 @@ each, with a fresh uid:
   next hop dropped its link before answering cannot tell "nothing there" from "found, and
   the answer died with the link". Looked again the same way, after the same pause.
 * A look that a member of another tree refused only for its label (closer than our
-  location, but detached or looking under an origin no closer than ours: ``restarts``,
-  race 3), which also comes back ``lost``. That tree's root is looking at the same moment,
-  and its own look, which our members would take, may miss us (chaos: two roots that
-  took over from one dead root, neither with a closer peer outside its tree, looked 0.14 s
-  apart after their graces as they had restarted, each look spent in the other's labelled
-  tree or its own, and both numbered 22..24). After the pause its labels are off, and our
-  look joins its tree. It costs a root whose look meets a restarting or looking subtree
-  one more look, numbering held meanwhile.
+  location, or that tree's root, which takes any look once its own is over, but detached
+  or looking under an origin no closer than ours: ``restarts``, race 3), which also comes
+  back ``lost``. That tree's root is looking at the same moment, and its own look, which
+  our members would take, may miss us (chaos: two roots that took over from one dead
+  root, neither with a closer peer outside its tree, looked 0.14 s apart after their
+  graces as they had restarted, each look spent in the other's labelled tree or its own,
+  and both numbered 22..24; and the closer of two such roots, whose look the farther
+  root's own look label refused, both numbering 0..9). After the pause its labels are
+  off, and our look joins its tree. It costs a root whose look meets a restarting or
+  looking subtree one more look, numbering held meanwhile.
 
 As for the first case, a root that loses a child to death or restart at any time (not by
 Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new

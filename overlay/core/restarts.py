@@ -117,17 +117,21 @@ class Restarts:
 
     def _label_refuses(self: _NodeParts, stream: Stream, uid: int, must_beat: float | None) -> bool:
         """Whether only our label keeps us from taking a resubscribe: we are closer to the
-        key than its must-beat and it is not our ancestor's, but we are detached or looking
-        under an origin no closer to the key than must-beat (race 3 above). Then another
-        tree of the stream is restarting or looking at this very moment, and the search's
-        origin, told so (DataNotFound ``lost``), looks again once it may have settled
-        (``merges``)."""
+        key than its must-beat (or a root, which takes any once its look is over) and it is
+        not our ancestor's, but we are detached or looking under an origin no closer to the
+        key than must-beat (race 3 above). Then another tree of the stream is restarting or
+        looking at this very moment, and the search's origin, told so (DataNotFound
+        ``lost``), looks again once it may have settled (``merges``). A looking root counts
+        though it is farther than must-beat: chaos, two roots that took over from one dead
+        root looked at once; the closer one's look reached the farther root, which refused
+        it only for its look's label, and came back a plain "not found", while the farther
+        root's look never reached the closer tree; both numbered 0..9."""
         origin = stream.restart_origin
         return (
             must_beat is not None
             and origin is not None
             and uid not in stream.restarts_seen
-            and is_closer(stream.target, self.location, must_beat)
+            and (stream.state is State.ROOT or is_closer(stream.target, self.location, must_beat))
             and not is_closer(stream.target, origin, must_beat)
         )
 
