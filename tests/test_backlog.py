@@ -170,24 +170,40 @@ def test_without_a_commit_bound_nothing_is_held_back() -> None:
     assert node.stats.held_back == 0
 
 
+def burst(publisher: bytes, count: int, window: int) -> CoreNet:
+    """Root R (0.5) with subscriber S below it, and P (a child publishing) if it is the
+    publisher: ``publisher``'s client 7 publishes ``count`` packets at once."""
+    net = CoreNet(seed=1, config=NodeConfig(window_packets=window, max_queued_publishes=64))
+    net.add(b"R", 0.5)
+    net.add(b"S", 0.9)
+    net.connect(b"R", b"S")
+    if publisher == b"P":
+        net.add(b"P", 0.1)
+        net.connect(b"R", b"P")
+    key = key_at(0.5)
+    net.subscribe(b"S", key)
+    node = net.nodes[publisher]
+    for n in range(count):
+        net._apply(publisher, node.publish(net.now, key, 7, 100 + n, b"p%d" % n))
+    net.run()
+    return net
+
+
+def assert_whole(net: CoreNet, count: int) -> None:
+    """S's client was shown packets 0..count-1, each once, and told of no gap."""
+    got = net.received(b"S")
+    assert [e.number for e in got if isinstance(e, Packet)] == list(range(count))
+    assert not [e for e in got if isinstance(e, Missed)]
+
+
 def test_over_real_cores_a_burst_four_windows_long_reaches_a_member_whole() -> None:
     # The forwarding bench with ``--window 4096`` (windows of 1024) in small: the root's
     # client publishes 64 packets before its child has processed any, windows of 16. Each
     # packet is shown at the child only once the root commits it, so without a bound on
     # how far the root runs ahead the child's window let go of packets before it could
     # show them, and its client was told they were missed.
-    net = CoreNet(seed=1, config=NodeConfig(window_packets=16, max_queued_publishes=64))
-    net.add(b"R", 0.5)
-    net.add(b"S", 0.9)
-    net.connect(b"R", b"S")
-    key = key_at(0.5)
-    net.subscribe(b"S", key)
-    for n in range(64):
-        net._apply(b"R", net.nodes[b"R"].publish(net.now, key, 7, 100 + n, b"p%d" % n))
-    net.run()
-    got = net.received(b"S")
-    assert [e.number for e in got if isinstance(e, Packet)] == list(range(64))
-    assert not [e for e in got if isinstance(e, Missed)]
+    net = burst(b"R", 64, window=16)
+    assert_whole(net, 64)
     assert net.nodes[b"R"].stats.held_back > 0
 
 
@@ -212,24 +228,12 @@ def test_numbers_pending_a_confirmation_count_against_the_window() -> None:
 
 
 def test_over_real_cores_a_peer_publishers_burst_reaches_a_member_whole() -> None:
-    net = CoreNet(seed=1, config=NodeConfig(window_packets=4, max_queued_publishes=64))
-    net.add(b"R", 0.5)
-    net.add(b"S", 0.9)
-    net.add(b"P", 0.1)
-    net.connect(b"R", b"S")
-    net.connect(b"R", b"P")
-    key = key_at(0.5)
-    net.subscribe(b"S", key)
-    for n in range(40):
-        net._apply(b"P", net.nodes[b"P"].publish(net.now, key, 7, 100 + n, b"p%d" % n))
-    net.run()
+    net = burst(b"P", 40, window=4)
     for t in range(1, 40):
         net.advance(t * 5.0)
     acked = sorted(e.number for e in net.events.get((b"P", 7), []) if isinstance(e, PublishAcked))
-    got = net.received(b"S")
     assert acked == list(range(40))
-    assert [e.number for e in got if isinstance(e, Packet)] == list(range(40))
-    assert not [e for e in got if isinstance(e, Missed)]
+    assert_whole(net, 40)
 
 
 def test_a_held_back_publish_from_a_child_that_left_is_dropped_not_numbered() -> None:
