@@ -1,4 +1,4 @@
-"""Hunt for chaos scenarios that break a guarantee: the replays behind the README's table.
+"""Hunt for chaos scenarios that break a guarantee: the replays behind tests/CHAOS_HISTORY.md.
 
     .venv/bin/python tests/hunt_chaos.py --seed 31337 --count 600 [--off] [--out FILE]
     .venv/bin/python tests/hunt_chaos.py --replay FILE [--off]

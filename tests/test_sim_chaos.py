@@ -401,7 +401,7 @@ def _check(scenario: Scenario) -> None:
 # a non-strict expected failure, which could not fail. Stop 34 doubled the sample, once
 # the claim class that a 200-example sample drew was fixed. The property is not proven by
 # it: wider hunts may still draw scenarios that break it (``tests/hunt_chaos.py`` draws
-# thousands more; the README's replay table). Failing examples whose cause was found and
+# thousands more; tests/CHAOS_HISTORY.md). Failing examples whose cause was found and
 # fixed are strict regression tests in test_sim_chaos_found.py and its siblings.
 # Shrinking is off: it takes minutes.
 @pytest.mark.slow
