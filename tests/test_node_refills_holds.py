@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from test_node import meet, sends
-from test_node_refills import FILL, KEY, A, B, b_resubscribes, data, push, root_that_lacks_19, to
+from test_node_refills import FILL, KEY, A, B, C, b_resubscribes, data, push, root_that_lacks_19, to
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect
@@ -103,4 +103,35 @@ def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
     assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
     # Held, but answered while B's search (each hop's ``request_timeout`` from its
     # Accepted) still waits for the answer, with time left for it to go down the path.
+    assert FILL / 2 < at - now <= REQUEST / 2
+
+
+def test_a_search_at_a_root_past_its_grace_is_held_for_a_subtree_a_partition_hid() -> None:
+    # Hunt seed 8080 (``test_sim_chaos_refills``): a root cut off with part of its tree,
+    # past its grace and its look, told a waiting search that packet 0 was missed, which
+    # the other side of the cut held and had acknowledged; the cut healed 4 s later.
+    node, now = root_that_lacks_19()
+    b_resubscribes(node, now)
+    assert served(node.handle_timer(now + FILL / 2)) == []  # held: not told 19 was missed
+    # The cut heals: C's subtree, which has seen 21, attaches and is asked for 19.
+    later = now + FILL / 2 + 1.0
+    node.link_up(later, C)
+    node.receive(later, C, Hello(0.35, 100))  # (a root probes on a new link: not asserted)
+    effects = node.receive(later, C, ResubscribeRequest(3, KEY, MAX_WIRE_HTL, 0.35, 0.35, 21))
+    assert (C, PastQuery(KEY, 19, 19, MAX_WIRE_HTL)) in sends(effects)
+    effects = node.receive(later, C, push(19))
+    assert served(effects) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+
+
+def test_a_search_at_a_root_past_its_grace_is_held_only_while_it_would_wait() -> None:
+    node, now = root_that_lacks_19()
+    stream = node.streams[KEY]
+    b_resubscribes(node, now)
+    answer: list[Message] = []
+    at = now
+    while not answer:
+        at = node.next_deadline() or at
+        answer = served(node.handle_timer(at))
+        assert stream.recover_until is None and stream.state is State.ROOT
+    assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
     assert FILL / 2 < at - now <= REQUEST / 2

@@ -87,3 +87,51 @@ NARROWER_ASK_ANSWERED_FIRST = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_search_at_a_root_cut_off_past_its_grace_waits_for_the_heal() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 8080 at stop 35's final core. Root 28 numbered
+    # packet 0 at 10.4 s and it was acknowledged at 10.8 s, but the parents of nodes 1
+    # and 31 (subscribed at 2 and 4 s) had just died, so neither got it. A partition, 16.5 s
+    # to 38.8 s, cut off 1, 31, 12 and old root 28, all of whose links crossed the cut:
+    # nobody on that side could reach a copy of 0. 12 became the side's root with 1..5
+    # pushed up to it, and node 1's search waited at 12 for 0 from 24.4 s. 12's grace and
+    # look ended without it, and at 34.4 s 12 told 1 (and through it 31) that 0 was missed;
+    # the cut healed at 38.8 s and 12 joined the other side's tree, which held 0, at 39.3 s.
+    # A search waiting at a root is now held while it would still wait, grace or not.
+    outcome = run(SEARCH_ANSWERED_BEFORE_THE_HEAL)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+SEARCH_ANSWERED_BEFORE_THE_HEAL = Scenario(
+    seed=0,
+    nodes=55,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=2.225073858507203e-309, kind="crash", arg=257024, until=None),
+        Fault(at=1.772581726261227e-159, kind="crash", arg=963, until=2.9080294311448585),
+        Fault(at=2.0103560413873428e-80, kind="crash", arg=2911, until=None),
+        Fault(at=6.103515625e-05, kind="add", arg=5, until=None),
+        Fault(at=0.095, kind="crash", arg=3364, until=34.65735225106852),
+        Fault(at=0.4594956557858444, kind="crash", arg=17453, until=13.077005487384536),
+        Fault(at=2.237769191046444, kind="crash", arg=2220, until=4.137769191046444),
+        Fault(at=7.198571825748886, kind="add", arg=2, until=None),
+        Fault(at=9.789558183478482, kind="crash", arg=5222, until=None),
+        Fault(at=10.588196701824124, kind="crash", arg=360, until=None),
+        Fault(at=10.694190942104244, kind="crash", arg=59, until=15.233397283615274),
+        Fault(at=12.052254341321513, kind="loud-crash", arg=639, until=None),
+        Fault(at=13.127156764207985, kind="crash", arg=0, until=25.301091045444508),
+        Fault(at=14.785901631326274, kind="crash", arg=316, until=21.281532214419528),
+        Fault(at=15.162456478841452, kind="loud-crash", arg=172, until=48.0295949533005),
+        Fault(at=17.714857241008822, kind="loud-crash", arg=108780, until=51.67153801959818),
+        Fault(at=19.067297936143746, kind="loud-crash", arg=999999, until=None),
+        Fault(at=27.850089408272243, kind="weather", arg=0, until=37.52781090354735),
+        Fault(at=29.167847923608527, kind="crash", arg=256, until=None),
+    ),
+    partition=(6.535443625910082, 28.805715069447487, 0.3004736093440032),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+)

@@ -23,12 +23,13 @@ reaches the waiters below it before their timeouts, and never before its grace e
 a new root told a resubscriber nine packets were missed that the subtree which made it root
 held); a grace or a look under way when their wait ends holds them a few timeouts more,
 while a search waiting there would still wait for its answer (a waiter at a relay below
-may give up first; it is told the numbers were missed, as before). What nobody brought is
-then lost for good: the root records it missed, and every later asker hears so at once
-(not while a waiter asked since still waits for it). A resubscriber adopted while waiters
-wait has a subtree that was not there when they asked, so it is asked for what it may hold
-too (PastQuery), by whichever node adopts it; a root asks one that has seen past numbers it
-recorded lost for those as well, and takes them back in.
+may give up first; it is told the numbers were missed, as before), and a search waiting at
+the root itself is held so at any time: a partition may hide the branch that holds them.
+What nobody brought is then lost for good: the root records it missed, and every later
+asker hears so at once (not while a waiter asked since still waits for it). A resubscriber
+adopted while waiters wait has a subtree that was not there when they asked, so it is asked
+for what it may hold too (PastQuery), by whichever node adopts it; a root asks one that has
+seen past numbers it recorded lost for those as well, and takes them back in.
 A root with no children, past its grace, has nobody to ask and reports the numbers missed at
 once.
 Meanwhile:
@@ -364,11 +365,17 @@ class Refills:
                 # answer must still get down the path. Chaos: a root that had continued
                 # after a merging root's claim lost the pushes to a broken link; while it
                 # looked, the claimant, a root again, held 0..14, and a subscriber that had
-                # waited through a partition was told they were missed.
+                # waited through a partition was told they were missed. A search waiting
+                # here is held so at any time, grace or not: past them a root still cannot
+                # tell a packet every holder lost from one a partition hides, whose tree it
+                # joins once the cut heals (hunt seed 8080: a root cut off with part of its
+                # tree told two subscribers that packet 0, held and acknowledged across the
+                # cut, was missed, 5 s after its look and 4 s before the heal). Not a child's
+                # FillRequest: the relay that asks waits only its own ``fill_timeout``.
                 patience = (self.config.request_timeout - self.config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
-                    and stream.recover_until is not None
+                    and (stream.recover_until is not None or fill.uid is not None)
                     and now - fill.since < patience
                 )
                 if stream.state is State.RESTARTING or (
