@@ -585,24 +585,6 @@ def test_a_push_beyond_the_head_is_taken_before_a_publish_that_waited_in_the_gra
     assert PublishNumbered(9, KEY, 6) in to(effects, C)  # (sent down once C confirms)
 
 
-def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None:
-    # W has seen 2 as well, so it needs nothing from N; but N holds nothing of 0..2, and
-    # told "2" W would push nothing up (chaos: the only holder of 0..2 kept them, and a
-    # subtree merging later was told they were missed).
-    node = rooted_by_a_resubscribe()
-    effects = node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 2))
-    # (Each is told how far it may show too: a root just made shows all it has processed.)
-    assert to(effects, W) == [SubscribeSucceeded(2, KEY, None), Committed(KEY, 2)]
-    node.receive(0.2, C, push(0))
-    meet(node, b"Y", 0.35)
-    effects = node.receive(0.3, b"Y", ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 2))
-    assert to(effects, b"Y") == [SubscribeSucceeded(3, KEY, 0), Committed(KEY, 2)]
-    # A fresh child is told the head as ever: it wants what comes next, not the past.
-    meet(node, b"F", 0.2)
-    effects = node.receive(0.3, b"F", SubscribeRequest(4, KEY, MAX_HTL, 0.2, None))
-    assert to(effects, b"F") == [SubscribeSucceeded(4, KEY, 2), Committed(KEY, 2)]
-
-
 def settle(node: Node) -> list[Effect]:
     """Fire N's timers until its grace is over (the look it makes first included) and no
     child waits; what N did meanwhile."""

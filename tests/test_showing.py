@@ -26,6 +26,7 @@ from overlay.messages import (
     MAX_PACKET,
     Committed,
     DataNotFound,
+    FillRequest,
     Held,
     HeldQuery,
     Message,
@@ -102,6 +103,51 @@ def test_a_mark_never_passes_what_the_member_has_processed() -> None:
     assert shown(effects) == [0] and notices(effects) == [(C, 0)]
     assert node.streams[KEY].shown_upto == 0
     assert shown(node.receive(0.3, P, data(1))) == []  # 1 came after the notice: not covered
+
+
+def fill_asks(effects: list[Effect]) -> list[tuple[bytes, int, int]]:
+    return [(peer, m.first, m.last) for peer, m in sends(effects) if isinstance(m, FillRequest)]
+
+
+def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
+    # Over a FIFO link a mark comes after the packets it covers: a parent's mark past what
+    # we processed means it will never send us those numbers by itself (it entered the
+    # tree past them). Chaos (hunt seed 2025): a relay that had entered holding nothing,
+    # after a search's claim of 12, passed down marks of 12 to a child holding only 0; the
+    # child met 13 as a gap and told its subscriber acknowledged 1..12 were missed.
+    node = joined_node()
+    assert fill_asks(node.receive(0.1, P, data(0))) == []
+    assert fill_asks(node.receive(0.15, P, Committed(KEY, 0))) == []  # nothing below it
+    effects = node.receive(0.2, P, Committed(KEY, 5))
+    assert fill_asks(effects) == [(P, 1, 5)]
+    assert notices(effects) == [(C, 0)]  # the mark passed on is still only what we hold
+    assert fill_asks(node.receive(0.3, P, Committed(KEY, 5))) == []  # (a repeat: asked)
+    assert fill_asks(node.receive(0.4, P, Committed(KEY, 7))) == [(P, 6, 7)]  # only the rest
+    for n in range(1, 8):  # the parent's answer, in order: no gap, shown to the mark
+        effects = node.receive(0.5, P, data(n))
+        assert [(peer, m.packet) for peer, m in sends(effects)] == [(C, n)]  # (no gap)
+    assert shown(node.receive(0.6, P, Committed(KEY, 7))) == list(range(1, 8))
+    effects = node.receive(0.7, P, data(8))
+    assert [(peer, m.packet) for peer, m in sends(effects)] == [(C, 8)]
+
+
+def test_a_member_that_takes_a_parent_asks_it_afresh_for_what_lies_below_its_mark() -> None:
+    node = joined_node()
+    stream = node.streams[KEY]
+    node.receive(0.1, P, data(0))
+    assert fill_asks(node.receive(0.2, P, Committed(KEY, 5))) == [(P, 1, 5)]
+    node.flow.settle(stream)  # (as on taking a parent: ``joining.attached``)
+    assert stream.asked_below is None
+    assert fill_asks(node.receive(0.3, P, Committed(KEY, 5))) == [(P, 1, 5)]
+
+
+def test_a_member_asks_again_once_an_unanswered_ask_may_have_been_lost() -> None:
+    node = joined_node()
+    node.receive(0.1, P, data(0))
+    assert fill_asks(node.receive(0.2, P, Committed(KEY, 5))) == [(P, 1, 5)]
+    later = 0.2 + node.config.fill_timeout
+    assert fill_asks(node.receive(later - 0.01, P, Committed(KEY, 5))) == []
+    assert fill_asks(node.receive(later, P, Committed(KEY, 5))) == [(P, 1, 5)]
 
 
 def test_an_older_notice_is_ignored_and_a_repeat_passed_on() -> None:

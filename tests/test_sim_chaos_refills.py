@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from test_sim_chaos import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
@@ -132,6 +134,67 @@ SEARCH_ANSWERED_BEFORE_THE_HEAL = Scenario(
     partition=(6.535443625910082, 28.805715069447487, 0.3004736093440032),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 2025 at stop 36's core (46 nodes, 2 streams).
+    # Root 16 numbered stream 0's 1..12 during a partition (1.9 s to 36.2 s); only 27 and
+    # 32 got them, and the other side's subscribers 4 and 30 held only 0. 16 died. After
+    # the heal, 39 became root through 27's resubscribe (last_seen 12), holding none of
+    # 1..12. In its grace it told relay 43 (relaying 7's resubscribe, last_seen 12, a claim)
+    # that its head was 0, where its gap starts; 12 ms later 27's pushes brought 1..12 in,
+    # kept only for the root's waiters (``_backfill``), so 43's branch (30) never got them.
+    # Relay 5 had entered the tree holding nothing after a search that claimed 12, and
+    # resumed after 12 with child 4 holding only 0. Both subscribers met 13 as a gap 8 s
+    # later and were told acknowledged 1..12 were missed, though their parents' marks had
+    # said 12 long before. A member whose parent's mark is past what it processed now asks
+    # that parent for the numbers between (``showing``); the parent serves them, asking up
+    # the tree for what it never had, and the root, which kept them, replays them.
+    outcome = run(MARK_PAST_WHAT_A_MEMBER_HOLDS)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_relay_told_a_head_below_its_claim_is_owed_what_is_pushed_up_after_it() -> None:
+    # The same draw with node 2 added at +26.09, not +29.84: passing at stop 36's core, it
+    # failed with the member-side ask (above) alone. 7 asked root 39 for 1..12 early, 39
+    # had none, and once its wait ran out (+52 to +62) told 7's whole subtree they were
+    # missed, 30 included. The root now owes relay 43, which it told "0", what is pushed
+    # up after it (``joining.owed_after``): 43's catch-up and its mark wait for the pushes,
+    # so no mark past 0 reaches 7 before 1..12 do, and nobody asks before the tree settles.
+    faults = list(MARK_PAST_WHAT_A_MEMBER_HOLDS.faults)
+    added = faults.pop()
+    assert added.kind == "add" and added.arg == 2
+    faults.append(replace(added, at=26.09419259657799))
+    faults.sort(key=lambda fault: fault.at)
+    outcome = run(replace(MARK_PAST_WHAT_A_MEMBER_HOLDS, faults=tuple(faults)))
+    assert outcome.log.acks and failures(outcome) == []
+
+
+MARK_PAST_WHAT_A_MEMBER_HOLDS = Scenario(
+    seed=4,
+    nodes=46,
+    streams=2,
+    subscribers=2,
+    faults=(
+        Fault(at=1.480836526623234e-262, kind="loud-crash", arg=38099, until=None),
+        Fault(at=1.175494351e-38, kind="crash", arg=30943, until=25.576587847077874),
+        Fault(at=10.564686405841623, kind="add", arg=4, until=None),
+        Fault(at=16.266524987341956, kind="crash", arg=1024, until=None),
+        Fault(at=17.13071922367919, kind="add", arg=5, until=None),
+        Fault(at=23.260501990745034, kind="loud-crash", arg=503, until=None),
+        Fault(at=25.44976373151711, kind="loud-crash", arg=165, until=59.00721726739547),
+        Fault(at=28.673726133263585, kind="crash", arg=970547, until=59.28302219987819),
+        Fault(at=29.571666030233, kind="weather", arg=0, until=43.60094205183772),
+        Fault(at=29.674518316788983, kind="loud-crash", arg=3390, until=55.25110616386686),
+        Fault(at=29.83652978179394, kind="crash", arg=177808, until=59.91309242493749),
+        Fault(at=29.83652978179394, kind="add", arg=2, until=None),
+    ),
+    partition=(1.9, 36.15827947564052, 0.38905323161969263),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.0
     ),
     confirm=True,
 )

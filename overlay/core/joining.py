@@ -1,14 +1,15 @@
 """Where a member that joins the tree starts: what a parent tells a new child, what the
 child catches up on, and where a node's fresh clients are placed.
 
-Split from ``overlay.core.publishing``; ``PacketFlow`` inherits this class, and each method's
-``self`` is that flow. A parent answers a new child with the newest packet it has processed
-(``success``) and sends it what it lacks after its ``last_seen`` (``catch_up``). A node that
-took a parent learns the tree's head from that answer (``attached``), a new root's answer
-included: a root that continues numbering (after a resubscriber's ``last_seen``, or what it
-remembered, ``memory``) names where, and the nodes on its path start their fresh clients
-after it. A restarted node holding more than
-its new parent sends it up (``push_up``, ``push_claims``).
+Split from ``overlay.core.publishing``; ``PacketFlow`` inherits this class, and each
+method's ``self`` is that flow. A parent answers a new child with the newest packet it has
+processed (``success``) and sends it what it lacks after its ``last_seen`` (``catch_up``). A
+node that took a parent learns the tree's head from that answer (``attached``), a new root's
+answer included: a root that continues numbering (after a resubscriber's ``last_seen``, or
+what it remembered, ``memory``) names where, and the nodes on its path start their fresh
+clients after it. A restarted node holding more than its new parent sends it up
+(``push_up``, ``push_claims``). A child told a head below its ``last_seen`` resumes there,
+and is owed what lies between (``owed_after``).
 """
 
 from __future__ import annotations
@@ -186,3 +187,20 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
     if not former and stream.state is not State.ROOT:
         return None
     return stream.remembered
+
+
+def owed_after(reply: SubscribeSucceeded | None, last_seen: int | None) -> int | None:
+    """Where a new child's catch-up starts: after its ``last_seen``, unless ``reply`` (our
+    ``success``) named a head below it, where the child then resumes (``attached``). A root
+    in its grace that lacks the tree's past names where that gap starts, so that the
+    resubscriber pushes up what it holds; but a relay on its path, or a resubscriber whose
+    ``last_seen`` is a claim (its subtree's, or remembered) more than packets, then expects
+    the packets after the named head, and what comes up is kept as a past every child is
+    beyond (``_backfill``). So it is owed them, and its catch-up waits for them as a
+    search's does (``refills``). Chaos (hunt seed 2025): after a partition healed, a new
+    root told the branch holding packet 0 that its head was 0, took 1..12 in from a
+    resubscriber 12 ms later and sent them down to nobody; packet 13 then reached a
+    subscriber there as a gap, and it was told 1..12 were missed."""
+    if reply is None or reply.last_packet is None or last_seen is None:
+        return last_seen  # (told no head, it resumes after ``last_seen``)
+    return min(last_seen, reply.last_packet)

@@ -36,6 +36,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
+from overlay.core.joining import owed_after
 from overlay.core.keeping import KEEP_TIMER, Keeping
 from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
@@ -275,7 +276,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case Committed() | PastQuery():
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
-                    self.flow.from_parent(stream, message)  # (``showing``, ``gathering``)
+                    self.flow.from_parent(now, stream, message)  # (``showing``, ``gathering``)
             case Held():
                 self.flow.on_held(peer, message)
             case PublishData():
@@ -637,10 +638,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         head_known: bool = True,
     ) -> None:
         """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
-        ``last_seen``; if that needs packets from before we joined, first ask for them
-        (``refills``; ``wait`` False: serve what we have). ``head_known`` False: the
-        answer names no head (our root lacks the tree's past; ``PacketFlow.success``), and
-        it is adopted at once; only its catch-up waits for what we lack (``refills``)."""
+        ``last_seen``, first asking for what we never had (``refills``; ``wait`` False:
+        serve what we have). Told no head (``head_known`` False: our root lacks the past)
+        or one below ``last_seen`` (``joining.owed_after``), it is adopted at once."""
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
@@ -654,13 +654,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             return
         stream.children[peer] = None
         self._unkeep(stream)
-        if new_root:
-            self._send(peer, SubscribeSucceededNewRoot(uid, stream.key, stream.high))
-        else:
-            self._send(peer, self.flow.success(uid, stream, last_seen, head_known))
-        later = not head_known and self._catch_up_later(now, stream, peer, last_seen)
+        reply = None if new_root else self.flow.success(uid, stream, last_seen, head_known)
+        self._send(peer, reply or SubscribeSucceededNewRoot(uid, stream.key, stream.high))
+        after = owed_after(reply, last_seen)
+        owed = after != last_seen or not head_known
+        own = self._catch_up_later(now, stream, peer, after) if owed else None
+        later = own is not None
         if not new_root and not later and not (known and last_seen is None):
-            self.flow.catch_up(stream, peer, last_seen)
+            self.flow.catch_up(stream, peer, after)
         if not later:
             self.flow.send_mark(stream, peer)  # how far it may show, after its catch-up
         if stream.state is State.RESTARTING:
@@ -668,7 +669,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # holding nothing, and numbered 10 again.
             stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
-        self._ask_newcomer(stream, peer, last_seen)
+        self._ask_newcomer(stream, peer, last_seen, own)
 
     # --- plumbing -------------------------------------------------------------------------
 

@@ -591,10 +591,10 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
             self._missing(stream, stream.next_in, number - 1)
         self._store(stream, packet)
 
-    def from_parent(self, stream: Stream, message: Committed | PastQuery) -> None:
+    def from_parent(self, now: float, stream: Stream, message: Committed | PastQuery) -> None:
         """A mark or a question from ``stream``'s parent (the node checked the sender)."""
         if isinstance(message, Committed):
-            self.on_committed(message, stream)
+            self.on_committed(now, message, stream)
         else:
             self.on_past_query(stream, message)
 

@@ -195,7 +195,9 @@ class _NodeParts(Protocol):
     def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
     def _arm_fill(self, now: float, stream: Stream) -> int: ...
     def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
-    def _ask_newcomer(self, stream: Stream, peer: PeerId, last_seen: int | None) -> None: ...
+    def _ask_newcomer(
+        self, stream: Stream, peer: PeerId, last_seen: int | None, own: Fill | None = None
+    ) -> None: ...
 
 
 class Refills:
@@ -248,7 +250,7 @@ class Refills:
 
     def _catch_up_later(
         self: _NodeParts, now: float, stream: Stream, peer: PeerId, last_seen: int | None
-    ) -> bool:
+    ) -> Fill | None:
         """We just adopted ``peer``, whose search made our new root, naming no head: that
         root lacks the tree's past, and the subtree beyond ``peer`` is what brings it up, so
         ``peer`` cannot wait to be adopted (as a search does) until we have it. But if we
@@ -256,15 +258,16 @@ class Refills:
         (and everything live meanwhile) waits until that is in, or the wait times out
         (chaos: a relay that joined after packet 25 told such a child 25 was missed, and
         then dropped 25 as old when the root, which gathered it 0.3 s later, sent it down).
-        True: the catch-up waits (``_finish_fill`` sends it)."""
+        Its wait, if the catch-up waits (``_finish_fill`` sends it); None if not."""
         if last_seen is None or not self._serve_later(
             now, stream, peer, last_seen + 1, None, None, None
         ):
-            return False
+            return None
         if stream.catching_up is None:
             stream.catching_up = set()
         stream.catching_up.add(peer)
-        return True
+        assert stream.fills is not None  # (``_serve_later`` appended it: no uid to repeat)
+        return stream.fills[-1]
 
     def _arm_fill(self: _NodeParts, now: float, stream: Stream) -> int:
         """A timer for a waiter of ``stream`` whose numbers were asked for just now."""
@@ -438,7 +441,11 @@ class Refills:
         self._prune(now, stream)
 
     def _ask_newcomer(
-        self: _NodeParts, stream: Stream, peer: PeerId, last_seen: int | None
+        self: _NodeParts,
+        stream: Stream,
+        peer: PeerId,
+        last_seen: int | None,
+        own: Fill | None = None,
     ) -> None:
         """We adopted ``peer``'s resubscribe, having seen up to ``last_seen``, while our
         waiters lack older numbers, or (at a root) after we recorded older numbers lost: its
@@ -460,6 +467,11 @@ class Refills:
                 stream.reopened = reopened
                 spans.extend(reopened)
         for fill in stream.fills or ():
+            if fill is own and stream.state is State.ROOT:
+                # Its own wait, just made (``joining.owed_after``), asked every child, it
+                # included, or was covered by another's, which this loop asks it for. Not
+                # an older wait of the same peer: the subtree it brings now was not asked.
+                continue
             first, last = fill.asked
             if first <= last_seen:
                 spans.extend(gaps(stream.window, first, min(last, last_seen)))

@@ -33,6 +33,11 @@ more (below).
   whatever tree the member moves to. A member's mark from a tree whose root died stays
   good: what it covers was committed, and a new root numbers above what its subtree has
   seen.
+* A parent's mark past what a member has processed therefore says that the parent will
+  not send it the numbers between by itself: the parent entered the tree past them, or
+  named a head past them when it took the member. The member asks it for them (a child's
+  ``FillRequest``, ``refills``) before the next packet meets them as a gap: once, and
+  again if the mark still says so after ``fill_timeout`` (an ask or answer may be lost).
 * A member with no mark shows nothing. A child is sent its parent's mark once adopted
   and caught up (``send_mark``), so a new or moved member need not wait for a commit.
 * Packets a local client has not been shown yet stay in the window beyond its bounds, up
@@ -57,7 +62,7 @@ from overlay.core.effects import PeerId
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
-from overlay.messages import Committed, Message, SubscribeData
+from overlay.messages import Committed, FillRequest, Message, SubscribeData
 
 # Quiet heartbeat rounds a root repeats its mark after it last moved. In the simulator's
 # worst weather (1% of frames dropped) a notice and all three repeats are lost on one link
@@ -79,6 +84,7 @@ class _FlowParts(Protocol):
     def pump(self, stream: Stream) -> None: ...
     def _notify(self, stream: Stream, children: list[PeerId] | None = None) -> None: ...
     def _tell_due(self, now: float) -> None: ...
+    def _ask_below(self, now: float, stream: Stream, parent: PeerId, upto: int) -> None: ...
 
 
 def root_mark(stream: Stream) -> int | None:
@@ -175,7 +181,7 @@ class Showing:
             self.mark_timer = later
             self.timers.add(later, (MARK_TIMER, 0, 0))
 
-    def on_committed(self: _FlowParts, message: Committed, stream: Stream) -> None:
+    def on_committed(self: _FlowParts, now: float, message: Committed, stream: Stream) -> None:
         """Our parent's mark: show our clients up to it, and pass it on."""
         mark = stream.shown_upto
         if stream.state is State.ROOT or (mark is not None and message.upto < mark):
@@ -183,11 +189,34 @@ class Showing:
             return
         upto = message.upto
         if stream.next_in is not None:
+            if upto >= stream.next_in and stream.parent is not None:
+                self._ask_below(now, stream, stream.parent, upto)
             upto = min(upto, stream.next_in - 1)  # (see the module notes: never past it)
         if upto >= 0 and (mark is None or upto > mark):
             stream.shown_upto = upto
             self.pump(stream)
         self._notify(stream)  # a repeat too: a child may have lost the first
+
+    def _ask_below(self: _FlowParts, now: float, stream: Stream, parent: PeerId, upto: int) -> None:
+        """Our parent's mark is past what we have processed: over a FIFO link a mark comes
+        after the packets it covers, so the parent will never send us ``next_in..upto`` by
+        itself (it entered the tree past them, or named a head past them when it took us).
+        We ask it for them, as a child's ``FillRequest`` (``refills``: it serves them once it
+        has them, asking up the tree if it never had them), before its next packet meets
+        them as a gap. Each number once per parent, while the ask may still be answered
+        (the root repeats its mark); after ``fill_timeout`` all of them again, as the ask or
+        its answer may have been lost. Chaos (hunt seed 2025): a relay that entered the tree
+        holding nothing, after a search that claimed 12, resumed after 12 with its child
+        holding only 0; the child met 13 as a gap 8 s later and told its subscriber that
+        acknowledged 1..12 were missed, though the marks had said 12 all along."""
+        assert stream.next_in is not None
+        first = stream.next_in
+        asked = stream.asked_below
+        if asked is not None and now < asked[1] + self.config.fill_timeout:
+            first = max(first, asked[0] + 1)
+        if first <= upto:
+            stream.asked_below = (upto, now)
+            self._send(parent, FillRequest(stream.key, first, upto))
 
     def send_mark(self: _FlowParts, stream: Stream, child: PeerId) -> None:
         """Tell a child just adopted and caught up (or whose held-back catch-up was just
@@ -197,6 +226,7 @@ class Showing:
     def settle(self: _FlowParts, stream: Stream) -> None:
         """We took a parent: our mark drops to what we have processed, so no packet we get
         from the new tree comes under it uncommitted (``joining.attached``)."""
+        stream.asked_below = None  # (``_ask_below``: a new parent is asked afresh)
         if stream.shown_upto is None:
             return
         if stream.next_in is None or stream.next_in <= 0:

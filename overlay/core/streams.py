@@ -195,6 +195,9 @@ class Stream:
     # mark; ``mark_carried``: a packet took its mark down since the last round; ``told_at``:
     # when the root's mark last went down, on a packet or a notice.
     shown_upto: int | None = None
+    # At a member: the newest number below its parent's mark it asked that parent for, and
+    # when (``showing``, ``_ask_below``); None: nothing asked of this parent.
+    asked_below: tuple[int, float] | None = None
     mark_rounds: int = 0
     mark_carried: bool = False
     told_at: float | None = None
