@@ -81,3 +81,37 @@ SENT_DOWN_AS_THE_CUT_CAME = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_publisher_node_that_becomes_root_takes_its_own_claims() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 2718 (600 draws); it fails at the two cores
+    # before the fix too. Root 8 numbered node 5's publishes 0, 2, 4, ... and node 19's
+    # 1, 3, 5, ...; 5 confirmed, and 8 sent 0 down (1 was never confirmed) just as a cut
+    # left 5 and 19 on the other side: subscriber 13 on 8's side got 0. Node 5 restarted
+    # and became root itself, holding its claims, but claims went up only to a parent: at
+    # its grace's end it refused 19's claims (its next was 0) and gave 0 to another of its
+    # publishes. Now a new root weighs its own claims as pushed ones (``own_claims``).
+    outcome = run(OWN_CLAIMS_AT_A_NEW_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+OWN_CLAIMS_AT_A_NEW_ROOT = Scenario(
+    seed=4294967296,
+    nodes=23,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=2.065837775396819e-233, kind="loud-crash", arg=5106, until=7.478840111644452),
+        Fault(at=1.0103247586882113e-114, kind="add", arg=3, until=None),
+        Fault(at=0.2, kind="loud-crash", arg=120575, until=None),
+        Fault(at=0.5, kind="crash", arg=1006, until=35.24738206323758),
+        Fault(at=2.0572767663990725, kind="add", arg=4, until=None),
+        Fault(at=6.704681232771563, kind="crash", arg=46799, until=8.761957999170635),
+        Fault(at=7.865680351678003, kind="loud-crash", arg=4909, until=None),
+    ),
+    partition=(17.220837735804984, 51.968219799042565, 0.2664288535160615),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+)

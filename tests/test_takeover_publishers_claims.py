@@ -5,7 +5,8 @@ published afresh by the publisher's node (``PacketFlow.on_answer``).
 
 The root tests use ``test_node``'s N (0.45), root of KEY for its local client 1, with
 children C1 and C2; the others the tree of ``test_publishing`` (root R, relay B, publisher
-A, subscribers A, D and E).
+A, subscribers A, D and E), or N as a publisher's node that takes the tree over holding its
+own claims (``Confirming.own_claims``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from test_node import KEY, make, meet, root_with_children, sends
 from test_publishing import packets, tree
 
 from overlay.core.config import NodeConfig
-from overlay.core.effects import Effect
-from overlay.core.events import PublishAcked
+from overlay.core.effects import Deliver, Effect
+from overlay.core.events import Packet, PublishAcked
 from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
     MAX_WIRE_HTL,
+    DataNotFound,
     Held,
     Message,
     PacketKind,
@@ -31,6 +33,7 @@ from overlay.messages import (
     PublishData,
     PublishNumbered,
     PublishSucceeded,
+    ResubscribeRequest,
     SubscribeRequest,
     SubscribeSucceeded,
 )
@@ -232,3 +235,58 @@ def test_a_new_root_above_the_publisher_takes_its_claim_before_what_waited() -> 
     net.advance(net.now + GRACE + 1.0)
     assert packets(net, b"D")[:2] == [(0, b"mine"), (1, b"other")]
     assert net.answers(b"A") == [PublishAcked(KEY, uid, 0)]
+
+
+def publisher_numbered_then_alone(numbers: dict[int, int]) -> Node:
+    """N publishes (its client 1, uids in ``numbers``) through its parent P, which numbers
+    them so and is confirmed; then P's link goes, and N's resubscribe finds nobody
+    (through Q): N takes the tree over, holding its claims, and is in its grace."""
+    node = make(0.45)
+    meet(node, b"P", 0.49)
+    meet(node, b"Q", 0.2)
+    [search] = [m for _, m in sends(node.subscribe(0.0, KEY, 1)) if isinstance(m, SubscribeRequest)]
+    node.receive(0.0, b"P", SubscribeSucceeded(search.uid, KEY, None))
+    for uid in sorted(numbers):
+        node.publish(0.1, KEY, 1, uid, b"p%d" % uid)
+    for uid, number in numbers.items():
+        node.receive(0.2, b"P", PublishNumbered(uid, KEY, number))
+    [again] = [m for _, m in sends(node.link_down(1.0, b"P")) if isinstance(m, ResubscribeRequest)]
+    node.receive(1.0, b"Q", DataNotFound(again.uid, KEY, 0))
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and stream.recover_until is not None
+    assert stream.claims == numbers
+    return node
+
+
+def settled(node: Node) -> list[Effect]:
+    """Fire N's timers until its grace is over."""
+    effects: list[Effect] = []
+    while node.streams[KEY].recover_until is not None:
+        at = node.next_deadline()
+        assert at is not None
+        effects += node.handle_timer(at)
+    return effects
+
+
+def test_a_publishers_node_that_takes_the_tree_over_takes_its_own_claims() -> None:
+    # P numbered 102 as 0 and 101 as 1 and may have sent both down. N's claims went up
+    # only to a parent, and as root it has none: numbered afresh, in the order its client
+    # published them, 101 got 0 (hunt seed 2718: a subscriber on P's side had been shown
+    # 0 as another publish).
+    node = publisher_numbered_then_alone({102: 0, 101: 1})
+    settled(node)
+    window = node.streams[KEY].window
+    assert [(n, p.uid) for n, p in window.packets.items()] == [(0, 102), (1, 101)]
+    assert node.stats.claims_refused == 0
+
+
+def test_a_publishers_node_root_refused_its_own_claim_publishes_it_afresh() -> None:
+    # A claim beyond the next number is refused (``on_claim``), here too; the publish is
+    # numbered afresh and its client sees only the final acknowledgement.
+    node = publisher_numbered_then_alone({101: 5})
+    effects = settled(node)
+    assert [(n, p.uid) for n, p in node.streams[KEY].window.packets.items()] == [(0, 101)]
+    assert node.stats.claims_refused == 1 and node.stats.claims_renewed == 1
+    assert node.streams[KEY].claims == {}
+    told = [e.event for e in effects if isinstance(e, Deliver) and not isinstance(e.event, Packet)]
+    assert told == [PublishAcked(KEY, 101, 0)]  # (no collision)

@@ -19,7 +19,8 @@ How. The number reaches the publisher's side before the packet reaches anyone:
    ``PublishConfirmed`` up the tree. From then on, were the root to be lost, it pushes the
    claim up to whichever root takes the tree over (``push_claims``: on attaching, and when
    that root asks beyond its head), which takes it under that number if it is its next
-   (``Takeover.on_claim``): both sides of any cut now agree on it.
+   (``Takeover.on_claim``): both sides of any cut now agree on it. A publisher's node that
+   takes the tree over itself weighs its own claims the same way (``own_claims``).
 3. The root, confirmed, stores the packet and sends it down; once another child holds it
    too (``commits``), the acknowledgement (``PublishSucceeded``) goes down the way the
    publish came. Only then is the publisher's client told.
@@ -102,6 +103,7 @@ class _FlowParts(Protocol):
     def _flush(self, stream: Stream) -> None: ...
     def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
+    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
     def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
@@ -340,3 +342,31 @@ class Confirming:
                     entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
                 ),
             )
+
+    def own_claims(self: _FlowParts, now: float, stream: Stream) -> None:
+        """We became root holding claims of our own publishes: an earlier root numbered
+        them, we confirmed, and it may have sent them down. They go to our own numbering as
+        a child's pushed claims would (``Takeover.on_claim``: in a grace they wait for its
+        end, then are taken in number order as the next new numbers, or refused), never
+        numbered afresh as plain retries (chaos: root 8 sent down 0 for node 5's publish as
+        a cut came; 5, on the other side, became its root and gave 0 to another publish)."""
+        for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
+            entry = self.local.get(uid)
+            if entry is None or stream.window.get(number) is not None:
+                continue
+            claim = dataclasses.replace(
+                entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
+            )
+            self._route(now, stream, entry.client, claim)
+
+    def renew_claim(self: _FlowParts, now: float, stream: Stream, message: PublishData) -> None:
+        """Our own root refused our claim (``own_claims``): as at a publisher's node whose
+        claim a root refused (``PacketFlow.on_answer``), the number is not ours, and the
+        publish is numbered afresh; its client sees only the final acknowledgement."""
+        entry = self.local.get(message.uid)
+        if entry is None:
+            return
+        if stream.claims.get(message.uid) == message.packet:
+            del stream.claims[message.uid]
+            self.stats.claims_renewed += 1
+        self._route(now, stream, entry.client, entry.message)

@@ -78,6 +78,8 @@ class _FlowParts(Protocol):
     def _wait(self, stream: Stream, source: Any, message: PublishData) -> None: ...
     def renumbered(self, stream: Stream, source: Any, message: PublishData, number: int) -> Any: ...
     def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None: ...
+    def own_claims(self, now: float, stream: Stream) -> None: ...
+    def renew_claim(self, now: float, stream: Stream, message: PublishData) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
     def ask_down(self, stream: Stream) -> None: ...
     def pump(self, stream: Stream) -> None: ...
@@ -135,6 +137,7 @@ class Takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             stream.relooks = 0
             self.gather(now, stream)
+        self.own_claims(now, stream)  # (``confirming``)
         self.pump(stream)  # a member's clients waited for marks; a root's are its own
 
     def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
@@ -294,6 +297,9 @@ class Takeover:
             answer = self._serialize(stream, message, source)
         if isinstance(answer, PublishCollision):
             self.stats.claims_refused += 1
+            if not isinstance(source, bytes):
+                self.renew_claim(now, stream, message)  # our own (``own_claims``)
+                return
         self._reply_root(stream, source, message, answer)
 
     def open_tail_to(self: _FlowParts, stream: Stream, number: int) -> None:
