@@ -156,9 +156,11 @@ def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.4)
     meet(node, b"S", 0.1)
-    # Closer than best_loc: HTL is reset, best_loc is ours (the search rule).
+    # Closer than best_loc: best_loc is ours (the search rule), and HTL is reset to the
+    # budget a probe starts with (check_htl, 20), wider than a subscribe's max_htl.
     effects = node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.2, 0.45))
-    assert sends(effects) == [(b"Q", RootProbe(UID, KEY, 10, 0.3, 0.45))]
+    assert sends(effects) == [(b"Q", RootProbe(UID, KEY, 20, 0.3, 0.45))]
+    assert NodeConfig().check_htl == 20
     assert sends(node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))) == [
         (b"P", ProbeAnswer(UID, KEY, 0.49, 0))
     ]

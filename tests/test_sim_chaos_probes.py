@@ -3,7 +3,8 @@ both numbering one packet number, replayed exactly (the simulation is determinis
 probes' trails (``overlay.core.probes``) mend the first three; a relay that held a look's
 success for packets it lacked (``overlay.core.refills``) the fourth. All four ran with
 ``confirm_publishes`` on, whose slower numbering gave them their timing, and each failed
-before its fix. The fifth, from stop 31, is a crossing probe held back by a look's backoff."""
+before its fix. The fifth, from stop 31, is a crossing probe held back by a look's backoff;
+the sixth, from stop 37, a probe whose budget ran out past the closest node."""
 
 from __future__ import annotations
 
@@ -183,6 +184,41 @@ CROSSED_AFTER_A_GUESS = Scenario(
     partition=(6.708584277145428, 25.63893948738458, 0.25104121552271985),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_probe_reset_at_the_closest_node_has_its_whole_budget_past_it() -> None:
+    # Drawn by tests/hunt_chaos.py --seed 7373 at stop 37's core (43 nodes, 3 streams).
+    # Root 2 had lost its ring neighbours 1 and 3 to crashes, and its links (26, 29, 31)
+    # were all farther from the key. A cut (+32.96 to +67.33) left it on the small side,
+    # where 23 rooted the other tree (+42.49). After the heal greedy routing ended at 22,
+    # the closest live node, a member of 23's tree; 23's probes reset to max_htl (10)
+    # there and ran out one or two hops short of 29 -> 2, every round (two roots still
+    # 1,200 s on), and 2's probes crossed 23's tree but never 23. A probe now resets to
+    # the budget it started with (``probes``), reaches 2, and 23 joins 2's tree.
+    outcome = run(TWO_HOPS_SHORT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TWO_HOPS_SHORT = Scenario(
+    seed=619263,
+    nodes=43,
+    streams=3,
+    subscribers=4,
+    faults=(
+        Fault(at=2.220446049250313e-16, kind="crash", arg=308, until=None),
+        Fault(at=8.64213119991578, kind="loud-crash", arg=63, until=None),
+        Fault(at=13.751975350699833, kind="loud-crash", arg=5775, until=24.653200937711276),
+        Fault(at=22.53355726717632, kind="crash", arg=8141, until=None),
+        Fault(at=22.877390953392137, kind="crash", arg=768, until=None),
+        Fault(at=28.701529621039633, kind="loud-crash", arg=7260, until=50.04967565969309),
+        Fault(at=29.452682458800073, kind="crash", arg=39803, until=64.54053783964865),
+    ),
+    partition=(22.962809405995824, 57.33246363520803, 0.17405482596118288),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.0
     ),
     confirm=True,
 )

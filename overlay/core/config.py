@@ -20,7 +20,7 @@ class NodeConfig:
     # search did; after heavy churn greedy routing has many local minima, and two roots of
     # one connected network missed each other (chaos: both numbered 3..14). Checks are
     # rare (once per repair, once per probe round), so a wider one costs little. Progress
-    # resets any search to max_htl.
+    # resets a search, a look among them, to max_htl, and a probe to this budget again.
     repair_htl: int | None = None
     # Spec: "If we have less than 32 streams, we route the request. Otherwise we send a
     # RejectOverload". Searches in flight for a key count too, so a burst of requests for

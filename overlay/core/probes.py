@@ -261,12 +261,16 @@ class Probes:
             return
         self._seen.add(probe.uid, now)
         self._trail(probe.uid ^ _BACK, peer)
+        # Progress resets a probe to the budget it started with, not a subscribe's: the
+        # closest node may sit in the other tree, with the closer root more than max_htl
+        # hops past it when churn has taken that root's ring links (chaos, hunt seed 7373:
+        # each probe reset to 10 at that node and ran out two hops short, every round).
         best_loc, htl, _ = advance(
             self.location,
             key_location(probe.key),
             probe.best_loc,
             probe.htl,
-            self.config.max_htl,
+            self.config.check_htl,
             self.config.check_htl,
         )
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
