@@ -5,7 +5,7 @@ numbers were missed (chaos seed 690, ``test_sim_chaos_refills``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from test_node import meet, sends
 from test_node_refills import FILL, KEY, A, B, C, b_resubscribes, data, push, root_that_lacks_19, to
@@ -14,7 +14,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect
 from overlay.core.node import Node
 from overlay.core.refills import MAX_HOLDS
-from overlay.core.streams import State
+from overlay.core.streams import State, Stream
 from overlay.messages import (
     MAX_WIRE_HTL,
     FillRequest,
@@ -90,16 +90,27 @@ def test_a_waiter_is_held_through_a_look_and_served_from_the_tree_it_joins() -> 
     assert served(effects) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
 
 
-def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
-    node, now = root_losing_a()
+def first_answer(
+    node: Node, now: float, check: Callable[[Stream], bool]
+) -> tuple[list[Message], float]:
+    """Fire N's timers from ``now`` until B's search is answered, with ``check`` true of
+    the stream after each; the answer and when it came."""
     stream = node.streams[KEY]
-    b_resubscribes(node, now)
     answer: list[Message] = []
     at = now
     while not answer:
         at = node.next_deadline() or at
         answer = served(node.handle_timer(at))
-        assert all(fill.held <= MAX_HOLDS for fill in stream.fills or ())
+        assert check(stream)
+    return answer, at
+
+
+def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
+    node, now = root_losing_a()
+    b_resubscribes(node, now)
+    answer, at = first_answer(
+        node, now, lambda stream: all(fill.held <= MAX_HOLDS for fill in stream.fills or ())
+    )
     assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
     # Held, but answered while B's search (each hop's ``request_timeout`` from its
     # Accepted) still waits for the answer, with time left for it to go down the path.
@@ -125,13 +136,9 @@ def test_a_search_at_a_root_past_its_grace_is_held_for_a_subtree_a_partition_hid
 
 def test_a_search_at_a_root_past_its_grace_is_held_only_while_it_would_wait() -> None:
     node, now = root_that_lacks_19()
-    stream = node.streams[KEY]
     b_resubscribes(node, now)
-    answer: list[Message] = []
-    at = now
-    while not answer:
-        at = node.next_deadline() or at
-        answer = served(node.handle_timer(at))
-        assert stream.recover_until is None and stream.state is State.ROOT
+    answer, at = first_answer(
+        node, now, lambda stream: stream.recover_until is None and stream.state is State.ROOT
+    )
     assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
     assert FILL / 2 < at - now <= REQUEST / 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from test_node import KEY, make, meet, root_with_children, sends
+from test_node_refills import settle
 from test_publishing import packets, tree
 
 from overlay.core.config import NodeConfig
@@ -258,23 +259,13 @@ def publisher_numbered_then_alone(numbers: dict[int, int]) -> Node:
     return node
 
 
-def settled(node: Node) -> list[Effect]:
-    """Fire N's timers until its grace is over."""
-    effects: list[Effect] = []
-    while node.streams[KEY].recover_until is not None:
-        at = node.next_deadline()
-        assert at is not None
-        effects += node.handle_timer(at)
-    return effects
-
-
 def test_a_publishers_node_that_takes_the_tree_over_takes_its_own_claims() -> None:
     # P numbered 102 as 0 and 101 as 1 and may have sent both down. N's claims went up
     # only to a parent, and as root it has none: numbered afresh, in the order its client
     # published them, 101 got 0 (hunt seed 2718: a subscriber on P's side had been shown
     # 0 as another publish).
     node = publisher_numbered_then_alone({102: 0, 101: 1})
-    settled(node)
+    settle(node)
     window = node.streams[KEY].window
     assert [(n, p.uid) for n, p in window.packets.items()] == [(0, 102), (1, 101)]
     assert node.stats.claims_refused == 0
@@ -284,7 +275,7 @@ def test_a_publishers_node_root_refused_its_own_claim_publishes_it_afresh() -> N
     # A claim beyond the next number is refused (``on_claim``), here too; the publish is
     # numbered afresh and its client sees only the final acknowledgement.
     node = publisher_numbered_then_alone({101: 5})
-    effects = settled(node)
+    effects = settle(node)
     assert [(n, p.uid) for n, p in node.streams[KEY].window.packets.items()] == [(0, 101)]
     assert node.stats.claims_refused == 1 and node.stats.claims_renewed == 1
     assert node.streams[KEY].claims == {}

@@ -104,6 +104,7 @@ class _FlowParts(Protocol):
     def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
+    def _live_claims(self, stream: Stream) -> list[PublishData]: ...
     def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
@@ -326,22 +327,13 @@ class Confirming:
         parent = stream.parent
         if parent is None:
             return
-        for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
-            entry = self.local.get(uid)
-            if (
-                entry is None  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
-                or (after is not None and number <= after)
-                or (last is not None and number > last)
-                or stream.window.get(number) is not None
-            ):
+        for claim in self._live_claims(stream):
+            number = claim.packet
+            assert number is not None
+            if (after is not None and number <= after) or (last is not None and number > last):
                 continue
             self.stats.pushed_up += 1
-            self._send(
-                parent,
-                dataclasses.replace(
-                    entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
-                ),
-            )
+            self._send(parent, claim)
 
     def own_claims(self: _FlowParts, now: float, stream: Stream) -> None:
         """We became root holding claims of our own publishes: an earlier root numbered
@@ -350,14 +342,26 @@ class Confirming:
         end, then are taken in number order as the next new numbers, or refused), never
         numbered afresh as plain retries (chaos: root 8 sent down 0 for node 5's publish as
         a cut came; 5, on the other side, became its root and gave 0 to another publish)."""
+        for claim in self._live_claims(stream):
+            entry = self.local.get(claim.uid)  # (an earlier one's answer may settle others)
+            if entry is not None:
+                self._route(now, stream, entry.client, claim)
+
+    def _live_claims(self: _FlowParts, stream: Stream) -> list[PublishData]:
+        """Our claims as pushed (``PublishData.claim``), in number order: those whose
+        publish is still ours to answer and whose packet we do not hold (that one goes up
+        as the packet, ``push_up``)."""
+        claims = []
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
             if entry is None or stream.window.get(number) is not None:
-                continue
-            claim = dataclasses.replace(
-                entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
+                continue  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
+            claims.append(
+                dataclasses.replace(
+                    entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
+                )
             )
-            self._route(now, stream, entry.client, claim)
+        return claims
 
     def renew_claim(self: _FlowParts, now: float, stream: Stream, message: PublishData) -> None:
         """Our own root refused our claim (``own_claims``): as at a publisher's node whose
