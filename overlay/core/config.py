@@ -108,6 +108,10 @@ class NodeConfig:
     # Publishes a node relays up the tree and is waiting on, node-wide; and publishes a
     # stream holds while the node is joining or restarting. Beyond these: BUSY.
     max_relayed_publishes: int = 16_384
+    # Payload bytes the relayed publishes keep, node-wide, until answered: one whose
+    # confirmation passes up through us is claimed for its publisher, should it die
+    # (``witnesses``). Past this, a relayed publish is passed up without being kept.
+    witness_bytes: int = 64 * 1024 * 1024
     max_queued_publishes: int = 1024
     # A local publish not answered within this time is sent again (same uid, so it takes
     # effect once), up to ``publish_attempts`` times; relayed ones are forgotten then.
@@ -191,6 +195,7 @@ class NodeConfig:
             "publish_uids",
             "remembered_streams",
             "max_relayed_publishes",
+            "witness_bytes",
             "max_queued_publishes",
             "publish_attempts",
             "max_done_epochs",

@@ -51,7 +51,9 @@ numbered after its publish until the loss is noticed (liveness) or ``confirm_tim
 
 What it does not close: the publisher's node confirms, the root sends the packet down, the
 cut comes, and the publisher's node dies before its side learns the number from it. Two
-failures at one moment; a second witness on the publisher's side would be needed.
+failures at one moment. A relay that passed the confirmation up is a second witness on the
+publisher's side (``witnesses``): it pushes the claim too, and weighs it if it becomes root.
+A publisher that was the root's own child has no such relay.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -67,6 +69,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
+from overlay.core.witnesses import Relay
 from overlay.messages import (
     MAX_WIRE_HTL,
     Message,
@@ -94,6 +97,7 @@ class _FlowParts(Protocol):
     stats: NodeStats
     local: dict[int, Any]
     relayed: Any
+    witnessed: dict[int, Relay]
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _store_new(self, stream: Stream, message: PublishData, number: int) -> None: ...
@@ -105,6 +109,8 @@ class _FlowParts(Protocol):
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
     def _live_claims(self, stream: Stream) -> list[PublishData]: ...
+    def all_claims(self, stream: Stream) -> list[tuple[Relay | None, PublishData]]: ...
+    def witness(self, peer: PeerId, message: PublishConfirmed) -> None: ...
     def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
@@ -209,6 +215,7 @@ class Confirming:
             self.stats.ignored += 1
             return
         if stream.state is State.JOINED and stream.parent is not None:
+            self.witness(peer, message)  # (``witnesses``: should its publisher die)
             self._send(stream.parent, message)
             return
         pending = stream.pending.get(message.packet) if stream.state is State.ROOT else None
@@ -323,15 +330,20 @@ class Confirming:
         reached the new root let it give the number to another publish (chaos: a
         partition cut the root off just after it sent 14..16 down; the publisher's
         ancestor took the tree over, knew only of 13, and numbered the retries in another
-        order). A claim on a packet we hold goes up as that packet (``push_up``)."""
+        order). A claim on a packet we hold goes up as that packet (``push_up``). Our
+        witness claims go with ours, in number order (``witnesses``)."""
         parent = stream.parent
         if parent is None:
             return
-        for claim in self._live_claims(stream):
+        for relay, claim in self.all_claims(stream):
             number = claim.packet
             assert number is not None
             if (after is not None and number <= after) or (last is not None and number > last):
                 continue
+            if relay is not None:
+                # A witness claim (``witnesses``): the root's answer comes back from this
+                # parent, and goes on down to the child the publish came from.
+                relay.upstream = parent
             self.stats.pushed_up += 1
             self._send(parent, claim)
 
@@ -341,8 +353,18 @@ class Confirming:
         a child's pushed claims would (``Takeover.on_claim``: in a grace they wait for its
         end, then are taken in number order as the next new numbers, or refused), never
         numbered afresh as plain retries (chaos: root 8 sent down 0 for node 5's publish as
-        a cut came; 5, on the other side, became its root and gave 0 to another publish)."""
-        for claim in self._live_claims(stream):
+        a cut came; 5, on the other side, became its root and gave 0 to another publish).
+        Our witness claims with them, in number order (``witnesses``; hunt seed 4815: the
+        new root had carried a dead publisher's confirmations up, and refused the claims
+        after its numbers)."""
+        for relay, claim in self.all_claims(stream):
+            if relay is not None:
+                # A witness claim (``witnesses``): weighed as if the child it came through
+                # had pushed it, so the answer goes down to that child; it is ours no more.
+                relay.number = None
+                self.witnessed.pop(claim.uid, None)
+                self._route(now, stream, relay.source, claim)
+                continue
             entry = self.local.get(claim.uid)  # (an earlier one's answer may settle others)
             if entry is not None:
                 self._route(now, stream, entry.client, claim)

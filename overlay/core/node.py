@@ -210,7 +210,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._announce()
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
                 self._beat(now)
-                self.flow.resend_pushes(now)
+                self.flow.on_beat(now)
         return self._flush(now)
 
     def announce_neighbours(self, now: float) -> list[Effect]:

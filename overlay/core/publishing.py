@@ -81,6 +81,7 @@ from overlay.core.takeover import (
 )
 from overlay.core.timers import TimerQueue
 from overlay.core.window import NOTHING_OWED
+from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
     Committed,
     Message,
@@ -118,17 +119,7 @@ class LocalPublish:
         return [self.client, *self.also]
 
 
-@dataclass(slots=True, eq=False)
-class Relay:
-    """A child's publish we passed up: the answer from ``upstream`` goes to ``source``."""
-
-    key: bytes
-    source: PeerId
-    upstream: PeerId
-    expires: float
-
-
-class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joining):
+class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Witnesses, Joining):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 
@@ -157,6 +148,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
         # that retries the uid takes its claim back (``publish``; see ``_fail_local``).
         self.lapsed: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
         self.relayed: OrderedDict[int, Relay] = OrderedDict()
+        self.witnessed: dict[int, Relay] = {}  # relay entries with a number (``witnesses``)
+        self.retained = 0  # payload bytes the relay entries keep (``witnesses``)
         self.pushes: OrderedDict[int, Push] = OrderedDict()  # ours, unanswered (``takeover``)
         # Roots in their takeover grace, by timer token.
         self.recovering: dict[int, bytes] = {}
@@ -194,6 +187,11 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
         self.stats.publish_retries += 1
         self._arm(now, uid, entry.attempt)
         self._route(now, stream, entry.client, entry.message)
+
+    def on_beat(self, now: float) -> None:
+        """Every heartbeat round (``takeover``, ``witnesses``)."""
+        self.resend_pushes(now)
+        self.expire_witnesses(now)
 
     def join(self, uid: int, client: ClientId) -> None:
         """Another client published ``uid`` while it is in flight: it gets the same answer."""
@@ -364,13 +362,12 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
             uid, oldest = next(iter(relayed.items()))
             if oldest.expires > now:
                 break
-            del relayed[uid]
+            self.drop_kept(relayed.pop(uid))
         if message.uid not in relayed and len(relayed) >= self.config.max_relayed_publishes:
             return False
         assert stream.parent is not None
         expires = now + self.config.publish_timeout * self.config.publish_attempts
-        relayed.pop(message.uid, None)
-        relayed[message.uid] = Relay(stream.key, source, stream.parent, expires)
+        self.enter(Relay(stream.key, source, stream.parent, expires, message))  # (``witnesses``)
         return True
 
     def carried(self, now: float, stream: Stream) -> None:
@@ -393,7 +390,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
         self.push_answered(peer, answer)
         relay = self.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
-            del self.relayed[answer.uid]
+            self.drop_kept(self.relayed.pop(answer.uid))
             self._send(relay.source, answer)
             if answer.uid not in self.local:
                 return
@@ -419,6 +416,10 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Joi
             del stream.claims[answer.uid]
             self.stats.claims_renewed += 1
             self._route(now, stream, entry.client, entry.message)
+            return
+        if isinstance(answer, PublishCollision) and entry.message.packet is None:
+            # A refusal of a claim we hold no more: a relay's witness of it (``witnesses``)
+            # or a second push, refused after ours was. Our publish went up afresh.
             return
         self._reply(entry.client, answer)
 

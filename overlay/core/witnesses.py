@@ -1,0 +1,161 @@
+"""Witnesses: a relay that passed a publish's confirmation up claims it for its publisher.
+
+A publisher's node keeps a claim on the number a root gave its publish and pushes it to
+whichever root takes the tree over (``confirming``). If that node dies just after a cut,
+before its claim reaches the new root, nobody on its side of the cut knows the number: the
+new root gives it to another publish, or refuses the next claim after it, while the side
+cut off holds the old packet under it (chaos, hunt seed 4815: the new root was the very
+relay that had carried the dead publisher's confirmations up, and kept only routing state).
+
+So a relay that passes a ``PublishConfirmed`` up from the child its publish came through
+keeps that publish, with its number, as a *witness claim* in its relay entry (``Relay``)
+until the answer comes back down (``PacketFlow.on_answer`` forgets the entry) or the entry
+expires. Until then it pushes the claim like the publisher's node pushes its own
+(``Confirming.push_claims``), pointing the entry at the parent it pushed to, so the new
+root's answer goes on down the way the publish came; and a relay that becomes root weighs
+it as if that child had pushed it (``Confirming.own_claims``, ``Takeover.on_claim``).
+
+Invariants. A witness is kept only for a number the root told us along a relay still in
+the tree (``on_confirmed``: the confirmation came from the relay entry's source), never
+for a local publish of ours (that one is a claim of our own), and never while we hold the
+packet under that number (it goes up as the packet, ``push_up``). The root weighs a
+witness exactly as it weighs a publisher's claim: taken only as its next new number, so a
+stale witness is at worst refused, never taken over a packet the tree holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.streams import Stream
+from overlay.messages import MAX_WIRE_HTL, PublishConfirmed, PublishData
+
+
+@dataclass(slots=True, eq=False)
+class Relay:
+    """A child's publish we passed up: the answer from ``upstream`` goes to ``source``.
+    ``number``: the number the root confirmed for it through us (a witness claim)."""
+
+    key: bytes
+    source: PeerId
+    upstream: PeerId
+    expires: float
+    message: PublishData | None  # kept for a witness, within ``witness_bytes`` (``_retain``)
+    number: int | None = None
+
+
+class _FlowParts(Protocol):
+    config: NodeConfig
+    retained: int
+    local: dict[int, Any]
+    relayed: OrderedDict[int, Relay]
+    witnessed: dict[int, Relay]
+
+    def _live_claims(self, stream: Stream) -> list[PublishData]: ...
+    def _retain(self, message: PublishData) -> PublishData | None: ...
+    def drop_kept(self, relay: Relay) -> None: ...
+    def witness_claims(self, stream: Stream) -> list[tuple[Relay, PublishData]]: ...
+
+
+class Witnesses:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    def _retain(self: _FlowParts, message: PublishData) -> PublishData | None:
+        """The publish a new relay entry keeps, should its confirmation pass through us, or
+        None past ``witness_bytes``: a child that floods publishes its root never answers
+        must not make us hold ``max_relayed_publishes`` payloads (a GiB at 64 KiB)."""
+        size = len(message.data)
+        if self.retained + size > self.config.witness_bytes:
+            return None
+        self.retained += size
+        return message
+
+    def drop_kept(self: _FlowParts, relay: Relay) -> None:
+        """``relay`` leaves the table (answered, expired or replaced): its publish too."""
+        if relay.message is not None:
+            self.retained -= len(relay.message.data)
+            relay.message = None
+
+    def witness(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
+        """We pass ``message`` up from child ``peer``: if its publish came up through us
+        from that child (and we kept it), keep its number as a witness claim."""
+        relay = self.relayed.get(message.uid)
+        if (
+            relay is not None
+            and relay.message is not None
+            and relay.key == message.key
+            and relay.source == peer
+        ):
+            relay.number = message.packet
+            self.witnessed[message.uid] = relay
+
+    def enter(self: _FlowParts, relay: Relay) -> None:
+        """``relay`` (its ``message`` not yet kept) is the entry of its uid from now on. A
+        retry of a publish replaces its entry: through the same child, the number we
+        witnessed for it still stands (its publisher's node keeps its claim)."""
+        assert relay.message is not None
+        uid = relay.message.uid
+        old = self.relayed.pop(uid, None)
+        if old is not None:
+            self.drop_kept(old)
+        relay.message = self._retain(relay.message)
+        self.relayed[uid] = relay
+        if (
+            old is not None
+            and old.number is not None
+            and relay.message is not None
+            and (old.key, old.source) == (relay.key, relay.source)
+        ):
+            relay.number = old.number
+            self.witnessed[uid] = relay
+
+    def expire_witnesses(self: _FlowParts, now: float) -> None:
+        """Every heartbeat round: forget the witnesses whose relay entry expired or was
+        replaced or answered (``PacketFlow._relay`` prunes entries only as it adds one)."""
+        for uid, relay in list(self.witnessed.items()):
+            if self.relayed.get(uid) is not relay or relay.expires <= now:
+                del self.witnessed[uid]
+
+    def witness_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay, PublishData]]:
+        """Our witness claims on ``stream`` as pushed (``PublishData.claim``), in number
+        order, each with its relay entry: those whose entry still stands, whose packet we
+        do not hold, and whose publish is not one of our own (``_live_claims``)."""
+        claims = []
+        for uid, relay in list(self.witnessed.items()):
+            if self.relayed.get(uid) is not relay:
+                del self.witnessed[uid]  # answered, or replaced by a retry's entry
+                continue
+            number, message = relay.number, relay.message
+            if (
+                relay.key != stream.key
+                or number is None
+                or message is None
+                or uid in self.local
+                or stream.window.get(number) is not None
+            ):
+                continue
+            claim = dataclasses.replace(
+                message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
+            )
+            claims.append((relay, claim))
+        claims.sort(key=lambda item: item[1].packet or 0)
+        return claims
+
+    def all_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay | None, PublishData]]:
+        """Our own claims (with None) and our witness claims, in number order; a witness on
+        a number or uid one of our own claims has is left out (ours says it already)."""
+        own = self._live_claims(stream)
+        numbers = {claim.packet for claim in own}
+        uids = {claim.uid for claim in own}
+        claims: list[tuple[Relay | None, PublishData]] = [(None, claim) for claim in own]
+        for relay, claim in self.witness_claims(stream):
+            if claim.packet not in numbers and claim.uid not in uids:
+                numbers.add(claim.packet)
+                claims.append((relay, claim))
+        claims.sort(key=lambda item: item[1].packet or 0)
+        return claims

@@ -1,0 +1,78 @@
+"""Chaos scenarios (``test_sim_chaos``) in which a publisher's node died just after a
+partition cut, before its claim on a number reached the new root, while the cut-off side
+held the old packet under that number; the relay that had carried its confirmation up
+survived on the new root's side and now claims it for it (``overlay.core.witnesses``).
+Open in ``tests/chaos_open.txt`` until then. Replayed exactly: the simulation is
+deterministic."""
+
+from __future__ import annotations
+
+from test_sim_chaos import Fault, Scenario, failures, run
+
+from testnet.sim.network import NetworkModel
+
+
+def test_a_claim_beyond_a_dead_publishers_number_is_taken_in_order() -> None:
+    # Built by hand in stop 36 (20 nodes, one stream). Root 15 numbers node 16's publish
+    # 15 and node 8's 16, and sends both down as the cut (+16.1919) comes; 4, 17 and 18 on
+    # its side get both. Node 16 dies at +16.2414. The other side's new root 12 was the
+    # relay that passed 16's confirmation of 15 up: before, it refused 8's claim on 16 (not
+    # its next number) and gave 15 and 16 to other publishes. Now it holds a witness claim
+    # on 15, takes it as its next number, then 8's claim on 16.
+    outcome = run(DEAD_PUBLISHER_BEFORE_A_CLAIM)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+DEAD_PUBLISHER_BEFORE_A_CLAIM = Scenario(
+    seed=108,
+    nodes=20,
+    streams=1,
+    subscribers=5,
+    faults=(Fault(at=16.2414, kind="crash", arg=11, until=None),),
+    partition=(16.1919, 45.0, 0.375),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_new_root_that_relayed_a_dead_publishers_confirmations_claims_them() -> None:
+    # Hunt seed 4815, drawn twice in stop 37 (48 nodes, 2 streams). Root 4 numbers uids
+    # 15..22 as 14..21, alternating publishers 20 and 22, and sends them down as a cut
+    # comes, so only 21's branch gets them. Node 22 dies silently; its relay 32, which had
+    # passed 22's confirmations of 15, 17, 19, 21 up, takes the tree over. Before, 32 took
+    # 20's claim on 14, refused 16, 18, 20 and gave 15..21 to other publishes, while 4's
+    # side was shown the first ones. Now 32's witness claims fill 15, 17, 19, 21, and 20's
+    # claims are taken between them.
+    outcome = run(RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER = Scenario(
+    seed=184,
+    nodes=48,
+    streams=2,
+    subscribers=5,
+    faults=(
+        Fault(at=3.0614277045381257e-53, kind="crash", arg=2784, until=None),
+        Fault(at=2.566791268013397e-11, kind="crash", arg=581, until=None),
+        Fault(at=7.193505037082896, kind="crash", arg=39269, until=31.309491047648535),
+        Fault(at=9.198310230722692, kind="crash", arg=2246, until=49.19831023072269),
+        Fault(at=11.191884556313184, kind="loud-crash", arg=744, until=42.206691661933675),
+        Fault(at=12.563831587455022, kind="crash", arg=723, until=50.96532410241576),
+        Fault(at=14.540672311105356, kind="loud-crash", arg=1, until=None),
+        Fault(at=22.046208945005922, kind="crash", arg=5473, until=38.00293720447204),
+        Fault(at=24.194815120218514, kind="crash", arg=487, until=38.85081961414934),
+        Fault(at=26.836067005294442, kind="crash", arg=100582, until=65.81496138475102),
+        Fault(at=27.32945650305529, kind="crash", arg=26095, until=67.3294565030553),
+        Fault(at=27.619485052165988, kind="loud-crash", arg=188, until=None),
+        Fault(at=29.333653620111242, kind="crash", arg=5737, until=None),
+        Fault(at=29.659785263347946, kind="crash", arg=2692, until=None),
+    ),
+    partition=(22.50623210365103, 62.50623210365103, 0.2650155021931381),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)

@@ -1,0 +1,175 @@
+"""Witness claims (``overlay.core.witnesses``): a relay that passes a publish's
+``PublishConfirmed`` up keeps the publish under its number until the answer comes back
+down, pushes it up like the publisher's node pushes its own claim, and weighs it as that
+child's claim if it takes the tree over itself.
+
+The scene is ``test_publishing``'s tree: root R with children B and E; B (the relay) with
+children A (the publisher) and D; client 1 subscribed at A, D and E. R's numbering is
+injected by hand while what is sent to R is held, as a root cut off just after would.
+"""
+
+from __future__ import annotations
+
+from corenet import CoreNet
+from test_publishing import KEY, packets, tree
+
+from overlay.codec import decode
+from overlay.core.config import NodeConfig
+from overlay.core.effects import Send
+from overlay.core.events import PublishAcked
+from overlay.core.streams import State
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    Message,
+    PastQuery,
+    PublishCollision,
+    PublishConfirmed,
+    PublishData,
+    PublishNumbered,
+    PublishSucceeded,
+)
+
+GRACE = NodeConfig().takeover_grace
+
+
+def witnessed(number: int) -> tuple[CoreNet, int]:
+    """A publishes through B; R (held) numbers it ``number``, and A confirms through B."""
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"R", b"B", PublishNumbered(uid, KEY, number))
+    return net, uid
+
+
+def alone(net: CoreNet) -> None:
+    """A dies with its claim, and R is cut off from the rest: B takes the tree over."""
+    net.disconnect(b"B", b"A")
+    net.disconnect(b"R", b"B")
+    net.disconnect(b"R", b"E")
+
+
+def held(net: CoreNet, name: bytes) -> list[tuple[bytes, bytes, Message]]:
+    """What waits to be delivered to ``name`` (``net.hold``)."""
+    return [(s, d, decode(frame)) for s, d, frame in net.held[name]]
+
+
+def claims(net: CoreNet, name: bytes) -> list[tuple[int, int | None, bool, bool, bytes]]:
+    stream = net.stream(name, KEY)
+    assert stream is not None
+    flow = net.nodes[name].flow
+    return [(m.uid, m.packet, m.pushed, m.claim, m.data) for _, m in flow.witness_claims(stream)]
+
+
+def test_a_relay_keeps_a_confirmed_publish_as_a_witness_until_its_answer_comes_down() -> None:
+    net, uid = witnessed(0)
+    assert claims(net, b"B") == [(uid, 0, True, True, b"mine")]
+    assert claims(net, b"A") == []  # (the publisher's node has its own claim)
+    net.inject(b"R", b"B", PublishSucceeded(uid, KEY, 0))
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnessed
+
+
+def test_a_relay_keeps_no_witness_for_a_number_that_came_another_way() -> None:
+    # Only a confirmation from the child the publish came through: from D, it is not
+    # that relay entry's (its number never went down along it).
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"D", b"B", PublishConfirmed(uid, KEY, 0))
+    assert claims(net, b"B") == []
+
+
+def test_a_relay_keeps_payloads_only_within_witness_bytes_and_counts_them_back() -> None:
+    # A child flooding publishes its root never answers must not make a relay hold every
+    # payload: past ``witness_bytes`` the publish is passed up unkept, and so no witness.
+    net = tree(config=NodeConfig(witness_bytes=4))
+    net.hold(b"R")
+    flow = net.nodes[b"B"].flow
+    small = net.publish(b"A", KEY, b"1234")
+    big = net.publish(b"A", KEY, b"5")
+    assert flow.retained == 4
+    assert flow.relayed[small].message is not None and flow.relayed[big].message is None
+    for uid, number in ((small, 0), (big, 1)):
+        net.inject(b"R", b"B", PublishNumbered(uid, KEY, number))
+    assert [(uid, packet) for uid, packet, *_ in claims(net, b"B")] == [(small, 0)]
+    net.inject(b"R", b"B", PublishSucceeded(small, KEY, 0))
+    assert flow.retained == 0 and small not in flow.relayed
+
+
+def test_a_relay_whose_publisher_died_pushes_its_witness_when_asked_beyond_its_head() -> None:
+    net, uid = witnessed(4)
+    net.disconnect(b"B", b"A")  # the publisher's node dies with its claim
+    before = len(net.held[b"R"])
+    net.inject(b"R", b"B", PastQuery(KEY, 0, 2, MAX_WIRE_HTL))  # not in the span: nothing
+    net.inject(b"R", b"B", PastQuery(KEY, 3, 40, MAX_WIRE_HTL))
+    ups = [m for _, _, m in held(net, b"R")[before:] if isinstance(m, PublishData)]
+    assert [(m.uid, m.packet, m.pushed, m.claim, m.data) for m in ups] == [
+        (uid, 4, True, True, b"mine")
+    ]
+    # The root's answer forgets it, and would go on down to A.
+    net.inject(b"R", b"B", PublishCollision(uid, KEY, 4, 0))
+    assert claims(net, b"B") == []
+
+
+def test_a_relay_that_attaches_to_a_new_parent_pushes_its_witness_and_hears_back_there() -> None:
+    # B loses R and attaches under E (linked now): it pushes its witness claim to E, as a
+    # publisher's node pushes its own on attaching, and the answer comes back from E, not
+    # from R, the parent its relay entry named before.
+    net, uid = witnessed(4)
+    net.connect(b"B", b"E")
+    net.disconnect(b"B", b"A")
+    net.disconnect(b"R", b"B")
+    b = net.stream(b"B", KEY)
+    assert b is not None and b.state is State.JOINED and b.parent == b"E"
+    ups = [m for s, d, m in net.sent(PublishData) if (s, d) == (b"B", b"E")]
+    assert [(m.uid, m.packet, m.claim) for m in ups] == [(uid, 4, True)]
+    assert net.nodes[b"B"].flow.relayed[uid].upstream == b"E"
+    net.inject(b"E", b"B", PublishSucceeded(uid, KEY, 4))
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.relayed
+
+
+def test_a_relay_that_takes_the_tree_over_weighs_its_witness_claim() -> None:
+    # The class of hunt seed 4815 in small. R numbered A's publish 0, A confirmed through
+    # B, and R may have sent it down; A dies, then R is cut off. B takes the tree over, and
+    # D publishes meanwhile: without the witness, B gave 0 to D's publish, which R's side
+    # could have been shown as A's.
+    net, uid = witnessed(0)
+    alone(net)
+    b = net.stream(b"B", KEY)
+    assert b is not None and b.state is State.ROOT and b.recover_until is not None
+    net.publish(b"D", KEY, b"other")
+    net.advance(net.now + GRACE + 1.0)
+    assert packets(net, b"D")[:2] == [(0, b"mine"), (1, b"other")]
+    assert [(n, p.uid) for n, p in b.window.packets.items()][:1] == [(0, uid)]
+    relay = net.nodes[b"B"]
+    assert relay.stats.claims_refused == 0 and claims(net, b"B") == []
+
+
+def test_a_witness_claim_a_relay_turned_root_refuses_goes_down_to_its_child() -> None:
+    # Beyond its next number, refused as a publisher's claim would be, and the collision
+    # goes to the child the publish came through (here dead: nothing else comes of it).
+    net, uid = witnessed(5)
+    alone(net)
+    net.advance(net.now + GRACE + 1.0)
+    assert net.nodes[b"B"].stats.claims_refused == 1 and claims(net, b"B") == []
+    down = [
+        e.message
+        for name, e in net.effects
+        if name == b"B" and isinstance(e, Send) and e.peer == b"A"
+        if isinstance(e.message, PublishCollision)
+    ]
+    assert [(m.uid, m.packet) for m in down] == [(uid, 5)]
+
+
+def test_a_publishers_node_ignores_a_second_refusal_of_a_claim_it_renewed() -> None:
+    # Its own claim and a relay's witness of it can both be refused: the second collision
+    # is no news to its client, whose publish went up afresh after the first.
+    net = tree()
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    net.inject(b"B", b"A", PublishNumbered(uid, KEY, 7))
+    net.inject(b"B", b"A", PublishCollision(uid, KEY, 7, 0))
+    net.inject(b"B", b"A", PublishCollision(uid, KEY, 7, 0))
+    assert net.nodes[b"A"].stats.claims_renewed == 1
+    assert net.answers(b"A") == []
+    net.release(b"R")
+    assert net.answers(b"A") == [PublishAcked(KEY, uid, 0)]
