@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from corenet import CoreNet
 from test_publishing import KEY, packets, tree
+from test_publishing_epochs import DATA, SKEY, sign, signed_tree
 
 from overlay.codec import decode
 from overlay.core.config import NodeConfig
@@ -21,12 +22,16 @@ from overlay.core.streams import State
 from overlay.messages import (
     MAX_WIRE_HTL,
     Message,
+    PacketKind,
     PastQuery,
     PublishCollision,
     PublishConfirmed,
     PublishData,
+    PublishError,
     PublishNumbered,
+    PublishRejected,
     PublishSucceeded,
+    SubscribeData,
 )
 
 GRACE = NodeConfig().takeover_grace
@@ -173,3 +178,48 @@ def test_a_publishers_node_ignores_a_second_refusal_of_a_claim_it_renewed() -> N
     assert net.answers(b"A") == []
     net.release(b"R")
     assert net.answers(b"A") == [PublishAcked(KEY, uid, 0)]
+
+
+def test_a_confirmation_of_another_number_than_a_signed_publish_names_is_no_witness() -> None:
+    # A child replays a genuinely signed packet as a publish and "confirms" another number:
+    # kept, the relay would push a claim its signature does not cover (its parent drops it
+    # as a forger), or take the forgery as root. A publish that names its number is
+    # witnessed only under it.
+    net = signed_tree()
+    net.hold(b"R")
+    sig = sign(0, b"genuine")
+    net.inject(b"A", b"B", PublishData(77, SKEY, 0, 0.0, 10, b"genuine", None, DATA, sig))
+    net.inject(b"A", b"B", PublishConfirmed(77, SKEY, 5))
+    assert 77 not in net.nodes[b"B"].flow.witnessed
+    net.inject(b"A", b"B", PublishConfirmed(77, SKEY, 0))
+    assert 77 in net.nodes[b"B"].flow.witnessed
+
+
+def test_a_busy_refusal_of_a_pushed_witness_keeps_it_for_the_next_question() -> None:
+    # A parent still settling refuses the push BUSY: the refusal goes on down, and the
+    # witness stays, or nobody would claim a dead publisher's number again.
+    net, uid = witnessed(4)
+    net.disconnect(b"B", b"A")
+    net.inject(b"R", b"B", PastQuery(KEY, 3, 40, MAX_WIRE_HTL))
+    net.inject(b"R", b"B", PublishRejected(uid, KEY, int(PublishError.BUSY)))
+    assert [c[:2] for c in claims(net, b"B")] == [(uid, 4)]
+
+
+def test_a_relay_that_relays_no_more_lets_expired_payloads_go_on_a_heartbeat() -> None:
+    net, uid = witnessed(4)
+    net.disconnect(b"B", b"A")  # (no retry renews the entry)
+    flow = net.nodes[b"B"].flow
+    assert flow.retained == len(b"mine")
+    config = NodeConfig()
+    net.advance(
+        net.now + config.publish_timeout * config.publish_attempts + 2 * config.heartbeat_interval
+    )
+    assert flow.retained == 0 and uid not in flow.relayed and uid not in flow.witnessed
+
+
+def test_a_witness_on_a_publish_held_under_another_number_is_stale() -> None:
+    # The root dropped 4 unsent and numbered the publisher's retry, which came another
+    # way, 0: what we hold says so, and the witness on 4 is not pushed.
+    net, uid = witnessed(4)
+    net.inject(b"R", b"B", SubscribeData(KEY, 0, b"mine", None, PacketKind.DATA, None, None, uid))
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnessed

@@ -191,7 +191,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""
         self.resend_pushes(now)
-        self.expire_witnesses(now)
+        self.expire_relays(now)
 
     def join(self, uid: int, client: ClientId) -> None:
         """Another client published ``uid`` while it is in flight: it gets the same answer."""
@@ -357,12 +357,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
             stream.queued.append((source, message))
 
     def _relay(self, now: float, stream: Stream, source: PeerId, message: PublishData) -> bool:
+        self.expire_relays(now)  # (``witnesses``)
         relayed = self.relayed
-        while relayed:
-            uid, oldest = next(iter(relayed.items()))
-            if oldest.expires > now:
-                break
-            self.drop_kept(relayed.pop(uid))
         if message.uid not in relayed and len(relayed) >= self.config.max_relayed_publishes:
             return False
         assert stream.parent is not None
@@ -390,7 +386,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         self.push_answered(peer, answer)
         relay = self.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
-            self.drop_kept(self.relayed.pop(answer.uid))
+            if not self.keeps_witness(relay, answer):
+                self.drop_kept(self.relayed.pop(answer.uid))
             self._send(relay.source, answer)
             if answer.uid not in self.local:
                 return

@@ -16,11 +16,19 @@ root's answer goes on down the way the publish came; and a relay that becomes ro
 it as if that child had pushed it (``Confirming.own_claims``, ``Takeover.on_claim``).
 
 Invariants. A witness is kept only for a number the root told us along a relay still in
-the tree (``on_confirmed``: the confirmation came from the relay entry's source), never
-for a local publish of ours (that one is a claim of our own), and never while we hold the
-packet under that number (it goes up as the packet, ``push_up``). The root weighs a
-witness exactly as it weighs a publisher's claim: taken only as its next new number, so a
-stale witness is at worst refused, never taken over a packet the tree holds.
+the tree (``on_confirmed``: the confirmation came from the relay entry's source), and for
+a publish that named its number (every signed one) only under that number, which its
+signature covers. Never for a local publish of ours (that one is a claim of our own),
+never while we hold the packet under that number (it goes up as the packet,
+``push_up``), and never once we hold its publish under another (the root dropped ours
+and numbered a retry that came another way). The root weighs a witness exactly as it
+weighs a publisher's claim: taken only as its next new number, so a stale witness is at
+worst refused, never taken over a packet the tree holds.
+
+Bounds. An entry keeps its publish for at most ``publish_timeout`` times
+``publish_attempts`` (pruned as entries are added and every heartbeat round), and all of
+them together at most ``witness_bytes`` of payload; a busy refusal of a pushed witness
+keeps it, any other answer ends it.
 """
 
 from __future__ import annotations
@@ -33,7 +41,13 @@ from typing import Any, Protocol
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.streams import Stream
-from overlay.messages import MAX_WIRE_HTL, PublishConfirmed, PublishData
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    PublishConfirmed,
+    PublishData,
+    PublishError,
+    PublishRejected,
+)
 
 
 @dataclass(slots=True, eq=False)
@@ -90,7 +104,11 @@ class Witnesses:
             and relay.message is not None
             and relay.key == message.key
             and relay.source == peer
+            and relay.message.packet in (None, message.packet)
         ):
+            # (A publish that named its number, as every signed one does, is witnessed only
+            # under it: a child could confirm another, and the signature would not cover
+            # the claim we push, or the packet we would take as root.)
             relay.number = message.packet
             self.witnessed[message.uid] = relay
 
@@ -109,23 +127,42 @@ class Witnesses:
             old is not None
             and old.number is not None
             and relay.message is not None
+            and relay.message.packet in (None, old.number)
             and (old.key, old.source) == (relay.key, relay.source)
         ):
             relay.number = old.number
             self.witnessed[uid] = relay
 
-    def expire_witnesses(self: _FlowParts, now: float) -> None:
-        """Every heartbeat round: forget the witnesses whose relay entry expired or was
-        replaced or answered (``PacketFlow._relay`` prunes entries only as it adds one)."""
+    def expire_relays(self: _FlowParts, now: float) -> None:
+        """Forget the relay entries whose time is up (the oldest first: each lasts as long),
+        their kept publishes and witnesses with them. As a relay adds one, and every
+        heartbeat round, so a node that relays no more lets their payloads go too."""
+        relayed = self.relayed
+        while relayed:
+            uid, oldest = next(iter(relayed.items()))
+            if oldest.expires > now:
+                break
+            self.drop_kept(relayed.pop(uid))
         for uid, relay in list(self.witnessed.items()):
-            if self.relayed.get(uid) is not relay or relay.expires <= now:
+            if relayed.get(uid) is not relay:
                 del self.witnessed[uid]
+
+    def keeps_witness(self: _FlowParts, relay: Relay, answer: Any) -> bool:
+        """Whether ``relay`` outlives ``answer``, which we pass on down: a witness outlives a
+        busy or not-carried refusal of its push (a parent still settling), or nothing would
+        claim a dead publisher's number again."""
+        return (
+            relay.number is not None
+            and isinstance(answer, PublishRejected)
+            and answer.reason in (PublishError.BUSY, PublishError.NOT_CARRIED)
+        )
 
     def witness_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay, PublishData]]:
         """Our witness claims on ``stream`` as pushed (``PublishData.claim``), in number
         order, each with its relay entry: those whose entry still stands, whose packet we
         do not hold, and whose publish is not one of our own (``_live_claims``)."""
         claims = []
+        held: set[int | None] | None = None  # the uids of the packets we hold
         for uid, relay in list(self.witnessed.items()):
             if self.relayed.get(uid) is not relay:
                 del self.witnessed[uid]  # answered, or replaced by a retry's entry
@@ -138,6 +175,13 @@ class Witnesses:
                 or uid in self.local
                 or stream.window.get(number) is not None
             ):
+                continue
+            if held is None:
+                held = {p.uid for p in stream.window.packets.values()}
+            if uid in held or (stream.uids is not None and uid in stream.uids):
+                # Stored under another number: the root dropped ours unsent and numbered a
+                # retry that came another way. The witness is stale.
+                del self.witnessed[uid]
                 continue
             claim = dataclasses.replace(
                 message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
