@@ -68,6 +68,7 @@ def claims(net: CoreNet, name: bytes) -> list[tuple[int, int | None, bool, bool,
 def test_a_relay_keeps_a_confirmed_publish_as_a_witness_until_its_answer_comes_down() -> None:
     net, uid = witnessed(0)
     assert claims(net, b"B") == [(uid, 0, True, True, b"mine")]
+    assert net.nodes[b"B"].stats.witnesses == 1 and net.nodes[b"A"].stats.witnesses == 0
     assert claims(net, b"A") == []  # (the publisher's node has its own claim)
     net.inject(b"R", b"B", PublishSucceeded(uid, KEY, 0))
     assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnessed
@@ -110,6 +111,7 @@ def test_a_relay_whose_publisher_died_pushes_its_witness_when_asked_beyond_its_h
     assert [(m.uid, m.packet, m.pushed, m.claim, m.data) for m in ups] == [
         (uid, 4, True, True, b"mine")
     ]
+    assert net.nodes[b"B"].stats.witness_claims == 1
     # The root's answer forgets it, and would go on down to A.
     net.inject(b"R", b"B", PublishCollision(uid, KEY, 4, 0))
     assert claims(net, b"B") == []
@@ -147,6 +149,7 @@ def test_a_relay_that_takes_the_tree_over_weighs_its_witness_claim() -> None:
     assert [(n, p.uid) for n, p in b.window.packets.items()][:1] == [(0, uid)]
     relay = net.nodes[b"B"]
     assert relay.stats.claims_refused == 0 and claims(net, b"B") == []
+    assert relay.stats.witness_claims == 1
 
 
 def test_a_witness_claim_a_relay_turned_root_refuses_goes_down_to_its_child() -> None:

@@ -345,6 +345,7 @@ class Confirming:
                 # A witness claim (``witnesses``): the root's answer comes back from this
                 # parent, and goes on down to the child the publish came from.
                 relay.upstream = parent
+                self.stats.witness_claims += 1
             self.stats.pushed_up += 1
             self._send(parent, claim)
 
@@ -365,6 +366,7 @@ class Confirming:
                 relay.number = None
                 self.witnessed.pop(claim.uid, None)
                 self.drop_kept(relay)  # (its entry stays, for answers on their way)
+                self.stats.witness_claims += 1
                 self._route(now, stream, relay.source, claim)
                 continue
             entry = self.local.get(claim.uid)  # (an earlier one's answer may settle others)

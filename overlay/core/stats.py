@@ -32,6 +32,8 @@ class NodeStats:
     pushes_resent: int = 0  # pushes sent again, unanswered after publish_timeout
     claims_refused: int = 0  # a root: publishers' claims beyond its head, published afresh
     claims_renewed: int = 0  # a publisher's node: claims refused, so published afresh
+    witnesses: int = 0  # a relay: confirmations passed up whose publish it kept (witnesses)
+    witness_claims: int = 0  # a relay: witness claims pushed up, or weighed as a new root
     refilled: int = 0  # packets a root took back from a child after taking over
     backfilled: int = 0  # packets from before a takeover a root took to catch a child up
     looks: int = 0  # times this node, root after a takeover, looked for another tree

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
 from overlay.messages import (
     MAX_WIRE_HTL,
@@ -65,6 +66,7 @@ class Relay:
 
 class _FlowParts(Protocol):
     config: NodeConfig
+    stats: NodeStats
     retained: int
     local: dict[int, Any]
     relayed: OrderedDict[int, Relay]
@@ -111,6 +113,7 @@ class Witnesses:
             # the claim we push, or the packet we would take as root.)
             relay.number = message.packet
             self.witnessed[message.uid] = relay
+            self.stats.witnesses += 1
 
     def enter(self: _FlowParts, relay: Relay) -> None:
         """``relay`` (its ``message`` not yet kept) is the entry of its uid from now on. A
