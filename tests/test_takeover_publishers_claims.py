@@ -153,6 +153,25 @@ def test_a_claim_replaces_the_plain_retry_of_its_publish_that_waited() -> None:
     assert stream.window.get(4).uid == 7  # type: ignore[union-attr]
 
 
+def test_in_a_grace_one_claim_from_two_children_is_taken_once_and_answered_to_both() -> None:
+    # A relay's witness (``witnesses``) and the publisher's own claim, come two ways (the
+    # publisher attached elsewhere): kept once, the other child's publisher heard nothing
+    # until its timer, and a push on its last attempt ended in a timeout.
+    node = root_with_packets(3)
+    in_grace(node, 3)
+    node.receive(1.1, U, held_push(3))
+    node.receive(1.1, C1, claim(7, 4, b"x"))
+    node.receive(1.2, C1, claim(7, 4, b"x"))  # (a resend from the same child: kept once)
+    node.receive(1.2, C2, claim(7, 4, b"x"))
+    effects = node.handle_timer(1.0 + GRACE)
+    stream = node.streams[KEY]
+    assert stream.window.get(4).uid == 7 and stream.window.get(5) is None  # type: ignore[union-attr]
+    for child in (C1, C2, U):
+        effects += node.receive(1.0 + GRACE, child, Held(KEY, 4))
+    assert answers(effects, C1) == [PublishSucceeded(7, KEY, 4)]
+    assert answers(effects, C2) == [PublishSucceeded(7, KEY, 4)]
+
+
 def test_a_claim_for_a_publish_numbered_here_otherwise_gets_that_number() -> None:
     node = root_with_packets(3)
     effects = node.receive(1.0, C1, claim(UID + 1, 3, b"p1"))

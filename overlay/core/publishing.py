@@ -341,9 +341,11 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
     def _wait(self, stream: Stream, source: Source, message: PublishData) -> None:
         """Hold a publish until the stream is in the tree (or out of its grace) again."""
         queued = stream.queued
-        for i, (_, waiting) in enumerate(queued):
+        for i, (waiting_source, waiting) in enumerate(queued):
             if waiting.uid != message.uid:
                 continue
+            if waiting.claim and message.claim and waiting_source != source:
+                continue  # (a witness and its publisher's claim, two ways: each answered)
             if waiting.pushed or not message.pushed:
                 return  # a resend of a publish that already waits
             # A push (a claim, or a packet a member holds) says more than the publisher's
