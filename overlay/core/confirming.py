@@ -364,7 +364,6 @@ class Confirming:
                 # A witness claim (``witnesses``): weighed as if the child it came through
                 # had pushed it, so the answer goes down to that child; it is ours no more.
                 relay.number = None
-                self.witnessed.pop(claim.uid, None)
                 self.drop_kept(relay)  # (its entry stays, for answers on their way)
                 self.stats.witness_claims += 1
                 self._route(now, stream, relay.source, claim)

@@ -365,7 +365,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
             return False
         assert stream.parent is not None
         expires = now + self.config.publish_timeout * self.config.publish_attempts
-        self.enter(Relay(stream.key, source, stream.parent, expires, message))  # (``witnesses``)
+        relay = Relay(message.uid, stream.key, source, stream.parent, expires, message)
+        self.enter(relay)  # (``witnesses``)
         return True
 
     def carried(self, now: float, stream: Stream) -> None:

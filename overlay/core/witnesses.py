@@ -56,6 +56,7 @@ class Relay:
     """A child's publish we passed up: the answer from ``upstream`` goes to ``source``.
     ``number``: the number the root confirmed for it through us (a witness claim)."""
 
+    uid: int
     key: bytes
     source: PeerId
     upstream: PeerId
@@ -92,10 +93,13 @@ class Witnesses:
         return message
 
     def drop_kept(self: _FlowParts, relay: Relay) -> None:
-        """``relay`` leaves the table (answered, expired or replaced): its publish too."""
+        """``relay`` leaves the table (answered, expired or replaced): its publish and its
+        witness too. Every way out comes here, so no sweep of ``witnessed`` is needed."""
         if relay.message is not None:
             self.retained -= len(relay.message.data)
             relay.message = None
+        if self.witnessed.get(relay.uid) is relay:
+            del self.witnessed[relay.uid]
 
     def witness(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
         """We pass ``message`` up from child ``peer``: if its publish came up through us
@@ -120,7 +124,7 @@ class Witnesses:
         retry of a publish replaces its entry: through the same child, the number we
         witnessed for it still stands (its publisher's node keeps its claim)."""
         assert relay.message is not None
-        uid = relay.message.uid
+        uid = relay.uid
         old = self.relayed.pop(uid, None)
         if old is not None:
             self.drop_kept(old)
@@ -139,16 +143,14 @@ class Witnesses:
     def expire_relays(self: _FlowParts, now: float) -> None:
         """Forget the relay entries whose time is up (the oldest first: each lasts as long),
         their kept publishes and witnesses with them. As a relay adds one, and every
-        heartbeat round, so a node that relays no more lets their payloads go too."""
+        heartbeat round, so a node that relays no more lets their payloads go too. Only
+        the expired front is touched: this runs for every publish relayed."""
         relayed = self.relayed
         while relayed:
             uid, oldest = next(iter(relayed.items()))
             if oldest.expires > now:
                 break
             self.drop_kept(relayed.pop(uid))
-        for uid, relay in list(self.witnessed.items()):
-            if relayed.get(uid) is not relay:
-                del self.witnessed[uid]
 
     def keeps_witness(self: _FlowParts, relay: Relay, answer: Any) -> bool:
         """Whether ``relay`` outlives ``answer``, which we pass on down: a witness outlives a
@@ -162,14 +164,12 @@ class Witnesses:
 
     def witness_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay, PublishData]]:
         """Our witness claims on ``stream`` as pushed (``PublishData.claim``), in number
-        order, each with its relay entry: those whose entry still stands, whose packet we
-        do not hold, and whose publish is not one of our own (``_live_claims``)."""
+        order, each with its relay entry (one that left the table took its witness with it,
+        ``drop_kept``): those whose packet we do not hold, and whose publish is not one of
+        our own (``_live_claims``)."""
         claims = []
         held: set[int | None] | None = None  # the uids of the packets we hold
         for uid, relay in list(self.witnessed.items()):
-            if self.relayed.get(uid) is not relay:
-                del self.witnessed[uid]  # answered, or replaced by a retry's entry
-                continue
             number, message = relay.number, relay.message
             if (
                 relay.key != stream.key
