@@ -34,7 +34,7 @@ query from a peer that is not our parent is answered with Unsubscribe, as its pa
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
@@ -53,7 +53,6 @@ class _FlowParts(Protocol):
 
     config: NodeConfig
     stats: NodeStats
-    witnessed: dict[int, Any]
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
@@ -137,12 +136,11 @@ class Gathering:
             start = number + 1
         if start <= query.last:
             rest.append((start, query.last))
-        if stream.claims or self.witnessed:
-            # Our own publishes an earlier root numbered in the span, beyond what we hold, and
-            # those we passed the confirmation of up (``witnesses``): the root that asks may
-            # have been told nothing of them (``push_claims``).
-            held_to = -1 if stream.next_in is None else stream.next_in - 1
-            self.push_claims(stream, max(query.first - 1, held_to), query.last)
+        # Our own publishes an earlier root numbered in the span, beyond what we hold, and
+        # those we passed the confirmation of up (``witnesses``): the root that asks may have
+        # been told nothing of them (``push_claims``, which sends nothing if we have none).
+        held_to = -1 if stream.next_in is None else stream.next_in - 1
+        self.push_claims(stream, max(query.first - 1, held_to), query.last)
         if query.htl <= 1:
             return
         for child in stream.children:

@@ -14,7 +14,7 @@ and is owed what lies between (``owed_after``).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
@@ -26,8 +26,6 @@ from overlay.messages import Message, PacketsMissed, SubscribeData, SubscribeSuc
 
 class _FlowParts(Protocol):
     """What these methods use of the ``PacketFlow`` they are mixed into."""
-
-    witnessed: dict[int, Any]
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def push_up(self, stream: Stream, theirs: int | None) -> None: ...
@@ -115,8 +113,7 @@ class Joining:
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.
             self.push_up(stream, theirs)
-        if stream.claims or self.witnessed:  # (relayed publishes too: ``witnesses``)
-            self.push_claims(stream, theirs)  # ``confirming``
+        self.push_claims(stream, theirs)  # (ours and our witnesses': ``confirming``)
         self.ask_claimed(stream, theirs)
         if reply is not None:
             if reply.last_packet is not None and (
