@@ -1,5 +1,5 @@
 """The chaos search's race scenarios (``test_sim_chaos``) with ``confirm_publishes`` on: a
-packet numbered just as a partition begins. Without confirmation both still fail (see the
+packet numbered just as a partition begins. Without confirmation each still fails (see the
 README's Known limits); with it, a root sends a packet down only once its publisher's node
 knows its number (``overlay.core.confirming``). Replayed exactly: the simulation is
 deterministic."""
@@ -66,6 +66,50 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
     partition=(14.782677768218361, 37.46522179695457, 0.10000000000000002),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_packet_numbered_before_a_cut_is_not_shown_after_the_heal() -> None:
+    # Hunt seed 31337 with confirmation off (stop 36, traced in stop 39; 60 nodes). Root 38
+    # numbered node 59's publish as packet 1 and sent it down 4.9 ms before a cut took
+    # 38's only children away; the frames were lost, liveness dropped the children, and
+    # 38 committed 1 with nobody below. The publishers' side's new root 25 gave 1 to node
+    # 27's publish, acknowledged. Node 42, cut off with no peer at all, resubscribed after
+    # the heal to 38, the closest node, still root of its stale tree, and was shown 59's
+    # publish as 1. With confirmation on, 38 never sends 1 down (59's node never confirms).
+    outcome = run(NUMBERED_BEFORE_A_CUT_SHOWN_AFTER_THE_HEAL)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+NUMBERED_BEFORE_A_CUT_SHOWN_AFTER_THE_HEAL = Scenario(
+    seed=59699405,
+    nodes=60,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=5e-324, kind="crash", arg=2177, until=40.0),
+        Fault(at=6.4452370261234e-139, kind="crash", arg=39438, until=33.61852774236424),
+        Fault(at=0.005, kind="crash", arg=817353, until=None),
+        Fault(at=1.0, kind="crash", arg=1417, until=8.411552482421836),
+        Fault(at=2.5028901101182437, kind="loud-crash", arg=3245, until=None),
+        Fault(at=3.6417699362624854, kind="weather", arg=0, until=4.96593378690219),
+        Fault(at=5.0, kind="loud-crash", arg=221, until=None),
+        Fault(at=9.773463577232691, kind="crash", arg=386228, until=22.860564325856426),
+        Fault(at=16.739390352370638, kind="add", arg=3, until=None),
+        Fault(at=16.772923588476072, kind="crash", arg=999999, until=None),
+        Fault(at=17.124037796495237, kind="crash", arg=4780, until=None),
+        Fault(at=17.29871759268327, kind="loud-crash", arg=105, until=19.19871759268327),
+        Fault(at=17.680888467824804, kind="crash", arg=180, until=34.596476417821975),
+        Fault(at=21.733637806618987, kind="loud-crash", arg=136, until=37.10733099261409),
+        Fault(at=26.218010472708045, kind="crash", arg=2365, until=57.9768009311304),
+        Fault(at=27.42678548293665, kind="crash", arg=453307, until=59.439347072784344),
+        Fault(at=30.0, kind="loud-crash", arg=576983, until=32.56601245202587),
+    ),
+    partition=(2.9339440298747164, 38.8839642949801, 0.1299800051957706),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.02
     ),
     confirm=True,
 )
