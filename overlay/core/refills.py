@@ -24,7 +24,9 @@ a new root told a resubscriber nine packets were missed that the subtree which m
 held); a grace or a look under way when their wait ends holds them a few timeouts more,
 while a search waiting there would still wait for its answer (a waiter at a relay below
 may give up first; it is told the numbers were missed, as before), and a search waiting at
-the root itself is held so at any time: a partition may hide the branch that holds them.
+the root itself is held so at any time: a partition may hide the branch that holds them. A
+child's FillRequest for numbers such a search still waits for is held with it: told they
+were missed, the child's branch would record them lost while the root has not.
 What nobody brought is then lost for good: the root records it missed, and every later
 asker hears so at once (not while a waiter asked since still waits for it). A resubscriber
 adopted while waiters wait has a subtree that was not there when they asked, so it is asked
@@ -374,11 +376,28 @@ class Refills:
                 # joins once the cut heals (hunt seed 8080: a root cut off with part of its
                 # tree told two subscribers that packet 0, held and acknowledged across the
                 # cut, was missed, 5 s after its look and 4 s before the heal). Not a child's
-                # FillRequest: the relay that asks waits only its own ``fill_timeout``.
+                # FillRequest: the relay that asks waits only its own ``fill_timeout``, unless
+                # a search held here waits for some of the same numbers: the root has not
+                # given up on them (``_finish_fill`` records them lost only once nobody here
+                # waits for them), and a child told they were missed records them so and tells
+                # every later asker, the root itself too if it rejoins a tree through that
+                # branch (hunt seed 8080 with peer witnesses: a root cut off by a partition
+                # told relay 20 packet 0 was missed while node 1's search still waited for it;
+                # after the heal it joined another tree through 20's old branch, which
+                # answered its ask for 0 with "missed" though the other side held 0).
                 patience = (self.config.request_timeout - self.config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
-                    and (stream.recover_until is not None or fill.uid is not None)
+                    and (
+                        stream.recover_until is not None
+                        or fill.uid is not None
+                        or any(
+                            other.uid is not None
+                            and other.asked[0] <= fill.asked[1]
+                            and fill.asked[0] <= other.asked[1]
+                            for other in stream.fills or ()
+                        )
+                    )
                     and now - fill.since < patience
                 )
                 if stream.state is State.RESTARTING or (
