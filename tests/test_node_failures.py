@@ -554,15 +554,31 @@ def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found(
     THREE_ROOTS in test_sim_chaos_restarts). N moves to X's tree, its subtree with it."""
     node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4))
     # X's tree is attached: N's label ends in its subtree; B loses N, and W hangs below N.
+    # N holds nothing, and its client and D expect packet 0: N resumes there, not after
+    # X's head 4, asks X for 0..4, and names W no head (W pushes up what it holds).
     assert effects == [
         (b"D", RestartEnded(70, KEY)),
         (b"B", Unsubscribe(KEY)),
-        (b"W", SubscribeSucceeded(81, KEY, 4)),
+        (b"X", FillRequest(KEY, 0, 4)),
+        (b"W", SubscribeSucceeded(81, KEY, None)),
     ]
     stream = node.streams[KEY]
     assert (stream.state, stream.parent) == (State.JOINED, b"X")
     assert (stream.restart_uid, stream.restart_origin) == (None, None)
     assert set(stream.children) == {b"D", b"W"}
+
+
+def test_a_member_holding_nothing_that_moves_resumes_at_its_own_point() -> None:
+    """N holds nothing yet, its client and child D owed packet 0 on; W's search (fresh)
+    found X at head 4. N must not start X's tree at 5: X sends it nothing before 5, and its
+    client would be told 0..4 were missed (chaos, seed 690: a partitioned member, moved for
+    a resubscriber that had seen 29, entered at 30 and told its client 0..29 were missed,
+    which the tree held). It resumes at 0 and asks X for 0..4."""
+    node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4))
+    assert (b"X", FillRequest(KEY, 0, 4)) in effects
+    stream = node.streams[KEY]
+    assert (stream.parent, stream.next_in, stream.high) == (b"X", 0, 4)
+    assert [member.cursor for member in stream.local.values()] == [0]
 
 
 def test_a_member_that_moves_asks_its_new_parent_for_what_it_lacks_below_its_head() -> None:

@@ -191,6 +191,14 @@ class Restarts:
         brought back, taking our subtree along."""
         old = stream.parent
         success = success_of(reply)
+        # ``last_seen`` is the search's, not ours. A member that has processed nothing yet
+        # has its own point all the same (its clients' cursors, the start its children were
+        # told): it resumes there, never past it, and asks for the rest below (chaos: a
+        # member holding nothing, its client owed 0.., moved for a resubscriber that had 29,
+        # entered at 30 and told its client 0..29 were missed, which the tree held).
+        own = self.flow.resume_point(stream)
+        if own is not None and (last_seen is None or own < last_seen):
+            last_seen = own
         self._change(stream, Change.REPARENTED, parent=peer)
         self._take_label(stream, *label_of(reply))
         self.flow.attached(stream, success, last_seen, new_head(reply))
