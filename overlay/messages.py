@@ -399,6 +399,25 @@ class PublishConfirmed(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class PublishWitness(Message):
+    """A publisher's node, to a few direct peers that are not the stream's parent, as it
+    confirms its own publish: the publish, under the number ``packet`` the root gave it.
+    Each keeps it as a witness claim and pushes it to a new root like the publisher's node
+    would, should that node die before its claim gets there (``overlay.core.peer_witnesses``).
+    The fields are the publish's (``PublishData``); on a signed stream ``sig`` covers
+    ``packet``."""
+
+    TYPE: ClassVar[int] = 31
+    uid: int = _f(Kind.UID)
+    key: bytes = _f(Kind.KEY)
+    packet: int = _f(Kind.PACKET)
+    data: bytes = _f(Kind.DATA)
+    epoch: int | None = _f(Kind.OPT_PACKET)
+    kind: PacketKind = _f(Kind.PACKET_KIND)
+    sig: bytes | None = _f(Kind.OPT_SIGNATURE)
+
+
+@dataclass(frozen=True, slots=True)
 class PublishCollision(Message):
     """The root holds a different packet under that number; ``suggested_next`` is free."""
 
@@ -589,6 +608,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PublishNumbered,
     PublishConfirmed,
     Committed,
+    PublishWitness,
 )
 
 

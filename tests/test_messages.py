@@ -55,6 +55,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "PublishNumbered": 28,
     "PublishConfirmed": 29,
     "Committed": 30,
+    "PublishWitness": 31,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -157,6 +158,15 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     "PublishNumbered": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "PublishConfirmed": (("uid", Kind.UID), ("key", Kind.KEY), ("packet", Kind.PACKET)),
     "Committed": (("key", Kind.KEY), ("upto", Kind.PACKET)),
+    "PublishWitness": (
+        ("uid", Kind.UID),
+        ("key", Kind.KEY),
+        ("packet", Kind.PACKET),
+        ("data", Kind.DATA),
+        ("epoch", Kind.OPT_PACKET),
+        ("kind", Kind.PACKET_KIND),
+        ("sig", Kind.OPT_SIGNATURE),
+    ),
     "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }

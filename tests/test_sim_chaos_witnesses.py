@@ -1,9 +1,10 @@
 """Chaos scenarios (``test_sim_chaos``) in which a publisher's node died just after a
 partition cut, before its claim on a number reached the new root, while the cut-off side
 held the old packet under that number; the relay that had carried its confirmation up
-survived on the new root's side and now claims it for it (``overlay.core.witnesses``).
-Open in ``tests/chaos_open.txt`` until then. Replayed exactly: the simulation is
-deterministic."""
+survived on the new root's side and now claims it for it (``overlay.core.witnesses``), or,
+where no such relay survived, a direct peer the publisher's node told the number as it
+confirmed it (``overlay.core.peer_witnesses``). Open in ``tests/chaos_open.txt`` until then.
+Replayed exactly: the simulation is deterministic."""
 
 from __future__ import annotations
 
@@ -73,6 +74,75 @@ RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER = Scenario(
     partition=(22.50623210365103, 62.50623210365103, 0.2650155021931381),
     weather=NetworkModel(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
+    ),
+    confirm=True,
+)
+
+
+# Peer witnesses (``overlay.core.peer_witnesses``): where no relay of the dead publisher's
+# confirmations survives, a direct peer that it told the number claims it.
+
+
+def test_a_peer_of_a_dead_publisher_that_was_the_roots_own_child_claims_its_number() -> None:
+    # Built by hand in stop 36 (20 nodes, one stream); open until stop 39. Root 15 numbers
+    # publisher 1's publish as 20; node 1 confirms and 15 sends 20 down. The cut (+20.40)
+    # leaves only node 0 of 15's children on its side; node 1 dies at +20.5, before any
+    # takeover asks for its claim. Node 1 was 15's own child: no relay witnessed it. Before,
+    # the other side's new root (7) gave 20 to another publish, and subscriber 17 on 15's
+    # side was shown the first publish as 20. Now node 1 had told its peers 20 as it
+    # confirmed, and the one on 7's side claims it there.
+    outcome = run(PUBLISHER_WITHOUT_A_RELAY_DIES)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PUBLISHER_WITHOUT_A_RELAY_DIES = Scenario(
+    seed=1,
+    nodes=20,
+    streams=1,
+    subscribers=5,
+    faults=(Fault(at=20.5, kind="crash", arg=0, until=None),),
+    partition=(20.4, 45.0, 0.375),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.0
+    ),
+    confirm=True,
+)
+
+
+def test_a_peer_claims_a_dead_publishers_numbers_where_its_relay_died_too() -> None:
+    # Hunt seed 2024, stop 36 (53 nodes, 2 streams); open until stop 39. Root 16 numbers
+    # node 27's publishes 12 and 13 just before and after the cut; only 37 (27's relay), 7
+    # and 27 get them. 27 and 16 die, then 37, on an island with 7 holding 12 and 13.
+    # Before, root 52 on the publishers' side gave 12 and 13 to other publishes. Now 27's
+    # peers hold them: of the three it tells (``witness_peers``), the closest to the key,
+    # 24, dies without ever carrying the stream and 38 is cut off, but the third, on 52's
+    # side, pushes them when asked. (With two peers told, this still fails.)
+    outcome = run(PUBLISHER_AND_RELAY_DIE)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PUBLISHER_AND_RELAY_DIE = Scenario(
+    seed=346372,
+    nodes=53,
+    streams=2,
+    subscribers=4,
+    faults=(
+        Fault(at=1.9933498711547588e-300, kind="loud-crash", arg=159, until=None),
+        Fault(at=0.5, kind="loud-crash", arg=78181, until=None),
+        Fault(at=2.0, kind="loud-crash", arg=117, until=22.12398351168806),
+        Fault(at=6.059783764510899, kind="loud-crash", arg=3023, until=None),
+        Fault(at=13.274357736810709, kind="add", arg=2, until=None),
+        Fault(at=17.601702658787204, kind="loud-crash", arg=761, until=25.13616614746728),
+        Fault(at=17.627842670657905, kind="loud-crash", arg=216, until=None),
+        Fault(at=17.740971646068584, kind="loud-crash", arg=761, until=None),
+        Fault(at=18.455134390681806, kind="loud-crash", arg=160283, until=33.23605932053637),
+        Fault(at=18.455134390681806, kind="crash", arg=256, until=31.366619065526567),
+        Fault(at=20.52997270143813, kind="loud-crash", arg=403, until=None),
+        Fault(at=26.016042356918266, kind="loud-crash", arg=65535, until=36.88566803364769),
+    ),
+    partition=(12.947861490315727, 43.910393825975824, 0.3646676881143175),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.0
     ),
     confirm=True,
 )

@@ -53,7 +53,10 @@ What it does not close: the publisher's node confirms, the root sends the packet
 cut comes, and the publisher's node dies before its side learns the number from it. Two
 failures at one moment. A relay that passed the confirmation up is a second witness on the
 publisher's side (``witnesses``): it pushes the claim too, and weighs it if it becomes root.
-A publisher that was the root's own child has no such relay.
+A publisher that was the root's own child has no such relay; so the publisher's node also
+tells the number to a few direct peers other than its parent as it confirms, and they
+witness it the same way (``peer_witnesses``). What is left: every witness dies or is cut
+off too.
 
 These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -112,6 +115,7 @@ class _FlowParts(Protocol):
     def all_claims(self, stream: Stream) -> list[tuple[Relay | None, PublishData]]: ...
     def witness(self, peer: PeerId, message: PublishConfirmed) -> None: ...
     def drop_kept(self, relay: Relay) -> None: ...
+    def tell_peers(self, stream: Stream, message: PublishData, number: int) -> None: ...
     def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
@@ -300,6 +304,7 @@ class Confirming:
             # detached ancestor's queue, and been relayed up again).
             stream.claims[message.uid] = message.packet
             self._send(peer, PublishConfirmed(message.uid, message.key, message.packet))
+            self.tell_peers(stream, entry.message, message.packet)  # (``peer_witnesses``)
             return
         relay = self.relayed.get(message.uid)
         if (

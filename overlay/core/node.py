@@ -76,6 +76,7 @@ from overlay.messages import (
     PublishNumbered,
     PublishRejected,
     PublishSucceeded,
+    PublishWitness,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
@@ -145,6 +146,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._drop,
             self.memory,
         )
+        self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -284,10 +286,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self._served(now, message.key)  # it may be one a waiting child lacks
             case PublishSucceeded() | PublishCollision() | PublishRejected():
                 self.flow.on_answer(now, peer, message)
-            case PublishNumbered():
-                self.flow.on_numbered(peer, message)
-            case PublishConfirmed():
-                self.flow.on_confirmed(peer, message)
+            case PublishNumbered() | PublishConfirmed() | PublishWitness():
+                self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
             case _:
                 self.stats.ignored += 1
 

@@ -150,6 +150,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         self.relayed: OrderedDict[int, Relay] = OrderedDict()
         self.witnessed: dict[int, Relay] = {}  # relay entries with a number (``witnesses``)
         self.retained = 0  # payload bytes the relay entries keep (``witnesses``)
+        self.by_peer, self.peer_bytes = {}, {}  # peer witnesses by peer (``peer_witnesses``)
         self.pushes: OrderedDict[int, Push] = OrderedDict()  # ours, unanswered (``takeover``)
         # Roots in their takeover grace, by timer token.
         self.recovering: dict[int, bytes] = {}
@@ -360,8 +361,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
 
     def _relay(self, now: float, stream: Stream, source: PeerId, message: PublishData) -> bool:
         self.expire_relays(now)  # (``witnesses``)
-        relayed = self.relayed
-        if message.uid not in relayed and len(relayed) >= self.config.max_relayed_publishes:
+        relayed, room = self.relayed, self.config.max_relayed_publishes + self.peer_count
+        if message.uid not in relayed and len(relayed) >= room:  # (peer witnesses aside)
             return False
         assert stream.parent is not None
         expires = now + self.config.publish_timeout * self.config.publish_attempts

@@ -34,6 +34,8 @@ class NodeStats:
     claims_renewed: int = 0  # a publisher's node: claims refused, so published afresh
     witnesses: int = 0  # a relay: confirmations passed up whose publish it kept (witnesses)
     witness_claims: int = 0  # a relay: witness claims pushed up, or weighed as a new root
+    peer_witnesses_sent: int = 0  # a publisher's node: PublishWitness sent (peer_witnesses)
+    peer_witnesses: int = 0  # PublishWitness kept as a witness claim (peer_witnesses)
     refilled: int = 0  # packets a root took back from a child after taking over
     backfilled: int = 0  # packets from before a takeover a root took to catch a child up
     looks: int = 0  # times this node, root after a takeover, looked for another tree

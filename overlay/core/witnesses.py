@@ -25,6 +25,11 @@ and numbered a retry that came another way). The root weighs a witness exactly a
 weighs a publisher's claim: taken only as its next new number, so a stale witness is at
 worst refused, never taken over a packet the tree holds.
 
+A publisher's node also tells a few direct peers the number it confirms, and each keeps it
+in a relay entry of its own (``peer_witnesses``): the machinery here pushes, weighs, ends
+and expires those witnesses like a relay's (for a publisher that was the root's own child,
+or whose relay died too).
+
 Bounds. An entry keeps its publish for at most ``publish_timeout`` times
 ``publish_attempts`` (pruned as entries are added and every heartbeat round), and all of
 them together at most ``witness_bytes`` of payload; a busy refusal of a pushed witness
@@ -35,11 +40,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.peer_witnesses import PeerWitnesses
+from overlay.core.relays import Relay as Relay
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
 from overlay.messages import (
@@ -49,20 +55,6 @@ from overlay.messages import (
     PublishError,
     PublishRejected,
 )
-
-
-@dataclass(slots=True, eq=False)
-class Relay:
-    """A child's publish we passed up: the answer from ``upstream`` goes to ``source``.
-    ``number``: the number the root confirmed for it through us (a witness claim)."""
-
-    uid: int
-    key: bytes
-    source: PeerId
-    upstream: PeerId
-    expires: float
-    message: PublishData | None  # kept for a witness, within ``witness_bytes`` (``_retain``)
-    number: int | None = None
 
 
 class _FlowParts(Protocol):
@@ -77,9 +69,11 @@ class _FlowParts(Protocol):
     def _retain(self, message: PublishData) -> PublishData | None: ...
     def drop_kept(self, relay: Relay) -> None: ...
     def witness_claims(self, stream: Stream) -> list[tuple[Relay, PublishData]]: ...
+    def unhold(self, relay: Relay, size: int) -> None: ...
+    def _signature_ok(self, stream: Stream, packet: PublishData) -> bool: ...
 
 
-class Witnesses:
+class Witnesses(PeerWitnesses):
     """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
 
     def _retain(self: _FlowParts, message: PublishData) -> PublishData | None:
@@ -97,6 +91,8 @@ class Witnesses:
         witness too. Every way out comes here, so no sweep of ``witnessed`` is needed."""
         if relay.message is not None:
             self.retained -= len(relay.message.data)
+            if relay.peer:
+                self.unhold(relay, len(relay.message.data))  # (``peer_witnesses``)
             relay.message = None
         if self.witnessed.get(relay.uid) is relay:
             del self.witnessed[relay.uid]
@@ -181,14 +177,23 @@ class Witnesses:
                 continue
             if held is None:
                 held = {p.uid for p in stream.window.packets.values()}
-            if uid in held or (stream.uids is not None and uid in stream.uids):
-                # Stored under another number: the root dropped ours unsent and numbered a
-                # retry that came another way. The witness is stale.
-                del self.witnessed[uid]
-                continue
             claim = dataclasses.replace(
                 message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
             )
+            if (
+                uid in held
+                or (stream.uids is not None and uid in stream.uids)
+                or (
+                    relay.peer
+                    and stream.signer is not None
+                    and not self._signature_ok(stream, claim)
+                )
+            ):
+                # Stored under another number: the root dropped ours unsent and numbered a
+                # retry that came another way. The witness is stale. (Or a peer witness we
+                # could not check on arrival, not carrying the stream: a forgery.)
+                del self.witnessed[uid]
+                continue
             claims.append((relay, claim))
         claims.sort(key=lambda item: item[1].packet or 0)
         return claims
