@@ -200,3 +200,43 @@ ACKED_TWICE_ACROSS_A_CUT = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_member_holding_nothing_moved_for_anothers_search_keeps_its_clients_point() -> None:
+    # Stop 39 (seed 690 of the chaos property's draws once peer witnesses shifted the
+    # timing; 35 nodes). Node 22, cut off in a tree that numbered nothing, its client owed
+    # packet 0 on, relayed node 10's resubscribe (which had seen 29) after the heal and
+    # moved with it to 31's tree. It took the search's 29 as its own point, entered at 30,
+    # and told its client 0..29 were missed, all held by the tree. A member resumes at its
+    # own point (``Restarts._hang_from``) and asks its new parent for the rest.
+    outcome = run(MOVED_FOR_ANOTHERS_SEARCH)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+MOVED_FOR_ANOTHERS_SEARCH = Scenario(
+    seed=690,
+    nodes=35,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=0.0, kind="loud-crash", arg=580, until=None),
+        Fault(at=5e-324, kind="crash", arg=1433, until=1.0000000000000002),
+        Fault(at=2.371720366452054e-162, kind="crash", arg=72, until=None),
+        Fault(at=4.871620391736537e-64, kind="loud-crash", arg=233, until=14.82426043545963),
+        Fault(at=0.6249283244898441, kind="add", arg=3, until=None),
+        Fault(at=0.9, kind="loud-crash", arg=0, until=None),
+        Fault(at=4.403445119489323, kind="crash", arg=6418, until=None),
+        Fault(at=5.144394424083055, kind="loud-crash", arg=999999, until=45.14439442408305),
+        Fault(at=7.54385583428208, kind="add", arg=3, until=None),
+        Fault(at=10.640119111466518, kind="loud-crash", arg=240, until=34.33761866745296),
+        Fault(at=18.023796337626862, kind="add", arg=6, until=None),
+        Fault(at=19.23095058336125, kind="crash", arg=5051, until=20.23095058336125),
+        Fault(at=26.014435199377356, kind="crash", arg=120, until=27.914435199377355),
+        Fault(at=30.0, kind="weather", arg=0, until=37.97106413893307),
+    ),
+    partition=(0.0, 33.39721238727673, 0.3333333333333333),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.05, jitter=0.02
+    ),
+    confirm=True,
+)
