@@ -397,6 +397,32 @@ def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
     assert to(effects, D) == served(4)
 
 
+def test_a_childs_fill_that_came_first_waits_as_long_as_a_later_search_for_the_same() -> None:
+    # The review of stop 39's fix: A's FillRequest came first, and D's search for 19 late
+    # in A's wait; A must not be told 19 was missed while D's search still waits for it.
+    node, now = root_that_lacks_19()
+    node.link_up(now, D)
+    node.receive(now, D, Hello(0.36, 100))
+    node.receive(now, A, FillRequest(KEY, 19, 19))
+    patience = (node.config.request_timeout - node.config.fill_timeout) / 2
+    late = now + patience - 1.0
+    effects = node.receive(late, D, ResubscribeRequest(4, KEY, MAX_HTL, 0.36, 0.36, 18))
+    assert sends(effects) == [(D, Accepted(4))]
+    at = late
+    while at < late + 2 * patience:
+        at += 0.5
+        effects = node.handle_timer(at)
+        assert to(effects, A) == []  # never while D's search waits
+        if to(effects, D):
+            break  # D's search gave up (told 19 missed): A's ends at its next round
+    assert PacketsMissed(KEY, 19, 19) in to(effects, D)
+    ended = at
+    while not to(effects, A) and at < ended + FILL:
+        at += 0.5
+        effects = node.handle_timer(at)
+    assert to(effects, A) == [PacketsMissed(KEY, 19, 19)] and at > ended
+
+
 def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> None:
     # Chaos: a search made N root while another, coalesced there, waited for packet 0; N
     # had no child to ask then, and the subtree of the search that made it root, which held

@@ -388,20 +388,25 @@ class Refills:
                 patience = (self.config.request_timeout - self.config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
-                    and (
-                        stream.recover_until is not None
-                        or fill.uid is not None
-                        or any(
-                            other.uid is not None
-                            and other.asked[0] <= fill.asked[1]
-                            and fill.asked[0] <= other.asked[1]
-                            for other in stream.fills or ()
-                        )
-                    )
+                    and (stream.recover_until is not None or fill.uid is not None)
                     and now - fill.since < patience
                 )
-                if stream.state is State.RESTARTING or (
-                    (below or settling) and fill.held < MAX_HOLDS
+                # (The child's wait lasts as long as the search's, whichever came first; the
+                # search's is bounded by its patience and ``MAX_HOLDS``, above.)
+                with_search = (
+                    stream.state is State.ROOT
+                    and fill.uid is None
+                    and any(
+                        other.uid is not None
+                        and other.asked[0] <= fill.asked[1]
+                        and fill.asked[0] <= other.asked[1]
+                        for other in stream.fills or ()
+                    )
+                )
+                if (
+                    stream.state is State.RESTARTING
+                    or ((below or settling) and fill.held < MAX_HOLDS)
+                    or with_search
                 ):
                     fill.held += below or settling
                     del self._fill_keys[token]
