@@ -262,3 +262,38 @@ def test_a_peer_witness_of_a_publish_already_held_is_not_kept() -> None:
         flow.expire_relays(net.now + 1e6)  # (E kept A's witness: it came before the packet)
         net.inject(peer, holder, witness(uid, 0, b"mine"))
         assert uid not in flow.relayed and flow.retained == 0
+
+
+def test_peer_witnesses_together_leave_relays_half_of_witness_bytes() -> None:
+    # The review: eight peers, each within its own eighth, filled the whole budget, and a
+    # relay could then keep no publish to witness (the double fault that relays close).
+    config = NodeConfig(witness_bytes=64)
+    net = scene(config)
+    flow = net.nodes[b"B"].flow
+    for i in range(8):
+        name = b"P%d" % i
+        net.add(name, 0.5 + 0.01 * i, config)
+        net.connect(name, b"B")
+        net.inject(name, b"B", witness(1000 + i, i, b"x" * 8))
+    assert flow.peer_count == 4 and flow.retained == 32  # the other four: not kept
+    net.hold(b"R")
+    uid = net.publish(b"A", KEY, b"mine")
+    assert flow.relayed[uid].message is not None  # B can still witness A's publish
+
+
+def test_a_peer_witness_weighed_by_its_holder_turned_root_leaves_the_relay_table() -> None:
+    # The review: weighed, it stayed in the table for 30 s, counted as a peer witness no
+    # more, and took a relayed publish's room.
+    net = scene()
+    net.add(b"G", (place(KEY, b"A") - 0.05) % 1.0)
+    net.connect(b"E", b"G")
+    net.inject(b"G", b"E", witness(4242, 0))
+    flow = net.nodes[b"E"].flow
+    assert flow.peer_count == 1
+    net.disconnect(b"A", b"E")
+    net.disconnect(b"R", b"E")
+    e = net.stream(b"E", KEY)
+    assert e is not None and e.state is State.ROOT
+    net.advance(net.now + GRACE + 1.0)
+    assert 4242 not in flow.relayed and flow.peer_count == 0 and flow.retained == 0
+    assert packets(net, b"E")[:1] == [(0, b"w")]

@@ -110,7 +110,8 @@ class NodeConfig:
     max_relayed_publishes: int = 16_384
     # Payload bytes the relayed publishes keep, node-wide, until answered: one whose
     # confirmation passes up through us is claimed for its publisher, should it die
-    # (``witnesses``). Past this, a relayed publish is passed up without being kept.
+    # (``witnesses``). Past this, a relayed publish is passed up without being kept. Peer
+    # witnesses (``peer_witnesses``) take at most half of it, an eighth per peer.
     witness_bytes: int = 64 * 1024 * 1024
     # Direct peers (not the stream's parent, the closest to its location first) that a
     # publisher's node tells the number it confirms for its own publish, so they claim it

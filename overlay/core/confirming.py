@@ -370,6 +370,10 @@ class Confirming:
                 # had pushed it, so the answer goes down to that child; it is ours no more.
                 relay.number = None
                 self.drop_kept(relay)  # (its entry stays, for answers on their way)
+                if relay.peer and self.relayed.get(relay.uid) is relay:
+                    # (Not a peer's: its answers go to the peer from us now, and kept it
+                    # would take a relayed publish's room, ``_relay``, uncounted.)
+                    del self.relayed[relay.uid]
                 self.stats.witness_claims += 1
                 self._route(now, stream, relay.source, claim)
                 continue

@@ -27,9 +27,10 @@ stream's signer, and again before it is pushed or weighed (``witness_claims``), 
 forgery never reaches a parent, which would drop us for it.
 
 Bounds. Each peer's witnesses take at most ``max_queued_publishes`` entries and an eighth
-of ``witness_bytes`` (its oldest go first), within the shared ``witness_bytes``; they do not
-count against ``max_relayed_publishes``, so a hostile peer cannot make relayed publishes
-BUSY, nor take more than its share of the payload budget.
+of ``witness_bytes`` (its oldest go first), and all peers' together at most half of it
+(past that a new one is not kept), within the shared ``witness_bytes``: busy or hostile
+peers leave relays the other half for their own witnesses. They do not count against
+``max_relayed_publishes``, so a hostile peer cannot make relayed publishes BUSY.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class _FlowParts(Protocol):
     by_peer: dict[PeerId, OrderedDict[int, Relay]]
     peer_bytes: dict[PeerId, int]
     peer_count: int
+    peer_retained: int
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _retain(self, message: PublishData) -> PublishData | None: ...
@@ -84,6 +86,7 @@ class PeerWitnesses:
 
     peers: PeerTable | None = None  # the node's (set by ``Node``): whom to tell
     peer_count = 0  # relay entries that are peer witnesses, all peers together
+    peer_retained = 0  # their payload bytes, all peers together (half ``witness_bytes``)
     by_peer: dict[PeerId, OrderedDict[int, Relay]]  # each peer's, oldest first
     peer_bytes: dict[PeerId, int]  # the payload bytes of each peer's
 
@@ -140,6 +143,7 @@ class PeerWitnesses:
             message.sig,
         )
         budget = self.config.witness_bytes // 8
+        self.expire_relays(now)  # (first: an expired entry of that uid must not refuse it)
         old = self.relayed.get(uid)
         if old is not None and old.peer and (old.source, old.key) == (peer, key):
             # The root dropped the number it gave before, unsent, and numbered a retry: the
@@ -160,7 +164,6 @@ class PeerWitnesses:
         ):
             self.stats.ignored += 1
             return
-        self.expire_relays(now)
         held = self.by_peer.get(peer)
         while held and (
             len(held) >= self.config.max_queued_publishes
@@ -168,6 +171,9 @@ class PeerWitnesses:
         ):
             oldest = next(iter(held.values()))  # (its oldest go first: the newest matter)
             self.drop_kept(self.relayed.pop(oldest.uid, oldest))  # (``unhold``: out of held)
+        if self.peer_retained + size > self.config.witness_bytes // 2:
+            self.stats.ignored += 1  # (the other half is the relays')
+            return
         expires = now + self.config.publish_timeout * self.config.publish_attempts
         relay = Relay(uid, key, peer, peer, expires, self._retain(claim), message.packet, True)
         if relay.message is None:
@@ -177,6 +183,7 @@ class PeerWitnesses:
         self.by_peer.setdefault(peer, OrderedDict())[uid] = relay
         self.peer_bytes[peer] = self.peer_bytes.get(peer, 0) + size
         self.peer_count += 1
+        self.peer_retained += size
         self.relayed[uid] = relay
         self.witnessed[uid] = relay
         self.stats.peer_witnesses += 1
@@ -189,6 +196,7 @@ class PeerWitnesses:
             return
         del held[relay.uid]
         self.peer_count -= 1
+        self.peer_retained -= size
         left = self.peer_bytes.pop(relay.source, 0) - size
         if held:
             self.peer_bytes[relay.source] = left

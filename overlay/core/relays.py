@@ -12,7 +12,8 @@ from overlay.messages import PublishData
 @dataclass(slots=True, eq=False)
 class Relay:
     """A child's publish we passed up: the answer from ``upstream`` goes to ``source``.
-    ``number``: the number the root confirmed for it through us (a witness claim)."""
+    ``number``: the number the root confirmed for it through us (a witness claim). Or, with
+    ``peer``, a publish peer ``source`` told us it confirmed (``peer_witnesses``)."""
 
     uid: int
     key: bytes
