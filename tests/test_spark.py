@@ -50,8 +50,9 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 60.0  # per wait: only a broken test waits this long
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
+def local_spark() -> SparkSession:
+    """The tests' SparkSession: two task slots, a failed task tried up to three times, and
+    the ``overlay`` data source registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
@@ -64,6 +65,12 @@ def spark() -> Iterator[SparkSession]:
     )
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(OverlayDataSource)
+    return session
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark()
     import pyspark.cloudpickle as cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for FlakyOverlay

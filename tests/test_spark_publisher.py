@@ -1,9 +1,10 @@
 """The Spark sink's node-facing half without Spark: a partition's publish and the driver's
 epoch markers, against a real node on loopback (``client_node``). These are the steps of
 the exactly-once argument (``overlay.spark``) one at a time: a republished partition is
-answered from the root's uid table, a replayed close is too, an epoch kept open after a
-failure is completed by its replay, and a finished epoch refuses new data with a message
-that says what to do."""
+answered from the root's uid table, a replayed close is too, an attempt whose input ended
+short publishes nothing its retry cuts differently, an epoch kept open after a failure is
+completed by its replay, and a finished epoch refuses new data with a message that says
+what to do."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ from overlay.messages import PacketKind  # noqa: E402
 from overlay.runtime.identity import Identity  # noqa: E402
 from overlay.spark import OverlaySinkError, parse_options, unpack  # noqa: E402
 from overlay.spark.options import SinkOptions  # noqa: E402
-from overlay.spark.publisher import finish_epoch, probe_nodes, publish_partition  # noqa: E402
+from overlay.spark.publisher import (  # noqa: E402
+    PartitionReport,
+    commit_write,
+    finish_epoch,
+    probe_nodes,
+    publish_partition,
+)
 
 TIMEOUT = 30.0
 
@@ -61,6 +68,10 @@ def rows_of(events: list[StreamEvent]) -> list[bytes | None]:
     return [record.value for p in packets for record in unpack(p.data)]
 
 
+def tails(*reports: PartitionReport) -> list[tuple[int, bytes]]:
+    return [r.tail for r in reports if r.tail is not None]
+
+
 def test_a_republished_partition_is_answered_from_the_uid_table() -> None:
     values = [f"row-{i:03}" for i in range(120)]
     with node_in_thread() as (_, address), Client(address, timeout=TIMEOUT) as watcher:
@@ -69,8 +80,10 @@ def test_a_republished_partition_is_answered_from_the_uid_table() -> None:
         first = publish_partition(
             opts, batches(values), job="run:a", batch=None, partition=0, epoch=None
         )
+        # The task publishes its full packets; the last goes to the driver's commit.
         assert (first.rows, first.first_packet) == (120, 0)
-        assert first.last_packet == first.packets - 1
+        assert first.last_packet == first.packets - 2 and first.tail is not None
+        assert commit_write(opts, tails(first), None) is None
         with pytest.raises(RuntimeError, match="died"):
             publish_partition(
                 opts, failing_after(batches(values), 5), job="run:a", batch=None, partition=0,
@@ -80,8 +93,35 @@ def test_a_republished_partition_is_answered_from_the_uid_table() -> None:
             opts, batches(values), job="run:a", batch=None, partition=0, epoch=None
         )
         assert again == first  # the same packets, the same numbers: nothing stored twice
+        commit_write(opts, tails(again), None)  # a replayed commit stores nothing either
         marker = watcher.publish(opts.stream, b"end")
         assert marker == first.packets  # the stream's next number: no packet was added
+        events = read_until(plain, lambda e: isinstance(e, Packet) and e.number == marker)
+        assert rows_of(events[:-1]) == [v.encode() for v in values]
+
+
+def test_an_attempt_whose_input_ended_short_publishes_nothing_its_retry_cuts_differently() -> None:
+    """Spark closes a writer's input at a batch boundary when an upstream stage fails, so
+    the failed attempt sees its rows end normally, early. It publishes only full packets,
+    which the complete input cuts the same way under the same uids; the partial last packet
+    of the attempt Spark commits goes out with the driver's commit. Every row arrives once:
+    had the short attempt published its partial last packet, the retry's fuller packet
+    under that uid would have been answered with it, and the rows between lost."""
+    values = [f"row-{i:03}" for i in range(120)]
+    with node_in_thread() as (_, address), Client(address, timeout=TIMEOUT) as watcher:
+        opts = options(address, "ovl:open/short")
+        plain = watcher.subscribe(opts.stream, event_timeout=TIMEOUT)
+        short = publish_partition(
+            opts, batches(values)[:7], job="run:s", batch=None, partition=0, epoch=None
+        )
+        assert short.rows == 70 and short.tail is not None  # never committed: dropped
+        full = publish_partition(
+            opts, batches(values), job="run:s", batch=None, partition=0, epoch=None
+        )
+        assert full.first_packet == short.first_packet  # its first packets were answered
+        commit_write(opts, tails(full), None)
+        marker = watcher.publish(opts.stream, b"end")
+        assert marker == full.packets  # each packet of the full run stored once, no other
         events = read_until(plain, lambda e: isinstance(e, Packet) and e.number == marker)
         assert rows_of(events[:-1]) == [v.encode() for v in values]
 
@@ -97,12 +137,13 @@ def test_an_epoch_kept_open_after_a_failure_is_completed_by_its_replay() -> None
             with contextlib.suppress(RuntimeError):
                 publish_partition(opts, source, job="q", batch=7, partition=partition, epoch=7)
         # onAbort=keep: nothing at the root. The replay (a restarted query) runs it all again.
-        for partition in (0, 1):
-            items = batches(values[partition::2])
-            publish_partition(opts, items, job="q", batch=7, partition=partition, epoch=7)
-        closed = finish_epoch(opts, 7, PacketKind.EPOCH_CLOSED)
+        reports = [
+            publish_partition(opts, batches(values[p::2]), job="q", batch=7, partition=p, epoch=7)
+            for p in (0, 1)
+        ]
+        closed = commit_write(opts, tails(*reports), 7)
         assert closed is not None
-        assert finish_epoch(opts, 7, PacketKind.EPOCH_CLOSED) == closed  # a replayed commit
+        assert commit_write(opts, tails(*reports), 7) == closed  # a replayed commit
         (epoch,) = read_until(atomic, lambda e: isinstance(e, Epoch))
         assert isinstance(epoch, Epoch) and epoch.epoch == 7 and epoch.closed_at == closed
         got = [r.value for p in epoch.packets for r in unpack(p.data)]
@@ -116,14 +157,17 @@ def test_a_close_the_root_has_forgotten_is_still_already_done() -> None:
         # A subscriber keeps the stream carried: a root with no members forgets a stream,
         # its numbers and its uid table with it (see the report in overlay.spark).
         other.subscribe(opts.stream)
-        publish_partition(opts, batches(["a", "b"]), job="j", batch=1, partition=0, epoch=1)
-        assert finish_epoch(opts, 1, PacketKind.EPOCH_CLOSED) is not None
+        report = publish_partition(
+            opts, batches(["a", "b"]), job="j", batch=1, partition=0, epoch=1
+        )
+        assert commit_write(opts, tails(report), 1) is not None
         for i in range(6):  # push the marker's uid out of the root's table
             other.publish(opts.stream, b"%d" % i)
         assert finish_epoch(opts, 1, PacketKind.EPOCH_CLOSED) is None  # EPOCH_DONE: done
         # ...and new data for that epoch is refused with what to do about it.
         with pytest.raises(OverlaySinkError, match="epochOffset"):
-            publish_partition(opts, batches(["c"]), job="k", batch=1, partition=0, epoch=1)
+            rows = batches(["c" * 50] * 10)  # more than one packet: the task publishes some
+            publish_partition(opts, rows, job="k", batch=1, partition=0, epoch=1)
 
 
 def test_on_abort_abort_tells_atomic_subscribers() -> None:
@@ -147,11 +191,14 @@ def test_signed_stream(tmp_path: pytest.TempPathFactory) -> None:
         opts = options(address, signed.address, keyFile=path)
         probe_nodes(opts)
         atomic = watcher.subscribe(signed.address, atomic=True, event_timeout=TIMEOUT)
+        reports = []
         for partition in (0, 1):
             items = batches(values[partition::2])
             publish_partition(opts, items, job="j", batch=0, partition=partition, epoch=0)
-            publish_partition(opts, items, job="j", batch=0, partition=partition, epoch=0)
-        finish_epoch(opts, 0, PacketKind.EPOCH_CLOSED)
+            reports.append(
+                publish_partition(opts, items, job="j", batch=0, partition=partition, epoch=0)
+            )
+        commit_write(opts, tails(*reports), 0)
         (epoch,) = read_until(atomic, lambda e: isinstance(e, Epoch))
         assert isinstance(epoch, Epoch)
         got = [r.value for p in epoch.packets for r in unpack(p.data)]

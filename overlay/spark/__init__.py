@@ -40,18 +40,26 @@ Exactly once, the argument in full (each step is the module named):
    with the same rows; packing cuts the same packets from the same rows however Spark
    splits them into Arrow batches (``packing.py``). So a retry republishes each packet
    under the uid it had.
-2. The root answers a uid it remembers with the packet's original number and stores
+2. A task publishes only full packets; its last, partial one goes to the driver in its
+   commit message (``publisher.py``). A failed attempt's input may have ended early and
+   looked complete (Spark closes the writer's input when an upstream stage fails), but a
+   full packet is cut only when the row after it is in hand, so every packet the attempt
+   published is one its retry cuts identically. Only attempts Spark committed, whose
+   input was whole, contribute a last packet.
+3. The root answers a uid it remembers with the packet's original number and stores
    nothing; it checks the uid before anything else, even before refusing a packet whose
    epoch is finished (``overlay.core.publishing``). So a republished packet is stored
    once; distinct packets have distinct uids (64-bit hashes) and are each stored.
-3. A task returns only after the root has answered all its packets (``publisher.py``), and
-   Spark calls commit only after every task returned, so the epoch's EPOCH_CLOSED marker,
-   published by commit, is ordered after every data packet of the micro-batch: an atomic
-   subscriber gets the batch whole, once. The marker's uid is a hash of (stream, epoch,
-   kind), so a replayed commit (the query died after closing the epoch but before Spark
-   recorded the batch as done) is answered from the uid table too, and if the root has
-   forgotten that uid it refuses the marker as EPOCH_DONE, which is also "already closed".
-4. A failed micro-batch's epoch stays open by default (``source.py``, ``onAbort``): its
+4. A task returns only after the root has answered all its packets, and Spark calls
+   commit only after every task returned; commit publishes the last packets, waits for
+   their answers, then publishes the epoch's EPOCH_CLOSED marker, which is therefore
+   ordered after every data packet of the micro-batch: an atomic subscriber gets the
+   batch whole, once. Every uid involved is a hash of what a replay keeps (the marker's
+   of (stream, epoch, kind)), so a replayed commit (the query died after closing the epoch
+   but before Spark recorded the batch as done) is answered from the uid table too, and
+   if the root has forgotten the marker's uid it refuses it as EPOCH_DONE, which is also
+   "already closed".
+5. A failed micro-batch's epoch stays open by default (``source.py``, ``onAbort``): its
    replay on restart completes it under the same uids and closes it, so atomic
    subscribers never see part of it and nobody sees a row twice.
 

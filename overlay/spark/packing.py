@@ -7,7 +7,10 @@ Determinism (what exactly-once rests on, see ``overlay.spark``): the packets cut
 sequence of rows depend only on those rows and on ``rows_per_packet``/``bytes_per_packet``,
 never on how Spark split them into Arrow record batches, because a packet carries on across
 a batch boundary. A retried task that sees the same rows in the same order therefore cuts
-the same packets, packet ``seq`` for packet ``seq``.
+the same packets, packet ``seq`` for packet ``seq``. A full packet is cut only once the row
+that does not fit in it is in hand (or the row limit is reached), so a prefix of the rows
+cuts the same full packets as the whole; only ``finish``'s last packet depends on where the
+rows ended, which is why a task leaves it to the driver (``publisher``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,27 @@
 """The two halves of a write that talk to nodes: one task's partition, and the driver's
-epoch markers. No Spark in here (``source.py`` is the Spark side), so both run in tests
-against a node without a SparkSession.
+commit. No Spark in here (``source.py`` is the Spark side), so both run in tests against a
+node without a SparkSession.
 
 A task (``publish_partition``) connects to its node (``nodes[partition % len(nodes)]``),
-cuts its rows into packets (``packing.py``) and publishes each with its ``data_uid``
-(``uids.py``), pipelined: up to ``max_in_flight`` publishes are unanswered at once, and the
-task returns only when the root has answered every one, so when Spark calls the driver's
-commit every row of the write is stored at the root. Only then does the driver publish the
-epoch's EPOCH_CLOSED marker (``finish_epoch``), which the root therefore orders after every
-data packet of the epoch: atomic subscribers get the micro-batch whole.
+cuts its rows into packets (``packing.py``) and publishes each *full* packet with its
+``data_uid`` (``uids.py``), pipelined: up to ``max_in_flight`` publishes are unanswered at
+once, and the task returns only when the root has answered every one. The partition's last,
+partial packet is not published by the task: it goes back to the driver in the task's
+commit message (``PartitionReport.tail``), and the driver's commit publishes the tails of
+the tasks Spark committed (``commit_write``), then the epoch's EPOCH_CLOSED marker, which
+the root therefore orders after every data packet of the epoch: atomic subscribers get the
+micro-batch whole.
+
+Why the tail waits for the commit. When an upstream stage fails (a UDF raising in another
+Python worker, an executor lost), Spark closes the writer's input at a batch boundary, and
+the writer sees its rows end normally, short (measured: a partition of 100,000 rows ended
+after 90,200, then the task failed). A full packet is cut only when the row after it is in
+hand (``Packer``), so a short input still cuts every full packet exactly as a complete one
+does; only the last packet depends on where the input ended. Published from the task, the
+failed attempt's short last packet and the retry's fuller one would share a uid, the root
+would answer the retry with the first one's number, and the rows between would be lost
+while Spark reported success. A commit message reaches the driver only from an attempt
+Spark committed, whose input was complete.
 
 Retries inside a task: a refusal the protocol calls retryable (BUSY, TIMEOUT, NOT_CARRIED:
 the tree was changing) is published again under the same uid after a short pause, up to
@@ -23,7 +36,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -65,6 +79,9 @@ class PartitionReport:
     packets: int
     first_packet: int | None
     last_packet: int | None
+    # The partition's last, partial packet and its uid, for the driver's commit to publish
+    # (the module notes say why); None if the rows filled whole packets.
+    tail: tuple[int, bytes] | None = None
 
 
 def stream_of(options: SinkOptions) -> StreamLike:
@@ -158,6 +175,7 @@ def publish_partition(
     node = options.node_for(partition)
     what = f"partition {partition}" + ("" if batch is None else f" of micro-batch {batch}")
     seq = 0
+    tail: tuple[int, bytes] | None = None
     with connect(node, options, f"spark {what}") as client:
         pipeline = _Pipeline(client, stream, epoch, what)
 
@@ -174,25 +192,48 @@ def publish_partition(
                     send(packet)
             last = packer.finish()
             if last is not None:
-                send(last)
+                tail = (data_uid(job, batch, partition, seq, options.packing), last)
+                seq += 1
             pipeline.drain()
         except PackingError as error:
             raise OverlaySinkError(f"overlay sink: {what}: {error}") from None
         except ClientError as error:
             raise OverlaySinkError(f"overlay sink: {what} via {node}: {error}") from None
-    return PartitionReport(partition, node, packer.rows_packed, seq, pipeline.first, pipeline.last)
+    return PartitionReport(
+        partition, node, packer.rows_packed, seq, pipeline.first, pipeline.last, tail
+    )
+
+
+def commit_write(
+    options: SinkOptions, tails: Sequence[tuple[int, bytes]], epoch: int | None
+) -> int | None:
+    """On the driver, once every task of a write is committed: publish the partitions' last
+    packets (``tails``, each under its uid), then close ``epoch`` if the write has one.
+    Returns the close marker's packet number (see ``finish_epoch``)."""
+    what = "the driver's commit" if epoch is None else f"the driver's commit of epoch {epoch}"
+    with _driver_client(options) as (client, node):
+        try:
+            pipeline = _Pipeline(client, stream_of(options), epoch, what)
+            for uid, data in tails:
+                pipeline.send(uid, data)
+            pipeline.drain()
+        except ClientError as error:
+            raise OverlaySinkError(f"overlay sink: {what} via {node}: {error}") from None
+        return (
+            None if epoch is None else _mark(client, node, options, epoch, PacketKind.EPOCH_CLOSED)
+        )
 
 
 def finish_epoch(options: SinkOptions, epoch: int, kind: PacketKind) -> int | None:
     """On the driver: close (EPOCH_CLOSED) or abort (EPOCH_ABORTED) ``epoch``; returns the
-    marker's packet number, or None if the root says the epoch was already done.
+    marker's packet number, or None if the root says the epoch was already done."""
+    with _driver_client(options) as (client, node):
+        return _mark(client, node, options, epoch, kind)
 
-    Idempotent: the marker's uid is ``marker_uid(stream, epoch, kind)``, so a replayed
-    commit is answered from the root's uid table. If the root has forgotten that uid (65,536
-    publishes later, or after a root takeover) it refuses the marker as EPOCH_DONE, which
-    is also an answer: the epoch is finished, and every data packet of it was refused or
-    stored before, so nothing reaches a subscriber twice."""
-    stream = stream_of(options)
+
+@contextmanager
+def _driver_client(options: SinkOptions) -> Iterator[tuple[Client, str]]:
+    """A client of the first node of ``options.nodes`` that answers."""
     last_error: OverlaySinkError | None = None
     for node in options.nodes:
         try:
@@ -201,31 +242,45 @@ def finish_epoch(options: SinkOptions, epoch: int, kind: PacketKind) -> int | No
             last_error = error
             continue
         with client:
-            try:
-                return client.publish(
-                    stream,
-                    b"",
-                    uid=marker_uid(options.stream.key, epoch, kind),
-                    epoch=epoch,
-                    kind=kind,
-                )
-            except PublishRejectedError as error:
-                if error.error is PublishError.EPOCH_DONE:
-                    log.warning(
-                        "epoch %d of %s was already closed or aborted (a replayed commit)",
-                        epoch,
-                        options.stream.address,
-                    )
-                    return None
-                raise OverlaySinkError(
-                    f"overlay sink: {kind.name} marker of epoch {epoch}: {error}"
-                ) from None
-            except ClientError as error:
-                raise OverlaySinkError(
-                    f"overlay sink: {kind.name} marker of epoch {epoch} via {node}: {error}"
-                ) from None
+            yield client, node
+        return
     assert last_error is not None
     raise last_error
+
+
+def _mark(
+    client: Client, node: str, options: SinkOptions, epoch: int, kind: PacketKind
+) -> int | None:
+    """Publish ``epoch``'s marker of ``kind``.
+
+    Idempotent: the marker's uid is ``marker_uid(stream, epoch, kind)``, so a replayed
+    commit is answered from the root's uid table. If the root has forgotten that uid (65,536
+    publishes later, or after a root takeover) it refuses the marker as EPOCH_DONE, which
+    is also an answer: the epoch is finished, and every data packet of it was refused or
+    stored before, so nothing reaches a subscriber twice."""
+    try:
+        return client.publish(
+            stream_of(options),
+            b"",
+            uid=marker_uid(options.stream.key, epoch, kind),
+            epoch=epoch,
+            kind=kind,
+        )
+    except PublishRejectedError as error:
+        if error.error is PublishError.EPOCH_DONE:
+            log.warning(
+                "epoch %d of %s was already closed or aborted (a replayed commit)",
+                epoch,
+                options.stream.address,
+            )
+            return None
+        raise OverlaySinkError(
+            f"overlay sink: {kind.name} marker of epoch {epoch}: {error}"
+        ) from None
+    except ClientError as error:
+        raise OverlaySinkError(
+            f"overlay sink: {kind.name} marker of epoch {epoch} via {node}: {error}"
+        ) from None
 
 
 def _column(record_batch: pa.RecordBatch, name: str | None) -> pa.Array:

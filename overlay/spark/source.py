@@ -35,7 +35,13 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from overlay.messages import MAX_PACKET, PacketKind
 from overlay.spark.options import OverlaySinkError, SinkOptions, parse_options
-from overlay.spark.publisher import PartitionReport, finish_epoch, probe_nodes, publish_partition
+from overlay.spark.publisher import (
+    PartitionReport,
+    commit_write,
+    finish_epoch,
+    probe_nodes,
+    publish_partition,
+)
 
 log = logging.getLogger("overlay.spark")
 
@@ -97,9 +103,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         epoch = self.options.epoch
-        marker = (
-            None if epoch is None else finish_epoch(self.options, epoch, PacketKind.EPOCH_CLOSED)
-        )
+        marker = commit_write(self.options, _tails(messages), epoch)
         log.info("%s: %s; epoch %s closed at %s", self.job, _summary(messages), epoch, marker)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
@@ -136,7 +140,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _epoch(self.options, batchId)
-        marker = finish_epoch(self.options, epoch, PacketKind.EPOCH_CLOSED)
+        marker = commit_write(self.options, _tails(messages), epoch)
         log.info(
             "micro-batch %d: %s; epoch %d closed at %s", batchId, _summary(messages), epoch, marker
         )
@@ -223,6 +227,16 @@ def _task() -> TaskContext:
     if context is None:
         raise OverlaySinkError("overlay sink: write() runs only inside a Spark task")
     return context
+
+
+def _tails(messages: Sequence[WriterCommitMessage | None]) -> list[tuple[int, bytes]]:
+    """The last packets of the committed tasks, by partition (``publisher`` says why the
+    driver publishes them)."""
+    reports = sorted(
+        (m.report for m in messages if isinstance(m, OverlayCommitMessage)),
+        key=lambda r: r.partition,
+    )
+    return [r.tail for r in reports if r.tail is not None]
 
 
 def _summary(messages: Sequence[WriterCommitMessage | None]) -> str:
