@@ -113,6 +113,7 @@ class PublishError(IntEnum):
     BAD_MARKER = 9  # an epoch marker without an epoch
     TIMEOUT = 10  # no answer from up the tree (reported to local clients only)
     INVALID = 11  # a local client's malformed request (reported to local clients only)
+    UID_REUSED = 12  # the root gave this publish uid to a packet with other content
 
 
 RETRYABLE = frozenset({PublishError.BUSY, PublishError.TIMEOUT, PublishError.NOT_CARRIED})

@@ -115,7 +115,8 @@ def test_a_retry_of_a_numbered_publish_is_answered_at_once() -> None:
     node = root()
     for n in range(WINDOW + 1):
         publish(node, UID + n)
-    data = PublishData(UID + 2, KEY, None, 0.2, 10, b"p", None, PacketKind.DATA, None)
+    retry = b"p%d" % (UID + 2)  # what the first publish of UID + 2 held
+    data = PublishData(UID + 2, KEY, None, 0.2, 10, retry, None, PacketKind.DATA, None)
     effects = node.receive(1.0, b"C1", data)
     # Answered once another branch holds it, as any child's publish (``commits``): not
     # held back behind the backlog, which would leave it waiting for room it never needs.

@@ -180,22 +180,59 @@ def test_explicit_number_past_next_collides_with_the_next_free_one(publisher: by
 
 
 @pytest.mark.parametrize("publisher", [b"R", b"A"])
-@pytest.mark.parametrize(
-    ("packet", "data"),
-    [(None, b"x"), (None, b"changed"), (5, b"changed"), (1, b"changed"), (0, b"changed")],
-    ids=["same", "other-data", "number-past-next", "number-held", "own-number-other-data"],
-)
+@pytest.mark.parametrize("packet", [None, 0])
 def test_retried_uid_is_acked_with_its_original_number(
-    publisher: bytes, packet: int | None, data: bytes
+    publisher: bytes, packet: int | None
 ) -> None:
     net = tree()
     net.publish(publisher, KEY, b"x", uid=42)
     net.publish(b"E", KEY, b"y", uid=43)
-    net.publish(publisher, KEY, data, uid=42, packet=packet)
+    net.publish(publisher, KEY, b"x", uid=42, packet=packet)
     assert net.answers(publisher) == [PublishAcked(KEY, 42, 0), PublishAcked(KEY, 42, 0)]
     assert window(net, b"R") == [0, 1]
     for name in SUBSCRIBERS:
         assert packets(net, name) == [(0, b"x"), (1, b"y")]
+
+
+@pytest.mark.parametrize("publisher", [b"R", b"A"])
+@pytest.mark.parametrize(
+    ("packet", "data", "epoch"),
+    [(None, b"changed", None), (None, b"x", 3), (5, b"changed", None), (1, b"changed", None),
+     (0, b"changed", None)],
+    ids=["other-data", "other-epoch", "number-past-next", "number-held", "own-number"],
+)  # fmt: skip
+def test_a_uid_reused_for_other_content_is_refused_and_nothing_is_stored(
+    publisher: bytes, packet: int | None, data: bytes, epoch: int | None
+) -> None:
+    """Root R numbered uid 42 for b"x". A publish under uid 42 with other content (data or
+    epoch, whatever number it names) is refused UID_REUSED: answered with packet 0's number
+    it would be acknowledged while its content was dropped."""
+    net = tree()
+    net.publish(publisher, KEY, b"x", uid=42)
+    net.publish(b"E", KEY, b"y", uid=43)
+    net.publish(publisher, KEY, data, uid=42, packet=packet, epoch=epoch)
+    first, second = net.answers(publisher)
+    assert first == PublishAcked(KEY, 42, 0)
+    assert isinstance(second, PublishFailed) and second.error is PublishError.UID_REUSED
+    assert net.nodes[b"R"].stats.uids_reused == 1
+    assert window(net, b"R") == [0, 1]
+    for name in SUBSCRIBERS:
+        assert packets(net, name) == [(0, b"x"), (1, b"y")]
+
+
+def test_a_reused_uid_is_refused_after_its_packet_left_the_window() -> None:
+    """The uid table keeps a digest of each packet's content, so the refusal holds after
+    the packet itself is gone from the root's window."""
+    net = tree(config=NodeConfig(window_packets=2))
+    net.publish(b"A", KEY, b"x", uid=42)
+    for i in range(4):
+        net.publish(b"E", KEY, b"y%d" % i, uid=100 + i)
+    assert 0 not in window(net, b"R")
+    net.publish(b"A", KEY, b"x", uid=42)
+    net.publish(b"A", KEY, b"other", uid=42)
+    answers = net.answers(b"A")
+    assert answers[:2] == [PublishAcked(KEY, 42, 0), PublishAcked(KEY, 42, 0)]
+    assert isinstance(answers[2], PublishFailed) and answers[2].error is PublishError.UID_REUSED
 
 
 def test_concurrent_publishers_are_ordered_once_for_everyone() -> None:

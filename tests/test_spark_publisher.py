@@ -126,6 +126,20 @@ def test_an_attempt_whose_input_ended_short_publishes_nothing_its_retry_cuts_dif
         assert rows_of(events[:-1]) == [v.encode() for v in values]
 
 
+def test_a_retry_that_cuts_other_rows_fails_loudly() -> None:
+    """A retry that saw the partition's rows in another order (a nondeterministic plan)
+    cuts other packets under the same uids: the root refuses them, and the task fails
+    saying why, rather than being acknowledged with the first attempt's packets."""
+    values = [f"row-{i:03}" for i in range(120)]
+    with node_in_thread() as (_, address):
+        opts = options(address, "ovl:open/reordered")
+        publish_partition(opts, batches(values), job="run:r", batch=None, partition=0, epoch=None)
+        with pytest.raises(OverlaySinkError, match="nondeterministic plan"):
+            publish_partition(
+                opts, batches(values[::-1]), job="run:r", batch=None, partition=0, epoch=None
+            )
+
+
 def test_an_epoch_kept_open_after_a_failure_is_completed_by_its_replay() -> None:
     values = [f"v{i}" for i in range(200)]
     with node_in_thread() as (_, address), Client(address, timeout=TIMEOUT) as watcher:

@@ -263,7 +263,7 @@ class Confirming:
             entry = stream.pending.pop(number)
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
-                del uids[entry.message.uid]
+                uids.forget(entry.message.uid)
             dropped.append((entry.source, entry.message))
         self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
 

@@ -146,6 +146,10 @@ EXPLAIN: dict[PublishError, str] = {
     PublishError.BAD_MARKER: "an epoch marker must name its epoch",
     PublishError.TIMEOUT: "no answer from the stream's root",
     PublishError.INVALID: "the publish request is malformed",
+    PublishError.UID_REUSED: (
+        "the root holds a packet with other content under this publish uid: an idempotency "
+        "id was reused for different data"
+    ),
 }
 
 

@@ -80,6 +80,7 @@ from overlay.core.takeover import (
     in_tail,
 )
 from overlay.core.timers import TimerQueue
+from overlay.core.uid_table import content_digest
 from overlay.core.window import NOTHING_OWED
 from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
@@ -328,7 +329,10 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         # A former root (it handed the tree on) still knows the numbers it gave.
         number = None if stream.uids is None else stream.uids.get(message.uid)
         if number is not None:
-            self._reply(source, PublishSucceeded(message.uid, message.key, number))
+            if self._reused(stream, message):
+                self._reply(source, _rejection(message, PublishError.UID_REUSED))
+            else:
+                self._reply(source, PublishSucceeded(message.uid, message.key, number))
             return
         # A relay never answers a numbered publish from its window, though it may hold the
         # packet: after a takeover the new root may not, and a publish pushed up to tell
@@ -498,6 +502,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
             # every branch sees the same packet under each number, never a hole.
             return self._fill(stream, message)
         if number is not None:
+            if self._reused(stream, message):
+                return _rejection(message, PublishError.UID_REUSED)
             if number in stream.pending:  # a retry, not yet sent down (``confirming``)
                 return self.renumbered(stream, source, message, number)
             return PublishSucceeded(message.uid, message.key, number)
@@ -506,7 +512,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         if message.packet is not None and message.packet != _next(stream):
             known = self._known(stream, message)
             if isinstance(known, PublishSucceeded):
-                self._remember(stream, message.uid, known.packet)
+                self._remember(stream, message, known.packet)
                 return known
             return PublishCollision(message.uid, message.key, message.packet, _next(stream))
         refusal = self.refusal(stream, message)
@@ -518,7 +524,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         if message.pushed:
             return self._take(stream, message, _next(stream))
         number = _next(stream)
-        self._remember(stream, message.uid, number)
+        self._remember(stream, message, number)
         return self.number_new(stream, source, message, number)
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:
@@ -543,7 +549,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         first = stream.frontier.first_of(message.epoch, number)
         stream.window.add(_numbered(message, number, None if first is None else min(first, number)))
         self.memory.saw(stream.key, number)
-        self._remember(stream, message.uid, number)
+        self._remember(stream, message, number)
         return PublishSucceeded(message.uid, message.key, number)
 
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
@@ -551,7 +557,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         (``confirming``) was shown to nobody: it is dropped, rather than go down after it."""
         self.drop_pending(stream)
         self._store_new(stream, message, number)
-        self._remember(stream, message.uid, number)
+        self._remember(stream, message, number)
         return PublishSucceeded(message.uid, message.key, number)
 
     def _store_new(self, stream: Stream, message: PublishData, number: int) -> None:
@@ -559,12 +565,21 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         first = stream.frontier.first_of(message.epoch, number)
         self._store(stream, _numbered(message, number, first, root_stamp(stream)))
 
-    def _remember(self, stream: Stream, uid: int, number: int) -> None:
+    def _reused(self, stream: Stream, message: PublishData) -> bool:
+        """Whether ``message`` is a fresh publish under a uid we gave a packet with other
+        content (``uid_table``): refused, not answered with that packet's number, which
+        would acknowledge content nobody stored. Packets the tree pushes or claims come
+        with the content they were numbered for, and are not fresh publishes."""
+        uids = stream.uids
+        if message.pushed or uids is None or not uids.reused(message.uid, _digest(message)):
+            return False
+        self.stats.uids_reused += 1
+        return True
+
+    def _remember(self, stream: Stream, message: PublishData, number: int) -> None:
         uids = stream.uids
         assert uids is not None
-        uids[uid] = number
-        if len(uids) > self.config.publish_uids:
-            uids.popitem(last=False)
+        uids.remember(message.uid, number, _digest(message))
 
     # --- packets coming down -----------------------------------------------------------------
 
@@ -693,3 +708,7 @@ def _numbered(
 
 def _rejection(message: PublishData, error: PublishError) -> PublishRejected:
     return PublishRejected(message.uid, message.key, int(error))
+
+
+def _digest(message: PublishData) -> int:
+    return content_digest(message.data, message.epoch, message.kind)

@@ -27,6 +27,7 @@ class NodeStats:
     gaps: int = 0  # ranges of packets found missing and reported as such
     forged: int = 0  # packets refused for a bad signature
     publish_rejected: int = 0  # publishes refused (PublishRejected sent or refusal decided)
+    uids_reused: int = 0  # fresh publishes under a uid the root gave other content (refused)
     publish_retries: int = 0  # local publishes sent again after a timeout
     pushed_up: int = 0  # packets sent up to a new parent that had not processed them
     pushes_resent: int = 0  # pushes sent again, unanswered after publish_timeout

@@ -18,7 +18,7 @@ so the new parent link closes no cycle.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -29,6 +29,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
+from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData, PublishSucceeded
@@ -135,7 +136,7 @@ class Stream:
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
     # At a root: new publishes held while its window is all uncommitted (``backlog``), by uid.
     backlog: dict[int, tuple[Source, PublishData]] = field(default_factory=dict)
-    uids: OrderedDict[int, int] | None = None  # at the root: publish uid -> packet number
+    uids: UidTable | None = None  # at the root: publish uid -> packet number (``uid_table``)
     # At a root that took over a tree: until then it numbers nothing new (see publishing).
     recover_until: float | None = None
     recover_token: int = 0

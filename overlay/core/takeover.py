@@ -25,6 +25,7 @@ from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
+from overlay.core.uid_table import UidTable, content_digest
 from overlay.messages import (
     MAX_PACKET,
     MAX_WIRE_HTL,
@@ -103,10 +104,11 @@ class Takeover:
         stream.holds.clear()
         if stream.uids is None:
             # The uids of the packets we hold: a retry of one of them is acknowledged.
-            uids = stream.uids = OrderedDict()
+            uids = stream.uids = UidTable(self.config.publish_uids)
             for number, packet in stream.window.packets.items():
                 if packet.uid is not None:
-                    uids[packet.uid] = number
+                    digest = content_digest(packet.data, packet.epoch, packet.kind)
+                    uids.remember(packet.uid, number, digest)
         stream.remembered = None
         remembered = self.memory.last(stream.key) if stream.next_in is None else None
         if stream.next_in is None and last_seen is not None and last_seen >= 0:

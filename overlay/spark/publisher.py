@@ -299,6 +299,14 @@ def _refusal(error: PublishRejectedError, epoch: int | None, what: str) -> str:
             "'epochOffset' above the stream's last epoch), or this batch was committed so "
             "long ago that the root has forgotten its uids."
         )
+    if error.error is PublishError.UID_REUSED:
+        return (
+            f"overlay sink: {what}: the root holds a packet under this packet's uid with "
+            "other rows, so this attempt saw the partition's rows differently from an "
+            "earlier one (a nondeterministic plan: a shuffle without a sort, a random or "
+            "time-dependent column; sort within partitions or checkpoint the DataFrame), "
+            "or another write used the same runId; nothing of this packet was stored"
+        )
     if error.error is PublishError.TOO_MANY_EPOCHS:
         return (
             f"overlay sink: {what}: the stream has its maximum number of open epochs "

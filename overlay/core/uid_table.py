@@ -1,0 +1,73 @@
+"""The root's publish uid table: which packet number each recent publish uid was given, and
+what that packet held.
+
+A publish's uid is its idempotency id (DESIGN: "an unconfirmed one is resent after a
+timeout and its effect is idempotent"): a root that remembers the uid answers a retry with
+the packet's original number and stores nothing, so a client reconnect or a Spark task
+retry is never ordered twice. That answer is only right if the retry *is* the packet: a
+uid that comes back with other content is a publisher reusing an id for different data
+(a nondeterministic Spark plan whose retry cut other rows, two jobs given one run id). Such
+a retry answered with the old number would be acknowledged and its content dropped, a
+silent loss. So each entry keeps a digest of the content it was given for (data, epoch,
+kind), and a retry whose content differs is refused (``PublishError.UID_REUSED``), which
+the publisher sees and reports.
+
+The digest is Python's ``hash`` of the content: it is compared only with digests this
+process made (a root that takes a tree over rebuilds the table from its own window), costs
+one pass over the payload at numbering (a bytes object caches it), and its randomization
+across processes does not matter. Bounded: the ``capacity`` most recent uids, oldest
+forgotten first (``NodeConfig.publish_uids``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from overlay.messages import PacketKind
+
+
+def content_digest(data: bytes, epoch: int | None, kind: PacketKind) -> int:
+    """A digest of what a packet holds, for telling a retry from a reused uid."""
+    return hash((data, epoch, kind))
+
+
+class UidTable:
+    """Publish uid -> (packet number, content digest), the ``capacity`` most recent."""
+
+    __slots__ = ("_entries", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[int, tuple[int, int]] = OrderedDict()
+
+    def get(self, uid: int | None) -> int | None:
+        """The number ``uid`` was given, if it is remembered."""
+        entry = None if uid is None else self._entries.get(uid)
+        return None if entry is None else entry[0]
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, uid: int) -> int:
+        return self._entries[uid][0]
+
+    def remember(self, uid: int, number: int, digest: int) -> None:
+        """``uid`` was given ``number`` for content with ``digest``."""
+        self._entries[uid] = (number, digest)
+        if len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def forget(self, uid: int) -> None:
+        self._entries.pop(uid, None)
+
+    def reused(self, uid: int, digest: int) -> bool:
+        """Whether ``uid`` is remembered for content other than ``digest``'s."""
+        entry = self._entries.get(uid)
+        return entry is not None and entry[1] != digest
+
+    def numbers(self) -> dict[int, int]:
+        """Every remembered uid's number (for tools and tests)."""
+        return {uid: number for uid, (number, _) in self._entries.items()}
