@@ -146,7 +146,7 @@ def failing(frame: Any, partitions: int, fail_after: int, markers: Path, tag: st
     file ``markers/tag-<partition>``."""
     import pyarrow as pa
     from pyspark import TaskContext
-    from pyspark.sql.functions import ArrowUDFType, arrow_udf  # type: ignore[attr-defined]
+    from pyspark.sql.functions import arrow_udf  # type: ignore[attr-defined]
 
     folder = str(markers)
 
@@ -163,10 +163,10 @@ def failing(frame: Any, partitions: int, fail_after: int, markers: Path, tag: st
                 Path(folder, f"{tag}-{partition}").touch()
                 raise RuntimeError(f"injected failure: partition {partition}, attempt 0")
 
-    # The UDF kind is named, not inferred: Spark would read it from the type hints, which
-    # this module's postponed annotations turn into strings it cannot resolve.
-    udf = arrow_udf(fail_once, "string", ArrowUDFType.SCALAR_ITER)
-    return frame.select(udf("value").alias("value"))
+    # Spark infers the UDF's kind (iterator of arrays) from its type hints, which this
+    # module's postponed annotations leave as strings naming a local import: given as types.
+    fail_once.__annotations__ = {"values": Iterator[pa.Array], "return": Iterator[pa.Array]}
+    return frame.select(arrow_udf(fail_once, "string")("value").alias("value"))
 
 
 def run(
