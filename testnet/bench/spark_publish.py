@@ -2,7 +2,10 @@
 
     python -m testnet.bench.spark_publish [--rows 1000000] [--row-bytes 100]
                                           [--partitions 2] [--repeats 2]
-                                          [--no-subscriber] [--json]
+                                          [--no-subscriber] [--max-in-flight N] [--json]
+
+This is the single-node mode; ``--multi-node`` publishes through a testnet of node
+processes with task failures injected instead (``spark_multinode``).
 
 Method. One local SparkSession (``local[2]``, the UI off) and one cached DataFrame of
 ``--rows`` rows of ``--row-bytes`` bytes (a zero-padded id then filler) in ``--partitions``
