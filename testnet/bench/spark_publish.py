@@ -2,7 +2,10 @@
 
     python -m testnet.bench.spark_publish [--rows 1000000] [--row-bytes 100]
                                           [--partitions 2] [--repeats 2]
-                                          [--no-subscriber] [--json]
+                                          [--no-subscriber] [--max-in-flight N] [--json]
+
+This is the single-node mode; ``--multi-node`` publishes through a testnet of node
+processes with task failures injected instead (``spark_multinode``).
 
 Method. One local SparkSession (``local[2]``, the UI off) and one cached DataFrame of
 ``--rows`` rows of ``--row-bytes`` bytes (a zero-padded id then filler) in ``--partitions``
@@ -38,6 +41,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from testnet.bench.row_check import FILLER, ID_DIGITS, RowCheck, check_rows
 
 STREAM = "ovl:open/bench-spark"
 
@@ -134,30 +139,39 @@ def _serve_node(queue: Any, stop: Any) -> None:
 
 @dataclass
 class Counter:
-    """A subscriber in a thread. While a write runs it only keeps each packet's data and
-    reads the row count from its header (so it takes little CPU from the job it watches);
-    ``check`` then unpacks everything and finds any row that came twice."""
+    """A subscriber in a thread. While a write runs it only keeps each data packet's number
+    and data and reads the row count from its header (so it takes little CPU from the job it
+    watches); ``check`` then unpacks everything and checks each row arrived once."""
 
     address: str
+    stream: str = STREAM
     rows: int = 0
-    data: list[bytes] = field(default_factory=list)
+    high: int = -1  # the highest packet number delivered or reported missed
+    missed: int = 0  # packets the node reported gone (``Missed``)
+    data: list[tuple[int, bytes]] = field(default_factory=list)
 
     def start(self) -> None:
         from overlay.client import Client
 
         self.client = Client(self.address, timeout=60)
-        self.subscription = self.client.subscribe(STREAM, event_timeout=None)
+        self.subscription = self.client.subscribe(self.stream, event_timeout=None)
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
         from overlay.client import ClientClosed
-        from overlay.core.events import Packet
+        from overlay.core.events import Missed, Packet
+        from overlay.messages import PacketKind
 
         try:
             for event in self.subscription:
                 if isinstance(event, Packet):
-                    self.data.append(event.data)
-                    self.rows += struct.unpack_from("<I", event.data, 5)[0]
+                    if event.kind is PacketKind.DATA:
+                        self.data.append((event.number, event.data))
+                        self.rows += struct.unpack_from("<I", event.data, 5)[0]
+                    self.high = max(self.high, event.number)
+                elif isinstance(event, Missed):
+                    self.missed += event.last - event.first + 1
+                    self.high = max(self.high, event.last)
         except ClientClosed:
             pass
 
@@ -166,16 +180,77 @@ class Counter:
         while self.rows < rows and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def check(self) -> tuple[int, int, int]:
-        """(rows, distinct rows, packets) received since the last check."""
-        from overlay.spark import unpack
+    def wait_for_number(self, number: int, quiet: float, timeout: float = 120.0) -> None:
+        """Until packet ``number`` came (or was reported missed), or nothing came for
+        ``quiet`` seconds: a lost packet must not hold the run for the whole ``timeout``."""
+        deadline = time.monotonic() + timeout
+        seen, last_change = len(self.data), time.monotonic()
+        while self.high < number:
+            now = time.monotonic()
+            if len(self.data) != seen:
+                seen, last_change = len(self.data), now
+            if now - last_change > quiet or now > deadline:
+                return
+            time.sleep(0.05)
 
-        data, self.data, self.rows = self.data, [], 0
-        ids = [r.value[:10] for d in data for r in unpack(d) if r.value is not None]
-        return len(ids), len(set(ids)), len(data)
+    def reset(self) -> None:
+        """Forget what came so far (a warm-up write's rows)."""
+        self.data, self.rows, self.missed = [], 0, 0
+
+    def check(self, expected: int, row_bytes: int) -> RowCheck:
+        """Every row since the last check or reset against rows ``0 .. expected - 1``."""
+        data, missed = self.data, self.missed
+        self.reset()
+        return check_rows(data, expected, row_bytes, missed)
 
 
 # --- the run ---------------------------------------------------------------------------------
+
+
+def spark_session(master: str) -> Any:
+    """The local SparkSession both modes use, with both sinks registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from overlay.spark import OverlayDataSource
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("overlay-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(OverlayDataSource)
+    spark.dataSource.register(_plain_sink_classes())
+    return spark
+
+
+def bench_frame(spark: Any, rows: int, row_bytes: int, partitions: int) -> Any:
+    """Rows ``0 .. rows - 1`` as ``row_check.row_value`` spells them, cached."""
+    filler = row_bytes - ID_DIGITS
+    df = (
+        spark.range(0, rows, numPartitions=partitions)
+        .selectExpr(
+            f"concat(lpad(cast(id as string), {ID_DIGITS}, '0'), "
+            f"repeat('{FILLER.decode()}', {filler})) as value"
+        )
+        .cache()
+    )
+    assert df.count() == rows
+    return df
+
+
+def overlay_write(frame: Any, nodes: str, max_in_flight: int | None = None) -> None:
+    writer = frame.write.format("overlay").mode("append").option("stream", STREAM)
+    if max_in_flight is not None:
+        writer = writer.option("maxInFlight", str(max_in_flight))
+    writer.option("node", nodes).save()
+
+
+def plain_write(frame: Any, discard: Discard) -> None:
+    frame.write.format("plain_tcp").mode("append").option("address", discard.address).save()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,16 +264,56 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="publish to a stream nobody subscribes to (no delivery, no exactly-once check)",
     )
+    parser.add_argument(
+        "--multi-node",
+        action="store_true",
+        help="publish through a testnet of --nodes node processes whose root is neither "
+        "publishing node, with failures injected (testnet.bench.spark_multinode)",
+    )
+    parser.add_argument("--nodes", type=int, default=5, help="--multi-node: at least 5")
+    parser.add_argument(
+        "--fail-partitions",
+        type=int,
+        default=2,
+        help="--multi-node: partitions 0 .. N-1 fail halfway on their first attempt "
+        "(0: no failures)",
+    )
+    parser.add_argument(
+        "--max-in-flight", type=int, default=None, help="the sink's maxInFlight (its default)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
-    if args.row_bytes < 11:
-        parser.error("--row-bytes must be at least 11 (a 10-digit id and filler)")
+    if args.row_bytes < ID_DIGITS + 1:
+        parser.error(
+            f"--row-bytes must be at least {ID_DIGITS + 1} (a {ID_DIGITS}-digit id and filler)"
+        )
+    if args.multi_node:
+        # Imported here: that module builds on this one's sinks and subscriber.
+        from testnet.bench import spark_multinode
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+        if args.nodes < spark_multinode.MIN_NODES:
+            parser.error(f"--nodes must be at least {spark_multinode.MIN_NODES}")
+        if not 0 <= args.fail_partitions <= args.partitions:
+            parser.error("--fail-partitions must be in 0 .. --partitions")
+        if args.no_subscriber:
+            parser.error("--multi-node always has subscribers: they are what it checks")
+        result = spark_multinode.run(
+            rows=args.rows,
+            row_bytes=args.row_bytes,
+            partitions=args.partitions,
+            repeats=args.repeats,
+            nodes=args.nodes,
+            fail_partitions=args.fail_partitions,
+            max_in_flight=args.max_in_flight,
+        )
+        print(json.dumps(result) if args.json else spark_multinode.format_report(result))
+        return 0 if result["exactly_once"] else 1
+    return run_single(args)
 
-    from overlay.spark import OverlayDataSource
 
+def run_single(args: argparse.Namespace) -> int:
+    """One node in its own process, the stream's root, and a subscriber on it."""
+    load_before = os.getloadavg()
     spawn = multiprocessing.get_context("spawn")
     queue, stop = spawn.Queue(), spawn.Event()
     node_process = spawn.Process(target=_serve_node, args=(queue, stop), daemon=True)
@@ -209,39 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     if counter is not None:
         counter.start()
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("overlay-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(OverlayDataSource)
-    spark.dataSource.register(_plain_sink_classes())
-    filler = args.row_bytes - 10
-    df = (
-        spark.range(0, args.rows, numPartitions=args.partitions)
-        .selectExpr(f"concat(lpad(cast(id as string), 10, '0'), repeat('x', {filler})) as value")
-        .cache()
-    )
-    assert df.count() == args.rows
-
-    def overlay_write(frame: Any) -> None:
-        frame.write.format("overlay").mode("append").option("stream", STREAM).option(
-            "node", node
-        ).save()
-
-    def plain_write(frame: Any) -> None:
-        frame.write.format("plain_tcp").mode("append").option("address", discard.address).save()
+    spark = spark_session("local[2]")
+    df = bench_frame(spark, args.rows, args.row_bytes, args.partitions)
 
     # Warm-up: Python workers started, the node in the stream's tree.
     small = df.limit(1000)
-    plain_write(small)
-    overlay_write(small)
+    plain_write(small, discard)
+    overlay_write(small, node, args.max_in_flight)
     if counter is not None:
         counter.wait_for(1000)
-        counter.check()
+        counter.reset()
 
     results: dict[str, list[float]] = {"overlay": [], "plain": []}
     packets: int | None = None
@@ -249,22 +341,28 @@ def main(argv: list[str] | None = None) -> int:
         order = ("plain", "overlay") if round_ % 2 == 0 else ("overlay", "plain")
         for sink in order:
             start = time.perf_counter()
-            (overlay_write if sink == "overlay" else plain_write)(df)
+            if sink == "overlay":
+                overlay_write(df, node, args.max_in_flight)
+            else:
+                plain_write(df, discard)
             elapsed = time.perf_counter() - start
             results[sink].append(args.rows / elapsed)
             if counter is not None and sink == "overlay":
                 counter.wait_for(args.rows)
-                rows, distinct, packets = counter.check()
-                if rows != args.rows or distinct != rows:
+                check = counter.check(args.rows, args.row_bytes)
+                packets = check.packets
+                if not check.exactly_once:
                     print(
-                        f"overlay: the subscriber got {rows} rows ({distinct} distinct), "
-                        f"expected {args.rows}",
+                        f"overlay: the subscriber got {check.rows} rows, expected {args.rows}: "
+                        f"{check.lost} lost, {check.duplicated} duplicated, "
+                        f"{check.foreign} not written",
                         file=sys.stderr,
                     )
                     return 1
 
     overlay_rate = statistics.median(results["overlay"])
     plain_rate = statistics.median(results["plain"])
+    load_after = os.getloadavg()
     summary = {
         "rows": args.rows,
         "row_bytes": args.row_bytes,
@@ -276,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         "overlay_median": round(overlay_rate),
         "plain_median": round(plain_rate),
         "ratio": round(overlay_rate / plain_rate, 3),
+        "load_average": {"before": load_before, "after": load_after},
     }
     spark.stop()
     if counter is not None:
@@ -293,9 +392,14 @@ def main(argv: list[str] | None = None) -> int:
             f"(runs: {', '.join(f'{r:,.0f}' for r in results['overlay'])})\n"
             f"  plain TCP sink:                {plain_rate:12,.0f} rows/s  "
             f"(runs: {', '.join(f'{r:,.0f}' for r in results['plain'])})\n"
-            f"  ratio: {overlay_rate / plain_rate:.2f} (goal >= 0.50)"
+            f"  ratio: {overlay_rate / plain_rate:.2f} (goal >= 0.50)\n"
+            f"  load average: {load_text(load_before)} before, {load_text(load_after)} after"
         )
     return 0
+
+
+def load_text(load: tuple[float, float, float]) -> str:
+    return " ".join(f"{x:.2f}" for x in load)
 
 
 if __name__ == "__main__":
