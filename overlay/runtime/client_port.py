@@ -238,13 +238,7 @@ class ClientSession:
                 frames.push(data)
                 while (body := frames.pop()) is not None:
                     self._request(decode_request(body))
-                    if self.ended:
-                        return
-                    while self.saturated and self.closing is None:
-                        # (the rest of this read waits in ``frames``, the rest in TCP)
-                        self._room = trio.Event()
-                        await self._room.wait()
-                    if self.ended:
+                    if self.ended or not await self._room_for_more():
                         return
         except FrameTooLarge as exc:
             self.fail(None, ErrorCode.FRAME_TOO_LARGE, str(exc))
@@ -255,6 +249,14 @@ class ClientSession:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         scope.cancel()  # the client is gone: nothing left to write
+
+    async def _room_for_more(self) -> bool:
+        """Wait while the client has too many publishes unanswered (the rest of this read
+        waits in the frame reader, the rest in TCP); False if the session ended meanwhile."""
+        while self.saturated and self.closing is None:
+            self._room = trio.Event()
+            await self._room.wait()
+        return self.closing is None
 
     async def _writer(self) -> None:
         while self.closing is None:
