@@ -16,16 +16,18 @@ from overlay.client import open_client
 from overlay.client.connection import ClientConnection
 from overlay.client.protocol import (
     MAX_REQUEST_FRAME,
+    PROTOCOL_VERSION,
     ErrorCode,
     Hello,
     ProtocolError,
+    Publish,
     Subscribe,
     decode_event,
     encode_request,
 )
-from overlay.core.events import Epoch, Packet
-from overlay.messages import PacketKind
-from overlay.runtime.client_port import ClientPortConfig
+from overlay.core.events import Epoch, Packet, PublishAcked, PublishFailed
+from overlay.messages import PacketKind, PublishError
+from overlay.runtime.client_port import ClientPortConfig, ClientSession
 from overlay.runtime.framing import FrameReader
 
 STREAM = "ovl:open/prices"
@@ -203,3 +205,46 @@ async def test_a_slow_client_is_cut_off_and_the_queue_stays_bounded(
             assert state["clients"] == 1
             assert await publisher.publish(STREAM, b"after") == sent
             await slow.aclose()
+
+
+class _SilentHost:
+    """A host whose publishes are never answered by themselves: the test answers them."""
+
+    node_id = b"N" * 32
+
+    def __init__(self) -> None:
+        self.published: list[int] = []
+
+    def add_client(self, sink: object) -> int:
+        return 1
+
+    def remove_client(self, client: int) -> None:
+        pass
+
+    def publish(self, client: int, key: bytes, uid: int, data: bytes, **fields: object) -> None:
+        self.published.append(uid)
+
+
+async def test_a_client_with_too_many_unanswered_publishes_is_not_read_until_answers_come() -> None:
+    """Back-pressure: the session stops reading requests at ``max_unanswered_publishes``
+    and reads on once an answer comes (however slowly the client reads it)."""
+    host = _SilentHost()
+    config = ClientPortConfig(max_unanswered_publishes=2)
+    ours, theirs = trio.testing.memory_stream_pair()
+    session = ClientSession(host, theirs, config)  # type: ignore[arg-type]
+    key = StreamKey.open("unanswered").key
+    with trio.fail_after(HANG):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run)
+            await ours.send_all(encode_request(Hello(1, PROTOCOL_VERSION, "")))
+            for uid in (10, 11, 12, 13):
+                await ours.send_all(encode_request(Publish(2, key, uid, b"x")))
+                await trio.testing.wait_all_tasks_blocked()
+            assert host.published == [10, 11]
+            session.deliver(PublishAcked(key, 11, 0))
+            await trio.testing.wait_all_tasks_blocked()
+            assert host.published == [10, 11, 12]
+            session.deliver(PublishFailed(key, 10, PublishError.BUSY, "busy"))
+            await trio.testing.wait_all_tasks_blocked()
+            assert host.published == [10, 11, 12, 13]
+            nursery.cancel_scope.cancel()

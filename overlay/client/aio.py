@@ -17,7 +17,11 @@ socket themselves: they ask the connection for frames and wake the writer.
 Pipelining: ``publish_nowait`` sends without waiting and returns the uid; ``wait(uid)``
 or ``flush()`` collect the packet numbers. At most ``max_in_flight`` publishes are
 unanswered at once (``publish_nowait`` raises ``trio.WouldBlock`` beyond; ``publish``
-waits for room), so neither side's queues grow with a fast publisher.
+waits for room), so neither side's queues grow with a fast publisher. It is an upper
+bound, not a promise: the node sends a stream's publishes up its tree only as the tree
+answers them (``overlay.core.credit``) and stops reading a client that has many waiting
+(``overlay.runtime.client_port``), so the writer's ``send_all`` then blocks while the reader
+goes on taking answers, and the publishes wait in this client's buffer meanwhile.
 
 Errors: ``NodeUnreachable`` (cannot connect, names the address), ``ClientClosed`` (the node
 or network ended the connection, with the node's reason when it gave one),

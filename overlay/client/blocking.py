@@ -16,7 +16,9 @@ Pipelining: ``publish_nowait`` buffers the request (sending in batches of ``_SEN
 bytes) and returns its uid; ``flush`` sends the rest and waits for every answer, returning
 the packet numbers in order. At most ``max_in_flight`` publishes are unanswered: the one
 beyond waits (reading answers) until one is answered, so the node's per-client queue of acks
-stays far under its bound however long the loop.
+stays far under its bound however long the loop. The node may read publishes more slowly
+than they are sent (it waits for its tree: ``overlay.runtime.client_port``); a send then
+blocks until it reads on, within ``timeout``.
 
 Timeouts: every wait has a deadline (``timeout`` per call, default the client's); a wait
 that passes it raises ``ClientTimeout`` saying what was awaited. The connection stays usable:

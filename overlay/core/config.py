@@ -119,6 +119,15 @@ class NodeConfig:
     # Three, not two: in hunt seed 2024 the two closest had died or were cut off as well.
     witness_peers: int = 3
     max_queued_publishes: int = 1024
+    # Local publishes one stream sends up and awaits the answers of at once, by count and
+    # by payload bytes; the node holds the rest in order (``credit``). 2 MiB is an eighth of
+    # a link's send queue (16 MiB), so a publisher's burst never fills the link to its
+    # parent, and half a window's bytes, so it never fills the root's window by itself;
+    # it covers a commit round trip of a fast link (2 MiB per millisecond). 256 keeps a
+    # round trip of small packets busy (a quarter of a window, a quarter of the root's
+    # backlog bound, ``max_queued_publishes``).
+    publish_credit_packets: int = 256
+    publish_credit_bytes: int = 2 * 1024 * 1024
     # A local publish not answered within this time is sent again (same uid, so it takes
     # effect once), up to ``publish_attempts`` times; relayed ones are forgotten then.
     publish_timeout: float = 10.0
@@ -203,6 +212,8 @@ class NodeConfig:
             "max_relayed_publishes",
             "witness_bytes",
             "max_queued_publishes",
+            "publish_credit_packets",
+            "publish_credit_bytes",
             "publish_attempts",
             "max_done_epochs",
             "max_searches_per_key",

@@ -687,6 +687,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._out.append(effect)  # (``_flush`` replaces the list: bind no list's append)
 
     def _flush(self, now: float) -> list[Effect]:
+        if self.flow.released:
+            self.flow.release_held(now)  # (``credit``: answers made room for held publishes)
         if self.flow.backlogged:
             self.flow.drain(now)  # (``backlog``: a commit may have made room)
         if self.flow.marks_sent or self.flow.marks_due:

@@ -51,6 +51,7 @@ from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
+from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import malformed
@@ -120,7 +121,17 @@ class LocalPublish:
         return [self.client, *self.also]
 
 
-class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Witnesses, Joining):
+class PacketFlow(
+    Takeover,
+    Gathering,
+    Commits,
+    Showing,
+    Backlog,
+    PublishCredit,
+    Confirming,
+    Witnesses,
+    Joining,
+):
     """The publish and broadcast half of a node. The node owns the streams and the tree;
     this object moves packets through them, speaking only through the callables given."""
 
@@ -163,6 +174,8 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         self.mark_timer: float | None = None
         self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
         self.draining: bytes | None = None
+        self.credits = {}  # local publishes out and held, by stream (``credit``)
+        self.released = {}
 
     # --- local publishes --------------------------------------------------------------------
 
@@ -174,8 +187,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         if lapsed is not None and lapsed[0] == message.key:
             del self.lapsed[message.uid]
             stream.claims.setdefault(message.uid, lapsed[1])
-        self._arm(now, message.uid, 1)
-        self._route(now, stream, client, message)
+        self.send_or_hold(now, stream, client, message)  # (``credit``)
 
     def on_timer(self, now: float, uid: int, attempt: int) -> None:
         entry = self.local.get(uid)
@@ -184,6 +196,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         stream = self.streams.get(entry.message.key)
         if stream is None or attempt >= self.config.publish_attempts:
             self._fail_local(entry.client, entry.message, PublishError.TIMEOUT)
+            self.fail_held(entry.message.key, PublishError.TIMEOUT)  # (``credit``)
             return
         entry.attempt += 1
         self.stats.publish_retries += 1
@@ -219,6 +232,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         """Forget a local publish, and its claim on a number (``confirming``) with it."""
         entry = self.local.pop(uid, None)
         if entry is not None:
+            self.free_credit(entry.message.key, uid)  # (``credit``)
             stream = self.streams.get(entry.message.key)
             if stream is not None:
                 stream.claims.pop(uid, None)

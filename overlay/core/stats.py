@@ -48,6 +48,7 @@ class NodeStats:
     held_queries: int = 0  # HeldQuery sent to children (one per child per question: commits)
     commit_notices: int = 0  # Committed sent to children: how far they may show (showing)
     held_back: int = 0  # a root: new publishes held while its window was all uncommitted
+    held_up: int = 0  # local publishes that waited for their stream's credit (``credit``)
     filled: int = 0  # packets from before we joined, asked of our parent for a child
     past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
     confirmed: int = 0  # confirmations a root took for pending publishes (confirming)

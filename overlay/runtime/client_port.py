@@ -25,6 +25,15 @@ to and forgets its publishes in flight. The client may reconnect and resubscribe
 Invariant: a session holds at most ``max_queue_bytes`` queued plus one batch being sent
 (itself at most ``max_queue_bytes``) plus one event frame, whatever its client does.
 
+Fast publishers (back-pressure). The node sends a stream's local publishes up the tree only
+as its credit allows (``overlay.core.credit``) and holds the rest; so that what it holds for
+one client stays bounded, the session stops reading that client's requests while the
+client has ``max_unanswered_publishes`` publishes, or ``max_unanswered_bytes`` of payload,
+unanswered, and reads on as answers come. TCP then pushes back on the client: its writes
+block, which the client library's drivers allow for (they keep reading answers meanwhile).
+A fast client is slowed, never refused. The reader waits on answers produced by the node,
+not on the client reading them, so a client blocked in a write cannot stall it.
+
 Malformed input. A frame that does not decode as a request, a frame announced above
 ``max_request_frame``, a request before ``Hello``: the session answers one ``ProtocolError``
 naming the problem and closes that connection only. The node and its other clients go on.
@@ -64,7 +73,14 @@ from overlay.client.protocol import (
     encode_event,
 )
 from overlay.core.effects import ClientId
-from overlay.core.events import ClientEvent, Epoch, EpochSkipped
+from overlay.core.events import (
+    ClientEvent,
+    Epoch,
+    EpochSkipped,
+    PublishAcked,
+    PublishCollided,
+    PublishFailed,
+)
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
 
@@ -88,6 +104,12 @@ class ClientPortConfig:
     # Events: an Epoch larger than this is sent as EpochSkipped (the client's reader refuses
     # frames above MAX_EVENT_FRAME by default).
     max_event_frame: int = MAX_EVENT_FRAME
+    # Publishes one client may have unanswered before its session stops reading its
+    # requests (the module notes). Far above a stream's credit (``NodeConfig
+    # .publish_credit_bytes``, 2 MiB), so a client keeps its node's credit busy; 16 MiB
+    # bounds what the node holds for one client however many it sends without waiting.
+    max_unanswered_publishes: int = 4096
+    max_unanswered_bytes: int = 16 * 1024 * 1024
     # How long the last frame (an error) and a send under way get before a closing session
     # drops the connection anyway: a client that reads nothing must not hold it open.
     close_timeout: float = 5.0
@@ -107,6 +129,10 @@ class ClientSession:
         self.closing: ProtocolError | None = None  # the last word, once the session ends
         self._wakeup = trio.Event()
         self._send_scope: trio.CancelScope | None = None
+        # Publishes read and not yet answered (uid -> payload bytes): back-pressure.
+        self.unanswered: dict[int, int] = {}
+        self.unanswered_bytes = 0
+        self._room = trio.Event()  # set when an answer made room
 
     # --- ClientSink -----------------------------------------------------------------------
 
@@ -114,6 +140,8 @@ class ClientSession:
         """Queue ``event`` (never blocks); a queue past its bound ends the session."""
         if self.closing is not None:
             return
+        if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
+            self._answered(event.uid)
         try:
             data = encode_event(event, self.config.max_event_frame)
         except FrameTooLargeError:
@@ -142,6 +170,23 @@ class ClientSession:
         self.peak_queued_bytes = max(self.peak_queued_bytes, self.queued_bytes)
         self._wakeup.set()
 
+    def _answered(self, uid: int) -> None:
+        size = self.unanswered.pop(uid, None)
+        if size is not None:
+            self.unanswered_bytes -= size
+            if not self.saturated:
+                self._room.set()
+
+    @property
+    def saturated(self) -> bool:
+        """Whether the client has as many publishes unanswered as it may: its requests
+        wait in TCP until an answer comes."""
+        config = self.config
+        return (
+            len(self.unanswered) >= config.max_unanswered_publishes
+            or self.unanswered_bytes >= config.max_unanswered_bytes
+        )
+
     def _reply(self, event: Event) -> None:
         if self.closing is None:
             self._queue(encode_event(event, self.config.max_event_frame))
@@ -158,6 +203,7 @@ class ClientSession:
         if self._send_scope is not None:
             self._send_scope.deadline = trio.current_time() + self.config.close_timeout
         self._wakeup.set()
+        self._room.set()
 
     @property
     def ended(self) -> bool:
@@ -189,9 +235,10 @@ class ClientSession:
                 data = await self.stream.receive_some(_READ_SIZE)
                 if not data:
                     break
-                for body in frames.feed(bytes(data)):
+                frames.push(data)
+                while (body := frames.pop()) is not None:
                     self._request(decode_request(body))
-                    if self.ended:
+                    if self.ended or not await self._room_for_more():
                         return
         except FrameTooLarge as exc:
             self.fail(None, ErrorCode.FRAME_TOO_LARGE, str(exc))
@@ -202,6 +249,14 @@ class ClientSession:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         scope.cancel()  # the client is gone: nothing left to write
+
+    async def _room_for_more(self) -> bool:
+        """Wait while the client has too many publishes unanswered (the rest of this read
+        waits in the frame reader, the rest in TCP); False if the session ended meanwhile."""
+        while self.saturated and self.closing is None:
+            self._room = trio.Event()
+            await self._room.wait()
+        return self.closing is None
 
     async def _writer(self) -> None:
         while self.closing is None:
@@ -252,6 +307,9 @@ class ClientSession:
         client = self.client
         match request:
             case Publish(rid, key, uid, data, packet, epoch, kind, sig, descriptor):
+                if uid not in self.unanswered:
+                    self.unanswered[uid] = len(data)
+                    self.unanswered_bytes += len(data)
                 host.publish(
                     client,
                     key,

@@ -1,0 +1,170 @@
+"""Credit: a node sends up at most a credit of its clients' publishes per stream.
+
+Why. A client may keep a thousand publishes in flight (``max_in_flight`` is its own bound,
+not the tree's). Passed up at once, a thousand 60 KB publishes are 60 MB queued on the link
+to the parent, whose send queue holds 16 MiB: the link was cut as "send queue full", the
+subtree below it restarted, and its subscribers were told ``Missed`` for packets the tree
+had carried. Nothing upstream can slow a publish already on the wire, so the publisher's
+node, where it enters the tree, is where it must wait.
+
+How. Per stream, at most ``publish_credit_packets`` local publishes, and at most
+``publish_credit_bytes`` of their payload, are out: sent up (or handed to this node's own
+numbering, at a root) and not yet answered. One more is always allowed when none is out,
+whatever its size. The rest wait here in ``Credit.held``, in the order their clients sent
+them, as entries of ``PacketFlow.local`` that are neither routed nor timed: each answer
+that settles an out publish (``free_credit``, from ``PacketFlow._drop_local``) lets the oldest
+held ones go, after the event (``release_held``, from ``Node._flush``), with their own
+``publish_timeout`` counted from then. The answers come once the root has committed a
+packet, so the tree's pace, not the client's, sets how fast publishes go up.
+
+A publish that comes back for a number this node already claimed (a client's retry of a
+lapsed one, ``PacketFlow._lapse``) goes up at once: its claim is pushed up the tree anyway
+(``confirming``), and holding the publish would not hold its claim.
+
+Bounds and faults. Held publishes count in ``PacketFlow.local``, so the node-wide bound on
+local publishes (``max_relayed_publishes``, BUSY beyond) bounds them too; the client port
+stops reading a client's requests well before that (``overlay.runtime.client_port``), so a
+fast client meets TCP's back-pressure, not a refusal. A stream whose out publishes time out
+(its tree did not answer for ``publish_attempts`` tries) fails its held ones at once with
+the same error: they would go into the same silent tree, one credit's worth per timeout,
+and keep their clients waiting for minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from overlay.core.config import NodeConfig
+from overlay.core.effects import ClientId
+from overlay.core.stats import NodeStats
+from overlay.core.streams import Source, Stream
+from overlay.messages import PublishData, PublishError
+
+
+@dataclass(slots=True)
+class Credit:
+    """One stream's local publishes at this node: those out (uid -> payload bytes), and
+    those held, in order."""
+
+    out: dict[int, int] = field(default_factory=dict)
+    out_bytes: int = 0
+    held: dict[int, None] = field(default_factory=dict)
+
+    def room(self, size: int, packets: int, max_bytes: int) -> bool:
+        """Whether a publish of ``size`` payload bytes may go out now."""
+        if not self.out:
+            return True
+        return len(self.out) < packets and self.out_bytes + size <= max_bytes
+
+    def take(self, uid: int, size: int) -> None:
+        if uid not in self.out:
+            self.out[uid] = size
+            self.out_bytes += size
+
+    @property
+    def idle(self) -> bool:
+        return not self.out and not self.held
+
+
+class _FlowParts(Protocol):
+    config: NodeConfig
+    streams: dict[bytes, Stream]
+    stats: NodeStats
+    local: dict[int, Any]
+    credits: dict[bytes, Credit]
+    released: dict[bytes, None]
+
+    def _arm(self, now: float, uid: int, attempt: int) -> None: ...
+    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
+    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None: ...
+
+
+class PublishCredit:
+    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+
+    credits: dict[bytes, Credit]
+    released: dict[bytes, None]  # streams whose credit moved since the last ``release_held``
+
+    def send_or_hold(
+        self: _FlowParts, now: float, stream: Stream, client: ClientId, message: PublishData
+    ) -> None:
+        """A new local publish (its entry is in ``local``): up now if the stream's credit
+        has room and nothing waits before it, else held."""
+        credit = self.credits.get(stream.key)
+        if credit is None:
+            credit = self.credits[stream.key] = Credit()
+        config = self.config
+        size = len(message.data)
+        retry = message.uid in stream.claims
+        if not retry and (
+            credit.held
+            or not credit.room(size, config.publish_credit_packets, config.publish_credit_bytes)
+        ):
+            credit.held[message.uid] = None
+            self.stats.held_up += 1
+            return
+        credit.take(message.uid, size)
+        self._arm(now, message.uid, 1)
+        self._route(now, stream, client, message)
+
+    def free_credit(self: _FlowParts, key: bytes, uid: int) -> None:
+        """Local publish ``uid`` of ``key`` is answered or given up: its credit is free."""
+        credit = self.credits.get(key)
+        if credit is None:
+            return
+        size = credit.out.pop(uid, None)
+        if size is not None:
+            credit.out_bytes -= size
+            if credit.held:
+                self.released[key] = None
+        else:
+            credit.held.pop(uid, None)
+        if credit.idle:
+            del self.credits[key]
+
+    def fail_held(self: _FlowParts, key: bytes, error: PublishError) -> None:
+        """Fail every publish ``key`` holds: its out ones got no answer (see the notes)."""
+        credit = self.credits.get(key)
+        if credit is None:
+            return
+        for uid in list(credit.held):
+            entry = self.local.get(uid)
+            if entry is None:
+                credit.held.pop(uid, None)  # (cannot be: ``free_credit`` removes it first)
+                continue
+            self._fail_local(entry.client, entry.message, error)
+        if key in self.credits and self.credits[key].idle:
+            del self.credits[key]
+
+    def release_held(self: _FlowParts, now: float) -> None:
+        """After an event: send up the oldest held publishes of each stream whose credit
+        moved, while it has room."""
+        config = self.config
+        while self.released:
+            key = next(iter(self.released))
+            del self.released[key]
+            credit = self.credits.get(key)
+            stream = self.streams.get(key)
+            while credit is not None and credit.held:
+                uid = next(iter(credit.held))
+                entry = self.local.get(uid)
+                if entry is None:
+                    del credit.held[uid]  # (cannot be: ``free_credit`` removes it first)
+                    continue
+                size = len(entry.message.data)
+                if not credit.room(
+                    size, config.publish_credit_packets, config.publish_credit_bytes
+                ):
+                    break
+                del credit.held[uid]
+                if stream is None:
+                    # (A stream with a local publisher is kept: this is a safety net.)
+                    self._fail_local(entry.client, entry.message, PublishError.NOT_CARRIED)
+                    continue
+                credit.take(uid, size)
+                self._arm(now, uid, entry.attempt)
+                self._route(now, stream, entry.client, entry.message)
+                credit = self.credits.get(key)  # (an answer at once may have settled it)
+            if credit is not None and credit.idle:
+                del self.credits[key]

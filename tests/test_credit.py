@@ -1,0 +1,122 @@
+"""A node sends up at most a credit of its clients' publishes per stream and holds the rest
+in order (``overlay.core.credit``).
+
+N (0.45) is in KEY's tree under parent P (0.49); its client 1 publishes. The credit is two
+publishes (or ``BYTES`` of payload), so the third waits until an answer comes back.
+"""
+
+from __future__ import annotations
+
+from test_node import KEY, make, meet, own_uid, sends
+
+from overlay.core.effects import Deliver, Effect
+from overlay.core.events import PublishAcked, PublishFailed, Subscribed
+from overlay.core.node import Node
+from overlay.messages import PublishData, PublishError, PublishSucceeded, SubscribeSucceeded
+
+UID = 100
+BYTES = 1000
+TIMEOUT = 1.0
+ATTEMPTS = 2
+
+
+def member(**config: object) -> Node:
+    config.setdefault("publish_credit_packets", 2)
+    config.setdefault("publish_credit_bytes", BYTES)
+    config.setdefault("publish_timeout", TIMEOUT)
+    config.setdefault("publish_attempts", ATTEMPTS)
+    node = make(**config)
+    meet(node, b"P", 0.49)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    assert node.receive(0.0, b"P", SubscribeSucceeded(uid, KEY, None)) == [
+        Deliver(1, Subscribed(KEY, root=False))
+    ]
+    return node
+
+
+def up(effects: list[Effect]) -> list[int]:
+    """The uids of the publishes sent to P."""
+    return [m.uid for peer, m in sends(effects) if peer == b"P" and isinstance(m, PublishData)]
+
+
+def publish(node: Node, uid: int, size: int = 10, client: int = 1, now: float = 0.5) -> list[int]:
+    return up(node.publish(now, KEY, client, uid, bytes(size)))
+
+
+def answer(node: Node, uid: int, number: int, now: float = 0.6) -> list[Effect]:
+    return node.receive(now, b"P", PublishSucceeded(uid, KEY, number))
+
+
+def events(effects: list[Effect], client: int = 1) -> list[object]:
+    return [e.event for e in effects if isinstance(e, Deliver) and e.client == client]
+
+
+def test_publishes_past_the_credit_wait_and_go_up_in_order_as_answers_come() -> None:
+    node = member()
+    sent = [uid for n in range(5) for uid in publish(node, UID + n)]
+    assert sent == [UID, UID + 1]
+    assert node.stats.held_up == 3
+    effects = answer(node, UID + 1, 1)
+    assert events(effects) == [PublishAcked(KEY, UID + 1, 1)]
+    assert up(effects) == [UID + 2]
+    assert up(answer(node, UID, 0)) == [UID + 3]
+    assert up(answer(node, UID + 3, 3)) == [UID + 4]
+    assert up(answer(node, UID + 2, 2)) == []
+
+
+def test_the_credit_counts_payload_bytes_and_one_publish_always_goes() -> None:
+    node = member()
+    assert publish(node, UID, size=BYTES * 3) == [UID]  # alone: larger than the credit
+    assert publish(node, UID + 1, size=10) == []
+    assert up(answer(node, UID, 0)) == [UID + 1]
+    assert publish(node, UID + 2, size=BYTES - 10) == [UID + 2]
+    assert publish(node, UID + 3, size=1) == []
+
+
+def test_a_held_publish_is_timed_from_when_it_goes_up() -> None:
+    node = member()
+    for n in range(3):
+        publish(node, UID + n)
+    effects = answer(node, UID, 0, now=0.5 + TIMEOUT * 0.9)
+    assert up(effects) == [UID + 2]
+    # The first round of resends: UID + 1 once more, UID + 2 not yet (sent later).
+    assert up(node.handle_timer(0.5 + TIMEOUT)) == [UID + 1]
+    assert up(node.handle_timer(0.5 + TIMEOUT * 1.9)) == [UID + 2]
+
+
+def test_when_the_tree_does_not_answer_the_held_publishes_fail_with_the_out_ones() -> None:
+    node = member()
+    for n in range(4):
+        publish(node, UID + n)
+    failed: list[object] = []
+    for attempt in range(1, ATTEMPTS + 1):
+        failed += events(node.handle_timer(0.5 + TIMEOUT * attempt))
+    # UID's last try ends first: the held ones fail with it, then UID + 1's ends too.
+    assert [(e.uid, e.error) for e in failed if isinstance(e, PublishFailed)] == [
+        (UID + n, PublishError.TIMEOUT) for n in (0, 2, 3, 1)
+    ]
+    assert not node.flow.local and not node.flow.credits
+
+
+def test_a_client_that_goes_forgets_its_held_publishes_and_frees_their_place() -> None:
+    node = member()
+    publish(node, UID, client=1)
+    publish(node, UID + 1, client=1)
+    publish(node, UID + 2, client=2)
+    publish(node, UID + 3, client=1)
+    # Client 1's publishes are forgotten, those out with them: client 2's goes up.
+    assert up(node.remove_client(0.55, 1)) == [UID + 2]
+    assert set(node.flow.local) == {UID + 2}
+    assert events(answer(node, UID + 2, 1), 2) == [PublishAcked(KEY, UID + 2, 1)]
+    assert not node.flow.credits
+
+
+def test_a_retry_of_a_held_uid_waits_with_it_and_both_get_the_answer() -> None:
+    node = member()
+    for n in range(3):
+        publish(node, UID + n)
+    assert publish(node, UID + 2, client=2) == []
+    assert up(answer(node, UID, 0)) == [UID + 2]
+    effects = answer(node, UID + 2, 2)
+    assert events(effects, 1) == [PublishAcked(KEY, UID + 2, 2)]
+    assert events(effects, 2) == [PublishAcked(KEY, UID + 2, 2)]
