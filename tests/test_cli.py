@@ -233,6 +233,21 @@ def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], says: str) -> N
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_peer_port_given_as_node_is_one_clear_line(tmp_path: Path) -> None:
+    node, peers, _ = start_node(tmp_path, "a")
+    try:
+        for args in (["publish", "demo", "x"], ["subscribe", "demo"]):
+            result = overlay(*args, "--node", peers)
+            assert result.returncode == 2, result.stderr
+            assert f"{peers} closed the connection" in result.stderr
+            assert "probably a node's peer port, not its client port" in result.stderr
+            assert "Traceback" not in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+
+
 def test_bad_config_file_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "node.toml"
     config.write_text('[node]\nlisten = "127.0.0.1:0"\ncolour = "blue"\n')

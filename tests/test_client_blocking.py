@@ -7,12 +7,13 @@ from __future__ import annotations
 import socket
 
 import pytest
-from client_node import node_in_thread
+from client_node import network_in_thread, node_in_thread
 
 from overlay.client import (
     Client,
     ClientTimeout,
     NodeUnreachable,
+    NotAClientPort,
     PublishCollisionError,
     SignedStream,
 )
@@ -77,3 +78,12 @@ def test_waits_time_out_and_connect_errors_name_the_address() -> None:
         port = s.getsockname()[1]
     with pytest.raises(NodeUnreachable, match=f"127.0.0.1:{port}"):
         Client(f"127.0.0.1:{port}", timeout=TIMEOUT)
+
+
+def test_a_peer_port_is_named_as_not_a_client_port() -> None:
+    with network_in_thread(1) as (node,):
+        peer = str(node.peer_address)
+        with pytest.raises(NotAClientPort, match=f"{peer} .*probably a node's peer port"):
+            Client(peer, timeout=TIMEOUT)
+        with Client(str(node.client_address), timeout=TIMEOUT) as client:
+            assert client.connection.welcome is not None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,13 +27,11 @@ pa = pytest.importorskip("pyarrow")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs a Java runtime", allow_module_level=True)
 
-import trio  # noqa: E402
-from client_node import node_in_thread  # noqa: E402
+from client_node import network_in_thread, node_in_thread  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
-from keyspace.topology import Topology  # noqa: E402
 from overlay.client import Client  # noqa: E402
 from overlay.client.blocking import BlockingSubscription  # noqa: E402
 from overlay.client.connection import StreamEvent  # noqa: E402
@@ -43,7 +40,6 @@ from overlay.messages import PacketKind  # noqa: E402
 from overlay.spark import OverlayDataSource, unpack  # noqa: E402
 from overlay.spark.packing import Packer  # noqa: E402
 from overlay.spark.source import OverlayBatchWriter  # noqa: E402
-from testnet.local import LocalNetwork  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -363,6 +359,19 @@ def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, no
         df.write.format("overlay").mode("overwrite").option("stream", "x").save()
 
 
+def test_a_peer_port_given_as_node_fails_the_job_in_one_line(spark: SparkSession) -> None:
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    with network_in_thread(1) as (node,):
+        peer = str(node.peer_address)
+        with pytest.raises(Exception, match="probably a node's peer port") as raised:
+            df.write.format("overlay").mode("append").option("stream", "ovl:open/x").option(
+                "node", peer
+            ).save()
+    message = str(raised.value)
+    assert f"OverlaySinkError: overlay sink: option 'node': {peer} closed" in message
+    assert "ClientClosed" not in message
+
+
 def test_a_streaming_query_with_an_unreachable_node_fails_clearly(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -384,45 +393,10 @@ def test_a_streaming_query_with_an_unreachable_node_fails_clearly(
 # --- several nodes ---------------------------------------------------------------------------
 
 
-@contextmanager
-def network_in_thread(size: int) -> Iterator[list[str]]:
-    """``size`` real nodes in a chain (``LocalNetwork``), run by their own trio.run in a
-    background thread; yields their client addresses."""
-    ready = threading.Event()
-    found: dict[str, Any] = {}
-
-    async def serve() -> None:
-        locations = tuple((i + 0.5) / size for i in range(size))
-        chain = tuple(tuple(j for j in (i - 1, i + 1) if 0 <= j < size) for i in range(size))
-        async with LocalNetwork(Topology(locations, chain)) as network:
-            await network.wait_linked()
-            found["addresses"] = [str(n.client_address) for n in network.nodes]
-            found["token"] = trio.lowlevel.current_trio_token()
-            found["stop"] = stop = trio.Event()
-            ready.set()
-            await stop.wait()
-
-    def main() -> None:
-        try:
-            trio.run(serve)
-        except BaseException as error:
-            found["error"] = error
-            ready.set()
-
-    thread = threading.Thread(target=main, name="network", daemon=True)
-    thread.start()
-    try:
-        assert ready.wait(TIMEOUT) and "error" not in found, found.get("error")
-        yield found["addresses"]
-    finally:
-        if "stop" in found:
-            trio.from_thread.run_sync(found["stop"].set, trio_token=found["token"])
-        thread.join(TIMEOUT)
-
-
 def test_partitions_spread_over_several_nodes(spark: SparkSession) -> None:
     stream = "ovl:open/spark-spread"
-    with network_in_thread(3) as addresses:
+    with network_in_thread(3) as nodes:
+        addresses = [str(n.client_address) for n in nodes]
         df = spark.range(0, 900, numPartitions=3).selectExpr("cast(id as string) as value")
         # Each node joins the stream's tree; the watcher on the last node sees it all.
         with watching(addresses[-1], stream) as watcher:

@@ -19,7 +19,8 @@ or ``flush()`` collect the packet numbers. At most ``max_in_flight`` publishes a
 unanswered at once (``publish_nowait`` raises ``trio.WouldBlock`` beyond; ``publish``
 waits for room), so neither side's queues grow with a fast publisher.
 
-Errors: ``NodeUnreachable`` (cannot connect, names the address), ``ClientClosed`` (the node
+Errors: ``NodeUnreachable`` (cannot connect, or what answered is not a node's client port:
+``NotAClientPort``; names the address), ``ClientClosed`` (the node
 or network ended the connection, with the node's reason when it gave one),
 ``PublishRejectedError``/``PublishCollisionError``, ``SubscribeFailedError``,
 ``SubscriptionOverflow``, and ``keyspace.stream_key.StreamAddressError`` for a bad stream.
@@ -140,6 +141,9 @@ class Client:
                 f"{self.address} accepted the connection but did not answer as a node "
                 f"within {self.timeout} s"
             ) from None
+        except ClientClosed:
+            await self.aclose()
+            raise self.connection.greeting_failed(self.address) from None
         except BaseException:
             await self.aclose()
             raise

@@ -91,6 +91,11 @@ class NodeUnreachable(ClientError, ConnectionError):
     """No node answers at the address (refused, unresolvable, not a node); names it."""
 
 
+class NotAClientPort(NodeUnreachable):
+    """Something accepted the connection but hung up on the Hello without a word of the
+    client protocol: most often a node's peer port given where its client port belongs."""
+
+
 class ClientClosed(ClientError):
     """The connection is closed: by the node (its reason is in the message), the network,
     or this client's own ``close``."""
@@ -281,6 +286,7 @@ class ClientConnection:
         self._next_number: dict[bytes, int] = {}
         self.welcome: Welcome | None = None
         self.closed: ClientError | None = None
+        self._heard = False  # one valid client-port frame came: a node's client port answered
         self._send(Hello(self._rid(), PROTOCOL_VERSION, name))
 
     # --- bytes in and out -----------------------------------------------------------------
@@ -311,6 +317,7 @@ class ClientConnection:
         except ClientProtocolError as exc:
             self.closed = ClientClosed(f"the node broke the client protocol: {exc}")
             raise
+        self._heard = self._heard or bool(events)
         for event in events:
             self._handle(event)
         return events
@@ -324,6 +331,20 @@ class ClientConnection:
         """Raise the reason the connection closed, if it did."""
         if self.closed is not None:
             raise self.closed
+
+    def greeting_failed(self, address: str) -> ClientError:
+        """What to raise when the connection to ``address`` closed before the Welcome. A
+        node's client port answers every Hello (Welcome, or ProtocolError naming why not);
+        an end that closed without one valid client-port frame is something else, most
+        often the node's *peer* port, which expects an encrypted handshake and hangs up on a
+        Hello. That is a wrong address, so NotAClientPort (a NodeUnreachable), naming it."""
+        if self._heard and self.closed is not None:
+            return self.closed
+        return NotAClientPort(
+            f"{address} closed the connection without answering as a node's client port: "
+            "probably a node's peer port, not its client port (overlay node prints both: "
+            "use the 'clients' one)"
+        )
 
     # --- requests -------------------------------------------------------------------------
 

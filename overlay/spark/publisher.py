@@ -32,6 +32,7 @@ from overlay.client.blocking import Client
 from overlay.client.connection import (
     ClientError,
     NodeUnreachable,
+    NotAClientPort,
     PublishRejectedError,
     SignedStream,
     StreamLike,
@@ -87,6 +88,8 @@ def connect(node: str, options: SinkOptions, name: str, timeout: float | None = 
             max_in_flight=options.max_in_flight,
             name=name,
         )
+    except NotAClientPort as error:
+        raise OverlaySinkError(f"overlay sink: option 'node': {error}") from None
     except NodeUnreachable as error:
         raise OverlaySinkError(
             f"overlay sink: option 'node': {error} (is a node running there? "
