@@ -225,18 +225,38 @@ def fresh_uid() -> int:
     return secrets.randbits(64)
 
 
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"host"`` (the default client port) or ``(host, port)``; a bad one
-    raises NodeUnreachable naming it."""
+def parse_address(
+    address: str | tuple[str, int], default_port: int | None = DEFAULT_CLIENT_PORT
+) -> tuple[str, int]:
+    """``"host:port"``, ``"tcp://host:port"``, ``"host"`` (``default_port``; None: a port is
+    required) or ``(host, port)``; a bad one raises NodeUnreachable naming it. The client
+    port is plain TCP, so ``tcp://`` is the one scheme: any other (``http://``) is a mistake
+    said as such, not a host name that fails to resolve."""
     if isinstance(address, tuple):
         return address
-    host, colon, port = address.rpartition(":")
-    if not colon:
-        return address, DEFAULT_CLIENT_PORT
+    text = address
+    scheme, separator, rest = text.partition("://")
+    if separator:
+        if scheme.lower() != "tcp":
+            raise NodeUnreachable(
+                f"bad node address {address!r}: a node's client port is plain TCP; "
+                "give host:port (or tcp://host:port)"
+            )
+        text = rest
+    host, colon, port = text.rpartition(":")
+    if not colon or (text.startswith("[") and not host.endswith("]")):
+        if default_port is None:
+            raise NodeUnreachable(f"bad node address {address!r}: no port; expected host:port")
+        return text.strip("[]"), default_port
     host = host.strip("[]")  # "[::1]:7702"
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise NodeUnreachable(f"bad node address {address!r}: expected host:port")
     return host, int(port)
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port`` as ``parse_address`` reads it back (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass

@@ -10,8 +10,9 @@ Options (names are case-insensitive, values strings):
 
 =================  ==========================================================================
 stream             the stream's address (required); a signed stream also needs keyFile
-node               a node's client port, host:port, or several comma-separated: partition p
-                   publishes through node p mod n (default 127.0.0.1:7702)
+node               a node's client port as host:port (the port is required; tcp://host:port
+                   too), or several comma-separated: partition p publishes through node
+                   p mod n (default, when the option is absent: 127.0.0.1:7702)
 valueColumn        the binary or string column published (default "value")
 keyColumn          an optional binary or string column carried beside each value
 keyFile            the signing key file of a signed stream (readable on every executor)
