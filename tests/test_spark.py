@@ -157,7 +157,7 @@ def test_batch_write_delivers_every_row_exactly_once(spark: SparkSession, node: 
             df.write.format("overlay")
             .mode("append")
             .option("stream", stream)
-            .option("node", f"{node},{node}")
+            .option("node", f"{node},tcp://{node}")
             .option("keyColumn", "key")
             .option("bytesPerPacket", "2000")
             .save()
@@ -340,7 +340,8 @@ def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, no
             {"stream": "ovl:open/x", "node": "127.0.0.1:1"},
             "cannot connect to a node at 127.0.0.1:1",
         ),
-        ({"stream": "ovl:open/x", "node": "nowhere"}, "option 'node'"),
+        ({"stream": "ovl:open/x", "node": "nowhere"}, "option 'node': .*'nowhere': no port"),
+        ({"stream": "my stream", "node": node}, "option 'stream': .* contains whitespace"),
         ({"stream": "ovl:open/x", "node": node, "valueColumn": "payload"}, "no column 'payload'"),
         (
             {"stream": "ovl:open/x", "node": node, "valueColumn": "number"},
@@ -354,7 +355,13 @@ def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, no
             writer = writer.option(key, value)
         with pytest.raises(Exception, match=message) as raised:
             writer.save()
-        assert "OverlaySinkError: overlay sink:" in str(raised.value)
+        # The sink's message first, with no Python frames around it (``_one_line``).
+        first, *_ = str(raised.value).splitlines()
+        assert first.startswith(
+            "[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source writer: "
+            "overlay.spark.options.OverlaySinkError: overlay sink: "
+        ), str(raised.value)
+        assert "Traceback" not in str(raised.value)
     with pytest.raises(Exception, match="cannot be overwritten"):
         df.write.format("overlay").mode("overwrite").option("stream", "x").save()
 
@@ -369,7 +376,7 @@ def test_a_peer_port_given_as_node_fails_the_job_in_one_line(spark: SparkSession
             ).save()
     message = str(raised.value)
     assert f"OverlaySinkError: overlay sink: option 'node': {peer} closed" in message
-    assert "ClientClosed" not in message
+    assert "ClientClosed" not in message and "Traceback" not in message
 
 
 def test_a_streaming_query_with_an_unreachable_node_fails_clearly(

@@ -17,11 +17,13 @@ named answers. Each problem is one ``OverlaySinkError`` whose message says what 
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -38,6 +40,38 @@ from overlay.spark.options import OverlaySinkError, SinkOptions, parse_options
 from overlay.spark.publisher import PartitionReport, finish_epoch, probe_nodes, publish_partition
 
 log = logging.getLogger("overlay.spark")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line(method: Callable[P, R]) -> Callable[P, R]:
+    """``method``'s OverlaySinkError reaches the user as its one line, without a traceback.
+
+    Every method Spark calls runs in a Python worker, and when one raises, the worker sends
+    the JVM the exception as ``pyspark.util.handle_worker_exception`` formats it: with the
+    traceback below the first frame outside pyspark, unless ``SPARK_HIDE_TRACEBACK`` is set
+    (the session's ``spark.sql.execution.pyspark.udf.hideTraceback.enabled``), which it reads
+    when it formats. An OverlaySinkError is the sink's own verdict on the job, already
+    saying what to fix; the frames of the code that raised it say nothing to a user of the
+    sink. So such a worker gets the variable set just before it reports the error, and then
+    it exits (pyspark ends a worker whose call raised), so nothing else sees it. Outside
+    a Spark worker (no ``PYTHON_WORKER_FACTORY_SECRET``, which Spark gives its workers)
+    nothing changes. Other exceptions are bugs and keep their tracebacks."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except OverlaySinkError as error:
+            if _WORKER_SECRET in os.environ:
+                os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise error.with_traceback(None) from None
+
+    return call
+
+
+_WORKER_SECRET = "PYTHON_WORKER_FACTORY_SECRET"
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -59,20 +93,15 @@ class OverlayDataSource(DataSource):
     def name(cls) -> str:
         return "overlay"
 
+    @_one_line
     def writer(self, schema: StructType, overwrite: bool) -> OverlayBatchWriter:
-        try:
-            options = _checked(self.options, schema, overwrite, streaming=False)
-        except OverlaySinkError as error:
-            raise OverlaySinkError(str(error)) from None  # Spark shows this frame only
+        options = _checked(self.options, schema, overwrite, streaming=False)
         run_id = options.run_id or f"auto-{uuid.uuid4().hex}"
         return OverlayBatchWriter(options, f"run:{run_id}")
 
+    @_one_line
     def streamWriter(self, schema: StructType, overwrite: bool) -> OverlayStreamWriter:
-        try:
-            options = _checked(self.options, schema, overwrite, streaming=True)
-        except OverlaySinkError as error:
-            raise OverlaySinkError(str(error)) from None
-        return OverlayStreamWriter(options)
+        return OverlayStreamWriter(_checked(self.options, schema, overwrite, streaming=True))
 
 
 class OverlayBatchWriter(DataSourceArrowWriter):
@@ -83,6 +112,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         self.options = options
         self.job = job
 
+    @_one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         partition = _task().partitionId()
         report = publish_partition(
@@ -95,6 +125,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         )
         return OverlayCommitMessage(report)
 
+    @_one_line
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         epoch = self.options.epoch
         marker = (
@@ -102,6 +133,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         )
         log.info("%s: %s; epoch %s closed at %s", self.job, _summary(messages), epoch, marker)
 
+    @_one_line
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         _abort(self.options, self.options.epoch, self.job, messages)
 
@@ -113,6 +145,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
+    @_one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         context = _task()
         batch_text = context.getLocalProperty(BATCH_ID_PROPERTY)
@@ -134,6 +167,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
         )
         return OverlayCommitMessage(report)
 
+    @_one_line
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _epoch(self.options, batchId)
         marker = finish_epoch(self.options, epoch, PacketKind.EPOCH_CLOSED)
@@ -141,6 +175,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
             "micro-batch %d: %s; epoch %d closed at %s", batchId, _summary(messages), epoch, marker
         )
 
+    @_one_line
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         _abort(self.options, _epoch(self.options, batchId), f"micro-batch {batchId}", messages)
 
