@@ -59,7 +59,7 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(OverlayDataSource)
+    # No register(OverlayDataSource): Spark finds it (pyspark_overlay), as a user's would.
     import pyspark.cloudpickle as cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for FlakyOverlay
@@ -145,6 +145,24 @@ def watching(address: str, stream: str) -> Iterator[Watcher]:
 
 
 # --- batch writes ----------------------------------------------------------------------
+
+
+def test_spark_finds_the_sink_without_registering_it(spark: SparkSession, node: str) -> None:
+    """The session never registered OverlayDataSource: pyspark's lookup of top-level
+    ``pyspark_*`` modules found ``pyspark_overlay.DefaultSource``. Registering it as well
+    (what jobs written before did) is no conflict."""
+    stream = "ovl:open/spark-found"
+    df = spark.range(0, 10, numPartitions=1).selectExpr("cast(id as string) as value")
+    with watching(node, stream) as watcher:
+        df.write.format("overlay").mode("append").option("stream", stream).option(
+            "node", node
+        ).save()
+        spark.dataSource.register(OverlayDataSource)
+        df.write.format("overlay").mode("append").option("stream", stream).option(
+            "node", node
+        ).save()
+        got = rows_in(watcher.packets())
+    assert sorted(got) == sorted([(None, b"%d" % i) for i in range(10)] * 2)
 
 
 def test_batch_write_delivers_every_row_exactly_once(spark: SparkSession, node: str) -> None:

@@ -1,7 +1,7 @@
 """Spark jobs as publishers: the ``overlay`` data source (batch and streaming writes).
 
     from overlay.spark import OverlayDataSource
-    spark.dataSource.register(OverlayDataSource)
+    spark.dataSource.register(OverlayDataSource)  # where Spark cannot find it (pyspark_overlay)
     (df.selectExpr("cast(id as string) as key", "to_json(struct(*)) as value")
        .write.format("overlay").mode("append")
        .option("stream", "ovl:open/prices").option("node", "127.0.0.1:7702").save())

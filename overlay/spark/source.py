@@ -85,9 +85,10 @@ class OverlayCommitMessage(WriterCommitMessage):
 
 
 class OverlayDataSource(DataSource):
-    """``df.write.format("overlay")`` and ``df.writeStream.format("overlay")``, once
-    registered with ``spark.dataSource.register(OverlayDataSource)``. Options: see the
-    package docs (``overlay.spark``)."""
+    """``df.write.format("overlay")`` and ``df.writeStream.format("overlay")``. Spark finds
+    it through ``pyspark_overlay`` where this project is installed, else it is registered
+    with ``spark.dataSource.register(OverlayDataSource)``. Options: see the package docs
+    (``overlay.spark``)."""
 
     @classmethod
     def name(cls) -> str:
