@@ -257,6 +257,36 @@ def test_a_task_failing_once_duplicates_and_loses_nothing(
     assert len(packets) == packets_for(values, 100_000, 500)  # no packet stored twice
 
 
+def test_a_row_larger_than_a_packet_fails_the_write_once_without_retries(
+    spark: SparkSession, node: str
+) -> None:
+    """Every attempt would fail the same way: the task reports the row to the driver, whose
+    commit fails the write with the reason; no task fails, so Spark retries none."""
+    df = spark.range(0, 4, numPartitions=2).selectExpr(
+        "case when id = 3 then repeat('x', 70000) else cast(id as string) end as value"
+    )
+    context = spark.sparkContext
+    context.setJobGroup("oversized-row", "a row larger than a packet")
+    try:
+        with pytest.raises(Exception, match="can never be published") as raised:
+            df.write.format("overlay").mode("append").option(
+                "stream", "ovl:open/spark-oversized"
+            ).option("node", node).save()
+    finally:
+        context.setJobGroup("", "")
+    message = str(raised.value)
+    assert "overlay.spark.options.Unpublishable: overlay sink: partition 1: row 1 needs" in message
+    assert "raise option 'bytesPerPacket' (at most 65536)" not in message  # 70,004 > any packet
+    assert "split or compress the row" in message
+    assert "Traceback" not in message
+    tracker = context.statusTracker()
+    (job,) = tracker.getJobIdsForGroup("oversized-row")
+    info = tracker.getJobInfo(job)
+    assert info is not None
+    stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
+    assert [(s.numTasks, s.numCompletedTasks, s.numFailedTasks) for s in stages if s] == [(2, 2, 0)]
+
+
 # --- streaming writes ------------------------------------------------------------------
 
 

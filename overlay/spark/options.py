@@ -39,6 +39,11 @@ class OverlaySinkError(ValueError):
     schema, an unreachable node) or a publish failed; the message says which and how."""
 
 
+class Unpublishable(OverlaySinkError):
+    """A task's rows that no retry of it can publish (a row larger than a packet): the
+    task reports it to the driver rather than fail, since Spark would retry it in vain."""
+
+
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
     """Everything a writer needs, already checked. ``nodes`` are ``host:port`` strings;

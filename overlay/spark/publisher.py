@@ -38,7 +38,7 @@ from overlay.client.connection import (
     StreamLike,
 )
 from overlay.messages import PacketKind, PublishError
-from overlay.spark.options import OverlaySinkError, SinkOptions
+from overlay.spark.options import OverlaySinkError, SinkOptions, Unpublishable
 from overlay.spark.packing import Packer
 from overlay.spark.rows import PackingError
 from overlay.spark.uids import data_uid, marker_uid
@@ -180,7 +180,7 @@ def publish_partition(
                 send(last)
             pipeline.drain()
         except PackingError as error:
-            raise OverlaySinkError(f"overlay sink: {what}: {error}") from None
+            raise Unpublishable(f"overlay sink: {what}: {error}") from None
         except ClientError as error:
             raise OverlaySinkError(f"overlay sink: {what} via {node}: {error}") from None
     return PartitionReport(partition, node, packer.rows_packed, seq, pipeline.first, pipeline.last)

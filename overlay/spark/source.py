@@ -36,7 +36,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from overlay.messages import MAX_PACKET, PacketKind
-from overlay.spark.options import OverlaySinkError, SinkOptions, parse_options
+from overlay.spark.options import OverlaySinkError, SinkOptions, Unpublishable, parse_options
 from overlay.spark.publisher import PartitionReport, finish_epoch, probe_nodes, publish_partition
 
 log = logging.getLogger("overlay.spark")
@@ -84,6 +84,52 @@ class OverlayCommitMessage(WriterCommitMessage):
     report: PartitionReport
 
 
+@dataclass(frozen=True, slots=True)
+class Refused(WriterCommitMessage):
+    """A task's rows that no retry can publish (``Unpublishable``), why in ``reason``."""
+
+    reason: str
+
+
+def _refusing(write: Callable[P, WriterCommitMessage]) -> Callable[P, WriterCommitMessage]:
+    """A task whose rows can never be published returns ``Refused`` instead of failing.
+
+    Spark retries a failed task up to ``spark.task.maxFailures`` times, and the only task
+    errors it does not retry are JVM ones (a result that does not serialize, an output file
+    that exists): a Python task cannot say "do not retry". A row larger than a packet is in
+    the same place of the same partition on every attempt, so each retry would fail the same
+    way, republishing the packets before it (answered from the uid table) and costing the
+    time of the partition each time. Returning the refusal makes the task succeed once; the
+    driver's commit (``_unless_refused``) then fails the write with the reason, before it
+    closes any epoch, and Spark aborts the write as after any failed commit."""
+
+    @functools.wraps(write)
+    def call(*args: P.args, **kwargs: P.kwargs) -> WriterCommitMessage:
+        try:
+            return write(*args, **kwargs)
+        except Unpublishable as error:
+            return Refused(str(error))
+
+    return call
+
+
+def _unless_refused(commit: Callable[P, None]) -> Callable[P, None]:
+    """The driver's commit, unless a task refused its rows (``_refusing``): then the write
+    fails with the first task's reason, and no epoch is closed."""
+
+    @functools.wraps(commit)
+    def call(*args: P.args, **kwargs: P.kwargs) -> None:
+        messages = args[1] if len(args) > 1 else kwargs["messages"]
+        assert isinstance(messages, Sequence)
+        refused = [m.reason for m in messages if isinstance(m, Refused)]
+        if refused:
+            more = f" ({len(refused) - 1} more tasks refused rows too)" if len(refused) > 1 else ""
+            raise Unpublishable(refused[0] + more)
+        commit(*args, **kwargs)
+
+    return call
+
+
 class OverlayDataSource(DataSource):
     """``df.write.format("overlay")`` and ``df.writeStream.format("overlay")``. Spark finds
     it through ``pyspark_overlay`` where this project is installed, else it is registered
@@ -114,6 +160,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         self.job = job
 
     @_one_line
+    @_refusing
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         partition = _task().partitionId()
         report = publish_partition(
@@ -127,6 +174,7 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         return OverlayCommitMessage(report)
 
     @_one_line
+    @_unless_refused
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         epoch = self.options.epoch
         marker = (
@@ -147,6 +195,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     @_one_line
+    @_refusing
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         context = _task()
         batch_text = context.getLocalProperty(BATCH_ID_PROPERTY)
@@ -169,6 +218,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
         return OverlayCommitMessage(report)
 
     @_one_line
+    @_unless_refused
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _epoch(self.options, batchId)
         marker = finish_epoch(self.options, epoch, PacketKind.EPOCH_CLOSED)
@@ -266,4 +316,8 @@ def _summary(messages: Sequence[WriterCommitMessage | None]) -> str:
     rows = sum(r.rows for r in reports)
     packets = sum(r.packets for r in reports)
     failed = sum(1 for m in messages if m is None)
-    return f"{rows} rows in {packets} packets from {len(reports)} tasks ({failed} failed)"
+    refused = sum(1 for m in messages if isinstance(m, Refused))
+    return (
+        f"{rows} rows in {packets} packets from {len(reports)} tasks ({failed} failed, "
+        f"{refused} refused their rows)"
+    )
