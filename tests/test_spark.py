@@ -376,6 +376,26 @@ def test_a_restarted_query_replays_its_last_batch_without_duplicates(
     assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
 
 
+def test_a_fresh_checkpoint_on_a_used_stream_is_refused_before_any_task_runs(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    stream = "ovl:open/spark-fresh-checkpoint"
+    folder = tmp_path / "in"
+    _files(folder, range(2), lines=3)
+    with watching(node, stream) as watcher:
+        _run_stream(spark, folder, tmp_path / "ck1", node, stream=stream)  # epochs 0 and 1
+        head = watcher.head()
+        with pytest.raises(Exception, match=r"closed epochs up to 1\b") as raised:
+            _run_stream(spark, folder, tmp_path / "ck2", node, stream=stream)
+        assert watcher.head() == head  # no task published a packet
+        message = str(raised.value)
+        assert "Set option 'epochOffset' to 2 or more" in message, message
+        assert "Traceback" not in message
+        _run_stream(spark, folder, tmp_path / "ck3", node, stream=stream, epochOffset="2")
+        epochs = [e.epoch for e in watcher.epochs()]
+    assert epochs == [0, 1, 2, 3]
+
+
 # --- options -------------------------------------------------------------------------------
 
 

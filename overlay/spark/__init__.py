@@ -22,7 +22,9 @@ bytesPerPacket     at most this many bytes a packet, header included (default 60
 runId              batch writes: names the run in every uid, so re-running the same job with
                    the same runId republishes nothing twice (default: a fresh id per write)
 epoch              batch writes: publish the whole write as this epoch, closed on commit
-epochOffset        streaming: micro-batch b is epoch epochOffset + b (default 0)
+epochOffset        streaming: micro-batch b is epoch epochOffset + b (default 0); a first
+                   batch whose epoch the stream already closed is refused on the driver
+                   (``frontier.py``)
 onAbort            "keep" (default): a failed write's epoch stays open for its replay to
                    complete; "abort": abort it at once (for writes never re-run)
 timeout            seconds to wait for any one answer from a node (default 30)

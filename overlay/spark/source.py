@@ -36,8 +36,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from overlay.messages import MAX_PACKET, PacketKind
+from overlay.spark.frontier import check_first_epoch
 from overlay.spark.options import OverlaySinkError, SinkOptions, Unpublishable, parse_options
-from overlay.spark.publisher import PartitionReport, finish_epoch, probe_nodes, publish_partition
+from overlay.spark.publisher import (
+    PROBE_TIMEOUT,
+    PartitionReport,
+    finish_epoch,
+    probe_nodes,
+    publish_partition,
+)
 
 log = logging.getLogger("overlay.spark")
 
@@ -75,6 +82,7 @@ _WORKER_SECRET = "PYTHON_WORKER_FACTORY_SECRET"
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_CHECKPOINT = "checkpointlocation"  # the option Spark passes a streaming sink, lower-cased
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,9 @@ def _checked(raw: Any, schema: StructType, overwrite: bool, *, streaming: bool) 
     if streaming and options.epoch_offset > MAX_PACKET // 2:
         raise OverlaySinkError("overlay sink: option 'epochOffset' leaves no room for batch ids")
     probe_nodes(options)
+    if streaming:
+        checkpoint = next((v for k, v in dict(raw).items() if k.lower() == _CHECKPOINT), None)
+        check_first_epoch(options, checkpoint, PROBE_TIMEOUT)
     return options
 
 
