@@ -3,7 +3,9 @@
 Theory of operation (after Freenet's KSK and SSK keys):
 
 * An *open* stream is named by a UTF-8 name; its key is ``SHA-256(name)``. Anyone who knows the
-  name may subscribe and publish.
+  name may subscribe and publish. A name is 1 to 200 UTF-8 bytes with no control character
+  and no whitespace (one rule for every way in: the CLI, the clients, the Spark sink, and the
+  descriptors peers send).
 * A *signed* stream is named by an Ed25519 public key and a name; its key is
   ``SHA-256(public_key || name)``. Only the holder of the private key can publish: every packet
   carries a signature over :func:`signing_payload`, and every node verifies it before it stores
@@ -33,6 +35,7 @@ key and every key to exactly one canonical address.
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -71,6 +74,14 @@ _EXPECTED_FORMS = (
 )
 
 
+# Unicode's space, line and paragraph separators: whitespace whatever str.isspace says.
+_SEPARATORS = frozenset({"Zs", "Zl", "Zp"})
+
+# A bare name that starts like a URI scheme ("http:", "kafka:") is more likely a URL or
+# another system's address pasted by mistake than a stream name; an address is "ovl:...".
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 class StreamAddressError(ValueError):
     """A stream address, name or public key that cannot be used. The message says why."""
 
@@ -96,12 +107,20 @@ def _check_name(name: object) -> str:
             raise StreamAddressError(
                 f"stream name {name!r} contains control character U+{ord(char):04X}"
             )
-    # Names are typed and copied by people; surrounding whitespace would make two addresses
-    # that look the same name different streams.
+    # Names are typed, copied and printed by people and tools: whitespace would make names
+    # that look alike (two spaces or one, a no-break space or a space) different streams, and
+    # splits a name wherever an address is one word (a shell argument, a log line). Joining
+    # words takes '-', '_', '.' or '/'.
     if name != name.strip():
         raise StreamAddressError(
             f"stream name {name!r} has leading or trailing whitespace, which is not allowed"
         )
+    for char in name:
+        if char.isspace() or unicodedata.category(char) in _SEPARATORS:
+            raise StreamAddressError(
+                f"stream name {name!r} contains whitespace (U+{ord(char):04X}); join words "
+                "with '-', '_', '.' or '/'"
+            )
     return name
 
 
@@ -234,8 +253,10 @@ class StreamKey:
         The prefix ``ovl:``, the word ``open`` and the base32 key are matched without regard
         to case; the name is taken verbatim and is everything after the first ``/`` that
         follows the key part, so names may contain ``/``. Text without the ``ovl:`` prefix is a
-        bare open-stream name. Raises StreamAddressError for anything else, saying what is
-        wrong and which forms are expected.
+        bare open-stream name, unless it starts like another scheme (``http://...``): that is
+        refused as a URL pasted by mistake (``ovl:open/http:x`` names such a stream). Raises
+        StreamAddressError for anything else, saying what is wrong and which forms are
+        expected.
         """
         if not isinstance(text, str):
             raise StreamAddressError(
@@ -244,6 +265,13 @@ class StreamKey:
         if not text:
             raise StreamAddressError(f"the stream address is empty; {_EXPECTED_FORMS}")
         if text[: len(ADDRESS_PREFIX)].lower() != ADDRESS_PREFIX:
+            scheme = _SCHEME.match(text)
+            if scheme is not None:
+                raise StreamAddressError(
+                    f"{text!r} looks like a URL or another system's address "
+                    f"({scheme.group()!r}), not a stream; {_EXPECTED_FORMS} (a bare name "
+                    "has no ':' before its first '/')"
+                )
             return cls.open(text)
         rest = text[len(ADDRESS_PREFIX) :]
         key_part, slash, name = rest.partition("/")

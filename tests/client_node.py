@@ -1,5 +1,6 @@
 """A one-node network with its client port on loopback, for the client tests: a NodeHost
-with no links is the root of every stream its clients use."""
+with no links is the root of every stream its clients use. ``network_in_thread``: whole
+nodes (peer port, client port, links) for tests that need a peer port or several nodes."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ import random
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 import trio
 
+from keyspace.topology import Topology
 from overlay.core.config import NodeConfig
 from overlay.runtime.client_port import ClientPort, ClientPortConfig
 from overlay.runtime.host import NodeHost
+from overlay.runtime.service import RunningNode
+from testnet.local import LocalNetwork
+
+WAIT = 60.0  # seconds a node thread may take to start or stop: only a broken test waits
 
 
 @asynccontextmanager
@@ -73,3 +80,39 @@ def node_in_thread(
         assert not thread.is_alive(), "the node thread did not stop"
         if "error" in found:
             raise AssertionError("the node thread failed") from found["error"]  # type: ignore[misc]
+
+
+@contextmanager
+def network_in_thread(size: int) -> Iterator[list[RunningNode]]:
+    """``size`` real nodes in a chain (``LocalNetwork``), run by their own trio.run in a
+    background thread; yields them (read only their addresses from this thread)."""
+    ready = threading.Event()
+    found: dict[str, Any] = {}
+
+    async def serve() -> None:
+        locations = tuple((i + 0.5) / size for i in range(size))
+        chain = tuple(tuple(j for j in (i - 1, i + 1) if 0 <= j < size) for i in range(size))
+        async with LocalNetwork(Topology(locations, chain)) as network:
+            await network.wait_linked()
+            found["nodes"] = list(network.nodes)
+            found["token"] = trio.lowlevel.current_trio_token()
+            found["stop"] = stop = trio.Event()
+            ready.set()
+            await stop.wait()
+
+    def main() -> None:
+        try:
+            trio.run(serve)
+        except BaseException as error:
+            found["error"] = error
+            ready.set()
+
+    thread = threading.Thread(target=main, name="network", daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(WAIT) and "error" not in found, found.get("error")
+        yield found["nodes"]
+    finally:
+        if "stop" in found:
+            trio.from_thread.run_sync(found["stop"].set, trio_token=found["token"])
+        thread.join(WAIT)

@@ -218,6 +218,9 @@ def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
         ),
         (["publish", "demo", "x", "--node", "no-port-here"], "cannot connect"),
         (["subscribe", "ovl:zzz/x"], "the key part 'zzz'"),
+        (["publish", "my stream", "x"], "contains whitespace"),
+        (["subscribe", "http://example/x"], "looks like a URL"),
+        (["publish", "demo", "x", "--node", "http://h:1"], "client port is plain TCP"),
         (["node", "--listen", "127.0.0.1:99999"], "port must be a number"),
         (["node", "--connect", "nohost"], "bad address 'nohost'"),
         (["node", "--config", "/nonexistent/node.toml"], "no such config file"),
@@ -231,6 +234,21 @@ def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], says: str) -> N
     assert result.returncode == 2
     assert says in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_peer_port_given_as_node_is_one_clear_line(tmp_path: Path) -> None:
+    node, peers, _ = start_node(tmp_path, "a")
+    try:
+        for args in (["publish", "demo", "x"], ["subscribe", "demo"]):
+            result = overlay(*args, "--node", peers)
+            assert result.returncode == 2, result.stderr
+            assert f"{peers} closed the connection" in result.stderr
+            assert "probably a node's peer port, not its client port" in result.stderr
+            assert "Traceback" not in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
 
 
 def test_bad_config_file_names_the_key(tmp_path: Path) -> None:

@@ -13,9 +13,11 @@ import trio.testing
 from client_node import running_node
 
 from keyspace.stream_key import StreamAddressError
+from keyspace.topology import Topology
 from overlay.client import (
     ClientClosed,
     NodeUnreachable,
+    NotAClientPort,
     PublishCollisionError,
     PublishRejectedError,
     SignedStream,
@@ -27,6 +29,7 @@ from overlay.client import (
 from overlay.core.config import NodeConfig
 from overlay.core.events import Missed, Packet
 from overlay.messages import PacketKind, PublishError
+from testnet.local import LocalNetwork
 
 STREAM = "ovl:open/aio"
 HANG = 60  # turns a hang on real sockets into a failure; never reached when passing
@@ -76,6 +79,15 @@ async def test_a_listener_that_is_not_a_node_is_unreachable(
                 async with await connect(("127.0.0.1", port)):
                     pass
             nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_port_is_named_as_not_a_client_port() -> None:
+    with trio.fail_after(HANG):
+        async with LocalNetwork(Topology((0.5,), ((),))) as network:
+            peer = str(network.node(0).peer_address)
+            with pytest.raises(NotAClientPort, match=f"{peer} .*probably a node's peer port"):
+                async with await connect(peer):
+                    pass
 
 
 async def test_a_closed_node_connection_raises_client_closed() -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import socket
 
 import pytest
-from client_node import node_in_thread
+from client_node import network_in_thread, node_in_thread
 
 from overlay.client import (
     Client,
     ClientTimeout,
     NodeUnreachable,
+    NotAClientPort,
     PublishCollisionError,
     SignedStream,
 )
+from overlay.client.connection import parse_address
+from overlay.client.protocol import DEFAULT_CLIENT_PORT
 from overlay.core.events import Epoch, Packet
 
 STREAM = "ovl:open/blocking"
@@ -77,3 +80,25 @@ def test_waits_time_out_and_connect_errors_name_the_address() -> None:
         port = s.getsockname()[1]
     with pytest.raises(NodeUnreachable, match=f"127.0.0.1:{port}"):
         Client(f"127.0.0.1:{port}", timeout=TIMEOUT)
+
+
+def test_node_addresses_take_a_tcp_scheme_and_refuse_others() -> None:
+    assert parse_address("tcp://127.0.0.1:7902") == ("127.0.0.1", 7902)
+    assert parse_address("TCP://[::1]:7") == ("::1", 7)
+    assert parse_address("localhost") == ("localhost", DEFAULT_CLIENT_PORT)
+    assert parse_address("[::1]") == ("::1", DEFAULT_CLIENT_PORT)
+    with pytest.raises(NodeUnreachable, match="'localhost': no port"):
+        parse_address("localhost", default_port=None)
+    with pytest.raises(NodeUnreachable, match="'http://h:1': a node's client port is plain TCP"):
+        parse_address("http://h:1")
+    with node_in_thread() as (_, address), Client(f"tcp://{address}", timeout=TIMEOUT) as client:
+        assert client.address == address
+
+
+def test_a_peer_port_is_named_as_not_a_client_port() -> None:
+    with network_in_thread(1) as (node,):
+        peer = str(node.peer_address)
+        with pytest.raises(NotAClientPort, match=f"{peer} .*probably a node's peer port"):
+            Client(peer, timeout=TIMEOUT)
+        with Client(str(node.client_address), timeout=TIMEOUT) as client:
+            assert client.connection.welcome is not None

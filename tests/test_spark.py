@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,13 +27,11 @@ pa = pytest.importorskip("pyarrow")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs a Java runtime", allow_module_level=True)
 
-import trio  # noqa: E402
-from client_node import node_in_thread  # noqa: E402
+from client_node import network_in_thread, node_in_thread  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
-from keyspace.topology import Topology  # noqa: E402
 from overlay.client import Client  # noqa: E402
 from overlay.client.blocking import BlockingSubscription  # noqa: E402
 from overlay.client.connection import StreamEvent  # noqa: E402
@@ -43,7 +40,6 @@ from overlay.messages import PacketKind  # noqa: E402
 from overlay.spark import OverlayDataSource, unpack  # noqa: E402
 from overlay.spark.packing import Packer  # noqa: E402
 from overlay.spark.source import OverlayBatchWriter  # noqa: E402
-from testnet.local import LocalNetwork  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -168,7 +164,7 @@ def test_batch_write_delivers_every_row_exactly_once(spark: SparkSession, node: 
             df.write.format("overlay")
             .mode("append")
             .option("stream", stream)
-            .option("node", f"{node},{node}")
+            .option("node", f"{node},tcp://{node}")
             .option("keyColumn", "key")
             .option("bytesPerPacket", "2000")
             .save()
@@ -248,6 +244,36 @@ def test_a_task_failing_once_duplicates_and_loses_nothing(
         v.encode() for part in values for v in part
     )
     assert len(packets) == packets_for(values, 100_000, 500)  # no packet stored twice
+
+
+def test_a_row_larger_than_a_packet_fails_the_write_once_without_retries(
+    spark: SparkSession, node: str
+) -> None:
+    """Every attempt would fail the same way: the task reports the row to the driver, whose
+    commit fails the write with the reason; no task fails, so Spark retries none."""
+    df = spark.range(0, 4, numPartitions=2).selectExpr(
+        "case when id = 3 then repeat('x', 70000) else cast(id as string) end as value"
+    )
+    context = spark.sparkContext
+    context.setJobGroup("oversized-row", "a row larger than a packet")
+    try:
+        with pytest.raises(Exception, match="can never be published") as raised:
+            df.write.format("overlay").mode("append").option(
+                "stream", "ovl:open/spark-oversized"
+            ).option("node", node).save()
+    finally:
+        context.setJobGroup("", "")
+    message = str(raised.value)
+    assert "overlay.spark.options.Unpublishable: overlay sink: partition 1: row 1 needs" in message
+    assert "raise option 'bytesPerPacket' (at most 65536)" not in message  # 70,004 > any packet
+    assert "split or compress the row" in message
+    assert "Traceback" not in message
+    tracker = context.statusTracker()
+    (job,) = tracker.getJobIdsForGroup("oversized-row")
+    info = tracker.getJobInfo(job)
+    assert info is not None
+    stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
+    assert [(s.numTasks, s.numCompletedTasks, s.numFailedTasks) for s in stages if s] == [(2, 2, 0)]
 
 
 # --- streaming writes ------------------------------------------------------------------
@@ -339,6 +365,26 @@ def test_a_restarted_query_replays_its_last_batch_without_duplicates(
     assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
 
 
+def test_a_fresh_checkpoint_on_a_used_stream_is_refused_before_any_task_runs(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    stream = "ovl:open/spark-fresh-checkpoint"
+    folder = tmp_path / "in"
+    _files(folder, range(2), lines=3)
+    with watching(node, stream) as watcher:
+        _run_stream(spark, folder, tmp_path / "ck1", node, stream=stream)  # epochs 0 and 1
+        head = watcher.head()
+        with pytest.raises(Exception, match=r"closed epochs up to 1\b") as raised:
+            _run_stream(spark, folder, tmp_path / "ck2", node, stream=stream)
+        assert watcher.head() == head  # no task published a packet
+        message = str(raised.value)
+        assert "Set option 'epochOffset' to 2 or more" in message, message
+        assert "Traceback" not in message
+        _run_stream(spark, folder, tmp_path / "ck3", node, stream=stream, epochOffset="2")
+        epochs = [e.epoch for e in watcher.epochs()]
+    assert epochs == [0, 1, 2, 3]
+
+
 # --- options -------------------------------------------------------------------------------
 
 
@@ -351,7 +397,8 @@ def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, no
             {"stream": "ovl:open/x", "node": "127.0.0.1:1"},
             "cannot connect to a node at 127.0.0.1:1",
         ),
-        ({"stream": "ovl:open/x", "node": "nowhere"}, "option 'node'"),
+        ({"stream": "ovl:open/x", "node": "nowhere"}, "option 'node': .*'nowhere': no port"),
+        ({"stream": "my stream", "node": node}, "option 'stream': .* contains whitespace"),
         ({"stream": "ovl:open/x", "node": node, "valueColumn": "payload"}, "no column 'payload'"),
         (
             {"stream": "ovl:open/x", "node": node, "valueColumn": "number"},
@@ -365,9 +412,28 @@ def test_bad_options_fail_the_job_with_the_sinks_message(spark: SparkSession, no
             writer = writer.option(key, value)
         with pytest.raises(Exception, match=message) as raised:
             writer.save()
-        assert "OverlaySinkError: overlay sink:" in str(raised.value)
+        # The sink's message first, with no Python frames around it (``_one_line``).
+        first, *_ = str(raised.value).splitlines()
+        assert first.startswith(
+            "[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source writer: "
+            "overlay.spark.options.OverlaySinkError: overlay sink: "
+        ), str(raised.value)
+        assert "Traceback" not in str(raised.value)
     with pytest.raises(Exception, match="cannot be overwritten"):
         df.write.format("overlay").mode("overwrite").option("stream", "x").save()
+
+
+def test_a_peer_port_given_as_node_fails_the_job_in_one_line(spark: SparkSession) -> None:
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    with network_in_thread(1) as (node,):
+        peer = str(node.peer_address)
+        with pytest.raises(Exception, match="probably a node's peer port") as raised:
+            df.write.format("overlay").mode("append").option("stream", "ovl:open/x").option(
+                "node", peer
+            ).save()
+    message = str(raised.value)
+    assert f"OverlaySinkError: overlay sink: option 'node': {peer} closed" in message
+    assert "ClientClosed" not in message and "Traceback" not in message
 
 
 def test_a_streaming_query_with_an_unreachable_node_fails_clearly(
@@ -391,45 +457,10 @@ def test_a_streaming_query_with_an_unreachable_node_fails_clearly(
 # --- several nodes ---------------------------------------------------------------------------
 
 
-@contextmanager
-def network_in_thread(size: int) -> Iterator[list[str]]:
-    """``size`` real nodes in a chain (``LocalNetwork``), run by their own trio.run in a
-    background thread; yields their client addresses."""
-    ready = threading.Event()
-    found: dict[str, Any] = {}
-
-    async def serve() -> None:
-        locations = tuple((i + 0.5) / size for i in range(size))
-        chain = tuple(tuple(j for j in (i - 1, i + 1) if 0 <= j < size) for i in range(size))
-        async with LocalNetwork(Topology(locations, chain)) as network:
-            await network.wait_linked()
-            found["addresses"] = [str(n.client_address) for n in network.nodes]
-            found["token"] = trio.lowlevel.current_trio_token()
-            found["stop"] = stop = trio.Event()
-            ready.set()
-            await stop.wait()
-
-    def main() -> None:
-        try:
-            trio.run(serve)
-        except BaseException as error:
-            found["error"] = error
-            ready.set()
-
-    thread = threading.Thread(target=main, name="network", daemon=True)
-    thread.start()
-    try:
-        assert ready.wait(TIMEOUT) and "error" not in found, found.get("error")
-        yield found["addresses"]
-    finally:
-        if "stop" in found:
-            trio.from_thread.run_sync(found["stop"].set, trio_token=found["token"])
-        thread.join(TIMEOUT)
-
-
 def test_partitions_spread_over_several_nodes(spark: SparkSession) -> None:
     stream = "ovl:open/spark-spread"
-    with network_in_thread(3) as addresses:
+    with network_in_thread(3) as nodes:
+        addresses = [str(n.client_address) for n in nodes]
         df = spark.range(0, 900, numPartitions=3).selectExpr("cast(id as string) as value")
         # Each node joins the stream's tree; the watcher on the last node sees it all.
         with watching(addresses[-1], stream) as watcher:

@@ -36,12 +36,22 @@ def test_nodes_spread_partitions() -> None:
     assert [options.node_for(p) for p in range(5)] == ["h1:1", "h2:2", "h3:3", "h1:1", "h2:2"]
 
 
+def test_nodes_take_a_tcp_scheme_and_ipv6() -> None:
+    options = parse_options({"stream": "a", "node": "tcp://127.0.0.1:7902,[::1]:7"}, streaming=True)
+    assert options.nodes == ("127.0.0.1:7902", "[::1]:7")
+
+
 @pytest.mark.parametrize(
     ("raw", "streaming", "message"),
     [
         ({}, False, "option 'stream' is required"),
         ({"stream": "ovl:nonsense/"}, False, "option 'stream'"),
-        ({"stream": "a", "node": "host:notaport"}, False, "'host:notaport' is not host:port"),
+        ({"stream": "a", "node": "host:notaport"}, False, "'host:notaport': expected host:port"),
+        ({"stream": "a", "node": "localhost"}, False, "option 'node': .*'localhost': no port"),
+        ({"stream": "a", "node": "h:1,h2"}, False, "option 'node': .*'h2': no port"),
+        ({"stream": "a", "node": "http://h:1"}, False, "option 'node': .* is plain TCP"),
+        ({"stream": "my stream"}, False, "option 'stream': .* contains whitespace"),
+        ({"stream": "http://example/x"}, False, "option 'stream': .* looks like a URL"),
         ({"stream": "a", "node": " , "}, False, "option 'node' must name"),
         ({"stream": "a", "rowsPerPacket": "0"}, False, r"'rowsPerPacket' must be an integer"),
         ({"stream": "a", "bytesPerPacket": "70000"}, False, r"in \[64, 65536\], got '70000'"),

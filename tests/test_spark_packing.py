@@ -81,8 +81,11 @@ def test_string_and_large_columns() -> None:
 
 def test_a_row_larger_than_a_packet_is_refused_with_its_index() -> None:
     packer = Packer(100, 100, keyed=False)
-    with pytest.raises(PackingError, match=r"row 2 needs 104 bytes.*at most 91"):
+    with pytest.raises(PackingError, match=r"row 2 needs 104 bytes.*at most 91") as raised:
         list(packer.add(pa.array([b"a", b"b", b"x" * 100])))
+    assert "never be published: raise option 'bytesPerPacket' (at most 65536)" in str(raised.value)
+    with pytest.raises(PackingError, match="no packet holds more than 65527 bytes of rows"):
+        list(Packer(100, 65536, keyed=False).add(pa.array([b"x" * 70_000])))
 
 
 def test_bad_packer_settings() -> None:

@@ -24,6 +24,7 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
 import pyspark.cloudpickle as cloudpickle  # noqa: E402
+from client_node import network_in_thread  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
@@ -31,7 +32,6 @@ from test_spark import (  # noqa: E402
     TIMEOUT,
     Watcher,
     local_spark,
-    network_in_thread,
     packets_for,
     rows_in,
     watching,
@@ -128,8 +128,8 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="module")
 def nodes() -> Iterator[list[str]]:
-    with network_in_thread(3) as addresses:
-        yield addresses
+    with network_in_thread(3) as running:
+        yield [str(node.client_address) for node in running]
 
 
 def _is_root(address: str, stream: str) -> bool:

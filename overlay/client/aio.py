@@ -23,7 +23,8 @@ answers them (``overlay.core.credit``) and stops reading a client that has many 
 (``overlay.runtime.client_port``), so the writer's ``send_all`` then blocks while the reader
 goes on taking answers, and the publishes wait in this client's buffer meanwhile.
 
-Errors: ``NodeUnreachable`` (cannot connect, names the address), ``ClientClosed`` (the node
+Errors: ``NodeUnreachable`` (cannot connect, or what answered is not a node's client port:
+``NotAClientPort``; names the address), ``ClientClosed`` (the node
 or network ended the connection, with the node's reason when it gave one),
 ``PublishRejectedError``/``PublishCollisionError``, ``SubscribeFailedError``,
 ``SubscriptionOverflow``, and ``keyspace.stream_key.StreamAddressError`` for a bad stream.
@@ -144,6 +145,9 @@ class Client:
                 f"{self.address} accepted the connection but did not answer as a node "
                 f"within {self.timeout} s"
             ) from None
+        except ClientClosed:
+            await self.aclose()
+            raise self.connection.greeting_failed(self.address) from None
         except BaseException:
             await self.aclose()
             raise

@@ -137,6 +137,9 @@ class Client:
                 f"{self.address} accepted the connection but did not answer as a node "
                 f"within {timeout} s"
             ) from None
+        except ClientClosed:
+            self._socket.close()
+            raise self.connection.greeting_failed(self.address) from None
         except BaseException:
             self._socket.close()
             raise

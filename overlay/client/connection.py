@@ -91,6 +91,11 @@ class NodeUnreachable(ClientError, ConnectionError):
     """No node answers at the address (refused, unresolvable, not a node); names it."""
 
 
+class NotAClientPort(NodeUnreachable):
+    """Something accepted the connection but hung up on the Hello without a word of the
+    client protocol: most often a node's peer port given where its client port belongs."""
+
+
 class ClientClosed(ClientError):
     """The connection is closed: by the node (its reason is in the message), the network,
     or this client's own ``close``."""
@@ -220,18 +225,38 @@ def fresh_uid() -> int:
     return secrets.randbits(64)
 
 
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"host"`` (the default client port) or ``(host, port)``; a bad one
-    raises NodeUnreachable naming it."""
+def parse_address(
+    address: str | tuple[str, int], default_port: int | None = DEFAULT_CLIENT_PORT
+) -> tuple[str, int]:
+    """``"host:port"``, ``"tcp://host:port"``, ``"host"`` (``default_port``; None: a port is
+    required) or ``(host, port)``; a bad one raises NodeUnreachable naming it. The client
+    port is plain TCP, so ``tcp://`` is the one scheme: any other (``http://``) is a mistake
+    said as such, not a host name that fails to resolve."""
     if isinstance(address, tuple):
         return address
-    host, colon, port = address.rpartition(":")
-    if not colon:
-        return address, DEFAULT_CLIENT_PORT
+    text = address
+    scheme, separator, rest = text.partition("://")
+    if separator:
+        if scheme.lower() != "tcp":
+            raise NodeUnreachable(
+                f"bad node address {address!r}: a node's client port is plain TCP; "
+                "give host:port (or tcp://host:port)"
+            )
+        text = rest
+    host, colon, port = text.rpartition(":")
+    if not colon or (text.startswith("[") and not host.endswith("]")):
+        if default_port is None:
+            raise NodeUnreachable(f"bad node address {address!r}: no port; expected host:port")
+        return text.strip("[]"), default_port
     host = host.strip("[]")  # "[::1]:7702"
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise NodeUnreachable(f"bad node address {address!r}: expected host:port")
     return host, int(port)
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port`` as ``parse_address`` reads it back (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass
@@ -281,6 +306,7 @@ class ClientConnection:
         self._next_number: dict[bytes, int] = {}
         self.welcome: Welcome | None = None
         self.closed: ClientError | None = None
+        self._heard = False  # one valid client-port frame came: a node's client port answered
         self._send(Hello(self._rid(), PROTOCOL_VERSION, name))
 
     # --- bytes in and out -----------------------------------------------------------------
@@ -311,6 +337,7 @@ class ClientConnection:
         except ClientProtocolError as exc:
             self.closed = ClientClosed(f"the node broke the client protocol: {exc}")
             raise
+        self._heard = self._heard or bool(events)
         for event in events:
             self._handle(event)
         return events
@@ -324,6 +351,20 @@ class ClientConnection:
         """Raise the reason the connection closed, if it did."""
         if self.closed is not None:
             raise self.closed
+
+    def greeting_failed(self, address: str) -> ClientError:
+        """What to raise when the connection to ``address`` closed before the Welcome. A
+        node's client port answers every Hello (Welcome, or ProtocolError naming why not);
+        an end that closed without one valid client-port frame is something else, most
+        often the node's *peer* port, which expects an encrypted handshake and hangs up on a
+        Hello. That is a wrong address, so NotAClientPort (a NodeUnreachable), naming it."""
+        if self._heard and self.closed is not None:
+            return self.closed
+        return NotAClientPort(
+            f"{address} closed the connection without answering as a node's client port: "
+            "probably a node's peer port, not its client port (overlay node prints both: "
+            "use the 'clients' one)"
+        )
 
     # --- requests -------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Spark jobs as publishers: the ``overlay`` data source (batch and streaming writes).
 
     from overlay.spark import OverlayDataSource
-    spark.dataSource.register(OverlayDataSource)
+    spark.dataSource.register(OverlayDataSource)  # once per SparkSession
     (df.selectExpr("cast(id as string) as key", "to_json(struct(*)) as value")
        .write.format("overlay").mode("append")
        .option("stream", "ovl:open/prices").option("node", "127.0.0.1:7702").save())
@@ -10,8 +10,9 @@ Options (names are case-insensitive, values strings):
 
 =================  ==========================================================================
 stream             the stream's address (required); a signed stream also needs keyFile
-node               a node's client port, host:port, or several comma-separated: partition p
-                   publishes through node p mod n (default 127.0.0.1:7702)
+node               a node's client port as host:port (the port is required; tcp://host:port
+                   too), or several comma-separated: partition p publishes through node
+                   p mod n (default, when the option is absent: 127.0.0.1:7702)
 valueColumn        the binary or string column published (default "value")
 keyColumn          an optional binary or string column carried beside each value
 keyFile            the signing key file of a signed stream (readable on every executor)
@@ -21,7 +22,9 @@ bytesPerPacket     at most this many bytes a packet, header included (default 60
 runId              batch writes: names the run in every uid, so re-running the same job with
                    the same runId republishes nothing twice (default: a fresh id per write)
 epoch              batch writes: publish the whole write as this epoch, closed on commit
-epochOffset        streaming: micro-batch b is epoch epochOffset + b (default 0)
+epochOffset        streaming: micro-batch b is epoch epochOffset + b (default 0); a first
+                   batch whose epoch the stream already closed is refused on the driver
+                   (``frontier.py``)
 onAbort            "keep" (default): a failed write's epoch stays open for its replay to
                    complete; "abort": abort it at once (for writes never re-run)
 timeout            seconds to wait for any one answer from a node (default 30)

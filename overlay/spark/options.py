@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from keyspace.stream_key import StreamAddressError, StreamKey
-from overlay.client.connection import NodeUnreachable, parse_address
+from overlay.client.connection import NodeUnreachable, format_address, parse_address
 from overlay.client.protocol import DEFAULT_CLIENT_PORT
 from overlay.messages import MAX_PACKET, MAX_PAYLOAD
 from overlay.spark.rows import (
@@ -37,6 +37,11 @@ ON_ABORT = ("keep", "abort")
 class OverlaySinkError(ValueError):
     """A Spark job's use of the ``overlay`` sink is wrong (an option, the DataFrame's
     schema, an unreachable node) or a publish failed; the message says which and how."""
+
+
+class Unpublishable(OverlaySinkError):
+    """A task's rows that no retry of it can publish (a row larger than a packet): the
+    task reports it to the driver rather than fail, since Spark would retry it in vain."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +170,19 @@ def _nodes(text: str) -> tuple[str, ...]:
             "overlay sink: option 'node' must name a node's client port as host:port "
             "(or several, comma-separated)"
         )
+    parsed = []
     for node in nodes:
         try:
-            parse_address(node)
-        except NodeUnreachable:
+            # A port is required, as Kafka's bootstrap.servers requires one: a node has two
+            # ports (peers and clients), and a default silently taken is the wrong one as
+            # often as not.
+            parsed.append(format_address(*parse_address(node, default_port=None)))
+        except NodeUnreachable as error:
             raise OverlaySinkError(
-                f"overlay sink: option 'node': {node!r} is not host:port (e.g. 127.0.0.1:7702)"
+                f"overlay sink: option 'node': {error}, the node's client port (e.g. "
+                f"127.0.0.1:{DEFAULT_CLIENT_PORT}, which 'overlay node' prints as 'clients')"
             ) from None
-    return nodes
+    return tuple(parsed)
 
 
 def _column(given: Mapping[str, str], name: str) -> str | None:

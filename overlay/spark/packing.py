@@ -91,10 +91,17 @@ class Packer:
         largest = pc.max(sizes).as_py()
         if largest is not None and largest > self._budget:
             row = pc.index(sizes, largest).as_py()
+            most = MAX_PAYLOAD - HEADER_SIZE
+            fix = (
+                f"raise option 'bytesPerPacket' (at most {MAX_PAYLOAD}) or make the row smaller"
+                if largest <= most
+                else f"no packet holds more than {most} bytes of rows: split or compress the row"
+            )
             raise PackingError(
                 f"row {self.rows_packed + row} needs {largest} bytes in a packet; a packet "
                 f"holds at most {self._budget} bytes of rows (bytesPerPacket "
-                f"{self.bytes_per_packet} less its {HEADER_SIZE}-byte header)"
+                f"{self.bytes_per_packet} less its {HEADER_SIZE}-byte header), so it can "
+                f"never be published: {fix}"
             )
         ends: list[int] = pc.cumulative_sum(sizes).to_pylist()
         start = 0

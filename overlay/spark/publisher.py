@@ -46,12 +46,13 @@ from overlay.client.blocking import Client
 from overlay.client.connection import (
     ClientError,
     NodeUnreachable,
+    NotAClientPort,
     PublishRejectedError,
     SignedStream,
     StreamLike,
 )
 from overlay.messages import PacketKind, PublishError
-from overlay.spark.options import OverlaySinkError, SinkOptions
+from overlay.spark.options import OverlaySinkError, SinkOptions, Unpublishable
 from overlay.spark.packing import Packer
 from overlay.spark.rows import PackingError
 from overlay.spark.uids import data_uid, marker_uid
@@ -104,6 +105,8 @@ def connect(node: str, options: SinkOptions, name: str, timeout: float | None = 
             max_in_flight=options.max_in_flight,
             name=name,
         )
+    except NotAClientPort as error:
+        raise OverlaySinkError(f"overlay sink: option 'node': {error}") from None
     except NodeUnreachable as error:
         raise OverlaySinkError(
             f"overlay sink: option 'node': {error} (is a node running there? "
@@ -196,7 +199,7 @@ def publish_partition(
                 seq += 1
             pipeline.drain()
         except PackingError as error:
-            raise OverlaySinkError(f"overlay sink: {what}: {error}") from None
+            raise Unpublishable(f"overlay sink: {what}: {error}") from None
         except ClientError as error:
             raise OverlaySinkError(f"overlay sink: {what} via {node}: {error}") from None
     return PartitionReport(

@@ -17,11 +17,13 @@ named answers. Each problem is one ``OverlaySinkError`` whose message says what 
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -34,8 +36,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from overlay.messages import MAX_PACKET, PacketKind
-from overlay.spark.options import OverlaySinkError, SinkOptions, parse_options
+from overlay.spark.frontier import check_first_epoch
+from overlay.spark.options import OverlaySinkError, SinkOptions, Unpublishable, parse_options
 from overlay.spark.publisher import (
+    PROBE_TIMEOUT,
     PartitionReport,
     commit_write,
     finish_epoch,
@@ -45,8 +49,41 @@ from overlay.spark.publisher import (
 
 log = logging.getLogger("overlay.spark")
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line(method: Callable[P, R]) -> Callable[P, R]:
+    """``method``'s OverlaySinkError reaches the user as its one line, without a traceback.
+
+    Every method Spark calls runs in a Python worker, and when one raises, the worker sends
+    the JVM the exception as ``pyspark.util.handle_worker_exception`` formats it: with the
+    traceback below the first frame outside pyspark, unless ``SPARK_HIDE_TRACEBACK`` is set
+    (the session's ``spark.sql.execution.pyspark.udf.hideTraceback.enabled``), which it reads
+    when it formats. An OverlaySinkError is the sink's own verdict on the job, already
+    saying what to fix; the frames of the code that raised it say nothing to a user of the
+    sink. So such a worker gets the variable set just before it reports the error, and then
+    it exits (pyspark ends a worker whose call raised), so nothing else sees it. Outside
+    a Spark worker (no ``PYTHON_WORKER_FACTORY_SECRET``, which Spark gives its workers)
+    nothing changes. Other exceptions are bugs and keep their tracebacks."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except OverlaySinkError as error:
+            if _WORKER_SECRET in os.environ:
+                os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise error.with_traceback(None) from None
+
+    return call
+
+
+_WORKER_SECRET = "PYTHON_WORKER_FACTORY_SECRET"
+
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_CHECKPOINT = "checkpointlocation"  # the option Spark passes a streaming sink, lower-cased
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +91,52 @@ class OverlayCommitMessage(WriterCommitMessage):
     """One task's report, sent to the driver's commit."""
 
     report: PartitionReport
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(WriterCommitMessage):
+    """A task's rows that no retry can publish (``Unpublishable``), why in ``reason``."""
+
+    reason: str
+
+
+def _refusing(write: Callable[P, WriterCommitMessage]) -> Callable[P, WriterCommitMessage]:
+    """A task whose rows can never be published returns ``Refused`` instead of failing.
+
+    Spark retries a failed task up to ``spark.task.maxFailures`` times, and the only task
+    errors it does not retry are JVM ones (a result that does not serialize, an output file
+    that exists): a Python task cannot say "do not retry". A row larger than a packet is in
+    the same place of the same partition on every attempt, so each retry would fail the same
+    way, republishing the packets before it (answered from the uid table) and costing the
+    time of the partition each time. Returning the refusal makes the task succeed once; the
+    driver's commit (``_unless_refused``) then fails the write with the reason, before it
+    closes any epoch, and Spark aborts the write as after any failed commit."""
+
+    @functools.wraps(write)
+    def call(*args: P.args, **kwargs: P.kwargs) -> WriterCommitMessage:
+        try:
+            return write(*args, **kwargs)
+        except Unpublishable as error:
+            return Refused(str(error))
+
+    return call
+
+
+def _unless_refused(commit: Callable[P, None]) -> Callable[P, None]:
+    """The driver's commit, unless a task refused its rows (``_refusing``): then the write
+    fails with the first task's reason, and no epoch is closed."""
+
+    @functools.wraps(commit)
+    def call(*args: P.args, **kwargs: P.kwargs) -> None:
+        messages = args[1] if len(args) > 1 else kwargs["messages"]
+        assert isinstance(messages, Sequence)
+        refused = [m.reason for m in messages if isinstance(m, Refused)]
+        if refused:
+            more = f" ({len(refused) - 1} more tasks refused rows too)" if len(refused) > 1 else ""
+            raise Unpublishable(refused[0] + more)
+        commit(*args, **kwargs)
+
+    return call
 
 
 class OverlayDataSource(DataSource):
@@ -65,20 +148,15 @@ class OverlayDataSource(DataSource):
     def name(cls) -> str:
         return "overlay"
 
+    @_one_line
     def writer(self, schema: StructType, overwrite: bool) -> OverlayBatchWriter:
-        try:
-            options = _checked(self.options, schema, overwrite, streaming=False)
-        except OverlaySinkError as error:
-            raise OverlaySinkError(str(error)) from None  # Spark shows this frame only
+        options = _checked(self.options, schema, overwrite, streaming=False)
         run_id = options.run_id or f"auto-{uuid.uuid4().hex}"
         return OverlayBatchWriter(options, f"run:{run_id}")
 
+    @_one_line
     def streamWriter(self, schema: StructType, overwrite: bool) -> OverlayStreamWriter:
-        try:
-            options = _checked(self.options, schema, overwrite, streaming=True)
-        except OverlaySinkError as error:
-            raise OverlaySinkError(str(error)) from None
-        return OverlayStreamWriter(options)
+        return OverlayStreamWriter(_checked(self.options, schema, overwrite, streaming=True))
 
 
 class OverlayBatchWriter(DataSourceArrowWriter):
@@ -89,6 +167,8 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         self.options = options
         self.job = job
 
+    @_one_line
+    @_refusing
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         partition = _task().partitionId()
         report = publish_partition(
@@ -101,11 +181,14 @@ class OverlayBatchWriter(DataSourceArrowWriter):
         )
         return OverlayCommitMessage(report)
 
+    @_one_line
+    @_unless_refused
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         epoch = self.options.epoch
         marker = commit_write(self.options, _tails(messages), epoch)
         log.info("%s: %s; epoch %s closed at %s", self.job, _summary(messages), epoch, marker)
 
+    @_one_line
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         _abort(self.options, self.options.epoch, self.job, messages)
 
@@ -117,6 +200,8 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
+    @_one_line
+    @_refusing
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OverlayCommitMessage:
         context = _task()
         batch_text = context.getLocalProperty(BATCH_ID_PROPERTY)
@@ -138,6 +223,8 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
         )
         return OverlayCommitMessage(report)
 
+    @_one_line
+    @_unless_refused
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _epoch(self.options, batchId)
         marker = commit_write(self.options, _tails(messages), epoch)
@@ -145,6 +232,7 @@ class OverlayStreamWriter(DataSourceStreamArrowWriter):
             "micro-batch %d: %s; epoch %d closed at %s", batchId, _summary(messages), epoch, marker
         )
 
+    @_one_line
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         _abort(self.options, _epoch(self.options, batchId), f"micro-batch {batchId}", messages)
 
@@ -189,6 +277,9 @@ def _checked(raw: Any, schema: StructType, overwrite: bool, *, streaming: bool) 
     if streaming and options.epoch_offset > MAX_PACKET // 2:
         raise OverlaySinkError("overlay sink: option 'epochOffset' leaves no room for batch ids")
     probe_nodes(options)
+    if streaming:
+        checkpoint = next((v for k, v in dict(raw).items() if k.lower() == _CHECKPOINT), None)
+        check_first_epoch(options, checkpoint, PROBE_TIMEOUT)
     return options
 
 
@@ -244,4 +335,8 @@ def _summary(messages: Sequence[WriterCommitMessage | None]) -> str:
     rows = sum(r.rows for r in reports)
     packets = sum(r.packets for r in reports)
     failed = sum(1 for m in messages if m is None)
-    return f"{rows} rows in {packets} packets from {len(reports)} tasks ({failed} failed)"
+    refused = sum(1 for m in messages if isinstance(m, Refused))
+    return (
+        f"{rows} rows in {packets} packets from {len(reports)} tasks ({failed} failed, "
+        f"{refused} refused their rows)"
+    )
