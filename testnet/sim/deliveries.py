@@ -61,7 +61,9 @@ class Sub:
     key: bytes
     atomic: bool
     cursor: int | None = None  # the next number owed (plain), or the lowest allowed next
+    start: int | None = None  # the first number owed: after its last_seen, or its frontier's
     missed: int = 0
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # each Missed range, in order
     # Every packet delivered, compactly: number, virtual time, data digest.
     numbers: array[int] = field(default_factory=lambda: array("q"))
     times: array[float] = field(default_factory=lambda: array("d"))
@@ -99,7 +101,7 @@ class DeliveryLog:
             self.retired.append((node, client, old))
         sub = Sub(key, atomic)
         if last_seen is not None:
-            sub.cursor = last_seen + 1
+            sub.cursor = sub.start = last_seen + 1
         self.subs[(node, client)] = sub
 
     def published_as(
@@ -122,6 +124,7 @@ class DeliveryLog:
         if isinstance(event, Subscribed):
             if sub.cursor is None:
                 sub.cursor = 0 if event.last_packet is None else event.last_packet + 1
+                sub.start = sub.cursor
         elif isinstance(event, Packet):
             if self._owed(sub, event.number, "packet"):
                 sub.cursor = event.number + 1
@@ -132,6 +135,7 @@ class DeliveryLog:
             if self._owed(sub, event.first, "missed range from"):
                 sub.cursor = event.last + 1
             sub.missed += event.last - event.first + 1
+            sub.gaps.append((event.first, event.last))
         elif isinstance(event, Epoch):
             if event.epoch in sub.epochs or event.epoch in sub.skipped:
                 sub.problems.append(f"epoch {event.epoch} delivered twice")
