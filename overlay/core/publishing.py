@@ -524,6 +524,7 @@ class PacketFlow(Takeover, Gathering, Commits, Showing, Backlog, Confirming, Wit
         if message.pushed:
             return self._take(stream, message, _next(stream))
         number = _next(stream)
+        self.stats.numbered += 1
         self._remember(stream, message, number)
         return self.number_new(stream, source, message, number)
 
