@@ -3,12 +3,13 @@
     .venv/bin/python tests/hunt_chaos.py --seed 31337 --count 600 [--off] [--out FILE]
     .venv/bin/python tests/hunt_chaos.py --replay FILE [--off]
 
-The first draws ``--count`` scenarios with the chaos test's own strategy
-(``test_sim_chaos.scenarios``) from hypothesis seed ``--seed``, runs each and prints, and
-appends to ``--out``, every one that fails (its ``repr``, then a ``#`` line with the first
-failures). The second runs the scenarios in such a file again, on the code it is run
-with. ``--off`` turns ``confirm_publishes`` off. Which scenarios a seed draws is
-hypothesis's affair and may change with its version; a file of them is what stays fixed.
+The first draws ``--count`` scenarios with the chaos test's own generator
+(``test_sim_chaos.sample``, named ``hunt-SEED``), runs each and prints, and appends to
+``--out``, every one that fails (its ``repr``, then a ``#`` line with the first failures).
+The second runs the scenarios in such a file again, on the code it is run with. ``--off``
+turns ``confirm_publishes`` off. A seed draws the same scenarios as long as
+``test_sim_chaos.draw_scenario`` is unchanged; a file of them is what stays fixed across
+changes to it.
 Not a test module (pytest collects ``test_*.py`` only): a hunt takes minutes.
 """
 
@@ -20,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from test_sim_chaos import Fault, Scenario, failures, run, scenarios
+from test_sim_chaos import Fault, Scenario, failures, run, sample
 
 from testnet.sim.network import NetworkModel
 
@@ -40,25 +40,12 @@ def _check(scenario: Scenario, out: Path | None) -> bool:
 
 
 def hunt(draw_seed: int, count: int, off: bool, out: Path | None) -> int:
-    strategy = scenarios()
-    if off:
-        strategy = strategy.map(lambda s: dataclasses.replace(s, confirm=False))
     tally = {"drawn": 0, "failed": 0}
-
-    @seed(draw_seed)
-    @settings(
-        max_examples=count,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def draw(scenario: Scenario) -> None:
+    for scenario in sample(f"hunt-{draw_seed}", count):
+        if off:
+            scenario = dataclasses.replace(scenario, confirm=False)
         tally["drawn"] += 1
         tally["failed"] += _check(scenario, out)
-
-    draw()
     return _report(tally)
 
 
@@ -82,7 +69,7 @@ def _report(tally: dict[str, int]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, help="hypothesis seed to draw from")
+    parser.add_argument("--seed", type=int, help="seed to draw from")
     parser.add_argument("--count", type=int, default=300, help="scenarios to draw")
     parser.add_argument("--replay", type=Path, help="a file of scenarios to run again")
     parser.add_argument("--off", action="store_true", help="confirm_publishes off")

@@ -538,6 +538,7 @@ class PacketFlow(
         if message.pushed:
             return self._take(stream, message, _next(stream))
         number = _next(stream)
+        self.stats.numbered += 1
         self._remember(stream, message, number)
         return self.number_new(stream, source, message, number)
 

@@ -8,6 +8,13 @@ system closes is noticed at once. Publishers behave as a careful client does: a 
 fails for a reason that may pass (TIMEOUT, BUSY, NOT_CARRIED) is sent again, same uid, until
 its root acknowledges it, so the root's uid table keeps it from being ordered twice.
 
+A restarted node's subscriber clients died with its process. Each comes back as a real
+client does: it reconnects once the node is up and subscribes again with its ``last_seen``
+(the last number it was told about, packet or gap), and from then on it is owed every
+acknowledged packet after that number, each delivered or announced ``Missed`` (a gap that
+outlived every window on the way); only a silent gap is lost. A subscriber whose node was
+never killed is owed every acknowledged packet, delivered.
+
 Repair time is measured per stream: from the kill until the stream is one healthy tree again
 (one root, no orphans, no node still restarting, every surviving subscriber a member),
 checked every ``poll`` virtual seconds.
@@ -123,9 +130,15 @@ def run_chaos(exp: ChaosExperiment) -> tuple[Simulator, dict[str, object]]:
         sim.add_node(rng.random(), rng.sample(range(len(sim.nodes)), plan.add_links))
         for _ in range(plan.add_nodes)
     ]
+    restarted: list[Subscription] = []
     if plan.restart_after is not None:
+        on_node: dict[int, list[Subscription]] = {}
+        for sub in subs:
+            on_node.setdefault(sub.node, []).append(sub)
         for i in killed:
-            sim.call_at(kill_time + plan.restart_after, functools.partial(sim.restart, i))
+            restarted += on_node.get(i, [])
+            back = functools.partial(_restart, sim, log, i, on_node.get(i, []))
+            sim.call_at(kill_time + plan.restart_after, back)
     survivors: dict[bytes, list[Subscription]] = {}
     for sub in subs:
         if sim.alive[sub.node]:
@@ -136,7 +149,7 @@ def run_chaos(exp: ChaosExperiment) -> tuple[Simulator, dict[str, object]]:
     shapes = check_all(sim.nodes, sim.alive, sim.index)
     found = violations(shapes.values())
     alive_subs = [s for s in subs if sim.alive[s.node]]
-    lost, delivered, expected = _losses(log, alive_subs)
+    lost, missed, delivered, expected = _losses(log, alive_subs, restarted)
     problems = [p for p in log.problems(complete=False)]
     beat = exp.sim.node.heartbeat_interval
     repaired = sorted(t for t in repair.values() if t is not None)
@@ -160,6 +173,9 @@ def run_chaos(exp: ChaosExperiment) -> tuple[Simulator, dict[str, object]]:
         "deliveries": delivered,
         "deliveries_expected": expected,
         "lost": lost,
+        "missed_announced": missed,
+        "clients_restarted": len(restarted),
+        "clients_resubscribed": sum(1 for s in restarted if _subscribed(sim, s)),
         "duplicates_delivered": _duplicates(log),
         "delivery_problem_count": len(problems),
         "delivery_problems": problems[:20],
@@ -187,6 +203,23 @@ def run_chaos(exp: ChaosExperiment) -> tuple[Simulator, dict[str, object]]:
         "wall": wall,
     }
     return sim, report
+
+
+def _restart(sim: Simulator, log: DeliveryLog, i: int, subs: list[Subscription]) -> None:
+    """Node ``i`` starts again, and each of its subscriber clients subscribes again from
+    the last number it was told about (-1: none yet; None: it never heard it was
+    subscribed, so it starts afresh)."""
+    sim.restart(i)
+    for sub in subs:
+        cursor = log.subs[(sub.node, sub.client)].cursor
+        last_seen = None if cursor is None else cursor - 1
+        log.expect(sub.node, sub.client, sub.key, atomic=False, last_seen=last_seen)
+        sim.subscribe_from(sub.node, sub.key, sub.client, last_seen, atomic=False)
+
+
+def _subscribed(sim: Simulator, sub: Subscription) -> bool:
+    stream = sim.nodes[sub.node].streams.get(sub.key)
+    return sim.alive[sub.node] and stream is not None and sub.client in stream.local
 
 
 def _kill(sim: Simulator, keys: list[bytes], plan: ChaosPlan, rng: random.Random) -> list[int]:
@@ -236,17 +269,35 @@ def _watch_repair(
     return repair
 
 
-def _losses(log: DeliveryLog, alive: list[Subscription]) -> tuple[int, int, int]:
-    """Acknowledged packets a surviving subscriber never got; deliveries; deliveries owed."""
-    lost = delivered = expected = 0
+def _losses(
+    log: DeliveryLog, alive: list[Subscription], restarted: list[Subscription]
+) -> tuple[int, int, int, int]:
+    """Acknowledged packets a live subscriber is owed and was neither given nor told it
+    missed (lost: a silent gap); those it was told it missed; deliveries; deliveries owed.
+    A subscriber whose node never died is owed every packet, delivered (a ``Missed`` is a
+    loss too); a restarted one every packet from its new subscription's start, delivered
+    or announced missed."""
+    again = {(sub.node, sub.client) for sub in restarted}
+    lost = missed = delivered = expected = 0
     for sub in alive:
         record = log.subs[(sub.node, sub.client)]
         got = set(record.numbers)
         owed = log.truth.get(sub.key, {})
+        gaps: list[tuple[int, int]] = []
+        if (sub.node, sub.client) in again:
+            # (never told it was subscribed again: owed everything, so it cannot pass)
+            start = record.start if record.start is not None else 0
+            owed = {n: t for n, t in owed.items() if n >= start}
+            gaps = record.gaps
         expected += len(owed)
         delivered += len(got)
-        lost += sum(1 for number in owed if number not in got)
-    return lost, delivered, expected
+        for number in owed:
+            if number not in got:
+                if any(first <= number <= last for first, last in gaps):
+                    missed += 1
+                else:
+                    lost += 1
+    return lost, missed, delivered, expected
 
 
 def _duplicates(log: DeliveryLog) -> int:

@@ -22,7 +22,10 @@ SUMMARY = """\
   heartbeat             every {heartbeat:g} s, a peer dead after {dead_after:g} s of silence
   acknowledged packets  {packets_acked}
   surviving subscribers {subscribers_alive}: {deliveries}/{deliveries_expected} deliveries
-  lost                  {lost} acknowledged packets never delivered to a surviving subscriber
+  lost                  {lost} acknowledged packets a live subscriber was owed and never \
+given nor told it missed
+  restarted clients     {clients_resubscribed}/{clients_restarted} subscribed again with \
+their last_seen; {missed_announced} packets announced missed to them
   duplicates            {duplicates_delivered};  delivery problems {delivery_problem_count}
   trees                 {streams_one_tree}/{streams} streams one healthy tree; \
 at most {max_roots} roots a stream
