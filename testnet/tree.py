@@ -102,6 +102,7 @@ def assemble(stream: StreamKey, answers: Sequence[Answer]) -> Tree:
         tree_members,
         unreachable=unknown if unreachable else frozenset(),
         label=lambda n: labels.get(n) or short_id(n),
+        distances={n: distance(loc, stream.location) for n, loc in locations.items()},
     )
     return Tree(stream, members, check, labels, locations, unreachable)
 

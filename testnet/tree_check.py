@@ -16,7 +16,15 @@ parents from any member ends at the root. Each breach is one ``Problem``:
   child that names another parent (or does not carry the stream at all);
 * ``cycle``: following parents comes back to where it started;
 * ``detached``: a member with no parent that is not a root (joining or restarting: fine for a
-  moment during repair, wrong once the network is quiet).
+  moment during repair, wrong once the network is quiet);
+
+and one kind of warning (``warnings``), which leaves the tree whole but is worth a look:
+
+* ``far_root``: the one root is not the node closest to the stream's key among those that
+  answered. The spec roots a tree at the closest node routing can find, and a closer node
+  that links to the root takes the tree over; greedy routing can still stop at a local
+  minimum (a closer node two hops off, or inside the tree), and a peer that lied about its
+  location would capture a stream this way. A warning, not a problem: the tree delivers.
 
 ``cut_off`` holds every member whose chain of parents does not end at a root, so a view can
 highlight the whole subtree a problem cuts off, not just the node at fault.
@@ -31,6 +39,7 @@ from typing import Generic, TypeVar
 N = TypeVar("N", bound=Hashable)
 
 KINDS = ("roots", "orphan", "disagreement", "cycle", "detached")
+WARNINGS = ("far_root",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,7 @@ class TreeCheck(Generic[N]):
     depth: dict[N, int] = field(default_factory=dict)  # members that reach a root
     cut_off: set[N] = field(default_factory=set)  # members that do not
     problems: list[Problem[N]] = field(default_factory=list)
+    warnings: list[Problem[N]] = field(default_factory=list)  # the tree delivers regardless
 
     @property
     def ok(self) -> bool:
@@ -73,10 +83,12 @@ def check_tree(
     *,
     unreachable: Set[N] = frozenset(),
     label: Callable[[N], str] = str,
+    distances: Mapping[N, float] | None = None,
 ) -> TreeCheck[N]:
     """Check one stream's tree. ``members`` are the nodes that carry the stream;
     ``unreachable`` the nodes that could not be asked (an orphan's parent among them is
-    reported as unreachable, not as not carrying the stream)."""
+    reported as unreachable, not as not carrying the stream); ``distances``, if given, each
+    node's distance to the stream's key, for every node that answered, members or not."""
     check: TreeCheck[N] = TreeCheck()
     problems = check.problems
     check.roots = [n for n, m in members.items() if m.root]
@@ -123,11 +135,34 @@ def check_tree(
                         f"{label(n)} lists {label(c)} as a child, but {label(c)} has {other}",
                     )
                 )
+    if distances and len(check.roots) == 1:
+        _far_root(check.roots[0], distances, label, check.warnings)
     for cycle in _cycles(members):
         path = " -> ".join(label(n) for n in [*cycle, cycle[0]])
         problems.append(Problem("cycle", tuple(cycle), f"parents go round: {path}"))
     _depths(members, check)
     return check
+
+
+def _far_root(
+    root: N, distances: Mapping[N, float], label: Callable[[N], str], warnings: list[Problem[N]]
+) -> None:
+    """A ``far_root`` warning if a node that answered is closer to the key than ``root``
+    (equal distances are no problem: which of two equidistant nodes roots a tree is
+    arbitrary to an observer)."""
+    mine = distances.get(root)
+    if mine is None:
+        return
+    nearest = min(distances, key=lambda n: (distances[n], label(n)))
+    if distances[nearest] < mine:
+        warnings.append(
+            Problem(
+                "far_root",
+                (root, nearest),
+                f"root {label(root)} is at distance {mine:.6f} from the key, but "
+                f"{label(nearest)} is closer ({distances[nearest]:.6f})",
+            )
+        )
 
 
 def _cycles(members: Mapping[N, Member[N]]) -> list[list[N]]:
@@ -178,8 +213,8 @@ def _depths(members: Mapping[N, Member[N]], check: TreeCheck[N]) -> None:
 
 
 def summary(problems: Sequence[Problem[N]]) -> dict[str, int]:
-    """How many problems of each kind (every kind present, zeros included)."""
-    counts = dict.fromkeys(KINDS, 0)
+    """How many problems (or warnings) of each kind (every kind present, zeros included)."""
+    counts = dict.fromkeys(KINDS + WARNINGS, 0)
     for problem in problems:
         counts[problem.kind] += 1
     return counts

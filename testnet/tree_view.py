@@ -92,11 +92,14 @@ def _summary(tree: Tree) -> str:
 def _problems(tree: Tree) -> list[str]:
     if not tree.members:
         return []
+    warnings = [f"  ? {warning}" for warning in tree.check.warnings]
+    if tree.check.ok and warnings:
+        return ["WHOLE (one root, no cycles, no orphans), but:", *warnings]
     if tree.check.ok:
         return ["OK: one root, no cycles, no orphans, every parent agrees with its children"]
     lines = [f"PROBLEMS ({len(tree.check.problems)}), marked ! above:"]
     lines.extend(f"  ! {problem}" for problem in tree.check.problems)
-    return lines
+    return lines + warnings
 
 
 def to_json(tree: Tree) -> dict[str, Any]:
@@ -128,6 +131,10 @@ def to_json(tree: Tree) -> dict[str, Any]:
         "problems": [
             {"kind": p.kind, "nodes": [n.hex() for n in p.nodes], "text": p.text}
             for p in tree.check.problems
+        ],
+        "warnings": [
+            {"kind": p.kind, "nodes": [n.hex() for n in p.nodes], "text": p.text}
+            for p in tree.check.warnings
         ],
         "unreachable": [{"address": a.address, "error": a.error} for a in tree.unreachable],
     }

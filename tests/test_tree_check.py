@@ -92,3 +92,18 @@ def test_labels_name_nodes_in_messages() -> None:
 
 def test_empty_stream_is_fine() -> None:
     assert check_tree({}).ok
+
+
+def test_a_root_farther_from_the_key_than_a_node_that_answered_is_a_warning() -> None:
+    """A tree rooted at b while c, which answered too, is closer to the key: the spec roots
+    a tree at the closest node, so a farther root that stays is a routing failure or a
+    peer that claimed a location it does not hold."""
+    members = tree(a=("b", "", False), b=(None, "a", True))
+    distances = {"a": 0.3, "b": 0.2, "c": 0.01}
+    check = check_tree(members, distances=distances)
+    assert check.ok  # the tree is whole: a warning, not a problem
+    assert summary(check.warnings)["far_root"] == 1 and len(check.warnings) == 1
+    assert check.warnings[0].nodes == ("b", "c")
+    assert "closer" in check.warnings[0].text
+    assert not check_tree(members, distances={"a": 0.3, "b": 0.2}).warnings  # b is closest
+    assert not check_tree(members, distances={"a": 0.3, "b": 0.2, "c": 0.2}).warnings  # a tie
