@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from test_node import KEY, KEY2, make, meet, proto, sends
 
+from overlay.codec import decode, encode
 from overlay.core.effects import Send
 from overlay.core.node import Node
 from overlay.core.probes import _BACK
 from overlay.core.streams import State
 from overlay.messages import (
+    MAX_PACKET,
     Hello,
     RejectedLoop,
     RestartConfirmed,
@@ -120,3 +122,20 @@ def test_a_probe_whose_trail_names_a_search_in_flight_makes_a_look_with_a_fresh_
     assert node.streams[KEY].looking not in (None, trail)
     assert node.routes[trail].key == KEY2
     consistent(node)
+
+
+def test_a_resubscribe_claiming_the_last_packet_number_does_not_push_numbering_past_it() -> None:
+    """H's ResubscribeRequest(last_seen=MAX_PACKET) ends at N, which becomes the root of
+    a tree H says has seen the very last number. Continued after it, N's numbering and
+    the question its grace asks the subtree (PastQuery up to a window past its head) ran
+    past MAX_PACKET, and the PastQuery did not encode. A search's word beyond the bound a
+    child's report has (``_LAST_CLAIM``) is ignored, as that report's is."""
+    node = make()
+    meet(node, b"H", 0.2)
+    effects = node.receive(1.0, b"H", ResubscribeRequest(9, KEY, 5, 0.2, 0.3, MAX_PACKET))
+    effects += node.handle_timer(30.0)
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and b"H" in stream.children
+    assert stream.next_in is not None and stream.next_in < MAX_PACKET
+    for _, message in sends(effects):
+        assert decode(encode(message)) == message
