@@ -290,7 +290,7 @@ class NodeHost:
             elif type(effect) is DropPeer:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
-                    dropped.fault = effect.fault  # (a refusal of its input: a warning)
+                    dropped.fault |= effect.fault  # (a refusal of its input: a warning)
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
