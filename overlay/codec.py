@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any
 
 import cbor2
@@ -96,7 +97,7 @@ def _location(value: object) -> object:
 
 
 def _packet_kind(value: object) -> object:
-    # The decoder sees a plain int; the encoder sees the enum member itself.
+    # The decoder sees a plain int, and so does the encoder (``encode`` unwraps enums).
     if not isinstance(value, int) or type(value) is bool:
         raise ValueError(f"expected a packet kind, got {type(value).__name__}")
     try:
@@ -166,6 +167,10 @@ _SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], obje
     for cls in MESSAGE_TYPES
 }
 assert len(_SCHEMA) == len(MESSAGE_TYPES), "two message classes share a type code"
+# The type codes of messages whose fields depend on one another (``Message.inconsistency``).
+_TIED = frozenset(
+    cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency
+)
 
 # The one message a relay sends on unchanged, to every child: worth remembering its frame.
 _FORWARDED = SubscribeData.TYPE
@@ -208,15 +213,22 @@ def encode(message: Message) -> bytes:
     values: list[object] = [cls.TYPE]
     for name, check in checks:
         value = getattr(message, name)
+        if isinstance(value, IntEnum):
+            # An enum member (a PacketKind, a PublishError code) goes on the wire as its
+            # plain value, whichever int field it fills: the code that builds a message
+            # need not remember which fields the wire keeps as bare ints.
+            value = int(value)
         try:
             check(value)
         except ValueError as exc:
             raise EncodeError(f"{cls.__name__}.{name}: {exc}") from None
-        if isinstance(value, PacketKind):
-            value = int(value)
-        elif isinstance(value, tuple):
+        if isinstance(value, tuple):
             value = [list(item) if isinstance(item, tuple) else item for item in value]
         values.append(value)
+    if cls.TYPE in _TIED:
+        problem = message.inconsistency()
+        if problem is not None:
+            raise EncodeError(f"{cls.__name__}: {problem}")
     frame: bytes = cbor2.dumps(values)
     if len(frame) > MAX_FRAME:
         raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
@@ -255,6 +267,10 @@ def decode(frame: bytes) -> Message:
             raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {cls.__name__}")
         raise DecodeError(f"{cls.__name__} is not in canonical encoding (tags, padding, widths)")
     message = cls(**fields)
+    if code in _TIED:
+        problem = message.inconsistency()
+        if problem is not None:
+            raise DecodeError(f"{cls.__name__}: {problem}")
     if cls.TYPE == _FORWARDED:
         _remember(message, bytes(frame))
     return message

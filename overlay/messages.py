@@ -125,6 +125,13 @@ class Message:
 
     TYPE: ClassVar[int] = 0
 
+    def inconsistency(self) -> str | None:
+        """What makes this message's fields contradict each other (None: nothing). Field
+        kinds check each field alone; a message class whose fields depend on one another
+        says so here, and the codec refuses a message that breaks the rule on the way in
+        (``DecodeError``: the peer is at fault) as on the way out (``EncodeError``)."""
+        return None
+
 
 # --- Link ------------------------------------------------------------------------------------
 
@@ -362,6 +369,16 @@ class PublishData(Message):
     sig: bytes | None = _f(Kind.OPT_SIGNATURE)
     pushed: bool = _opt(Kind.FLAG, False)
     claim: bool = _opt(Kind.FLAG, False)
+
+    def inconsistency(self) -> str | None:
+        # A push is a packet under the number its branch got it as, and a claim is a push
+        # (``push_claims``): without a number neither says anything a root could take in
+        # its place (a root's grace would take a numberless claim as the next number).
+        if self.claim and not self.pushed:
+            return "a claim that is not a push"
+        if self.pushed and self.packet is None:
+            return "a push without its packet number"
+        return None
 
 
 @dataclass(frozen=True, slots=True)

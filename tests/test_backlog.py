@@ -11,6 +11,7 @@ from __future__ import annotations
 from corenet import CoreNet, key_at
 from test_node import KEY, make, meet, sends
 
+from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import Missed, Packet, PublishAcked, PublishFailed, Subscribed
@@ -287,3 +288,18 @@ def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_on
     node.receive(1.2, b"C1", Held(KEY, 3))
     assert stream.uids is not None
     assert (stream.uids.get(x1), stream.uids.get(x2)) == (4, 5)
+
+
+def test_a_childs_publish_past_a_full_backlog_is_refused_busy_on_the_wire() -> None:
+    """Root N's backlog is full (``max_queued_publishes`` held back behind an uncommitted
+    window) and child C1 sends one more PublishData: N answers PublishRejected(BUSY), and
+    that answer encodes (it once carried the enum where the wire has an int, and the
+    runtime closed C1's honest link with "internal error")."""
+    node = root()
+    for n in range(WINDOW + QUEUE):
+        publish(node, UID + n)
+    data = PublishData(UID + 99, KEY, None, 0.2, 10, b"late", None, PacketKind.DATA, None)
+    effects = node.receive(1.0, b"C1", data)
+    refused = [m for peer, m in sends(effects) if peer == b"C1"]
+    assert refused == [PublishRejected(UID + 99, KEY, PublishError.BUSY)]
+    assert decode(encode(refused[0])) == refused[0]

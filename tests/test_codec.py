@@ -36,6 +36,9 @@ from overlay.messages import (
     Kind,
     Message,
     PacketKind,
+    PublishData,
+    PublishError,
+    PublishRejected,
     SubscribeData,
     field_kinds,
 )
@@ -165,7 +168,9 @@ def sample(cls: type[Message], **changes: object) -> Message:
 
 
 def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:
-    return st.builds(cls, **{name: KIND_STRATEGIES[kind] for name, kind in field_kinds(cls)})
+    """Valid messages of ``cls``: each field of its kind, the fields consistent."""
+    fields = {name: KIND_STRATEGIES[kind] for name, kind in field_kinds(cls)}
+    return st.builds(cls, **fields).filter(lambda m: m.inconsistency() is None)
 
 
 def wire_fields(message: Message) -> list[object]:
@@ -625,3 +630,39 @@ def test_encode_rejects_the_base_class_and_unregistered_subclasses() -> None:
 
     with pytest.raises(EncodeError, match="does not match type code"):
         encode(Impostor(seq=1))
+
+
+# --- Enum values and tied fields -------------------------------------------------------------
+
+
+def test_an_enum_code_in_a_plain_int_field_encodes_as_its_value() -> None:
+    """A root's backlog refuses a child's publish with PublishRejected(reason=BUSY), the
+    enum member in the int field ``reason``: it goes on the wire as 7 and decodes equal."""
+    message = PublishRejected(5, bytes(KEY_SIZE), PublishError.BUSY)
+    frame = encode(message)
+    assert frame == encode(PublishRejected(5, bytes(KEY_SIZE), int(PublishError.BUSY)))
+    decoded = decode(frame)
+    assert isinstance(decoded, PublishRejected)
+    assert decoded == message and type(decoded.reason) is int
+
+
+TIED_FIELDS = [
+    (dict(pushed=True, claim=True, packet=None), "a push without its packet number"),
+    (dict(pushed=True, claim=False, packet=None), "a push without its packet number"),
+    (dict(pushed=False, claim=True, packet=4), "a claim that is not a push"),
+]
+
+
+@pytest.mark.parametrize(("fields", "says"), TIED_FIELDS, ids=["claim", "push", "unpushed"])
+def test_a_publish_whose_flags_contradict_its_number_is_refused_both_ways(
+    fields: dict[str, object], says: str
+) -> None:
+    """A child sends PublishData(claim=True, packet=None) during its root's takeover grace:
+    a claim names the number an earlier root gave its publish, so one without a number is
+    refused as the peer's fault when it arrives, and as our bug if we built it."""
+    message = sample(PublishData, **fields)
+    with pytest.raises(EncodeError, match=says):
+        encode(message)
+    values = wire_fields(message)
+    with pytest.raises(DecodeError, match=says):
+        decode(bytes(cbor2.dumps(values)))

@@ -101,7 +101,11 @@ def random_value(kind: Kind, rng: random.Random) -> object:
 
 
 def random_message(cls: type[Message], rng: random.Random) -> Message:
-    return cls(**{name: random_value(kind, rng) for name, kind in field_kinds(cls)})
+    """A valid ``cls``: random fields of their kinds, drawn again until consistent."""
+    while True:
+        message = cls(**{name: random_value(kind, rng) for name, kind in field_kinds(cls)})
+        if message.inconsistency() is None:
+            return message
 
 
 # Initial bytes that make CBOR parsers branch: headers of every major type with every kind of

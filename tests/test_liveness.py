@@ -135,7 +135,7 @@ def test_silent_peer_is_kept_at_exactly_dead_after_and_dropped_the_round_after()
         assert drops(node.handle_timer(now)) == []
         talk(node, now, b"Q")
     effects = node.handle_timer(4 * BEAT)
-    assert effects[0] == DropPeer(b"P", "silent for 20.0 s (limit 15.0 s)")
+    assert effects[0] == DropPeer(b"P", "silent for 20.0 s (limit 15.0 s)", fault=False)
     assert "silent" in effects[0].reason
     assert heartbeats(effects) == [(b"Q", 4)]  # the dead peer gets no heartbeat
     assert effects[-1] == SetTimer(5 * BEAT)

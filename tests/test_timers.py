@@ -8,7 +8,7 @@ from overlay.core.timers import TimerQueue
 def test_empty_queue() -> None:
     timers = TimerQueue()
     assert timers.earliest() is None
-    assert timers.pop_due(1e9) == []
+    assert list(timers.due(1e9)) == []
     assert len(timers) == 0
 
 
@@ -19,16 +19,16 @@ def test_earliest_and_ordering() -> None:
     timers.add(20.0, ("route", 2, 1))
     assert timers.earliest() == 10.0
     assert len(timers) == 3
-    assert timers.pop_due(100.0) == [("route", 1, 1), ("route", 2, 1), ("route", 3, 1)]
+    assert list(timers.due(100.0)) == [("route", 1, 1), ("route", 2, 1), ("route", 3, 1)]
     assert timers.earliest() is None
 
 
-def test_pop_due_is_inclusive_and_leaves_later_timers() -> None:
+def test_due_is_inclusive_and_leaves_later_timers() -> None:
     timers = TimerQueue()
     timers.add(10.0, ("route", 1, 1))
     timers.add(20.0, ("route", 2, 1))
-    assert timers.pop_due(9.999) == []
-    assert timers.pop_due(10.0) == [("route", 1, 1)]
+    assert list(timers.due(9.999)) == []
+    assert list(timers.due(10.0)) == [("route", 1, 1)]
     assert timers.earliest() == 20.0
     assert len(timers) == 1
 
@@ -38,4 +38,27 @@ def test_equal_deadlines_keep_insertion_order() -> None:
     tokens = [("route", uid, 1) for uid in (5, 1, 4, 2, 3)]
     for token in tokens:
         timers.add(7.0, token)
-    assert timers.pop_due(7.0) == tokens
+    assert list(timers.due(7.0)) == tokens
+
+
+def test_a_handler_that_raises_loses_only_its_own_timer() -> None:
+    """``Node.handle_timer`` takes each due timer off the queue as it runs it: should its
+    handler raise, the timers due after it are still queued for the next call."""
+    timers = TimerQueue()
+    for uid in (1, 2, 3):
+        timers.add(5.0, ("route", uid, 1))
+    due = timers.due(5.0)
+    assert next(due) == ("route", 1, 1)
+    del due  # the handler of the first raised
+    assert list(timers.due(5.0)) == [("route", 2, 1), ("route", 3, 1)]
+
+
+def test_timers_added_while_due_ones_run_wait_for_the_next_call() -> None:
+    timers = TimerQueue()
+    timers.add(5.0, ("route", 1, 1))
+    ran = []
+    for token in timers.due(5.0):
+        ran.append(token)
+        timers.add(5.0, ("route", 2, 1))  # due already, but added by a handler
+    assert ran == [("route", 1, 1)]
+    assert list(timers.due(5.0)) == [("route", 2, 1)]

@@ -7,8 +7,10 @@ Columns: links (open peer links), bytes queued to be sent on them (all links, an
 fullest one), streams carried, children (summed over streams), local
 clients, packets stored (taken into a window once each) and delivered to local clients,
 messages received and sent, frames in and out on the links, duplicates and gaps seen,
-restarts, and uptime. Totals come last. Nodes that do not answer are listed as such
-(exit status 1).
+restarts, faults (bugs of the node it contained: a core call that raised on a peer's
+message or in a timer, a message it built that did not encode; each logged with its
+traceback, and ``--json`` splits them), and uptime. Totals come last. Nodes that do not
+answer are listed as such (exit status 1).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import trio
 
 from testnet.survey import Answer, survey
 from tools.node_targets import add_target_arguments, targets
+
+# Bugs of the node a host contained (``overlay.runtime.host``): each should be 0.
+_FAULTS = ("receive", "timer", "encode")
 
 # (column title, how to read it from a describe answer)
 _COLUMNS: list[tuple[str, Any]] = [
@@ -39,6 +44,7 @@ _COLUMNS: list[tuple[str, Any]] = [
     ("dups", lambda d: d["stats"]["duplicates"]),
     ("gaps", lambda d: d["stats"]["gaps"]),
     ("restarts", lambda d: d["stats"]["restarts"]),
+    ("faults", lambda d: sum(d["stats"].get(f"{k}_faults", 0) for k in _FAULTS)),
 ]
 
 

@@ -38,10 +38,12 @@ class SetTimer:
 
 @dataclass(frozen=True, slots=True)
 class DropPeer:
-    """Close the link to ``peer``: it broke the protocol. ``reason`` is for the log."""
+    """Close the link to ``peer``: it broke the protocol (``fault``: the driver warns), or
+    it went silent (not ``fault``). ``reason`` is for the log."""
 
     peer: PeerId
     reason: str
+    fault: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ RejectOverload.
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
+from overlay.errors import LocalProtocolError
 from overlay.messages import Accepted, DataNotFound, Message, RejectedLoop, RejectOverload
 
 ROUTE_TIMER = "route"
@@ -54,6 +56,8 @@ class _NodeParts(Protocol):
     _beating: bool
     _routes_by_key: dict[bytes, dict[int, None]]
     _routes_by_peer: dict[tuple[PeerId, bytes], int]
+    _awaiting: dict[int, bytes]  # our restarts' and looks' uids, until routed (``restarts``)
+    rng: random.Random
     _timers: TimerQueue
     _out: list[Effect]
 
@@ -80,7 +84,27 @@ class Hops:
             return True
         return self._routes_by_peer.get((peer, key), 0) >= max(1, allowance // PEER_SHARE)
 
+    def _uid_names(self: _NodeParts, uid: int) -> bytes | None:
+        """The key of the search ``uid`` names here (None: none): one in flight, or a
+        restart or look of ours whose subtree is confirming it (its uid is out, its
+        search not yet)."""
+        route = self.routes.get(uid)
+        return route.key if route is not None else self._awaiting.get(uid)
+
+    def _fresh_uid(self: _NodeParts) -> int:
+        """A uid for a search of ours that names nothing here yet."""
+        while True:
+            uid = self.rng.getrandbits(64)
+            if uid not in self.routes and uid not in self._awaiting:
+                return uid
+
     def _start_route(self: _NodeParts, now: float, route: Route) -> None:
+        """Route a search. A uid names one search for one key (the tables by key and by
+        peer hang on it): a relayed search with a uid in flight is a loop, answered before
+        it gets here, and one naming another key is refused (``Node._on_request``); our
+        own take fresh uids, or ones only our own subtree was told (``restarts``)."""
+        if route.uid in self.routes:
+            raise LocalProtocolError(f"search uid {route.uid} is in flight already")
         self.routes[route.uid] = route
         self._routes_by_key.setdefault(route.key, {})[route.uid] = None
         if route.upstream is not None:

@@ -57,7 +57,9 @@ class Liveness:
         for peer in silent:
             self._out.append(
                 DropPeer(
-                    peer.id, f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)"
+                    peer.id,
+                    f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)",
+                    fault=False,
                 )
             )
             self.peers.remove(peer.id)

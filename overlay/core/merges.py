@@ -110,6 +110,7 @@ class _NodeParts(Protocol):
     def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None: ...
     def _looked(self, now: float, stream: Stream, lost: bool = False) -> None: ...
     def _closer_stranger(self, stream: Stream) -> bool: ...
+    def _fresh_uid(self) -> int: ...
 
 
 class Merges:
@@ -166,8 +167,10 @@ class Merges:
         self.stats.looks += 1
         if uid is None:
             uid, stream.crossed = stream.crossed, None
-        if uid is None:
-            uid = self.rng.getrandbits(64)
+        if uid is None or uid in self.routes or uid in self._awaiting:
+            # A trail's uid comes from a peer's probe: one that already names a search
+            # here cannot name this look too (one uid, one search: ``Hops._start_route``).
+            uid = self._fresh_uid()
         stream.looking = uid
         self._hold_numbers(now, stream)
         self._label(stream, uid, self.location)

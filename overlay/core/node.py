@@ -188,7 +188,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
 
     def handle_timer(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``. Harmless to call early or more than once."""
-        for kind, uid, attempt in self._timers.pop_due(now):
+        for kind, uid, attempt in self._timers.due(now):
             if kind == ROUTE_TIMER:
                 self._on_route_timeout(now, uid, attempt)
             elif kind == PUBLISH_TIMER:
@@ -213,6 +213,16 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             elif kind == HEARTBEAT_TIMER and uid == self._beats:
                 self._beat(now)
                 self.flow.on_beat(now)
+        return self._flush(now)
+
+    def after_fault(self, now: float) -> list[Effect]:
+        """A call into this core raised (a bug of ours, whatever input brought it on): the
+        effects it produced before it raised, and the next deadline named again. A driver
+        that contains the fault (the runtime: one link closed, or one timer lost) carries
+        these out and goes on; the simulator and the tests let the exception stop them.
+        A timer that raised was already off the queue (``TimerQueue.due``); the timers
+        due after it are still on it, so the deadline named here runs them."""
+        self._announced = None
         return self._flush(now)
 
     def announce_neighbours(self, now: float) -> list[Effect]:
@@ -345,7 +355,19 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             if descriptor is None or descriptor_matches(key, descriptor) is None:
                 self._out.append(DropPeer(peer, "a signed stream's request without its descriptor"))
                 return
-        seen = self._seen.contains(uid, now)
+        named = self._uid_names(uid)
+        if named is not None and named != key:
+            # One uid names one search for one key (``Hops._start_route``). A search's uid
+            # can reach peers before the search does (a restart tells its subtree the uid,
+            # SubscribeRestarted, and routes it once the subtree confirms), so a hostile
+            # member can name another stream's search with it. Refused as a loop: the
+            # search goes no further here, and its sender, which may be an honest relay of
+            # whoever reused the uid, keeps its link.
+            self.stats.uids_refused += 1
+            self.stats.loops += 1
+            self._send(peer, RejectedLoop(uid))
+            return
+        seen = self._seen.contains(uid, now) or named is not None
         self._seen.add(uid, now)
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
@@ -363,7 +385,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 # or it ends as a second root beside it.
                 self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
                 return
-        if seen or uid in self.routes:  # in flight still, though ``_seen`` forgot it
+        if seen:  # (or in flight still, though ``_seen`` forgot it: ``named``)
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
@@ -401,7 +423,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     ) -> None:
         """Route a search for ``stream`` that starts here (a local join or a restart)."""
         if uid is None:
-            uid = self.rng.getrandbits(64)
+            uid = self._fresh_uid()
         self._seen.add(uid, now)
         stream.join_uid = uid
         route = Route(

@@ -87,6 +87,7 @@ class _NodeParts(Protocol):
     def _route_restart(self, now: float, stream: Stream) -> None: ...
     def _refill(self, now: float, stream: Stream) -> None: ...
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
+    def _fresh_uid(self) -> int: ...
 
 
 class Restarts:
@@ -256,7 +257,7 @@ class Restarts:
         (must beat: our location) once every child has confirmed."""
         self.stats.restarts += 1
         self._change(stream, change, parent=None)
-        uid = self.rng.getrandbits(64)
+        uid = self._fresh_uid()
         self._label(stream, uid, self.location)
         self._awaiting[uid] = stream.key
         if stream.confirming:

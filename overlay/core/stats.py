@@ -12,6 +12,7 @@ class NodeStats:
     searches: int = 0  # searches routed through (or started at) this node
     forwarded: int = 0  # search hops sent, backtracking included
     loops: int = 0  # RejectedLoop sent
+    uids_refused: int = 0  # searches whose uid named another stream's search here (loops)
     overloads: int = 0  # RejectOverload sent
     not_found: int = 0  # searches that ended here without a tree
     timeouts: int = 0  # forwarded searches whose peer never answered

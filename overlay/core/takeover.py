@@ -111,7 +111,9 @@ class Takeover:
                     uids.remember(packet.uid, number, digest)
         stream.remembered = None
         remembered = self.memory.last(stream.key) if stream.next_in is None else None
-        if stream.next_in is None and last_seen is not None and last_seen >= 0:
+        if stream.next_in is None and last_seen is not None and 0 <= last_seen <= _LAST_CLAIM:
+            # (a search's word, as a child's report is: beyond ``_LAST_CLAIM`` it is ignored,
+            # or numbering and the questions a grace asks would run past MAX_PACKET)
             self._continue_after(stream, last_seen)
         if stream.next_in is None:
             stream.next_in = _next(stream)

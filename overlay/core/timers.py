@@ -4,6 +4,7 @@ its token stale ignores it, which is cheaper than deleting from the middle of a 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 
 # (what, uid, attempt): what a timer is for; handlers check it is still current.
 TimerToken = tuple[str, int, int]
@@ -24,10 +25,13 @@ class TimerQueue:
     def earliest(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now: float) -> list[TimerToken]:
-        """Remove and return the tokens of every timer due at ``now``, earliest first."""
-        due: list[TimerToken] = []
+    def due(self, now: float) -> Iterator[TimerToken]:
+        """The tokens of the timers due at ``now``, earliest first, each removed only as it
+        is handed out: a handler that raises leaves the timers after it queued (a driver
+        that contains the fault runs them next), and only the one that raised is gone, so
+        a fault never repeats for ever. Timers added while these run are not among them,
+        even if already due: they wait for the next call."""
         heap = self._heap
-        while heap and heap[0][0] <= now:
-            due.append(heapq.heappop(heap)[2])
-        return due
+        last = self._seq
+        while heap and heap[0][0] <= now and heap[0][1] <= last:
+            yield heapq.heappop(heap)[2]

@@ -11,13 +11,23 @@ becomes one core call, and the effects it returns are carried out at once and in
 * ``Deliver``: queued on that client's session (``ClientSink.deliver``, never blocking).
 * ``SetTimer``: moves the deadline of the one timer task (the core keeps its own timer
   queue and asks for its earliest deadline only).
-* ``DropPeer``: closes that peer's link with the core's reason.
+* ``DropPeer``: closes that peer's link with the core's reason (a warning, unless the peer
+  only went silent).
 * ``Remember``: appended to the node's state file, if it has one (``state_file``), once per
   core call and before any frame that call queued is sent.
 
 Time is ``trio.current_time()``, so tests under trio's ``autojump_clock`` run the real node
 in virtual time. Links and client sessions are owned by the tasks that run them (the
 listener's and dialers' nurseries, the client port's); the host only keeps a table of them.
+
+Faults: no peer input and no timer may stop the node. A core call that raises is a bug of
+ours, whatever brought it on; the host contains it where it happened. On a peer's message it
+closes that peer's link; in a timer it loses that one timer (``TimerQueue.due``). Either way
+it logs the traceback, counts the fault (``receive_faults``, ``timer_faults`` in ``overlay
+stats``) and carries out what the core had done before it raised (``Node.after_fault``), so
+every other stream goes on. A message our code built that does not encode closes the link
+it was for (``encode_faults``): the protocol assumes a link loses nothing silently. The
+simulator and the core's tests fence nothing: there a fault fails the run.
 
 Duplicate links: two nodes that dial each other at once end up with two authenticated links.
 Both ends keep the one whose initiator has the smaller node id, so they agree without a word
@@ -36,7 +46,7 @@ from typing import Any, Protocol
 
 import trio
 
-from overlay.codec import encode
+from overlay.codec import EncodeError, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import (
     ClientId,
@@ -52,6 +62,7 @@ from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Message
 from overlay.runtime.identity import node_id_text
+from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.state_file import StateFile, StateFileError
 
 log = logging.getLogger("overlay.node")
@@ -115,6 +126,12 @@ class NodeHost:
         self.links_refused = 0  # duplicate links closed by the tie-break
         self.frames_in = 0
         self.frames_out = 0
+        # Faults contained (see the module notes): each a bug of ours to fix.
+        self.receive_faults = 0  # the core raised on a peer's message: that link closed
+        self.timer_faults = 0  # the core raised in a timer: that timer lost
+        self.encode_faults = 0  # a message the core built did not encode: that link closed
+        # Warnings a peer brings on (refusals, faults) share one budget (``log_budget``).
+        self._warnings = LogBudget(clock)
         self._waiters: list[trio.Event] = []  # woken after every input (wait_until)
 
     @property
@@ -135,7 +152,13 @@ class NodeHost:
             now = self._clock()
             if now >= self._deadline:
                 self._deadline = math.inf
-                self._apply(self.core.handle_timer(now))
+                try:
+                    effects = self.core.handle_timer(now)
+                except Exception:
+                    self.timer_faults += 1
+                    self._log_fault("a timer", logging.ERROR)
+                    effects = self.core.after_fault(now)
+                self._apply(effects)
 
     # --- links ----------------------------------------------------------------------------
 
@@ -162,8 +185,11 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
-        level = logging.WARNING if link.fault else logging.INFO
-        log.log(level, "link to %s closed: %s", node_id_text(link.peer), reason)
+        peer = node_id_text(link.peer)
+        if not link.fault:
+            log.info("link to %s closed: %s", peer, reason)
+        elif (left_out := self._warnings.allow()) is not None:
+            log.warning("link to %s closed: %s%s", peer, reason, _left_out(left_out))
         self._apply(self.core.link_down(self._clock(), link.peer))
 
     def received(self, link: PeerLink, message: Message) -> None:
@@ -171,7 +197,17 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return  # a link being replaced: its last frames are stale
         self.frames_in += 1
-        self._apply(self.core.receive(self._clock(), link.peer, message))
+        now = self._clock()
+        try:
+            effects = self.core.receive(now, link.peer, message)
+        except Exception as error:
+            self.receive_faults += 1
+            what = f"{type(message).__name__} from {node_id_text(link.peer)}"
+            self._log_fault(what, logging.WARNING)
+            link.fault = True
+            link.close(f"internal error handling its {type(message).__name__}: {error!r}")
+            effects = self.core.after_fault(now)
+        self._apply(effects)
 
     # --- local clients --------------------------------------------------------------------
 
@@ -230,16 +266,20 @@ class NodeHost:
     def _apply(self, effects: list[Effect]) -> None:
         # A broadcast is one message object sent to every child in a row: encode it once.
         last: Message | None = None
-        body = b""
+        body: bytes | None = b""
         remembered: dict[bytes, int] = {}
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
                 if link is not None:
-                    self.frames_out += 1
                     if effect.message is not last:
                         last = effect.message
-                        body = encode(last)
+                        body = self._encode(last)
+                    if body is None:
+                        link.fault = True
+                        link.close(f"internal error: our {type(last).__name__} did not encode")
+                        continue
+                    self.frames_out += 1
                     link.send_encoded(body)
             elif type(effect) is Deliver:
                 sink = self._clients.get(effect.client)
@@ -250,6 +290,7 @@ class NodeHost:
             elif type(effect) is DropPeer:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
+                    dropped.fault |= effect.fault  # (a refusal of its input: a warning)
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
@@ -261,6 +302,21 @@ class NodeHost:
             for event in self._waiters:
                 event.set()
             self._waiters.clear()
+
+    def _encode(self, message: Message) -> bytes | None:
+        """``message``'s frame body, or None if our code built one that does not encode."""
+        try:
+            return encode(message)
+        except EncodeError:
+            self.encode_faults += 1
+            self._log_fault(f"encoding our {type(message).__name__}", logging.ERROR)
+            return None
+
+    def _log_fault(self, where: str, level: int) -> None:
+        """Log the exception being handled, with its traceback, within the warning budget."""
+        left_out = self._warnings.allow()
+        if left_out is not None:
+            log.log(level, "internal error in %s%s", where, _left_out(left_out), exc_info=True)
 
     def _remember(self, state: StateFile, numbers: dict[bytes, int]) -> None:
         try:
@@ -323,5 +379,12 @@ class NodeHost:
                 "links_refused": self.links_refused,
                 "frames_in": self.frames_in,
                 "frames_out": self.frames_out,
+                "receive_faults": self.receive_faults,
+                "timer_faults": self.timer_faults,
+                "encode_faults": self.encode_faults,
             },
         }
+
+
+def _left_out(count: int) -> str:
+    return f" ({count} warnings left out before this one)" if count else ""

@@ -1,0 +1,141 @@
+"""Hostile peers against one core, fed by hand with explicit times: protocol-valid messages
+(each would decode) that name what the peer should not name. Each is refused, and no later
+input or timer finds the core's tables inconsistent. A search whose uid names another
+stream's search here is refused as a loop (RejectedLoop), not by dropping the link: the
+peer that sends it may be an honest relay of the one that reused the uid.
+
+N (0.45) roots KEY (0.5) for its local client 1; H (0.2) is a hostile child of it, and Q
+(0.49) a peer closer to the key whose Hello makes N restart to hand the tree on (spec:
+"when a new node is added").
+"""
+
+from __future__ import annotations
+
+from test_node import KEY, KEY2, make, meet, proto, sends
+
+from overlay.codec import decode, encode
+from overlay.core.effects import Send
+from overlay.core.node import Node
+from overlay.core.probes import _BACK
+from overlay.core.streams import State
+from overlay.messages import (
+    MAX_PACKET,
+    Hello,
+    RejectedLoop,
+    RestartConfirmed,
+    ResubscribeRequest,
+    RootProbe,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+)
+
+
+def consistent(node: Node) -> None:
+    """Every search the per-key and per-peer tables list is a search in flight, for that
+    key (``Hops._start_route``: one uid, one search, one key)."""
+    for key, uids in node._routes_by_key.items():
+        for uid in uids:
+            assert uid in node.routes and node.routes[uid].key == key, (uid, key)
+    assert sum(len(uids) for uids in node._routes_by_key.values()) == len(node.routes)
+    relayed = sum(1 for route in node.routes.values() if route.upstream is not None)
+    assert sum(node._routes_by_peer.values()) == relayed
+
+
+def restarting_root() -> tuple[Node, int]:
+    """N roots KEY with child H; Q's Hello makes it restart: SubscribeRestarted(U) goes to
+    H, and N routes its resubscribe with uid U once H confirms."""
+    node = make()
+    node.subscribe(0.0, KEY, 1)
+    meet(node, b"H", 0.2)
+    effects = node.receive(0.1, b"H", SubscribeRequest(300, KEY, 5, 0.2, None))
+    assert sends(effects) == [(b"H", SubscribeSucceeded(300, KEY, None))]
+    node.link_up(0.2, b"Q")
+    [(to, restarted)] = sends(node.receive(0.2, b"Q", Hello(0.49, 5)))
+    assert to == b"H" and isinstance(restarted, SubscribeRestarted)
+    return node, restarted.uid
+
+
+def test_a_restart_uid_reused_by_a_child_for_another_stream_is_refused() -> None:
+    """Root N sends SubscribeRestarted(U) to child H before routing its resubscribe U. H
+    answers ResubscribeRequest(U, KEY2): were it routed, N's own resubscribe would later
+    find U taken, leave KEY2's table naming a search that is gone, and the route timer
+    that makes N root of KEY2 would raise (KeyError in ``_complete_pending``). H is
+    refused instead, and N's restart goes on as if H had said nothing."""
+    node, uid = restarting_root()
+    effects = node.receive(0.3, b"H", ResubscribeRequest(uid, KEY2, 5, 0.2, 0.2, None))
+    assert proto(effects) == [Send(b"H", RejectedLoop(uid))]
+    assert node.stats.uids_refused == 1 and uid not in node.routes
+    effects = node.receive(0.4, b"H", RestartConfirmed(uid, KEY, None))
+    [(to, resubscribe)] = sends(effects)
+    assert to == b"Q" and isinstance(resubscribe, ResubscribeRequest)
+    assert (resubscribe.uid, resubscribe.key) == (uid, KEY)
+    consistent(node)
+    # KEY2's own search, later, ends with N as its root, through timers only.
+    node.subscribe(500.0, KEY2, 2)
+    for now in (506.0, 512.0, 600.0):
+        node.handle_timer(now)
+        consistent(node)
+    assert node.streams[KEY2].state is State.ROOT
+
+
+def test_a_restart_uid_sent_back_for_the_same_stream_is_a_loop() -> None:
+    """H sends ResubscribeRequest(U, KEY) before N routes U: our own search's uid coming
+    back is a loop (RejectedLoop), and N's resubscribe still gets the uid to itself."""
+    node, uid = restarting_root()
+    effects = node.receive(0.3, b"H", ResubscribeRequest(uid, KEY, 5, 0.2, 0.2, None))
+    assert sends(effects) == [(b"H", RejectedLoop(uid))]
+    effects = node.receive(0.4, b"H", RestartConfirmed(uid, KEY, None))
+    [(to, resubscribe)] = sends(effects)
+    assert to == b"Q" and resubscribe == ResubscribeRequest(uid, KEY, 10, 0.45, 0.45, -1)
+    route = node.routes[uid]
+    assert route.upstream is None and route.key == KEY
+    consistent(node)
+
+
+def test_a_search_uid_in_flight_reused_for_another_stream_is_refused() -> None:
+    """H relays SubscribeRequest(X, KEY2) through N to Q, then SubscribeRequest(X, KEY):
+    the uid names KEY2's search here, so the second is refused, though N carries KEY and
+    would take a fresh search for it."""
+    node, _ = restarting_root()
+    effects = node.receive(0.3, b"H", SubscribeRequest(77, KEY2, 5, 0.2, None))
+    assert 77 in node.routes
+    effects = node.receive(0.4, b"H", SubscribeRequest(77, KEY, 5, 0.2, None))
+    assert sends(effects) == [(b"H", RejectedLoop(77))]
+    assert node.routes[77].key == KEY2 and b"H" in node.streams[KEY].children
+    consistent(node)
+
+
+def test_a_probe_whose_trail_names_a_search_in_flight_makes_a_look_with_a_fresh_uid() -> None:
+    """A root follows a closer root's probe back with a look whose uid is the probe's with
+    the ``_BACK`` bit flipped (``probes``): H, knowing that, first relays a search for KEY2
+    under that uid, then sends RootProbe(X, KEY) from a "closer root". The look may not
+    take the uid of KEY2's search: it takes a fresh one, and both searches run."""
+    node = make(probe_interval=30.0)
+    node.subscribe(0.0, KEY, 1)
+    meet(node, b"H", 0.2)
+    meet(node, b"Q", 0.3)
+    trail = 5 ^ _BACK
+    node.receive(1.0, b"H", SubscribeRequest(trail, KEY2, 5, 0.2, None))
+    assert node.routes[trail].key == KEY2
+    node.receive(2.0, b"H", RootProbe(5, KEY, 10, 0.2, 0.49))
+    assert node.streams[KEY].looking not in (None, trail)
+    assert node.routes[trail].key == KEY2
+    consistent(node)
+
+
+def test_a_resubscribe_claiming_the_last_packet_number_does_not_push_numbering_past_it() -> None:
+    """H's ResubscribeRequest(last_seen=MAX_PACKET) ends at N, which becomes the root of
+    a tree H says has seen the very last number. Continued after it, N's numbering and
+    the question its grace asks the subtree (PastQuery up to a window past its head) ran
+    past MAX_PACKET, and the PastQuery did not encode. A search's word beyond the bound a
+    child's report has (``_LAST_CLAIM``) is ignored, as that report's is."""
+    node = make()
+    meet(node, b"H", 0.2)
+    effects = node.receive(1.0, b"H", ResubscribeRequest(9, KEY, 5, 0.2, 0.3, MAX_PACKET))
+    effects += node.handle_timer(30.0)
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and b"H" in stream.children
+    assert stream.next_in is not None and stream.next_in < MAX_PACKET
+    for _, message in sends(effects):
+        assert decode(encode(message)) == message
