@@ -19,6 +19,11 @@ Time is ``trio.current_time()``, so tests under trio's ``autojump_clock`` run th
 in virtual time. Links and client sessions are owned by the tasks that run them (the
 listener's and dialers' nurseries, the client port's); the host only keeps a table of them.
 
+Locations: a peer's Hello is the one message the host judges before the core sees it. Its
+location must be the one the peer's node id gives unless the operator vouches for the peer
+(``vouched``, the config's ``[peers] trusted``); a Hello that fails closes its link with a
+warning, and the core never learns of the peer (``overlay.runtime.vouching``).
+
 Duplicate links: two nodes that dial each other at once end up with two authenticated links.
 Both ends keep the one whose initiator has the smaller node id, so they agree without a word
 (``PeerLink.initiator``); a link that loses is closed before the core ever sees it, or, if it
@@ -31,7 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 import trio
@@ -50,9 +55,10 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Message
+from overlay.messages import Hello, Message
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.state_file import StateFile, StateFileError
+from overlay.runtime.vouching import location_refusal
 
 log = logging.getLogger("overlay.node")
 
@@ -88,7 +94,8 @@ class ClientSink(Protocol):
 
 class NodeHost:
     """Runs one ``Node`` core under trio. Create it, start ``run`` in a nursery (it runs the
-    timer), then register links and clients as they come and go."""
+    timer), then register links and clients as they come and go. ``vouched``: the peers
+    whose Hello may claim any location; every other peer must sit where its id puts it."""
 
     def __init__(
         self,
@@ -99,8 +106,10 @@ class NodeHost:
         rng: random.Random | None = None,
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
+        vouched: Container[PeerId] = frozenset(),
     ) -> None:
         self._clock = clock
+        self._vouched = vouched
         self._state = state
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
@@ -171,6 +180,12 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return  # a link being replaced: its last frames are stale
         self.frames_in += 1
+        if type(message) is Hello:
+            refused = location_refusal(link.peer, message.location, self._vouched)
+            if refused is not None:
+                link.fault = True  # a lie about where it sits: the operator should see it
+                link.close(f"refused its Hello: {refused}")
+                return
         self._apply(self.core.receive(self._clock(), link.peer, message))
 
     # --- local clients --------------------------------------------------------------------
