@@ -17,6 +17,12 @@ at most ``NODES_PER_PROCESS``: a node costs a few descriptors (two listeners, ~d
 far below the 20,000 a process may open, but one trio loop runs on one core, so 1,000 nodes
 in four processes use both cores of a small machine.
 
+Locations: the topology chooses them, and a peer takes a location that a node's id does not
+give only from a node it vouches for (``overlay.runtime.vouching``). A testnet is one
+operator's nodes, so each worker's plan lists every node id of the testnet and every node
+vouches for all of them (``[peers] trusted``), in open mode: an outside node may still link,
+at the location its id gives.
+
 State: each node keeps its state file (``overlay.runtime.state_file``) as
 ``DIR/state/node-I.state``, so a node that ``overlay testnet restart`` brings back numbers
 its streams on, as an ``overlay node`` would; ``up`` clears the folder (the identities are
@@ -256,6 +262,7 @@ def _plan(
         "runtime": LOOPBACK_RUNTIME,
         "nodes": nodes,
         "known": known,
+        "trusted": [node_id_text(identity.public) for identity in ids],
     }
 
 

@@ -8,6 +8,13 @@ so every edge is dialled from one end only. ``stop`` kills a node as a crashed p
 be (its sockets close, peers notice at once); ``restart`` brings it back with the same
 identity, location and ports and a new boot id.
 
+The topology chooses every node's location, and a location a node's id does not give is
+taken only from a peer the operator vouches for (``overlay.runtime.vouching``). The network
+is one operator's nodes, so every node vouches for all of the network's own ids (its
+``trusted`` list): the identities are made before the first node starts, so each knows the
+others'. The nodes stay in open mode, so an outside node may still link, at the location its
+id gives. A runtime config handed in keeps its own ``trusted`` ids as well.
+
 ``LocalNetwork`` is an async context manager; leaving it stops every node.
 """
 
@@ -52,7 +59,8 @@ class LocalNetwork:
         self._runtime = runtime or RuntimeConfig()
         self._network = network
         self._pool = NodePool(seed=seed)
-        self._identities: list[Identity] = []
+        self._identities = [Identity.generate() for _ in topology.locations]
+        self._trusted = self._runtime.trusted | {i.public for i in self._identities}
 
     async def __aenter__(self) -> LocalNetwork:
         await self._pool.__aenter__()
@@ -88,7 +96,7 @@ class LocalNetwork:
         return [self._pool.node(i) for i in self._pool.indices() if self._pool.alive(i)]
 
     async def _start_new(self, i: int) -> None:
-        identity = Identity.generate()
+        identity = self._identities[i]
         dial = tuple(
             PeerAddress(self.node(j).peer_address, self._identities[j].public)
             for j in self.topology.neighbours[i]
@@ -97,6 +105,7 @@ class LocalNetwork:
         config = replace(
             self._runtime,
             location=self.topology.locations[i],
+            trusted=self._trusted,
             network=self._network,
             listen=Address(LOOPBACK, 0),
             client=Address(LOOPBACK, 0),
@@ -105,7 +114,6 @@ class LocalNetwork:
         )
         if self._state_dir is not None:
             config = replace(config, keep_state=True, state=self._state_dir / f"node-{i}.state")
-        self._identities.append(identity)
         await self._pool.start(i, identity, config)
 
     def set_runtime(self, i: int, **changes: Any) -> None:

@@ -3,11 +3,12 @@
     python -m testnet.worker PLAN.json --ready-fd N
 
 The launcher (``testnet.launcher``) writes the plan: the worker's nodes (index, identity,
-location, ports, the indices of the neighbours each must dial) and the peer addresses of
-the nodes of earlier workers that they dial. Every edge of the topology is dialled from its
-higher-index end only, and workers host contiguous index ranges started in order, so every
-address a worker needs is known when it starts: its own nodes' (started in index order) and
-those of the workers before it.
+location, ports, the indices of the neighbours each must dial), the peer addresses of
+the nodes of earlier workers that they dial, and every node id of the testnet, which each
+node vouches for (``[peers] trusted``), so that the locations the topology chose are
+taken. Every edge of the topology is dialled from its higher-index end only, and workers
+host contiguous index ranges started in order, so every address a worker needs is known
+when it starts: its own nodes' (started in index order) and those of the workers before it.
 
 Once every node listens, the worker opens its control port (``testnet.control``) and writes
 one JSON line to the ready pipe the launcher gave it (``{"control": ..., "nodes": [...]}``, or
@@ -61,6 +62,8 @@ class WorkerPlan:
     runtime: dict[str, Any]  # RuntimeConfig fields (timings) beyond the addresses
     nodes: tuple[NodePlan, ...]
     known: dict[int, tuple[str, bytes]]  # index -> (peer address, node id), other workers
+    # Every node id of the testnet: its nodes vouch for each other's chosen locations.
+    trusted: frozenset[bytes]
 
     @classmethod
     def load(cls, path: Path) -> WorkerPlan:
@@ -89,6 +92,7 @@ class WorkerPlan:
             runtime=dict(data["runtime"]),
             nodes=nodes,
             known=known,
+            trusted=frozenset(parse_node_id(node_id) for node_id in data["trusted"]),
         )
 
 
@@ -111,6 +115,7 @@ async def host_nodes(
                 config = replace(
                     RuntimeConfig(
                         location=node.location,
+                        trusted=plan.trusted,
                         network=plan.network,
                         listen=Address(LOOPBACK, node.peer_port),
                         client=Address(LOOPBACK, node.client_port),

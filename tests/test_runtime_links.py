@@ -15,6 +15,7 @@ import pytest
 import trio
 from test_runtime_network import FAST, KEY, LIMIT, Inbox, _key_near, chain, join, publish_all
 
+from keyspace.location import distance, location_from_id
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
 from overlay.runtime.config import RuntimeConfig
@@ -161,7 +162,8 @@ async def test_oversized_frame_after_handshake_closes_only_that_link() -> None:
             stream = await connect(net.node(0))
             intruder = Identity.generate()
             session, _ = await handshake(stream, intruder)
-            await stream.send_all(frame(session.seal(encode(Hello(0.9, 1)))))
+            hello = Hello(location_from_id(intruder.public), 1)
+            await stream.send_all(frame(session.seal(encode(hello))))
             await host.wait_until(lambda: intruder.public in {p.id for p in host.core.peers})
             await stream.send_all((SEALED_MAX + 1).to_bytes(4, "big"))
             assert await closed_by_peer(stream)
@@ -218,7 +220,7 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             await sock.connect((node.peer_address.host, node.peer_address.port))
             stream = trio.SocketStream(sock)
-            intruder = Identity.generate()
+            intruder = _far_from(0.25)
             session, _ = await handshake(stream, intruder)
             key = _key_near(0.25)  # node 0 is the closest node: it roots the stream
 
@@ -231,8 +233,9 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
                         await send(Heartbeat(n))
                         await trio.sleep(FAST.heartbeat_interval / 2)
 
-            await send(Hello(0.99, 1))
-            await send(SubscribeRequest(77, key, 5, 0.99, None))
+            where = location_from_id(intruder.public)
+            await send(Hello(where, 1))
+            await send(SubscribeRequest(77, key, 5, where, None))
             nursery.start_soon(beat)
             await host.wait_until(lambda: intruder.public in _children(host, key))
             link = host.links[intruder.public]
@@ -262,6 +265,15 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
             assert inbox.numbers() == list(range(400))
             nursery.cancel_scope.cancel()
             await stream.aclose()
+
+
+def _far_from(target: float) -> Identity:
+    """A new identity whose id puts it at least a quarter circle from ``target`` (a node
+    sits where its id puts it; one identity in two qualifies)."""
+    while True:
+        identity = Identity.generate()
+        if distance(location_from_id(identity.public), target) >= 0.25:
+            return identity
 
 
 def _children(host: NodeHost, key: bytes) -> dict[bytes, None]:

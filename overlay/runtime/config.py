@@ -6,11 +6,18 @@ file or none at all is a valid configuration. Every problem (unknown key, wrong 
 bad address, bad identity in the trust list) is a ``ConfigError`` that names the file, the
 key and what is wrong, never a stack trace.
 
+A location is taken from a peer only if its node id gives it, or if the peer is one the
+operator vouches for by listing it in ``trusted`` (``overlay.runtime.vouching``). So a node
+configured with a ``location`` of its own needs a ``trusted`` list: it is one of an
+operator's own nodes, which list each other; without one, every peer would refuse its
+Hello, and a node that starts only to have each link refused is worse than one that does
+not start (``RuntimeConfig`` refuses the combination with a ``ConfigError``).
+
     [node]
     identity = "node.key"          # Ed25519 identity, created on first start
     state = "node.state"           # streams' newest packet numbers, kept across restarts
                                    # (default: the identity's name, .state; "": none)
-    location = 0.25                # optional; default: derived from the node id
+    location = 0.25                # optional, needs `trusted`; default: from the node id
     network = "overlay"            # nodes link only within the same network name
     listen = "0.0.0.0:7701"        # where peers connect
     client = "127.0.0.1:7702"      # where local scripts connect (keep it on loopback)
@@ -18,7 +25,7 @@ key and what is wrong, never a stack trace.
     [peers]
     connect = ["127.0.0.1:7711", "10.0.0.5:7701@<node id>"]
     trust = "open"                 # or "listed": accept only the ids in `trusted`
-    trusted = ["<node id>"]
+    trusted = ["<node id>"]        # ids vouched for: their Hello may claim any location
 
     [limits]                       # any field of overlay.core.config.NodeConfig
     heartbeat_interval = 5.0
@@ -112,6 +119,16 @@ class RuntimeConfig:
     reconnect_min: float = 0.5  # first redial delay; doubles up to reconnect_max
     reconnect_max: float = 30.0
     client_queue_bytes: int = 64 * 1024 * 1024  # per client; a slower reader is cut off
+
+    def __post_init__(self) -> None:
+        if self.location is not None and not self.trusted:
+            raise ConfigError(
+                f"[node] location = {self.location} needs [peers] trusted: a peer takes a "
+                f"location other than the one a node's id gives only from a node it vouches "
+                f"for, so every peer would refuse this node's links. Leave location out (the "
+                f"node then sits where its id puts it), or run it among the operator's own "
+                f"nodes, each listing the others' ids in [peers] trusted"
+            )
 
     @property
     def state_file(self) -> Path | None:

@@ -29,6 +29,11 @@ every other stream goes on. A message our code built that does not encode closes
 it was for (``encode_faults``): the protocol assumes a link loses nothing silently. The
 simulator and the core's tests fence nothing: there a fault fails the run.
 
+Locations: a peer's Hello is the one message the host judges before the core sees it. Its
+location must be the one the peer's node id gives unless the operator vouches for the peer
+(``vouched``, the config's ``[peers] trusted``); a Hello that fails closes its link with a
+warning, and the core never learns of the peer (``overlay.runtime.vouching``).
+
 Duplicate links: two nodes that dial each other at once end up with two authenticated links.
 Both ends keep the one whose initiator has the smaller node id, so they agree without a word
 (``PeerLink.initiator``); a link that loses is closed before the core ever sees it, or, if it
@@ -41,7 +46,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 import trio
@@ -60,10 +65,11 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Message
+from overlay.messages import Hello, Message
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.state_file import StateFile, StateFileError
+from overlay.runtime.vouching import location_refusal
 
 log = logging.getLogger("overlay.node")
 
@@ -99,7 +105,8 @@ class ClientSink(Protocol):
 
 class NodeHost:
     """Runs one ``Node`` core under trio. Create it, start ``run`` in a nursery (it runs the
-    timer), then register links and clients as they come and go."""
+    timer), then register links and clients as they come and go. ``vouched``: the peers
+    whose Hello may claim any location; every other peer must sit where its id puts it."""
 
     def __init__(
         self,
@@ -110,8 +117,10 @@ class NodeHost:
         rng: random.Random | None = None,
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
+        vouched: Container[PeerId] = frozenset(),
     ) -> None:
         self._clock = clock
+        self._vouched = vouched
         self._state = state
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
@@ -197,6 +206,12 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return  # a link being replaced: its last frames are stale
         self.frames_in += 1
+        if type(message) is Hello:
+            refused = location_refusal(link.peer, message.location, self._vouched)
+            if refused is not None:
+                link.fault = True  # a lie about where it sits: the operator should see it
+                link.close(f"refused its Hello: {refused}")
+                return
         now = self._clock()
         try:
             effects = self.core.receive(now, link.peer, message)

@@ -77,7 +77,9 @@ async def _serve(
     state: StateFile | None,
     task_status: trio.TaskStatus[RunningNode],
 ) -> None:
-    host = NodeHost(identity.public, location, config=core, rng=rng, state=state)
+    host = NodeHost(
+        identity.public, location, config=core, rng=rng, state=state, vouched=config.trusted
+    )
     params = LinkParams.from_config(identity, config)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
     client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)

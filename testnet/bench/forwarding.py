@@ -78,6 +78,7 @@ from overlay.runtime.link import READ_SIZE
 from overlay.runtime.service import run_node
 from testnet.bench.measuring import PROFILE_TOP, Credit, Meter, Progress, report_progress
 from testnet.bench.processes import BenchError, Processes, Report, serve_role
+from testnet.launcher import identities
 
 LOOPBACK = "127.0.0.1"
 NETWORK = "bench-forwarding"
@@ -111,8 +112,17 @@ class Case:
 # --- the protocol variant -------------------------------------------------------------------
 
 
+def _identities(case: Case) -> list[Identity]:
+    """The forwarder's identity, then each child's: seeded, so that both processes know
+    every id, and every node vouches for the others' chosen locations (``[peers] trusted``)."""
+    return identities(case.children + 1, seed=0)
+
+
 def _node_config(
-    location: float, connect: tuple[PeerAddress, ...] = (), window: int = DEFAULT_WINDOW
+    location: float,
+    trusted: frozenset[bytes],
+    connect: tuple[PeerAddress, ...] = (),
+    window: int = DEFAULT_WINDOW,
 ) -> RuntimeConfig:
     # A root numbers at most one window past its commit point and holds the rest of its
     # publishes back (``overlay.core.backlog``), up to ``max_queued_publishes``: room for the
@@ -121,6 +131,7 @@ def _node_config(
     core = dataclasses.replace(core, max_queued_publishes=max(core.max_queued_publishes, window))
     return RuntimeConfig(
         location=location,
+        trusted=trusted,
         network=NETWORK,
         listen=Address(LOOPBACK, 0),
         client=Address(LOOPBACK, 0),
@@ -170,8 +181,9 @@ def _stream_children(host: NodeHost) -> int:
 
 
 async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
-    identity = Identity.generate()
-    config = _node_config(STREAM.location, window=case.window)
+    ids = _identities(case)
+    identity = ids[0]
+    config = _node_config(STREAM.location, frozenset(i.public for i in ids), window=case.window)
     (control_listener,) = await trio.open_tcp_listeners(0, host=LOOPBACK)
     async with trio.open_nursery() as nursery:
         node = await nursery.start(
@@ -228,6 +240,8 @@ async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
 
 async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) -> dict[str, Any]:
     forwarder = PeerAddress(Address(LOOPBACK, info["peer_port"]), info["node_id"])
+    ids = _identities(case)
+    trusted = frozenset(i.public for i in ids)
     progress = Progress()
     children = [_Child(progress) for _ in range(case.children)]
     async with trio.open_nursery() as nursery:
@@ -238,8 +252,8 @@ async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) 
                 node = await nursery.start(
                     functools.partial(
                         run_node,
-                        _node_config(location, (forwarder,)),
-                        identity=Identity.generate(),
+                        _node_config(location, trusted, (forwarder,)),
+                        identity=ids[1 + i],
                         rng=random.Random(100 + i),
                     )
                 )

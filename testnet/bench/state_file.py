@@ -73,7 +73,13 @@ def _relay(state: StateFile | None) -> tuple[NodeHost, _Link, _Link]:
     """A relay joined to the stream: its parent (closer to the key) and one child."""
     now = [0.0]
     host = NodeHost(
-        RELAY, 0.1, config=NodeConfig(), rng=random.Random(1), clock=lambda: now[0], state=state
+        RELAY,
+        0.1,
+        config=NodeConfig(),
+        rng=random.Random(1),
+        clock=lambda: now[0],
+        state=state,
+        vouched={PARENT, CHILD},  # (their ids are labels; the bench chooses where they sit)
     )
     parent, child = _Link(PARENT, RELAY), _Link(CHILD, CHILD)
     for link, location in ((parent, 0.01), (child, 0.3)):
