@@ -50,8 +50,9 @@ class FakeLink:
 
 
 def linked_host() -> tuple[NodeHost, FakeLink, FakeLink]:
-    """A node at 0.45 with peers A (0.3) and B (0.49), both of which said Hello."""
-    host = NodeHost(b"N" * 32, 0.45, config=CONFIG, rng=random.Random(3))
+    """A node at 0.45 with peers A (0.3) and B (0.49), both of which said Hello (the node
+    vouches for both, so they may sit where they say)."""
+    host = NodeHost(b"N" * 32, 0.45, config=CONFIG, rng=random.Random(3), vouched={A, B})
     a, b = FakeLink(A), FakeLink(B)
     for link, location in ((a, 0.3), (b, 0.49)):
         assert host.link_opened(link)
