@@ -7,8 +7,9 @@ Columns: links (open peer links), bytes queued to be sent on them (all links, an
 fullest one), streams carried, children (summed over streams), local
 clients, packets stored (taken into a window once each) and delivered to local clients,
 messages received and sent, frames in and out on the links, duplicates and gaps seen,
-restarts, and uptime. Totals come last. Nodes that do not answer are listed as such
-(exit status 1).
+restarts, peers and clients refused or cut off (``refused``), and uptime. Totals come last,
+then the refusals by reason summed over the nodes (``--json`` has each node's). Nodes that
+do not answer are listed as such (exit status 1).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _COLUMNS: list[tuple[str, Any]] = [
     ("dups", lambda d: d["stats"]["duplicates"]),
     ("gaps", lambda d: d["stats"]["gaps"]),
     ("restarts", lambda d: d["stats"]["restarts"]),
+    ("refused", lambda d: sum(d.get("refusals", {}).values())),
 ]
 
 
@@ -87,6 +89,10 @@ def stats_table(answers: list[Answer]) -> str:
             )
             + f"  {float(d['uptime']):6.0f}s"
         )
+    reasons: dict[str, int] = {}
+    for a in answers:
+        for reason, count in (a.description or {}).get("refusals", {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(count)
     answered = sum(a.description is not None for a in answers)
     lines.append(
         f"{'total':<{width}}  {answered:>4}/{len(answers):<3} "
@@ -94,6 +100,11 @@ def stats_table(answers: list[Answer]) -> str:
             f"{v:>{max(len(title), 6)}}" for (title, _), v in zip(_COLUMNS, totals, strict=True)
         )
     )
+    if reasons:
+        lines.append(
+            "refused by reason: "
+            + ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+        )
     return "\n".join(lines)
 
 

@@ -51,7 +51,9 @@ from overlay.core.effects import (
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Message
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.identity import node_id_text
+from overlay.runtime.refusals import Refusal, Refusals
 from overlay.runtime.state_file import StateFile, StateFileError
 
 log = logging.getLogger("overlay.node")
@@ -62,7 +64,9 @@ class PeerLink(Protocol):
 
     peer: PeerId
     initiator: PeerId  # the node id of the side that dialled
-    fault: bool  # closed for something the operator should see (logged as a warning)
+    # Closed for something the operator should see, and why: counted and logged as a
+    # warning (``overlay.runtime.refusals``); None for an ordinary disconnect.
+    refusal: Refusal | None
 
     @property
     def queued_bytes(self) -> int:
@@ -99,8 +103,13 @@ class NodeHost:
         rng: random.Random | None = None,
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
+        budget: QueueBudget | None = None,
     ) -> None:
         self._clock = clock
+        # Every refused or cut-off peer and client, counted by reason and logged.
+        self.refusals = Refusals(clock)
+        # The node-wide bound on queued bytes its links and client sessions share, if any.
+        self.budget = budget
         self._state = state
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
@@ -162,8 +171,10 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
-        level = logging.WARNING if link.fault else logging.INFO
-        log.log(level, "link to %s closed: %s", node_id_text(link.peer), reason)
+        if link.refusal is not None:
+            self.refusals(link.refusal, node_id_text(link.peer), f"link closed: {reason}")
+        else:
+            log.info("link to %s closed: %s", node_id_text(link.peer), reason)
         self._apply(self.core.link_down(self._clock(), link.peer))
 
     def received(self, link: PeerLink, message: Message) -> None:
@@ -250,6 +261,9 @@ class NodeHost:
             elif type(effect) is DropPeer:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
+                    # The core cuts a peer off only for what it did (a forged signature, a
+                    # message before Hello, silence): the operator hears of it.
+                    dropped.refusal = Refusal.PEER_DROPPED
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
@@ -316,6 +330,8 @@ class NodeHost:
             "queued": sum(link.queued_bytes for link in self.links.values()),
             "queued_max": max((link.queued_bytes for link in self.links.values()), default=0),
             "clients": len(self._clients),
+            "queued_all": 0 if self.budget is None else self.budget.total,
+            "refusals": dict(self.refusals.counts),
             "streams": streams,
             "stats": {
                 **core.stats.as_dict(),
