@@ -95,6 +95,9 @@ log = logging.getLogger("overlay.client_port")
 
 # One receive_some reads at most this much: a few full publishes per wakeup.
 _READ_SIZE = 256 * 1024
+# What each way of ending a session counts as (``overlay stats``); any other code is the
+# client breaking the protocol.
+_REFUSALS = {ErrorCode.TOO_SLOW: Refusal.SLOW_CLIENT, ErrorCode.BUSY: Refusal.CLIENTS_FULL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +194,7 @@ class ClientSession:
 
     def cut(self, reason: str) -> None:
         """End the session for holding the most of the node's queue budget."""
-        self.fail(None, ErrorCode.TOO_SLOW, reason)
+        self.fail(None, ErrorCode.TOO_SLOW, reason, Refusal.QUEUES_FULL)
 
     def _release(self, size: int) -> None:
         budget = self.host.budget
@@ -219,15 +222,17 @@ class ClientSession:
         if self.closing is None:
             self._queue(encode_event(event, self.config.max_event_frame))
 
-    def fail(self, rid: int | None, code: ErrorCode, reason: str) -> None:
+    def fail(
+        self, rid: int | None, code: ErrorCode, reason: str, refusal: Refusal | None = None
+    ) -> None:
         """End the session with one last ProtocolError frame: the queue is dropped, the send
         under way gets ``close_timeout`` to finish."""
         if self.closing is not None:
             return
-        refusal = Refusal.SLOW_CLIENT if code is ErrorCode.TOO_SLOW else Refusal.CLIENT_PROTOCOL
-        if code is ErrorCode.BUSY:
-            refusal = Refusal.CLIENTS_FULL
-        self.host.refusals(refusal, f"client {self.client}", f"{code.name}: {reason}")
+        if refusal is None:
+            refusal = _REFUSALS.get(code, Refusal.CLIENT_PROTOCOL)
+        who = "a new client" if self.client is None else f"client {self.client}"
+        self.host.refusals(refusal, who, f"{code.name}: {reason}")
         self.closing = ProtocolError(rid, code, reason)
         self.queue.clear()
         self._release(self.queued_bytes)
