@@ -211,9 +211,13 @@ class _SilentHost:
     """A host whose publishes are never answered by themselves: the test answers them."""
 
     node_id = b"N" * 32
+    budget = None  # no node-wide queue bound
 
     def __init__(self) -> None:
         self.published: list[int] = []
+
+    def refusals(self, reason: object, who: str, detail: str) -> None:
+        pass
 
     def add_client(self, sink: object) -> int:
         return 1

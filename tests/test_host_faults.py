@@ -22,6 +22,7 @@ from overlay.core.effects import DropPeer, Send
 from overlay.core.node import Node
 from overlay.messages import Heartbeat, Hello, Message, Unsubscribe
 from overlay.runtime.host import NodeHost
+from overlay.runtime.refusals import Refusal
 
 KEY = bytes(31) + b"\x02"  # an open stream's key (the last bit clear)
 BEAT = 1.0
@@ -34,7 +35,7 @@ class FakeLink:
 
     def __init__(self, peer: bytes) -> None:
         self.peer = self.initiator = peer
-        self.fault = False
+        self.refusal: Refusal | None = None
         self.sent: list[Message] = []
         self.reason: str | None = None
         self.queued_bytes = 0
@@ -115,7 +116,7 @@ async def test_a_message_the_core_raises_on_closes_only_its_link(
     )
     host.received(a, Unsubscribe(KEY))
     assert calls == ["called"]
-    assert a.fault and a.reason is not None and "internal error" in a.reason
+    assert a.reason is not None and "internal error" in a.reason
     assert b.reason is None and b.sent[-1] == Heartbeat(99)
     assert host.receive_faults == 1
     assert "internal error in Unsubscribe from" in caplog.text
@@ -131,7 +132,7 @@ async def test_a_message_that_does_not_encode_closes_the_link_it_was_for(
     it are still carried out."""
     host, a, b = linked_host()
     host._apply([Send(A, Hello(2.0, 1)), Send(B, Heartbeat(7))])
-    assert a.fault and a.reason is not None and "did not encode" in a.reason
+    assert a.reason is not None and "did not encode" in a.reason
     assert b.sent[-1] == Heartbeat(7) and b.reason is None
     assert host.encode_faults == 1 and "EncodeError" in caplog.text
 
@@ -139,14 +140,15 @@ async def test_a_message_that_does_not_encode_closes_the_link_it_was_for(
 async def test_a_peer_the_core_refuses_is_a_warning_and_a_silent_one_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="overlay.node")
+    caplog.set_level(logging.INFO)
     host, a, b = linked_host()
     host._apply([DropPeer(A, "forged signature"), DropPeer(B, "silent", fault=False)])
-    assert a.fault and not b.fault
+    assert a.refusal is Refusal.PEER_DROPPED and b.refusal is None
     host.link_closed(a, "forged signature")
     host.link_closed(b, "silent")
     levels = {r.getMessage().rsplit(": ", 1)[1]: r.levelno for r in caplog.records}
     assert levels == {"forged signature": logging.WARNING, "silent": logging.INFO}
+    assert host.refusals.counts == {"peer_dropped": 1}
 
 
 class Inbox:

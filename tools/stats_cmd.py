@@ -7,10 +7,11 @@ Columns: links (open peer links), bytes queued to be sent on them (all links, an
 fullest one), streams carried, children (summed over streams), local
 clients, packets stored (taken into a window once each) and delivered to local clients,
 messages received and sent, frames in and out on the links, duplicates and gaps seen,
-restarts, faults (bugs of the node it contained: a core call that raised on a peer's
-message or in a timer, a message it built that did not encode; each logged with its
-traceback, and ``--json`` splits them), and uptime. Totals come last. Nodes that do not
-answer are listed as such (exit status 1).
+restarts, peers and clients refused or cut off (``refused``), faults (bugs of the node it
+contained: a core call that raised on a peer's message or in a timer, a message it built
+that did not encode; each logged with its traceback, and ``--json`` splits them), and
+uptime. Totals come last, then the refusals by reason summed over the nodes (``--json`` has
+each node's). Nodes that do not answer are listed as such (exit status 1).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ _COLUMNS: list[tuple[str, Any]] = [
     ("dups", lambda d: d["stats"]["duplicates"]),
     ("gaps", lambda d: d["stats"]["gaps"]),
     ("restarts", lambda d: d["stats"]["restarts"]),
+    ("refused", lambda d: sum(d.get("refusals", {}).values())),
     ("faults", lambda d: sum(d["stats"].get(f"{k}_faults", 0) for k in _FAULTS)),
 ]
 
@@ -93,6 +95,10 @@ def stats_table(answers: list[Answer]) -> str:
             )
             + f"  {float(d['uptime']):6.0f}s"
         )
+    reasons: dict[str, int] = {}
+    for a in answers:
+        for reason, count in (a.description or {}).get("refusals", {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(count)
     answered = sum(a.description is not None for a in answers)
     lines.append(
         f"{'total':<{width}}  {answered:>4}/{len(answers):<3} "
@@ -100,6 +106,11 @@ def stats_table(answers: list[Answer]) -> str:
             f"{v:>{max(len(title), 6)}}" for (title, _), v in zip(_COLUMNS, totals, strict=True)
         )
     )
+    if reasons:
+        lines.append(
+            "refused by reason: "
+            + ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+        )
     return "\n".join(lines)
 
 

@@ -13,8 +13,11 @@ Signed streams: the client holds the private key (``SignedStream``) and signs ea
 whose signature covers its number, so the publisher names the number. The connection guesses
 the stream's next number (from its last ack, or from its subscription's packets, else 0);
 a wrong guess is answered ``PublishCollided`` with ``suggested_next``, and the connection
-re-signs for that number and sends the publish again under the same uid, at most
-``MAX_SIGNED_RETRIES`` times. Reusing the uid keeps the retry idempotent at the root.
+re-signs for that number (or the first after it that none of its own publishes in flight
+holds) and sends the publish again under the same uid, at most ``MAX_SIGNED_RETRIES`` times.
+Reusing the uid keeps the retry idempotent at the root. The suggestion wins even when it is
+lower than the connection's guess: a root that restarted numbers from what it remembers, and
+a guess that ran ahead of that would otherwise collide on every publish.
 
 Invariants: memory is bounded by the caller's use: each subscription buffers at most
 ``max_buffered_events`` events and ``max_buffered_bytes`` payload bytes; beyond that it stops
@@ -588,8 +591,8 @@ class ClientConnection:
             )
             return
         old = pending.request
-        number = max(event.suggested_next, self._next_number.get(old.key, 0))
-        self._next_number[old.key] = number + 1
+        number = self._free_number(old.key, event.suggested_next, event.uid)
+        self._next_number[old.key] = self._free_number(old.key, number + 1, event.uid)
         sig = sign_packet(pending.signer, old.key, number, old.epoch, int(old.kind), old.data)
         retry = Publish(
             self._rid(),
@@ -605,6 +608,28 @@ class ClientConnection:
         pending.request = retry
         pending.retries += 1
         self._send(retry)
+
+    def _free_number(self, key: bytes, start: int, uid: int) -> int:
+        """The first number from ``start`` on that no other publish of ours to ``key``
+        holds while in flight.
+
+        The root's ``suggested_next`` is the rule: it names the one number the root takes
+        next, and any other number collides, so a counter that ran ahead of it (retries
+        against a root that crashed and came back numbering lower) must come back down to
+        it, or every publish collides for good. What it must not do is take a number our
+        own publishes sent after this one hold: those reach the root first and may take
+        it (a pipelined publisher whose first number another publisher took), and two of
+        ours under one number would collide with each other, round after round.
+        """
+        held = {
+            p.request.packet
+            for other, p in self._pending.items()
+            if other != uid and p.request.key == key and p.request.packet is not None
+        }
+        number = start
+        while number in held:
+            number += 1
+        return number
 
     def _learn(self, key: bytes, number: int) -> None:
         # The next number a signed publish should try: after the newest this client saw.

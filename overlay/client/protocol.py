@@ -96,6 +96,7 @@ class ErrorCode(IntEnum):
     NOT_HELLO = 4  # a request before Hello, or a second Hello
     TOO_SLOW = 5  # the client read too slowly: its outbound queue exceeded its bound
     SHUTDOWN = 6  # the node is stopping
+    BUSY = 7  # the node serves as many clients as it may (its max_clients)
 
 
 # --- requests (client -> node) ----------------------------------------------------------------

@@ -34,6 +34,12 @@ block, which the client library's drivers allow for (they keep reading answers m
 A fast client is slowed, never refused. The reader waits on answers produced by the node,
 not on the client reading them, so a client blocked in a write cannot stall it.
 
+Bounds per node. At most ``max_clients`` sessions at once: one more is answered
+``ProtocolError(BUSY)`` and closed. Every session's queue (and the batch it is writing)
+counts towards the node's ``QueueBudget`` (``overlay.runtime.budget``), shared with the
+links: past it, the reader holding the most is cut off as a slow client is. Every client cut
+off or refused is counted and logged as a warning (``overlay.runtime.refusals``).
+
 Malformed input. A frame that does not decode as a request, a frame announced above
 ``max_request_frame``, a request before ``Hello``: the session answers one ``ProtocolError``
 naming the problem and closes that connection only. The node and its other clients go on.
@@ -83,11 +89,15 @@ from overlay.core.events import (
 )
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
+from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.client_port")
 
 # One receive_some reads at most this much: a few full publishes per wakeup.
 _READ_SIZE = 256 * 1024
+# What each way of ending a session counts as (``overlay stats``); any other code is the
+# client breaking the protocol.
+_REFUSALS = {ErrorCode.TOO_SLOW: Refusal.SLOW_CLIENT, ErrorCode.BUSY: Refusal.CLIENTS_FULL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,9 @@ class ClientPortConfig:
     # How long the last frame (an error) and a send under way get before a closing session
     # drops the connection anyway: a client that reads nothing must not hold it open.
     close_timeout: float = 5.0
+    # Sessions at once (``[limits] max_clients``, whose default this is): each may hold
+    # max_queue_bytes, so the count bounds a node's clients however many connect.
+    max_clients: int = 256
 
 
 class ClientSession:
@@ -125,6 +138,7 @@ class ClientSession:
         self.client: ClientId | None = None  # set once Hello is accepted
         self.queue: deque[bytes] = deque()
         self.queued_bytes = 0
+        self.writing_bytes = 0  # of the batch being sent
         self.peak_queued_bytes = 0
         self.closing: ProtocolError | None = None  # the last word, once the session ends
         self._wakeup = trio.Event()
@@ -169,6 +183,23 @@ class ClientSession:
         self.queued_bytes += len(data)
         self.peak_queued_bytes = max(self.peak_queued_bytes, self.queued_bytes)
         self._wakeup.set()
+        budget = self.host.budget
+        if budget is not None:
+            budget.grow(len(data))  # which may cut this very session
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes queued or being sent: what this session holds of the node's budget."""
+        return self.queued_bytes + self.writing_bytes
+
+    def cut(self, reason: str) -> None:
+        """End the session for holding the most of the node's queue budget."""
+        self.fail(None, ErrorCode.TOO_SLOW, reason, Refusal.QUEUES_FULL)
+
+    def _release(self, size: int) -> None:
+        budget = self.host.budget
+        if budget is not None and size:
+            budget.shrink(size)
 
     def _answered(self, uid: int) -> None:
         size = self.unanswered.pop(uid, None)
@@ -191,14 +222,20 @@ class ClientSession:
         if self.closing is None:
             self._queue(encode_event(event, self.config.max_event_frame))
 
-    def fail(self, rid: int | None, code: ErrorCode, reason: str) -> None:
+    def fail(
+        self, rid: int | None, code: ErrorCode, reason: str, refusal: Refusal | None = None
+    ) -> None:
         """End the session with one last ProtocolError frame: the queue is dropped, the send
         under way gets ``close_timeout`` to finish."""
         if self.closing is not None:
             return
-        log.info("client %s disconnected (%s): %s", self.client, code.name, reason)
+        if refusal is None:
+            refusal = _REFUSALS.get(code, Refusal.CLIENT_PROTOCOL)
+        who = "a new client" if self.client is None else f"client {self.client}"
+        self.host.refusals(refusal, who, f"{code.name}: {reason}")
         self.closing = ProtocolError(rid, code, reason)
         self.queue.clear()
+        self._release(self.queued_bytes)
         self.queued_bytes = 0
         if self._send_scope is not None:
             self._send_scope.deadline = trio.current_time() + self.config.close_timeout
@@ -215,6 +252,9 @@ class ClientSession:
     async def run(self) -> None:
         """Serve the connection until either side ends it; then the client leaves the
         host. Exceptions of our own code are logged and end this session only."""
+        budget = self.host.budget
+        if budget is not None:
+            budget.join(self)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, nursery.cancel_scope)
@@ -223,6 +263,8 @@ class ClientSession:
         except Exception:
             log.exception("client session %s failed (a bug of this node)", self.client)
         finally:
+            if budget is not None:
+                budget.leave(self)
             if self.client is not None:
                 self.host.remove_client(self.client)
             with trio.CancelScope(shield=True):
@@ -266,8 +308,13 @@ class ClientSession:
                 continue
             data = b"".join(self.queue)
             self.queue.clear()
-            self.queued_bytes = 0
-            if not await self._send(data):
+            self.writing_bytes, self.queued_bytes = self.queued_bytes, 0
+            try:
+                sent = await self._send(data)
+            finally:
+                self._release(self.writing_bytes)
+                self.writing_bytes = 0
+            if not sent:
                 return
         closing = encode_event(self.closing)
         self._send_scope = None
@@ -348,6 +395,11 @@ class ClientPort:
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one connection (any trio stream: tests may hand a memory stream)."""
         session = ClientSession(self.host, stream, self.config)
+        if len(self.sessions) >= self.config.max_clients:
+            # Told why, then closed: ``run`` sends only the last word.
+            session.fail(None, ErrorCode.BUSY, f"the node serves {len(self.sessions)} clients")
+            await session.run()
+            return
         self.sessions.add(session)
         self.accepted += 1
         try:

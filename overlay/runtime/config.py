@@ -27,8 +27,9 @@ not start (``RuntimeConfig`` refuses the combination with a ``ConfigError``).
     trust = "open"                 # or "listed": accept only the ids in `trusted`
     trusted = ["<node id>"]        # ids vouched for: their Hello may claim any location
 
-    [limits]                       # any field of overlay.core.config.NodeConfig
-    heartbeat_interval = 5.0
+    [limits]                       # any field of overlay.core.config.NodeConfig, and
+    heartbeat_interval = 5.0       # the runtime's bounds (RUNTIME_LIMITS)
+    max_links = 256
     [runtime]
     send_queue_bytes = 16777216    # per link; a peer that reads slower is disconnected
 """
@@ -119,6 +120,24 @@ class RuntimeConfig:
     reconnect_min: float = 0.5  # first redial delay; doubles up to reconnect_max
     reconnect_max: float = 30.0
     client_queue_bytes: int = 64 * 1024 * 1024  # per client; a slower reader is cut off
+    # Per-node bounds (``[limits]``; README, "Links, and what a misbehaving peer gets").
+    # Connections not yet authenticated: a handshake takes a round trip and a millisecond
+    # of work, so an honest node has a few at a time (a restarted neighbourhood dialling
+    # back); 256 of them pin about 256 x 5 KiB. Past it, the oldest is cut to make room:
+    # under a flood the handshake timeout shrinks instead of the door closing.
+    max_handshakes: int = 256
+    # Of those, from one IP address: refused at accept. Generous for a host running a
+    # testnet's many nodes or a NAT, far below what one attacking address would hold.
+    max_handshakes_per_address: int = 32
+    # Authenticated links accepted from peers (links this node dials are its own choice):
+    # a Freenet-style node keeps tens; each may queue send_queue_bytes.
+    max_links: int = 256
+    # Local client connections: a Spark job's executors, tools and scripts.
+    max_clients: int = 256
+    # Every link's and client's queue together (``overlay.runtime.budget``): beyond it, the
+    # reader holding the most is cut off. Eight full client queues or 32 full link queues,
+    # far above what a healthy node queues (about 1 MiB a link under load, Known limits).
+    max_queued_bytes: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.location is not None and not self.trusted:
@@ -138,10 +157,24 @@ class RuntimeConfig:
         return self.state if self.state is not None else self.identity.with_suffix(".state")
 
 
+# The ``[limits]`` keys that are the runtime's, not the core's (``NodeConfig``): counts and
+# byte totals a node holds at once, each a positive integer.
+RUNTIME_LIMITS = frozenset(
+    {
+        "max_handshakes",
+        "max_handshakes_per_address",
+        "max_links",
+        "max_clients",
+        "max_queued_bytes",
+    }
+)
+_CORE_LIMITS = frozenset(f.name for f in dataclasses.fields(NodeConfig))
+assert not RUNTIME_LIMITS & _CORE_LIMITS, "a [limits] key must name one setting"
+
 _SECTIONS = {
     "node": {"identity", "state", "location", "network", "listen", "client"},
     "peers": {"connect", "trust", "trusted"},
-    "limits": {f.name for f in dataclasses.fields(NodeConfig)},
+    "limits": _CORE_LIMITS | RUNTIME_LIMITS,
     "runtime": {
         "send_queue_bytes",
         "handshake_timeout",
@@ -219,6 +252,11 @@ def config_from_dict(
             _node_id(t, "[peers] trusted") for t in _typed(peers, "trusted", list, "peers")
         )
     limits = dict(data.get("limits", {}))
+    for key in RUNTIME_LIMITS & limits.keys():
+        value = limits.pop(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"[limits] {key} must be a positive integer, got {value!r}")
+        kwargs[key] = value
     try:
         kwargs["core"] = NodeConfig(**limits)
     except (TypeError, ValueError) as error:

@@ -66,8 +66,10 @@ from overlay.core.effects import (
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Hello, Message
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
+from overlay.runtime.refusals import Refusal, Refusals
 from overlay.runtime.state_file import StateFile, StateFileError
 from overlay.runtime.vouching import location_refusal
 
@@ -79,7 +81,9 @@ class PeerLink(Protocol):
 
     peer: PeerId
     initiator: PeerId  # the node id of the side that dialled
-    fault: bool  # closed for something the operator should see (logged as a warning)
+    # Closed for something the operator should see, and why: counted and logged as a
+    # warning (``overlay.runtime.refusals``); None for an ordinary disconnect.
+    refusal: Refusal | None
 
     @property
     def queued_bytes(self) -> int:
@@ -118,9 +122,14 @@ class NodeHost:
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
         vouched: Container[PeerId] = frozenset(),
+        budget: QueueBudget | None = None,
     ) -> None:
         self._clock = clock
         self._vouched = vouched
+        # Every refused or cut-off peer and client, counted by reason and logged.
+        self.refusals = Refusals(clock)
+        # The node-wide bound on queued bytes its links and client sessions share, if any.
+        self.budget = budget
         self._state = state
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
@@ -194,11 +203,10 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
-        peer = node_id_text(link.peer)
-        if not link.fault:
-            log.info("link to %s closed: %s", peer, reason)
-        elif (left_out := self._warnings.allow()) is not None:
-            log.warning("link to %s closed: %s%s", peer, reason, _left_out(left_out))
+        if link.refusal is not None:
+            self.refusals(link.refusal, node_id_text(link.peer), f"link closed: {reason}")
+        else:
+            log.info("link to %s closed: %s", node_id_text(link.peer), reason)
         self._apply(self.core.link_down(self._clock(), link.peer))
 
     def received(self, link: PeerLink, message: Message) -> None:
@@ -209,7 +217,7 @@ class NodeHost:
         if type(message) is Hello:
             refused = location_refusal(link.peer, message.location, self._vouched)
             if refused is not None:
-                link.fault = True  # a lie about where it sits: the operator should see it
+                link.refusal = Refusal.LOCATION  # a lie about where it sits
                 link.close(f"refused its Hello: {refused}")
                 return
         now = self._clock()
@@ -218,8 +226,7 @@ class NodeHost:
         except Exception as error:
             self.receive_faults += 1
             what = f"{type(message).__name__} from {node_id_text(link.peer)}"
-            self._log_fault(what, logging.WARNING)
-            link.fault = True
+            self._log_fault(what, logging.WARNING)  # (the close itself is an info line)
             link.close(f"internal error handling its {type(message).__name__}: {error!r}")
             effects = self.core.after_fault(now)
         self._apply(effects)
@@ -290,8 +297,7 @@ class NodeHost:
                     if effect.message is not last:
                         last = effect.message
                         body = self._encode(last)
-                    if body is None:
-                        link.fault = True
+                    if body is None:  # (logged with its traceback by ``_encode``)
                         link.close(f"internal error: our {type(last).__name__} did not encode")
                         continue
                     self.frames_out += 1
@@ -305,7 +311,11 @@ class NodeHost:
             elif type(effect) is DropPeer:
                 dropped = self.links.get(effect.peer)
                 if dropped is not None:
-                    dropped.fault |= effect.fault  # (a refusal of its input: a warning)
+                    if effect.fault:
+                        # The core cut the peer off for what it did (a forged signature, a
+                        # message before Hello): the operator hears of it. A silent peer's
+                        # drop is churn, not a refusal.
+                        dropped.refusal = Refusal.PEER_DROPPED
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
@@ -387,6 +397,8 @@ class NodeHost:
             "queued": sum(link.queued_bytes for link in self.links.values()),
             "queued_max": max((link.queued_bytes for link in self.links.values()), default=0),
             "clients": len(self._clients),
+            "queued_all": 0 if self.budget is None else self.budget.total,
+            "refusals": dict(self.refusals.counts),
             "streams": streams,
             "stats": {
                 **core.stats.as_dict(),

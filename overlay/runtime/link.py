@@ -33,7 +33,9 @@ from overlay.codec import decode, encode
 from overlay.core.effects import PeerId
 from overlay.errors import RemoteProtocolError
 from overlay.messages import Message
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.framing import FrameReader, frame
+from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.link")
 
@@ -71,6 +73,7 @@ class Link:
         peer: PeerId,
         initiator: PeerId,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        budget: QueueBudget | None = None,
     ) -> None:
         self.peer = peer
         self.initiator = initiator
@@ -80,13 +83,17 @@ class Link:
         self._max_queue = max_queue_bytes
         self._queue: list[bytes] = []
         self._queued = 0
+        self._writing = 0  # bytes of the batch the writer is sending
+        # The node's bound on all queues together (``overlay.runtime.budget``), if any.
+        self._budget = budget
         self._ready = trio.Event()
         self._scope = trio.CancelScope()
         self._done = trio.Event()
         self.reason: str | None = None  # why the link closed, once it has
         # Closed for something the operator should see (a peer breaking the protocol, a
-        # slow peer, a bug of ours), not an ordinary disconnect: logged as a warning.
-        self.fault = False
+        # slow peer, a bug of ours), not an ordinary disconnect: counted and logged as a
+        # warning under this reason (``overlay.runtime.refusals``).
+        self.refusal: Refusal | None = None
         self.bytes_out = 0
         self.bytes_in = 0
 
@@ -98,6 +105,11 @@ class Link:
     def queued_bytes(self) -> int:
         return self._queued
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes queued or being written: what this link holds of the node's budget."""
+        return self._queued + self._writing
+
     def send(self, message: Message) -> None:
         self.send_encoded(encode(message))
 
@@ -108,24 +120,38 @@ class Link:
         data = frame(self._session.seal(body))
         self._queue.append(data)
         self._queued += len(data)
+        if self._budget is not None:
+            self._budget.grow(len(data))  # which may cut this very link
         if self._queued > self._max_queue:
-            self.fault = True
+            self.refusal = Refusal.SLOW_PEER
             self.close(f"send queue full ({self._queued} bytes): the peer reads too slowly")
             return
         self._ready.set()
 
+    def cut(self, reason: str) -> None:
+        """Close for holding the most of the node's queue budget (``QueueBudget``)."""
+        self.refusal = Refusal.QUEUES_FULL
+        self.close(reason)
+
     def close(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
+            self._release(self._queued)
             self._queue.clear()
             self._queued = 0
         self._scope.cancel()
+
+    def _release(self, size: int) -> None:
+        if self._budget is not None and size:
+            self._budget.shrink(size)
 
     async def run(self, owner: LinkOwner, first: list[bytes] | None = None) -> None:
         """Read and write until the link closes, then report it to ``owner``. ``first``:
         sealed frames that arrived together with the end of the handshake. Every error of
         the peer's or the connection's is caught in the task that meets it and becomes a
         ``close`` with its reason, so nothing of it escapes to the node."""
+        if self._budget is not None:
+            self._budget.join(self)
         try:
             with self._scope:
                 async with trio.open_nursery() as nursery:
@@ -134,6 +160,8 @@ class Link:
         finally:
             if self.reason is None:
                 self.reason = "node shutting down"
+            if self._budget is not None:
+                self._budget.leave(self)
             owner.link_closed(self, self.reason)
             self._done.set()
             await trio.aclose_forcefully(self._stream)
@@ -154,7 +182,7 @@ class Link:
                 for body in self._reader.feed(data):
                     self._take(owner, body)
         except RemoteProtocolError as error:
-            self.fault = True
+            self.refusal = Refusal.PEER_PROTOCOL
             self.close(f"{type(error).__name__}: {error}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.close(f"connection lost: {error}")
@@ -169,7 +197,6 @@ class Link:
             # A bug of ours, not the peer's fault; still, one link's message must not take
             # the whole node down. Log it loudly and drop only this link.
             log.exception("internal error handling %s from %s", type(message).__name__, self)
-            self.fault = True
             self.close(f"internal error: {error!r}")
 
     async def _write(self) -> None:
@@ -181,9 +208,13 @@ class Link:
                     continue
                 data = b"".join(self._queue)
                 self._queue.clear()
-                self._queued = 0
+                self._writing, self._queued = self._queued, 0
                 self.bytes_out += len(data)
-                await self._stream.send_all(data)
+                try:
+                    await self._stream.send_all(data)
+                finally:
+                    self._release(self._writing)
+                    self._writing = 0
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.close(f"connection lost: {error}")
 

@@ -8,6 +8,13 @@ answered with a refusal naming why, so the node that dialled logs the reason too
 authenticated link is handed to the host (``NodeHost.link_opened``), which may refuse it as
 the loser of a duplicate pair; otherwise the link runs until it closes.
 
+Accepting is bounded per node (``[limits]``): connections still in their handshake take
+``HandshakeSlots`` (per address, and in total, where the oldest makes room), and an
+authenticated newcomer is refused once the node has ``max_links`` links. Each handshake
+reads with the handshake's own frame limit (``MAX_HANDSHAKE_MESSAGE``, a few hundred
+bytes), so a connection that never finishes pins a few hundred bytes of buffer, not a
+sealed frame's 64 KiB. Every refusal is counted and logged (``overlay.runtime.refusals``).
+
 A dialler keeps its peer linked for as long as the node runs: after a failed attempt or a
 lost link it waits (``reconnect_min``, doubling up to ``reconnect_max``, with jitter so that
 a restarted network does not redial in lockstep) and dials again. While the peer is linked
@@ -17,25 +24,42 @@ through a connection *it* dialled, the dialler only waits for that link to end.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import random
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
 from overlay.errors import RemoteProtocolError
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.config import PeerAddress, RuntimeConfig
-from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
-from overlay.runtime.handshake import Handshake, HandshakeError
+from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame
+from overlay.runtime.handshake import MAX_HANDSHAKE_MESSAGE, Handshake, HandshakeError
+from overlay.runtime.handshake_slots import HandshakeSlots, Slot
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
-from overlay.runtime.link import READ_SIZE, Link
+from overlay.runtime.link import Link
+from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.peering")
 
 # A refusal is a courtesy: a peer that does not read it costs us at most this long.
 REFUSAL_TIMEOUT = 1.0
+# A handshake reads at most one of its messages at a time: the bytes a connection that has
+# not authenticated can make us hold are two of them, whatever it sends. Sealed frames that
+# follow the last message are read by the link, in its own larger reads.
+HANDSHAKE_READ_SIZE = PREFIX_SIZE + MAX_HANDSHAKE_MESSAGE
+# accept() failing for want of a resource (file descriptors, memory) is the system telling
+# us to slow down, not a bug: wait this long and accept again, as trio.serve_listeners does.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY = 0.1
+# Closing a refused connection with a reset (SO_LINGER 0) leaves no TIME_WAIT socket behind
+# on our side, so a flood of refused connections costs the kernel nothing that lingers.
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +71,16 @@ class LinkParams:
     accept: Callable[[bytes], bool] | None
     handshake_timeout: float
     max_queue_bytes: int
+    # Per-node bounds on accepting (``RuntimeConfig``'s fields of the same names).
+    max_handshakes: int = 256
+    max_handshakes_per_address: int = 32
+    max_links: int = 256
+    budget: QueueBudget | None = None  # shared by every link and client session
 
     @classmethod
-    def from_config(cls, identity: Identity, config: RuntimeConfig) -> LinkParams:
+    def from_config(
+        cls, identity: Identity, config: RuntimeConfig, budget: QueueBudget | None = None
+    ) -> LinkParams:
         trusted = config.trusted
         return cls(
             identity,
@@ -57,6 +88,10 @@ class LinkParams:
             trusted.__contains__ if config.trust_listed else None,
             config.handshake_timeout,
             config.send_queue_bytes,
+            config.max_handshakes,
+            config.max_handshakes_per_address,
+            config.max_links,
+            budget,
         )
 
 
@@ -73,26 +108,26 @@ async def authenticate(
         accept=params.accept,
         expect=expect,
     )
-    reader = FrameReader(SEALED_MAX)
-    leftover: list[bytes] = []
+    reader = FrameReader(MAX_HANDSHAKE_MESSAGE)
     with trio.fail_after(params.handshake_timeout):
         first = handshake.start()
         if first:
             await stream.send_all(frame(first))
         while not handshake.done:
-            data = await stream.receive_some(READ_SIZE)
+            data = await stream.receive_some(HANDSHAKE_READ_SIZE)
             if not data:
                 raise trio.BrokenResourceError("the peer closed the connection during handshake")
-            bodies = reader.feed(data)
-            while bodies and not handshake.done:
+            reader.push(data)
+            while not handshake.done and (body := reader.pop()) is not None:
                 try:
-                    reply = handshake.receive(bodies.pop(0))
+                    reply = handshake.receive(body)
                 except HandshakeError as error:
                     await _refuse(stream, error.refusal)
                     raise
                 if reply:
                     await stream.send_all(frame(reply))
-            leftover = bodies
+    reader.max_body = SEALED_MAX  # authenticated: sealed frames from here on
+    leftover = reader.feed(b"")
     me = params.identity.public
     link = Link(
         stream,
@@ -101,6 +136,7 @@ async def authenticate(
         peer=handshake.peer,
         initiator=me if initiator else handshake.peer,
         max_queue_bytes=params.max_queue_bytes,
+        budget=params.budget,
     )
     return link, leftover
 
@@ -133,18 +169,68 @@ async def serve_peers(
     *,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept peers on ``listeners`` until cancelled."""
+    """Accept peers on ``listeners`` until cancelled, within the node's bounds (module
+    notes); reports the listeners once they accept."""
+    slots = HandshakeSlots(params.max_handshakes, params.max_handshakes_per_address)
+    refuse = host.refusals
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(stream: trio.SocketStream, slot: Slot, who: str) -> None:
         try:
-            link, first = await authenticate(stream, params, initiator=False)
+            with slot.scope:
+                link, first = await authenticate(stream, params, initiator=False)
         except (RemoteProtocolError, trio.TooSlowError, trio.BrokenResourceError, OSError) as e:
-            log.info("refused an incoming link: %s", _why(e))
+            refuse(Refusal.HANDSHAKE, who, f"handshake failed: {_why(e)}")
+            await trio.aclose_forcefully(stream)
+            return
+        finally:
+            slots.release(slot)
+        if slot.evicted:
+            refuse(
+                Refusal.HANDSHAKES_FULL,
+                who,
+                f"not authenticated while {slots.total} newer connections arrived "
+                f"(max_handshakes); closed to make room",
+            )
+            await trio.aclose_forcefully(stream)
+            return
+        if link.peer not in host.links and len(host.links) >= params.max_links:
+            refuse(
+                Refusal.LINKS_FULL,
+                f"{node_id_text(link.peer)} at {who}",
+                f"the node has {len(host.links)} links (max_links)",
+            )
             await trio.aclose_forcefully(stream)
             return
         await run_link(host, link, first, stream)
 
-    await trio.serve_listeners(handle, listeners, task_status=task_status)
+    async def accept(listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as error:
+                if error.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                refuse(Refusal.HANDSHAKE, "(accept)", f"accept failed: {error}; pausing")
+                await trio.sleep(ACCEPT_RETRY)
+                continue
+            who = _remote(stream)
+            address = who.rpartition(":")[0]
+            slot = slots.take(address)
+            if slot is None:
+                refuse(
+                    Refusal.ADDRESS_FULL,
+                    who,
+                    f"{slots.per_address} connections from that address are already "
+                    f"authenticating (max_handshakes_per_address)",
+                )
+                _reset(stream)
+                continue
+            nursery.start_soon(handle, stream, slot, who)
+
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(accept, listener, nursery)
+        task_status.started(listeners)
 
 
 async def keep_dialled(
@@ -180,6 +266,22 @@ async def keep_dialled(
             delay = config.reconnect_min  # it stayed up a while: start over
         await trio.sleep(delay * (0.5 + rng.random()))
         delay = min(delay * 2, config.reconnect_max)
+
+
+def _remote(stream: trio.SocketStream) -> str:
+    """``host:port`` of the connection's far end, for logs and the per-address count."""
+    try:
+        name = stream.socket.getpeername()
+    except OSError:
+        return "unknown:0"  # reset before we asked: counted under one name
+    return f"{name[0]}:{name[1]}"
+
+
+def _reset(stream: trio.SocketStream) -> None:
+    """Close a refused connection at once, with a reset (no TIME_WAIT on our side)."""
+    with contextlib.suppress(OSError):
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    stream.socket.close()
 
 
 def _why(error: BaseException) -> str:

@@ -18,6 +18,7 @@ import trio
 
 from keyspace.location import location_from_id
 from overlay.core.config import NodeConfig
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, serve_client_port
 from overlay.runtime.config import Address, RuntimeConfig
 from overlay.runtime.host import NodeHost
@@ -77,10 +78,17 @@ async def _serve(
     state: StateFile | None,
     task_status: trio.TaskStatus[RunningNode],
 ) -> None:
+    budget = QueueBudget(config.max_queued_bytes)
     host = NodeHost(
-        identity.public, location, config=core, rng=rng, state=state, vouched=config.trusted
+        identity.public,
+        location,
+        config=core,
+        rng=rng,
+        state=state,
+        vouched=config.trusted,
+        budget=budget,
     )
-    params = LinkParams.from_config(identity, config)
+    params = LinkParams.from_config(identity, config, budget)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
     client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)
     peer_address = _bound(config.listen, peer_listeners)
@@ -88,7 +96,9 @@ async def _serve(
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         await nursery.start(serve_peers, host, params, peer_listeners)
-        port_config = ClientPortConfig(max_queue_bytes=config.client_queue_bytes)
+        port_config = ClientPortConfig(
+            max_queue_bytes=config.client_queue_bytes, max_clients=config.max_clients
+        )
         await nursery.start(
             functools.partial(serve_client_port, config=port_config), host, client_listeners
         )

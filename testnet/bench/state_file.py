@@ -39,6 +39,7 @@ from overlay.messages import (
     SubscribeSucceeded,
 )
 from overlay.runtime.host import NodeHost
+from overlay.runtime.refusals import Refusal
 from overlay.runtime.state_file import StateFile
 
 KEY = bytes(32)  # location 0.0
@@ -51,7 +52,7 @@ class _Link:
 
     peer: bytes
     initiator: bytes
-    fault: bool = False
+    refusal: Refusal | None = None
     frames: int = 0
     sent: list[Message] = field(default_factory=list)
 
