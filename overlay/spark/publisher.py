@@ -213,6 +213,8 @@ def commit_write(
     """On the driver, once every task of a write is committed: publish the partitions' last
     packets (``tails``, each under its uid), then close ``epoch`` if the write has one.
     Returns the close marker's packet number (see ``finish_epoch``)."""
+    if not tails and epoch is None:
+        return None  # (every partition filled whole packets: nothing to publish)
     what = "the driver's commit" if epoch is None else f"the driver's commit of epoch {epoch}"
     with _driver_client(options) as (client, node):
         try:
