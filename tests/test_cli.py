@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -172,6 +173,38 @@ def test_a_node_killed_and_started_again_numbers_on(tmp_path: Path) -> None:
     finally:
         node.terminate()
         node.wait(timeout=DEADLINE)
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_stops_a_node_cleanly(tmp_path: Path, signum: int, status: int) -> None:
+    """Ctrl-C or SIGTERM: no traceback, exit 128 + the signal's number, and the state file
+    left for the next start to number on from."""
+    node = subprocess.Popen(
+        [*OVERLAY, "node", "--identity", str(tmp_path / "n.key"),
+         "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0", "--network", "cli-test"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert node.stdout is not None and node.stderr is not None
+        clients = Lines(node.stdout).wait_for(r"clients\s+(\S+)").group(1)
+        first = overlay("publish", "demo", "a", "b", "--node", clients)
+        assert (first.returncode, first.stdout.split()) == (0, ["0", "1"]), first.stderr
+        node.send_signal(signum)
+        assert node.wait(timeout=DEADLINE) == status
+        stderr = node.stderr.read()
+    finally:
+        node.kill()
+        node.wait(timeout=DEADLINE)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    again, _, clients = start_node(tmp_path, "n")
+    try:
+        more = overlay("publish", "demo", "c", "--node", clients)
+        assert (more.returncode, more.stdout.split()) == (0, ["2"]), more.stderr
+    finally:
+        again.terminate()
+        again.wait(timeout=DEADLINE)
 
 
 def test_a_damaged_state_file_is_one_clear_line(tmp_path: Path) -> None:

@@ -141,3 +141,24 @@ def test_a_testnet_whose_every_node_restarts_numbers_its_streams_on(testnet_dir:
         assert overlay("testnet", "restart", i, *d).returncode == 0
     again = overlay("publish", "numbering-stream", "d", *node)
     assert again.returncode == 0 and again.stdout.split() == ["3"], again.stderr
+
+
+def test_ctrl_c_stops_the_demo_cleanly() -> None:
+    """Ctrl-C mid-demo: its nodes stop, no traceback, exit status 130 (128 + SIGINT)."""
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", "testnet", "demo", "--nodes", "12",
+         "--subscribers", "2", "--packets", "1000", "--rate", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:  # mid-run: once the clients are subscribing
+            if line.startswith("[2/5]"):
+                break
+        demo.send_signal(signal.SIGINT)
+        _, stderr = demo.communicate(timeout=60)
+    finally:
+        demo.kill()
+        demo.wait(timeout=60)
+    assert demo.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr

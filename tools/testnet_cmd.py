@@ -35,6 +35,7 @@ from testnet.demo import run_demo as demo
 from testnet.handle import Launched, local_testnet
 from testnet.manifest import DEFAULT_DIR, Manifest, read_manifest
 from testnet.survey import Answer, survey
+from tools.stopping import Signalled, until_signal
 
 T = TypeVar("T")
 
@@ -99,6 +100,11 @@ def add_parser(commands: Any) -> None:
         q.add_argument("node", help="node index (see `overlay testnet status`)")
     q = action(
         "demo", "the whole story: a testnet, a tree, the root killed, all delivered", run_demo
+    )
+    q.description = (
+        "The whole story: a testnet, a tree, the root killed, all delivered. Exit status: 0 "
+        "if every check passed, 1 if one failed; Ctrl-C (SIGINT) or SIGTERM stops it "
+        "cleanly, with status 130 or 143 (128 + the signal's number)."
     )
     defaults = DemoOptions()
     q.add_argument("--nodes", type=int, default=defaults.nodes, help="testnet size")
@@ -194,7 +200,10 @@ def run_demo(args: argparse.Namespace) -> int:
         kill_at=max(1, args.packets // 3),
         seed=args.seed,
     )
-    return 0 if _trio(demo, options, _say) else 1
+    passed = _trio(until_signal, demo, options, _say)
+    if isinstance(passed, Signalled):
+        return passed.status
+    return 0 if passed else 1
 
 
 def run_chaos(args: argparse.Namespace) -> int:
