@@ -7,6 +7,7 @@ processes' own output lines, each with a deadline, never on sleeps.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import queue
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -25,6 +27,7 @@ from typing import IO
 import pytest
 
 from overlay.client import Client
+from tools import cli
 
 OVERLAY = [sys.executable, "-m", "tools.cli"]
 DEADLINE = 20.0  # seconds any one wait may take before the test fails
@@ -300,6 +303,47 @@ def test_keygen_never_overwrites(tmp_path: Path) -> None:
     before = path.read_text()
     again = overlay("keygen", str(path))
     assert again.returncode == 2 and path.read_text() == before
+    assert "--force" in again.stderr and "overwrite=True" not in again.stderr, again.stderr
+    forced = overlay("keygen", "--force", str(path))
+    assert forced.returncode == 0 and path.read_text() != before
+
+
+def test_no_command_prints_the_command_list_and_exits_2() -> None:
+    result = overlay()
+    assert result.returncode == 2 and result.stdout == ""
+    for command in ("keygen", "node", "publish", "subscribe", "testnet", "tree", "stats"):
+        assert re.search(rf"^\s+{command}\s", result.stderr, re.MULTILINE), result.stderr
+
+
+def test_version_is_the_package_version() -> None:
+    result = overlay("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"overlay {cli.version()}")
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", cli.version())
+
+
+def test_version_without_an_installed_package_is_pyproject_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    pyproject = tomllib.loads((Path(cli.__file__).parent.parent / "pyproject.toml").read_text())
+    assert cli.version() == pyproject["project"]["version"]
+
+
+def test_subscribe_timeout_says_what_it_waited_for(tmp_path: Path) -> None:
+    """A node whose only peer is unreachable holds its searches until one is up, so a
+    subscription there is never confirmed: the timeout must say so in plain words."""
+    node, _, clients = start_node(tmp_path, "lonely", "--connect", "127.0.0.1:1")
+    try:
+        result = overlay("subscribe", "demo", "--node", clients, "--timeout", "1")
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+    assert result.returncode == 2, result.stderr
+    assert "waited 1.0 s for the subscription's confirmation from" in result.stderr
+    assert "no the" not in result.stderr
 
 
 def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:

@@ -10,10 +10,13 @@ and found a problem (e.g. ``overlay tree`` found two roots); 0 means all is well
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
+import tomllib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from overlay.client import ClientError
 from tools import (
@@ -41,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"overlay {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _COMMANDS:
         module.add_parser(commands)
     return parser
@@ -58,9 +62,27 @@ _COMMANDS = [
 ]
 
 
+def version() -> str:
+    """The installed package's version; from a checkout that is not installed, the one
+    pyproject.toml declares."""
+    try:
+        return importlib.metadata.version("overlay")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        # No command is a usage error (status 2, as argparse gives any other), but the
+        # whole help, with its command list, says more than a bare usage line.
+        parser.print_help(sys.stderr)
+        return 2
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run: Command = args.run

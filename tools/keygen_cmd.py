@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from keyspace.stream_key import StreamKey
-from overlay.runtime.identity import Identity, node_id_text
+from overlay.runtime.identity import Identity, IdentityExists, node_id_text
 
 
 def add_parser(commands: Any) -> None:
@@ -34,7 +34,14 @@ def run(args: argparse.Namespace) -> int:
     identity = Identity.generate()
     # The address is computed first: it checks the stream name before anything is written.
     address = None if args.stream is None else StreamKey.signed(identity.public, args.stream)
-    identity.save(args.path, overwrite=args.force)
+    try:
+        identity.save(args.path, overwrite=args.force)
+    except IdentityExists:
+        # The library's message names its own parameter; a command-line user needs the flag.
+        raise ValueError(
+            f"{args.path} already exists; refusing to overwrite it (the key in it would be "
+            "lost): pass --force to replace it"
+        ) from None
     if address is not None:
         print(f"wrote {args.path}: the signing key of stream {address.address}")
     else:

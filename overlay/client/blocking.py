@@ -315,7 +315,7 @@ class Client:
             conn.check_open()
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ClientTimeout(f"no {what} from {self.address} within {limit} s")
+                raise ClientTimeout(f"waited {limit} s for {what} from {self.address}; none came")
             self._socket.settimeout(None if math.isinf(left) else left)
             try:
                 data = self._socket.recv(_READ_SIZE)

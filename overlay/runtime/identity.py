@@ -86,6 +86,10 @@ class IdentityError(ValueError):
     """An identity file or node id text that cannot be used. The message says which and why."""
 
 
+class IdentityExists(IdentityError):
+    """Saving would replace an existing identity file, and ``overwrite`` was not given."""
+
+
 def node_id_text(public: bytes) -> str:
     """The printable form of a node id: lowercase, unpadded base32 of the 32 raw bytes."""
     if len(public) != PUBLIC_KEY_SIZE:
@@ -236,14 +240,14 @@ class Identity:
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         """Write this identity to ``path`` atomically, mode 0o600.
 
-        Raises IdentityError if the file exists and ``overwrite`` is false (nothing is
-        changed then), or if it cannot be written.
+        Raises IdentityExists if the file exists and ``overwrite`` is false (nothing is
+        changed then), IdentityError if it cannot be written.
         """
         path = Path(path)
         try:
             self._write(path, overwrite=overwrite)
         except FileExistsError:
-            raise IdentityError(
+            raise IdentityExists(
                 f"identity file {path}: already exists; refusing to overwrite a node's identity "
                 f"(pass overwrite=True to replace it)"
             ) from None
