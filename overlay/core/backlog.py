@@ -24,7 +24,7 @@ joined, or to ``queued`` for the grace's end or its next parent. At most
 that cannot take it. A child that never answers holds the commit point for at most
 ``confirm_timeout`` (``commits``); then none applies, and the backlog goes on.
 
-What the review of stop 35 found, each a test in ``tests/test_backlog.py``: numbers pending
+Rules that keep the bound, each a test in ``tests/test_backlog.py``: numbers pending
 a publisher's confirmation count (a peer's burst went past a window through ``pending``);
 a held publish whose child left is dropped, not numbered for a confirmation that cannot
 come; a resend through another child is answered that way; and local publishes whose

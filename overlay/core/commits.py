@@ -15,10 +15,9 @@ children hold it (one, if the root has only one child), and until then:
   branch it came up, and a root's death with one cut or crash in that branch loses it
   (chaos: a partition cut the rest of the tree off, and the root and the publisher's node
   died within seconds of each other; a cut-off subscriber never had the acknowledged
-  packet). Stop 33 took away the exception for relayed publishes, once answered at once
-  because the relays hold the packet too: the root died, a partition cut the relay off
-  with its branch, the publisher's node died, and the rest of the tree gave the
-  acknowledged number to another publish.
+  packet). A relayed publish gets no exception for the relays holding the packet too: the
+  root can die, a partition cut the relay off with its branch, and the publisher's node
+  die, and the rest of the tree would give the acknowledged number to another publish.
 
 The root asks three of its children (``HeldQuery``) to say what they hold, and keeps each
 one's answer (``Held``, cumulative). One question is outstanding at a time; once it is

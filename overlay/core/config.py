@@ -116,7 +116,7 @@ class NodeConfig:
     # Direct peers (not the stream's parent, the closest to its location first) that a
     # publisher's node tells the number it confirms for its own publish, so they claim it
     # should it die before its claim reaches a new root (``peer_witnesses``). 0: none.
-    # Three, not two: in hunt seed 2024 the two closest had died or were cut off as well.
+    # Three, not two: a chaos scenario had the two closest dead or cut off as well.
     witness_peers: int = 3
     max_queued_publishes: int = 1024
     # Local publishes one stream sends up and awaits the answers of at once, by count and

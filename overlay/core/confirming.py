@@ -1,6 +1,6 @@
 """Confirming: a root sends a packet down only once its publisher's node knows its number.
 
-A root with ``NodeConfig.confirm_publishes`` (the default since stop 28) holds packets back;
+A root with ``NodeConfig.confirm_publishes`` (on by default) holds packets back;
 one configured without it sends each down as soon as it is numbered, and takes the race
 below. A publisher's node answers a ``PublishNumbered`` whichever way it is configured.
 
@@ -361,9 +361,9 @@ class Confirming:
         end, then are taken in number order as the next new numbers, or refused), never
         numbered afresh as plain retries (chaos: root 8 sent down 0 for node 5's publish as
         a cut came; 5, on the other side, became its root and gave 0 to another publish).
-        Our witness claims with them, in number order (``witnesses``; hunt seed 4815: the
-        new root had carried a dead publisher's confirmations up, and refused the claims
-        after its numbers)."""
+        Our witness claims with them, in number order (``witnesses``): a new root that had
+        carried a dead publisher's confirmations up would otherwise refuse the claims after
+        its numbers."""
         for relay, claim in self.all_claims(stream):
             if relay is not None:
                 # A witness claim (``witnesses``): weighed as if the child it came through
