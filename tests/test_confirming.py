@@ -9,6 +9,8 @@ node, as a slow or cut-off link would.
 
 from __future__ import annotations
 
+import dataclasses
+
 from corenet import CoreNet
 from test_publishing import KEY, packets, tree
 
@@ -128,7 +130,9 @@ def test_a_claim_pushed_up_to_the_root_that_holds_it_pending_is_no_news() -> Non
 
 
 def test_a_retry_while_pending_is_told_the_same_number() -> None:
-    net = tree(config=CONFIRMING)
+    # (A confirmation slower than a publish's timeout, and than ``confirm_wait``, which
+    # would drop the number before the retry: ``confirm_watch``.)
+    net = tree(config=dataclasses.replace(CONFIRMING, confirm_wait=30.0))
     net.hold(b"A")
     net.publish(b"A", KEY, b"p0", uid=7)
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A sends it again

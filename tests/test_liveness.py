@@ -443,3 +443,24 @@ def test_heartbeats_alone_do_not_make_a_node_busy_but_a_search_does() -> None:
     node.receive(22.0, b"P", SubscribeSucceeded(uid, KEY, None))
     assert node.streams[KEY].state is State.JOINED
     assert not node.busy()
+
+
+def test_a_fault_while_dropping_a_silent_peer_does_not_stop_the_rounds() -> None:
+    """Dropping a dead peer raises (a bug of ours, contained by the driver): the next round
+    is armed already, so the node goes on beating its other peers and finding the dead."""
+    node = beating()
+    meet(node, b"P", 0.3)
+    meet(node, b"Q", 0.4, boot_id=101)
+    for now in (BEAT, 2 * BEAT, 3 * BEAT):
+        node.handle_timer(now)
+        talk(node, now, b"Q")
+
+    def broken(now: float, peer: bytes, at_once: bool = True) -> None:
+        raise RuntimeError("a bug while forgetting a peer")
+
+    node._forget_peer = broken  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        node.handle_timer(4 * BEAT)
+    assert node.after_fault(4 * BEAT)[-1] == SetTimer(5 * BEAT)
+    talk(node, 4 * BEAT, b"Q")
+    assert heartbeats(node.handle_timer(5 * BEAT)) == [(b"Q", 5)]

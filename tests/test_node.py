@@ -191,8 +191,9 @@ def test_hello_with_same_boot_id_keeps_the_peer_in_streams() -> None:
 def test_hello_with_new_boot_id_removes_the_peer_from_children() -> None:
     node = root_with_children(b"C1", b"C2")
     # Nothing is sent; the root only holds numbering until it has looked for a tree the
-    # lost subtree may make (merges: a root that loses a child).
-    grace = NodeConfig().takeover_grace
+    # lost subtree may make (merges: a root that loses a child). C1 came back anew, which
+    # its own children saw at once: the short grace.
+    grace = NodeConfig().lost_child_grace
     assert node.receive(1.0, b"C1", Hello(0.2, 999)) == [SetTimer(1.0 + grace)]
     assert list(node.streams[KEY].children) == [b"C2"]
     assert node.peers.get(b"C1") == Peer(b"C1", 0.2, 999, 1.0)  # still connected, as a new node

@@ -54,9 +54,9 @@ def data(number: int) -> SubscribeData:
     return SubscribeData(KEY, number, b"p%d" % number, None, PacketKind.DATA, None, None, number)
 
 
-def joined_late() -> Node:
+def joined_late(**config: object) -> Node:
     """N joined as the relay of A's resubscribe (last_seen 19); P sent 20 and 21."""
-    node = make(0.45)
+    node = make(0.45, **config)
     meet(node, P, 0.49)
     meet(node, A, 0.2)
     meet(node, B, 0.3)
@@ -288,10 +288,10 @@ def test_waiters_are_bounded() -> None:
     ]
 
 
-def root_that_lacks_19(local: bool = False) -> tuple[Node, float]:
+def root_that_lacks_19(local: bool = False, **config: object) -> tuple[Node, float]:
     """N, holding 20 and 21 with child A (and a local client if ``local``), became root
     when P died, and its grace is over: it never had 19. Returns N and a time after that."""
-    node = joined_late()
+    node = joined_late(**config)
     if local:
         node.subscribe(0.5, KEY, 1)
     effects = restart(node, 1.0)

@@ -30,6 +30,9 @@ from overlay.messages import (
 
 Q = b"Q"
 REQUEST = NodeConfig().request_timeout
+# A's link closes in these tests, yet its subtree comes back seconds later: its loss is
+# held for the whole takeover grace, as one found by silence is (``merges``).
+LONG = {"lost_child_grace": NodeConfig().takeover_grace}
 
 
 def served(effects: Sequence[Effect]) -> list[Message]:
@@ -45,7 +48,7 @@ def root_losing_a(also_q: bool = False) -> tuple[Node, float]:
     """N, root lacking 19, loses its child A (a grace, then a look); with ``also_q``, N is
     linked to Q (0.35, farther from the key than N), through which its look goes. Returns N
     and the time A's link dropped."""
-    node, now = root_that_lacks_19()
+    node, now = root_that_lacks_19(**LONG)
     if also_q:
         node.link_up(now, Q)
         node.receive(now, Q, Hello(0.35, 100))
@@ -57,7 +60,7 @@ def root_losing_a(also_q: bool = False) -> tuple[Node, float]:
 
 
 def test_a_waiter_is_held_through_a_grace_and_served_what_the_lost_subtree_brings_back() -> None:
-    node, now = root_that_lacks_19()
+    node, now = root_that_lacks_19(**LONG)
     b_resubscribes(node, now)  # asks A for 19
     node.link_down(now + 0.1, A)
     # At the waiter's first timeout the grace runs: A may come back with 19.

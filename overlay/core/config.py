@@ -66,6 +66,15 @@ class NodeConfig:
     # need a search to report what they hold. Numbering earlier could give a number twice,
     # so keep it above heartbeat_interval plus a search's time.
     takeover_grace: float = 10.0
+    # A root whose link to a child closed (the driver saw it go, or the child came back
+    # with a new boot id) holds numbering this long, not ``takeover_grace``, before it
+    # looks for a tree the lost subtree may make (``merges``). The subtree's members saw
+    # the same close at the same moment and restart at once, so a few of their searches'
+    # round trips suffice; a loss found by silence keeps ``takeover_grace``, as the two
+    # ends may notice it a heartbeat interval apart. Small, because any peer can join as
+    # a child and drop its link: each drop costs the stream this much delay. (Never more
+    # than ``takeover_grace``.)
+    lost_child_grace: float = 1.0
     # A node whose last child died (not one that left) while it holds packets stays in the
     # tree this long before it leaves: if its parent dies too, its window may be the only
     # copy of packets a new root must gather (chaos: a relay whose only child died left,
@@ -145,6 +154,13 @@ class NodeConfig:
     # they are numbered, and that race can show a number that the other side gives to
     # another publish. Only the root's setting counts; every node answers PublishNumbered.
     confirm_publishes: bool = True
+    # How long a root waits for the confirmation of its oldest pending number before it
+    # drops that number and numbers the packets after it afresh (``confirm_watch``): each
+    # of them waits at most this plus a round trip behind a publish that is never
+    # confirmed. Well above a confirmation's round trip between a root and a publisher's
+    # node (ten hops of 100 ms each way in the simulator's widest network); a publisher's
+    # node slower than that has its publish dropped and retried, not lost.
+    confirm_wait: float = 2.0
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
     # A root's commit mark rides the packets it sends down (``showing``); when it moved and
@@ -182,6 +198,8 @@ class NodeConfig:
                 "need 0 < heartbeat_interval < dead_after, got "
                 f"{self.heartbeat_interval} and {self.dead_after}"
             )
+        if not self.confirm_wait > 0:
+            raise ValueError(f"confirm_wait must be positive, got {self.confirm_wait}")
         if not self.confirm_timeout > 0:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
         if not isinstance(self.confirm_publishes, bool):
@@ -196,6 +214,8 @@ class NodeConfig:
             raise ValueError(f"keep_idle must not be negative, got {self.keep_idle}")
         if self.takeover_grace < 0:
             raise ValueError(f"takeover_grace must not be negative, got {self.takeover_grace}")
+        if self.lost_child_grace < 0:
+            raise ValueError(f"lost_child_grace must not be negative, got {self.lost_child_grace}")
         if self.probe_interval < 0:
             raise ValueError(f"probe_interval must not be negative, got {self.probe_interval}")
         if not self.mark_delay >= 0:  # (NaN too)

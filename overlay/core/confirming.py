@@ -65,10 +65,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
+from overlay.core.confirm_watch import STRIKES, ConfirmWatch
 from overlay.core.effects import PeerId
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
@@ -101,6 +103,8 @@ class _FlowParts(Protocol):
     local: dict[int, Any]
     relayed: Any
     witnessed: dict[int, Relay]
+    confirm_watch: ConfirmWatch
+    _drop: Callable[[PeerId, str], None]
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _store_new(self, stream: Stream, message: PublishData, number: int) -> None: ...
@@ -108,7 +112,10 @@ class _FlowParts(Protocol):
         self, stream: Stream, source: Source, message: PublishData, answer: Any
     ) -> None: ...
     def _flush(self, stream: Stream) -> None: ...
-    def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
+    def drop_pending(
+        self, stream: Stream, first: int | None = None, peers: bool = False
+    ) -> None: ...
+    def unconfirmed_head(self, stream: Stream, head: int, entry: Pending) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
     def _live_claims(self, stream: Stream) -> list[PublishData]: ...
@@ -116,7 +123,9 @@ class _FlowParts(Protocol):
     def witness(self, peer: PeerId, message: PublishConfirmed) -> None: ...
     def drop_kept(self, relay: Relay) -> None: ...
     def tell_peers(self, stream: Stream, message: PublishData, number: int) -> None: ...
-    def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
+    def requeue(
+        self, stream: Stream, dropped: list[tuple[Source, PublishData]], peers: bool = False
+    ) -> None: ...
 
 
 class Confirming:
@@ -137,6 +146,7 @@ class Confirming:
         stream.pending[number] = Pending(source, message, confirmed=local)
         if len(stream.pending) == 1:
             stream.pending_rounds = 0
+            self.confirm_watch.moved(stream.key)  # the oldest pending number is new
         if local:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
@@ -227,6 +237,7 @@ class Confirming:
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
+        self.confirm_watch.forgive(peer)
         self._confirm(stream, pending)
 
     def _confirm(self: _FlowParts, stream: Stream, pending: Pending) -> None:
@@ -250,13 +261,18 @@ class Confirming:
                 return
             del pending[number]
             stream.pending_rounds = 0
+            self.confirm_watch.moved(stream.key)
             self._store_new(stream, entry.message, number)
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self._reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(self: _FlowParts, stream: Stream, first: int | None = None) -> None:
+    def drop_pending(
+        self: _FlowParts, stream: Stream, first: int | None = None, peers: bool = False
+    ) -> None:
         """Forget the pending packets from ``first`` on (all of them by default): their
-        numbers are free again, and their publishers, retrying, are numbered afresh."""
+        numbers are free again, and their publishers, retrying, are numbered afresh.
+        ``peers``: the peers' publishes after ``first`` are numbered afresh at once too,
+        as local ones always are (``unconfirmed_head``)."""
         uids = stream.uids
         dropped = []
         for number in [n for n in stream.pending if first is None or n >= first]:
@@ -264,8 +280,53 @@ class Confirming:
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
                 uids.forget(entry.message.uid)
-            dropped.append((entry.source, entry.message))
-        self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
+            if not peers or number != first:
+                dropped.append((entry.source, entry.message))
+        self.confirm_watch.moved(stream.key)
+        self.requeue(stream, dropped, peers)  # numbered again first (``backlog``)
+
+    def arm_confirms(self: _FlowParts, now: float) -> None:
+        """After an event: watch the oldest pending number of each root whose pending
+        numbers changed (``confirm_watch``)."""
+        heads: dict[bytes, int | None] = {}
+        for key in self.confirm_watch.changed:
+            stream = self.streams.get(key)
+            pending = None if stream is None or stream.state is not State.ROOT else stream.pending
+            heads[key] = next(iter(pending)) if pending else None
+        self.confirm_watch.arm(now, heads)
+
+    def on_confirm_timer(self: _FlowParts, now: float, token: int) -> None:
+        """A root's oldest pending number has waited ``confirm_wait``: if it is still the
+        oldest and still unconfirmed, drop it (``unconfirmed_head``)."""
+        fired = self.confirm_watch.fired(token)
+        if fired is None:
+            return
+        key, head = fired
+        stream = self.streams.get(key)
+        if stream is None or stream.state is not State.ROOT or not stream.pending:
+            return
+        entry = stream.pending.get(head)
+        if next(iter(stream.pending)) != head or entry is None or entry.confirmed:
+            self.confirm_watch.moved(key)  # another is oldest now: watch that one
+            return
+        self.unconfirmed_head(stream, head, entry)
+
+    def unconfirmed_head(self: _FlowParts, stream: Stream, head: int, entry: Pending) -> None:
+        """Number ``head`` was not confirmed within ``confirm_wait``, and every packet
+        numbered after it waits for it. Nothing under it went down or was acknowledged,
+        so it is dropped (its publisher's node retries it, as after ``confirm_timeout``)
+        and the publishes numbered after it are numbered afresh now, in their order: their
+        publishers' nodes are told their new numbers and confirm those. The child it came
+        through takes a strike; ``STRIKES`` in a row and it is cut off."""
+        self.stats.unconfirmed_heads += 1
+        self.drop_pending(stream, head, peers=True)
+        source = entry.source
+        if isinstance(source, bytes) and self.confirm_watch.strike(source) >= STRIKES:
+            self._drop(
+                source,
+                f"left {STRIKES} numbered publishes in a row unconfirmed for"
+                f" {self.config.confirm_wait:g} s each",
+            )
 
     def orphaned_pending(self: _FlowParts, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish

@@ -36,7 +36,7 @@ class _NodeParts(Protocol):
     flow: PacketFlow
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _forget_peer(self, now: float, peer: PeerId) -> None: ...
+    def _forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None: ...
     def _links_changed(self, now: float) -> None: ...
     def _announce(self) -> None: ...
     def _probe_roots(self, now: float) -> None: ...
@@ -54,6 +54,15 @@ class Liveness:
         frozen process and a lost route all look the same: silence)."""
         config = self.config
         silent = [p for p in self.peers if now - p.heard > config.dead_after]
+        self._beats += 1
+        left = len(self.peers) > len(silent)
+        if left:
+            # The next round is armed before the dead are dropped: a fault in dropping one
+            # (contained by the driver, which goes on with the queued timers) must not end
+            # liveness for good.
+            self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
+        else:
+            self._beating = False  # the next Hello starts the rounds again
         for peer in silent:
             self._out.append(
                 DropPeer(
@@ -64,17 +73,14 @@ class Liveness:
             )
             self.peers.remove(peer.id)
             self.stats.dead_peers += 1
-            self._forget_peer(now, peer.id)
+            self._forget_peer(now, peer.id, at_once=False)
         if silent:
             self._links_changed(now)
-        self._beats += 1
-        if len(self.peers) == 0:
-            self._beating = False  # the next Hello starts the rounds again
+        if not left:
             return
         beat = Heartbeat(self._beats)
         for peer in self.peers:
             self._send(peer.id, beat)
-        self._timers.add(now + config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0))
         self._probe_roots(now)  # every few rounds (``probes``)
         self.flow.repeat_marks()  # a root's mark, lest a notice was lost (``showing``)
         self.flow.overdue()  # a root's unanswered HeldQuery (``commits``)

@@ -180,15 +180,23 @@ class Merges:
         else:
             self._route_restart(now, stream)
 
-    def _lost_child(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _lost_child(self: _NodeParts, now: float, stream: Stream, at_once: bool) -> None:
         """A child of ``stream`` died or restarted. At a root, its subtree is coming off,
         and a member closer to the key than us may become a root of its own, whose look,
         routing toward the key, will not find us: so we hold numbering for a grace and look,
-        as after a takeover (chaos: two roots numbering the same numbers)."""
+        as after a takeover (chaos: two roots numbering the same numbers). A link that
+        closed (``at_once``) closed for the subtree's top at the same moment, and its
+        restart is a few round trips: the grace is ``lost_child_grace``. A child lost to
+        silence may be noticed by its subtree a heartbeat interval later than by us: the
+        whole ``takeover_grace``."""
         if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
             stream.look_due = True
             stream.relooks = 0
-            self.flow.hold(now, stream)
+            config = self.config
+            grace = config.takeover_grace
+            if at_once:
+                grace = min(grace, config.lost_child_grace)
+            self.flow.hold(now, stream, grace)
 
     def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
         """Keep the grace on while a look's search runs (it ends sooner, one way or the

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
+from overlay.core.confirm_watch import ConfirmWatch
 from overlay.core.confirming import Confirming
 from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
@@ -173,6 +174,7 @@ class PacketFlow(
         self.marks_due: dict[bytes, None] = {}
         self.mark_timer: float | None = None
         self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
+        self.confirm_watch = ConfirmWatch(config.confirm_wait, timers)  # (``confirming``)
         self.draining: bytes | None = None
         self.credits = {}  # local publishes out and held, by stream (``credit``)
         self.released = {}

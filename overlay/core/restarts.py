@@ -72,7 +72,7 @@ class _NodeParts(Protocol):
     def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
     def _forward(self, now: float, route: Route) -> None: ...
     def _may_hang_below(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
-    def _lost_child(self, now: float, stream: Stream) -> None: ...
+    def _lost_child(self, now: float, stream: Stream, at_once: bool) -> None: ...
     def _prune(self, now: float, stream: Stream) -> None: ...
     def _leave(self, peer: PeerId, key: bytes) -> None: ...
     def _start_own_search(
@@ -218,8 +218,10 @@ class Restarts:
             self._send(peer, FillRequest(stream.key, stream.next_in, head))
         self._refill(now, stream)
 
-    def _forget_peer(self: _NodeParts, now: float, peer: PeerId) -> None:
-        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here."""
+    def _forget_peer(self: _NodeParts, now: float, peer: PeerId, at_once: bool = True) -> None:
+        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
+        ``at_once``: its link closed or it came back anew, which the peers on its other
+        links saw at the same moment; not: it fell silent (``liveness``)."""
         self._lost_a_link = True  # a new link may now be a way back (``probes``)
         self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
         for route in list(self.routes.values()):
@@ -232,7 +234,7 @@ class Restarts:
             if stream.parent == peer:
                 self._restart(now, stream, Change.PARENT_LOST)
             elif peer in stream.children:
-                self._lost_child(now, stream)
+                self._lost_child(now, stream, at_once)
                 self._child_gone(now, stream, peer, died=True)
 
     def _child_gone(

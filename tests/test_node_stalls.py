@@ -1,0 +1,109 @@
+"""What one child can cost a stream's availability: a bounded, small delay, never a freeze.
+
+A hostile peer can join a stream as the root's child at will. Dropping its link makes the
+root hold numbering while it looks for a tree the lost subtree may make (``merges``); a
+publish it never confirms holds back every packet numbered after it (``confirming``). Each
+test drives the tree of ``test_publishing`` (root R, children B and E; A and D below B)
+plus a hostile child H of R, with explicit times.
+"""
+
+from __future__ import annotations
+
+from corenet import CoreNet
+from test_publishing import KEY, packets, place, publish_data, tree
+
+from overlay.core.config import NodeConfig
+from overlay.core.confirm_watch import STRIKES
+from overlay.core.events import Missed, PublishAcked
+
+H = b"H"
+CONFIG = NodeConfig()
+
+
+def with_hostile_child() -> CoreNet:
+    """The tree, one packet published and delivered, and H (linked to R only) a child of R."""
+    net = tree()
+    net.publish(b"A", KEY, b"first", uid=100)
+    net.add(H, (place(KEY, b"E") - 0.01) % 1.0)
+    net.connect(H, b"R")
+    net.subscribe(H, KEY)
+    root = net.stream(b"R", KEY)
+    assert root is not None and H in root.children
+    net.advance(net.now + 2 * CONFIG.takeover_grace)  # past the new tree's first look
+    return net
+
+
+def acked(net: CoreNet, name: bytes) -> list[int]:
+    return [e.number for e in net.answers(name) if isinstance(e, PublishAcked)]
+
+
+def test_a_child_dropping_its_link_holds_numbering_only_for_the_short_grace() -> None:
+    """H drops its link to the root. Its subtree (if it had one) saw the close at the same
+    moment, so the root holds numbering for ``lost_child_grace``, looks (nothing else is
+    there) and numbers: a publish made just after the drop is acknowledged and delivered
+    within that grace and a look's round trips, not after ``takeover_grace``."""
+    net = with_hostile_child()
+    dropped = net.now
+    net.disconnect(H, b"R")
+    net.publish(b"A", KEY, b"after the drop", uid=101)
+    assert acked(net, b"A") == [0]  # held while the root looks
+    net.advance(dropped + CONFIG.lost_child_grace + 0.1)
+    assert acked(net, b"A") == [0, 1]
+    assert packets(net, b"E")[-1] == (1, b"after the drop")
+    assert CONFIG.lost_child_grace + 0.1 < CONFIG.takeover_grace / 5
+
+
+def test_a_child_lost_to_silence_still_holds_for_the_takeover_grace() -> None:
+    """A child found dead by liveness may be noticed by its own children a heartbeat
+    interval later than by the root: the root holds for the whole ``takeover_grace``."""
+    net = with_hostile_child()
+    net.links.discard(frozenset((H, b"R")))  # cut without a close: neither end is told
+    silent_from = net.now
+    root = net.stream(b"R", KEY)
+    assert root is not None
+    while H in root.children:
+        net.advance(net.now + CONFIG.heartbeat_interval)
+        assert net.now - silent_from < 4 * CONFIG.dead_after, "H never declared dead"
+    lost = net.now
+    net.publish(b"A", KEY, b"after the silence", uid=101)
+    net.advance(lost + CONFIG.takeover_grace / 2)
+    assert acked(net, b"A") == [0]
+    net.advance(lost + CONFIG.takeover_grace + 1.0)
+    assert acked(net, b"A") == [0, 1]
+
+
+def unconfirmed_publish(net: CoreNet, uid: int) -> None:
+    """H sends R a publish as a child would and, hostile, never confirms its number."""
+    net.inject(H, b"R", publish_data(uid, data=b"never confirmed"))
+
+
+def test_a_publish_never_confirmed_holds_the_packets_after_it_only_for_confirm_wait() -> None:
+    """H publishes and never confirms the number R gives it; an honest publish from A is
+    numbered after it. After ``confirm_wait`` R drops H's number and numbers A's publish
+    afresh, in its place: A is acknowledged and every member gets it with no hole."""
+    net = with_hostile_child()
+    start = net.now
+    unconfirmed_publish(net, 900)
+    net.publish(b"A", KEY, b"honest", uid=101)
+    assert acked(net, b"A") == [0]  # waits behind H's number 1
+    net.advance(start + CONFIG.confirm_wait + 0.01)
+    assert acked(net, b"A") == [0, 1]
+    for member in (b"A", b"D", b"E"):
+        assert packets(net, member) == [(0, b"first"), (1, b"honest")]
+        assert not [e for e in net.received(member) if isinstance(e, Missed)]
+    assert net.nodes[b"R"].stats.unconfirmed_heads == 1
+    assert CONFIG.confirm_wait < CONFIG.confirm_timeout / 4
+
+
+def test_a_child_that_leaves_three_numbers_in_a_row_unconfirmed_is_cut_off() -> None:
+    """Each unconfirmed number costs the stream ``confirm_wait``; the third in a row from
+    one child and R cuts that child off. A confirmation in between clears the count."""
+    net = with_hostile_child()
+    for strike in range(STRIKES):
+        unconfirmed_publish(net, 900 + strike)
+        net.advance(net.now + CONFIG.confirm_wait + 0.01)
+    [(at, drop)] = [(name, d) for name, d in net.dropped if d.peer == H]
+    assert at == b"R" and drop.fault and "unconfirmed" in drop.reason
+    # The honest publisher's numbers are confirmed all along: never cut off.
+    net.publish(b"A", KEY, b"honest", uid=101)
+    assert acked(net, b"A")[-1] == 1
