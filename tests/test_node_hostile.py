@@ -21,6 +21,7 @@ from overlay.core.probes import _BACK
 from overlay.core.streams import State
 from overlay.messages import (
     MAX_PACKET,
+    FillRequest,
     Hello,
     Message,
     PacketKind,
@@ -219,3 +220,18 @@ def test_one_subscriber_catching_up_on_a_whole_window_is_served_it_all() -> None
     effects = node.receive(5.0, b"H", SubscribeRequest(702, KEY, MAX_HTL, 0.3, 99))
     assert [m.packet for m in frames_to(effects, b"H")] == list(range(100, WINDOW))
     assert node.stats.catch_ups_refused == 0
+
+
+def test_fill_requests_for_a_whole_window_in_a_loop_draw_only_the_childs_budget() -> None:
+    """A replay answers a FillRequest as a catch-up answers a search: C, a child, asking
+    for the whole window 100 times in a second gets at most its budget's worth; the rest
+    go unanswered, counted, and C is cut off once refused far past it."""
+    node = carrying_node()
+    replayed = 0
+    cut_off = False
+    for i in range(100):
+        effects = node.receive(1.0 + i / 100, b"C", FillRequest(KEY, 0, WINDOW - 1))
+        replayed += len(frames_to(effects, b"C"))
+        cut_off |= any(isinstance(e, DropPeer) and e.peer == b"C" and e.fault for e in effects)
+    assert replayed <= BUDGET_PER_SECOND
+    assert node.stats.catch_ups_refused >= 90 and cut_off

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from overlay.core.effects import PeerId
+from overlay.core.window import Window
 
 # Refusals a peer may pile up (each decays in a second) before it is cut off. An honest peer
 # that outran its budget (many streams rejoining at once through us) is refused a few times
@@ -99,6 +100,13 @@ class CatchUpBudget:
                 return Verdict.SERVE
         bucket.strikes += 1.0
         return Verdict.CUT_OFF if bucket.strikes > MAX_STRIKES else Verdict.REFUSE
+
+    def charge(self, now: float, peer: PeerId, window: Window, first: int, last: int) -> Verdict:
+        """``take`` for a replay of ``first..last`` from ``window`` to ``peer``: the packets
+        it holds there are the frames, their payload the bytes."""
+        return self.take(
+            now, peer, window.held_in(first, last), lambda: window.payload_in(first, last)
+        )
 
     def forget(self, peer: PeerId) -> None:
         """``peer``'s link is gone: its bucket with it."""

@@ -718,27 +718,29 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         Refused, not cut short with the rest announced missed: a subscriber told
         PacketsMissed records the numbers lost and its consumer skips them for good, though
         the tree holds them; refused, it loses nothing. RejectOverload is the protocol's
-        answer to a node that cannot take a search on (PROTOCOL.md, "Overload"): the asker
-        backtracks to its next peer, whose budget for it is its own, so an honest joiner
-        finds its way into the tree elsewhere, and a hostile one gets a 20-byte answer for
-        its 70-byte request instead of a window. One refused far past what a refusal
-        teaches an honest peer is cut off, as a fault the operator hears of."""
+        answer to a node that cannot take a search on (PROTOCOL.md, "Overload" and
+        "Catch-up budget"): the asker backtracks to its next peer, whose budget for it is
+        its own, so an honest joiner finds its way into the tree elsewhere, and a hostile
+        one gets a 20-byte answer for its 70-byte request instead of a window."""
         span = catch_up_span(stream, last_seen)
         if span is None:
             return True
-        window = stream.window
-        frames = window.held_in(*span)
-        verdict = self.catch_ups.take(now, peer, frames, lambda: window.payload_in(*span))
+        verdict = self.catch_ups.charge(now, peer, stream.window, *span)
         if verdict is Verdict.SERVE:
             return True
-        self.stats.catch_ups_refused += 1
         self.stats.overloads += 1
         self._send(peer, RejectOverload(uid, stream.key))
-        if verdict is Verdict.CUT_OFF:
-            self._out.append(
-                DropPeer(peer, "asked for catch-ups far beyond its budget, again and again")
-            )
+        self._over_catch_up_budget(peer, verdict)
         return False
+
+    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
+        """``peer`` was refused a catch-up or a replay for its budget: counted, and cut off
+        as a fault the operator hears of once refused far past what a refusal teaches an
+        honest peer (``catch_up_budget.MAX_STRIKES``)."""
+        self.stats.catch_ups_refused += 1
+        if verdict is Verdict.CUT_OFF:
+            reason = "asked for catch-ups far beyond its budget, again and again"
+            self._out.append(DropPeer(peer, reason))
 
     # --- plumbing -------------------------------------------------------------------------
 
