@@ -58,6 +58,11 @@ def test_max_htl_bounds_are_valid(max_htl: int) -> None:
         ({"keep_idle": math.nan}, "keep_idle"),
         ({"confirm_publishes": "yes"}, "confirm_publishes must be true or false, got 'yes'"),
         ({"confirm_publishes": 1}, "confirm_publishes must be true or false, got 1"),
+        ({"catch_up_rate": 0.0}, "catch_up_rate must be positive"),
+        ({"catch_up_rate": math.nan}, "catch_up_rate"),
+        ({"catch_up_rate": math.inf}, "catch_up_rate"),
+        ({"catch_up_burst": 0.5}, "catch_up_burst must be at least 1"),
+        ({"catch_up_burst": math.nan}, "catch_up_burst"),
     ],
 )
 def test_invalid_limits_are_refused(kwargs: dict[str, Any], message: str) -> None:

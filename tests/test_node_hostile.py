@@ -11,20 +11,26 @@ N (0.45) roots KEY (0.5) for its local client 1; H (0.2) is a hostile child of i
 
 from __future__ import annotations
 
-from test_node import KEY, KEY2, make, meet, proto, sends
+from test_node import KEY, KEY2, MAX_HTL, joined_node, make, meet, proto, sends
 
 from overlay.codec import decode, encode
-from overlay.core.effects import Send
+from overlay.core.config import NodeConfig
+from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
 from overlay.core.probes import _BACK
 from overlay.core.streams import State
 from overlay.messages import (
     MAX_PACKET,
+    FillRequest,
     Hello,
+    Message,
+    PacketKind,
     RejectedLoop,
+    RejectOverload,
     RestartConfirmed,
     ResubscribeRequest,
     RootProbe,
+    SubscribeData,
     SubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
@@ -139,3 +145,93 @@ def test_a_resubscribe_claiming_the_last_packet_number_does_not_push_numbering_p
     assert stream.next_in is not None and stream.next_in < MAX_PACKET
     for _, message in sends(effects):
         assert decode(encode(message)) == message
+
+
+# --- catch-up budget (``catch_up_budget``) ----------------------------------------------------
+
+WINDOW = NodeConfig().window_packets
+# What one peer may draw in a second from a full bucket: the burst, and a second's rate.
+BUDGET_PER_SECOND = int((NodeConfig().catch_up_burst + NodeConfig().catch_up_rate) * WINDOW)
+
+
+def carrying_node(packets: int = WINDOW) -> Node:
+    """N (0.45) in KEY's tree below P, its child C (0.2) caught up, holding packets
+    0..``packets - 1`` (each committed: its mark rides it). H (0.3) is a peer."""
+    node = joined_node()
+    meet(node, b"H", 0.3)
+    for number in range(packets):
+        node.receive(0.5, b"P", packet(number))
+    assert len(node.streams[KEY].window) == packets
+    return node
+
+
+def packet(number: int) -> SubscribeData:
+    return SubscribeData(KEY, number, b"x" * 100, None, PacketKind.DATA, None, mark=number)
+
+
+def frames_to(effects: list[Effect], peer: bytes) -> list[Message]:
+    return [m for to, m in sends(effects) if to == peer and isinstance(m, SubscribeData)]
+
+
+def test_fresh_searches_for_a_whole_window_in_a_loop_draw_only_the_peers_budget() -> None:
+    """H sends 100 SubscribeRequests with fresh uids and ``last_seen`` -1 in one second,
+    each asking for the whole window (1024 packets for a 70-byte request) while P's
+    stream goes on at 100 packets a second. H gets at most its budget's worth of packets
+    (the burst and a second's rate); every other request is refused with RejectOverload,
+    counted, and H is cut off as a fault once it has been refused far past it. C gets
+    every live packet at once, in order, throughout."""
+    node = carrying_node()
+    to_hostile: list[Message] = []
+    to_child: list[int] = []
+    answers = refusals = 0
+    cut_off = False
+    for i in range(100):
+        now = 1.0 + i / 100
+        live = node.receive(now, b"P", packet(WINDOW + i))
+        to_child += [m.packet for m in frames_to(live, b"C")]
+        effects = node.receive(now, b"H", SubscribeRequest(9000 + i, KEY, MAX_HTL, 0.3, -1))
+        to_hostile += frames_to(effects, b"H")
+        to_child += [m.packet for m in frames_to(effects, b"C")]
+        for e in effects:
+            if isinstance(e, Send) and e.peer == b"H":
+                answers += isinstance(e.message, SubscribeSucceeded)
+                refusals += e.message == RejectOverload(9000 + i, KEY)
+            cut_off |= isinstance(e, DropPeer) and e.peer == b"H" and e.fault
+    assert to_child == list(range(WINDOW, WINDOW + 100))
+    assert len(to_hostile) <= BUDGET_PER_SECOND + 100  # (+ the live packets, once a child)
+    assert answers + refusals == 100 and refusals >= 90
+    assert node.stats.catch_ups_refused == refusals
+    assert cut_off
+    # Its link closed, H's bucket goes with it.
+    node.link_down(2.0, b"H")
+    assert len(node.catch_ups) == 0
+
+
+def test_one_subscriber_catching_up_on_a_whole_window_is_served_it_all() -> None:
+    """An honest subscriber joining from the first packet (``last_seen`` -1) gets the
+    whole window; a few seconds later its resubscribe from -1 gets it all again, and one
+    more search right after it the packets after its ``last_seen``: within its budget."""
+    node = carrying_node()
+    effects = node.receive(1.0, b"H", SubscribeRequest(700, KEY, MAX_HTL, 0.3, -1))
+    assert sends(effects)[0] == (b"H", SubscribeSucceeded(700, KEY, WINDOW - 1))
+    assert [m.packet for m in frames_to(effects, b"H")] == list(range(WINDOW))
+    effects = node.receive(5.0, b"H", ResubscribeRequest(701, KEY, MAX_HTL, 0.3, 0.3, -1))
+    assert [m.packet for m in frames_to(effects, b"H")] == list(range(WINDOW))
+    effects = node.receive(5.0, b"H", SubscribeRequest(702, KEY, MAX_HTL, 0.3, 99))
+    assert [m.packet for m in frames_to(effects, b"H")] == list(range(100, WINDOW))
+    assert node.stats.catch_ups_refused == 0
+
+
+def test_fill_requests_for_a_whole_window_in_a_loop_draw_only_the_childs_budget() -> None:
+    """A replay answers a FillRequest as a catch-up answers a search: C, a child, asking
+    for the whole window 100 times in a second gets at most its budget's worth; the rest
+    go unanswered, counted, and C is cut off once refused far past it."""
+    node = carrying_node()
+    replayed = 0
+    cut_off = False
+    for i in range(100):
+        effects = node.receive(1.0 + i / 100, b"C", FillRequest(KEY, 0, WINDOW - 1))
+        replayed += len(frames_to(effects, b"C"))
+        cut_off |= any(isinstance(e, DropPeer) and e.peer == b"C" and e.fault for e in effects)
+    assert replayed <= BUDGET_PER_SECOND
+    assert node.stats.catch_ups_refused >= 90 and cut_off

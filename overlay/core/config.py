@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from overlay.messages import MAX_OPEN_EPOCHS, MAX_WIRE_HTL
@@ -110,6 +111,18 @@ class NodeConfig:
     # stay beyond these, up to twice them, so a member with clients may hold 8 MiB.
     window_packets: int = 1024
     window_bytes: int = 4 * 1024 * 1024
+    # What one peer may draw from this node in catch-ups (``catch_up_budget``), across all
+    # streams, in whole windows (``window_packets`` frames and ``window_bytes`` payload
+    # bytes each): ``catch_up_rate`` a second, up to ``catch_up_burst`` at once; a search
+    # past it is refused (RejectOverload) and backtracks to another peer. An honest peer
+    # draws one catch-up per stream it joins or rejoins through us, mostly a few packets
+    # after its ``last_seen``, at most one window; two windows at once and two a second
+    # cover a subscriber joining from the first packet on a couple of streams together,
+    # so it never notices. A hostile one sending fresh searches in a loop draws two windows
+    # a second instead of one per request (a 70-byte request answered with 4 MiB). The
+    # burst is at least one window, so a whole catch-up always fits a full bucket.
+    catch_up_rate: float = 2.0
+    catch_up_burst: float = 2.0
     # The root remembers this many publish uids per stream, so a retried publish (a client
     # reconnect, a Spark task retry) is acknowledged with its original number, not stored
     # twice. About 100 bytes each.
@@ -243,6 +256,12 @@ class NodeConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if isinstance(self.witness_peers, bool) or not 0 <= self.witness_peers <= 64:
             raise ValueError(f"witness_peers must be in [0, 64], got {self.witness_peers!r}")
+        if not 0 < self.catch_up_rate < math.inf:  # (NaN too)
+            raise ValueError(f"catch_up_rate must be positive and finite, got {self.catch_up_rate}")
+        if not 1 <= self.catch_up_burst < math.inf:
+            raise ValueError(
+                f"catch_up_burst must be at least 1 and finite, got {self.catch_up_burst}"
+            )
         if not self.publish_timeout > 0:
             raise ValueError(f"publish_timeout must be positive, got {self.publish_timeout}")
         if not 1 <= self.max_open_epochs <= MAX_OPEN_EPOCHS:

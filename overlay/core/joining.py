@@ -80,18 +80,10 @@ class Joining:
     def catch_up(self: _FlowParts, stream: Stream, child: PeerId, last_seen: int | None) -> None:
         """Send a newly adopted child what it lacks of what we have processed: everything
         after ``last_seen``, or for a fresh child the open epochs we hold whole."""
-        if stream.next_in is None:
-            return  # nothing processed yet: what comes from our parent reaches it too
-        end = stream.next_in - 1
-        if last_seen is not None:
-            start = last_seen + 1
-        else:
-            whole_from = max(stream.window.floor, stream.contiguous_from or 0)
-            starts = [first for first in stream.frontier.open.values() if first >= whole_from]
-            if not starts:
-                return
-            start = min(starts)
-        for item in stream.window.replay(start, end):
+        span = catch_up_span(stream, last_seen)
+        if span is None:
+            return
+        for item in stream.window.replay(*span):
             if isinstance(item, SubscribeData):
                 self._send(child, item)
             else:
@@ -186,6 +178,20 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
     if not former and stream.state is not State.ROOT:
         return None
     return stream.remembered
+
+
+def catch_up_span(stream: Stream, last_seen: int | None) -> tuple[int, int] | None:
+    """The numbers a new child's catch-up replays (``catch_up``; None: nothing): after
+    ``last_seen`` up to what we have processed, or for a fresh child (None) from the
+    oldest open epoch we hold whole."""
+    if stream.next_in is None:
+        return None  # nothing processed yet: what comes from our parent reaches it too
+    end = stream.next_in - 1
+    if last_seen is not None:
+        return (last_seen + 1, end)
+    whole_from = max(stream.window.floor, stream.contiguous_from or 0)
+    starts = [first for first in stream.frontier.open.values() if first >= whole_from]
+    return (min(starts), end) if starts else None
 
 
 def owed_after(reply: SubscribeSucceeded | None, last_seen: int | None) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from overlay.core.catch_up_budget import CatchUpBudget
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, PeerId
 from overlay.core.peers import PeerTable
@@ -34,6 +35,7 @@ class _NodeParts(Protocol):
     _beating: bool
     _announce_at: float | None
     flow: PacketFlow
+    catch_ups: CatchUpBudget
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None: ...
@@ -72,6 +74,7 @@ class Liveness:
                 )
             )
             self.peers.remove(peer.id)
+            self.catch_ups.forget(peer.id)
             self.stats.dead_peers += 1
             self._forget_peer(now, peer.id, at_once=False)
         if silent:

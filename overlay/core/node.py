@@ -31,13 +31,14 @@ from collections.abc import Mapping
 
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
+from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.confirm_watch import CONFIRM_TIMER
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
-from overlay.core.joining import owed_after
+from overlay.core.joining import catch_up_span, owed_after
 from overlay.core.keeping import KEEP_TIMER, Keeping
 from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
@@ -115,6 +116,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self.streams: dict[bytes, Stream] = {}
         self.routes: dict[int, Route] = {}
         self.stats = NodeStats()
+        config = self.config
+        # What each peer may draw in catch-ups, in the config's windows (``config``).
+        self.catch_ups = CatchUpBudget(
+            config.catch_up_rate * config.window_packets,
+            config.catch_up_rate * config.window_bytes,
+            config.catch_up_burst * config.window_packets,
+            config.catch_up_burst * config.window_bytes,
+        )
         self._routes_by_key: dict[bytes, dict[int, None]] = {}
         self._routes_by_peer: dict[tuple[PeerId, bytes], int] = {}  # relayed, in flight
         self._parked: dict[int, None] = {}  # own searches waiting for a peer (hops)
@@ -160,6 +169,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
         if self.peers.remove(peer) is not None:
+            # Its budget goes with the link, not with a new boot id (``_forget_peer``): a
+            # Hello costs nothing, a new link a handshake.
+            self.catch_ups.forget(peer)
             self._forget_peer(now, peer)
             self._links_changed(now)
         return self._flush(now)
@@ -669,6 +681,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
+        owes = not new_root and not (known and last_seen is None)
+        if wait and owes and not self._may_catch_up(now, stream, peer, uid, last_seen):
+            return
         if (
             wait
             and head_known
@@ -685,7 +700,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         owed = after != last_seen or not head_known
         own = self._catch_up_later(now, stream, peer, after) if owed else None
         later = own is not None
-        if not new_root and not later and not (known and last_seen is None):
+        if owes and not later:
             self.flow.catch_up(stream, peer, after)
         if not later:
             self.flow.send_mark(stream, peer)  # how far it may show, after its catch-up
@@ -695,6 +710,40 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
         self._ask_newcomer(stream, peer, last_seen, own)
+
+    def _may_catch_up(
+        self, now: float, stream: Stream, peer: PeerId, uid: int, last_seen: int | None
+    ) -> bool:
+        """Whether ``peer``'s budget (``catch_up_budget``) holds the catch-up its search
+        ``uid`` would get here; it is charged for it if so. If not, the search is refused
+        with RejectOverload, before anything is adopted, waited for or asked upward.
+
+        Refused, not cut short with the rest announced missed: a subscriber told
+        PacketsMissed records the numbers lost and its consumer skips them for good, though
+        the tree holds them; refused, it loses nothing. RejectOverload is the protocol's
+        answer to a node that cannot take a search on (PROTOCOL.md, "Overload" and
+        "Catch-up budget"): the asker backtracks to its next peer, whose budget for it is
+        its own, so an honest joiner finds its way into the tree elsewhere, and a hostile
+        one gets a 20-byte answer for its 70-byte request instead of a window."""
+        span = catch_up_span(stream, last_seen)
+        if span is None:
+            return True
+        verdict = self.catch_ups.charge(now, peer, stream.window, *span)
+        if verdict is Verdict.SERVE:
+            return True
+        self.stats.overloads += 1
+        self._send(peer, RejectOverload(uid, stream.key))
+        self._over_catch_up_budget(peer, verdict)
+        return False
+
+    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
+        """``peer`` was refused a catch-up or a replay for its budget: counted, and cut off
+        as a fault the operator hears of once refused far past what a refusal teaches an
+        honest peer (``catch_up_budget.MAX_STRIKES``)."""
+        self.stats.catch_ups_refused += 1
+        if verdict is Verdict.CUT_OFF:
+            reason = "asked for catch-ups far beyond its budget, again and again"
+            self._out.append(DropPeer(peer, reason))
 
     # --- plumbing -------------------------------------------------------------------------
 

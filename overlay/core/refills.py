@@ -62,6 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.peers import PeerTable
@@ -165,6 +166,7 @@ class _NodeParts(Protocol):
     _timers: TimerQueue
     _fill_keys: dict[int, bytes]
     _fill_tokens: int
+    catch_ups: CatchUpBudget
 
     @property
     def flow(self) -> _Asker: ...
@@ -182,6 +184,7 @@ class _NodeParts(Protocol):
         wait: bool = True,
     ) -> None: ...
     def _prune(self, now: float, stream: Stream) -> None: ...
+    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None: ...
     def _serve_later(
         self,
         now: float,
@@ -300,6 +303,16 @@ class Refills:
         ):
             self.stats.ignored += 1  # the child's wait times out; it reports them missed
             return
+        if stream.next_in is not None:
+            # A replay answers a small request with up to a window, as a catch-up does, from
+            # the same budget (``catch_up_budget``). Past it the request is not answered: a
+            # child's wait times out and reports the numbers missed (an honest child asks
+            # for a few numbers now and then, far within its budget).
+            last = min(message.last, stream.next_in - 1)
+            verdict = self.catch_ups.charge(now, peer, stream.window, message.first, last)
+            if verdict is not Verdict.SERVE:
+                self._over_catch_up_budget(peer, verdict)
+                return
         # A fresh relay that no packet has reached yet asks on too, for numbers before its
         # start (chaos: one that ignored the request left its child to report packet 0
         # missed, which the root held).

@@ -14,6 +14,7 @@ class NodeStats:
     loops: int = 0  # RejectedLoop sent
     uids_refused: int = 0  # searches whose uid named another stream's search here (loops)
     overloads: int = 0  # RejectOverload sent
+    catch_ups_refused: int = 0  # searches refused for their sender's catch-up budget
     not_found: int = 0  # searches that ended here without a tree
     timeouts: int = 0  # forwarded searches whose peer never answered
     roots: int = 0  # times this node became a root

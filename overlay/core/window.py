@@ -166,6 +166,20 @@ class Window:
         if expected <= end:
             yield (expected, end)
 
+    def held_in(self, start: int, end: int) -> int:
+        """How many packets ``replay(start, end)`` would yield, in O(log n): the frames a
+        catch-up of that range costs (its PacketsMissed are a few bytes each, and at most
+        one more than its packets)."""
+        if start > end:
+            return 0
+        count: int = self.packets.bisect_right(end) - self.packets.bisect_left(start)
+        return count
+
+    def payload_in(self, start: int, end: int) -> int:
+        """The payload bytes of the packets held in ``start..end``."""
+        packets = self.packets
+        return sum(len(packets[number].data) for number in packets.irange(start, end))
+
     def _forget_below(self, floor: int) -> None:
         while self.packets and self.packets.peekitem(0)[0] < floor:
             _, old = self.packets.popitem(0)
