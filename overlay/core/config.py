@@ -116,13 +116,15 @@ class NodeConfig:
     # bytes each): ``catch_up_rate`` a second, up to ``catch_up_burst`` at once; a search
     # past it is refused (RejectOverload) and backtracks to another peer. An honest peer
     # draws one catch-up per stream it joins or rejoins through us, mostly a few packets
-    # after its ``last_seen``, at most one window; two windows at once and two a second
-    # cover a subscriber joining from the first packet on a couple of streams together,
-    # so it never notices. A hostile one sending fresh searches in a loop draws two windows
-    # a second instead of one per request (a 70-byte request answered with 4 MiB). The
-    # burst is at least one window, so a whole catch-up always fits a full bucket.
+    # after its ``last_seen``, at most one window; four windows at once and two a second
+    # cover a relay joining from the first packet on several full streams together, so
+    # it rarely notices (and a refused search backtracks: it costs hops, not packets). Four
+    # windows of bytes are one link's send queue (16 MiB), the most one link should take
+    # at once. A hostile peer sending fresh searches in a loop draws two windows a second
+    # instead of one per request (a 70-byte request answered with 4 MiB). The burst is at
+    # least one window, so a whole catch-up always fits a full bucket.
     catch_up_rate: float = 2.0
-    catch_up_burst: float = 2.0
+    catch_up_burst: float = 4.0
     # The root remembers this many publish uids per stream, so a retried publish (a client
     # reconnect, a Spark task retry) is acknowledged with its original number, not stored
     # twice. About 100 bytes each.
