@@ -3,7 +3,7 @@ partition cut, before its claim on a number reached the new root, while the cut-
 held the old packet under that number; the relay that had carried its confirmation up
 survived on the new root's side and now claims it for it (``overlay.core.witnesses``), or,
 where no such relay survived, a direct peer the publisher's node told the number as it
-confirmed it (``overlay.core.peer_witnesses``). Open in ``tests/chaos_open.txt`` until then.
+confirmed it (``overlay.core.peer_witnesses``).
 Replayed exactly: the simulation is deterministic."""
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ class _FlowParts(Protocol):
     def push_claims(self, stream: Stream, theirs: int | None) -> None: ...
     def ask_claimed(self, stream: Stream, theirs: int | None) -> None: ...
     def settle(self, stream: Stream) -> None: ...
+    def release_early(self, stream: Stream, give_up: bool = False) -> None: ...
 
 
 class Joining:
@@ -100,6 +101,7 @@ class Joining:
         numbers on after ``root_head`` if it names one), and ``last_seen`` what our search
         asked to resume after."""
         theirs = None if reply is None else reply.last_packet
+        self.release_early(stream, give_up=True)  # (a question to the old parent is over)
         self.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
         if stream.next_in is not None:
             # A new root's answer (None) says nothing of what it holds: one that took the

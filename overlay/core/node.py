@@ -35,6 +35,7 @@ from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.confirm_watch import CONFIRM_TIMER
+from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
@@ -215,6 +216,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                     key = self.flow.recovering.get(uid)
                     self.flow.on_recover_timer(now, uid, attempt)
                     self._served(now, key)
+            elif kind == EARLY_TIMER:
+                self.flow.on_early_timer(uid)
             elif kind == CONFIRM_TIMER:
                 self.flow.on_confirm_timer(now, uid)
             elif kind == FILL_TIMER:

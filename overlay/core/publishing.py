@@ -54,6 +54,7 @@ from overlay.core.confirm_watch import ConfirmWatch
 from overlay.core.confirming import Confirming
 from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
+from overlay.core.early_packets import EARLY_TIMER, EarlyPackets
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import malformed
 from overlay.core.events import (
@@ -175,6 +176,7 @@ class PacketFlow(
         self.mark_timer: float | None = None
         self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
         self.confirm_watch = ConfirmWatch(config.confirm_wait, timers)  # (``confirming``)
+        self.early_waits: dict[int, bytes] = {}  # questions to a parent, by timer token
         self.draining: bytes | None = None
         self.credits = {}  # local publishes out and held, by stream (``credit``)
         self.released = {}
@@ -621,9 +623,65 @@ class PacketFlow(
             self.stats.filled += 1
             stream.window.add(packet)
             return
+        early = stream.early
+        if early is not None and stream.next_in is not None and number > stream.next_in:
+            # Above a gap we asked the parent to fill: it waits for the answer.
+            if early.covers(stream.next_in) and early.hold(packet):
+                return
+            self.release_early(stream, give_up=True)  # (past the bounds: as without a wait)
+            if stream.next_in is not None and number < stream.next_in:
+                self.stats.duplicates += 1
+                return
         if stream.next_in is not None and number > stream.next_in:
             self._missing(stream, stream.next_in, number - 1)
         self._store(stream, packet)
+        if stream.early is not None:
+            self.release_early(stream)
+
+    def expect_fill(self, now: float, stream: Stream, first: int, last: int) -> None:
+        """We asked our new parent for ``first..last`` (``Restarts._hang_from``): packets
+        above the gap wait for the answer (``early_packets``)."""
+        self.release_early(stream, give_up=True)  # (an earlier question is over)
+        self._tokens += 1
+        config = self.config
+        stream.early = EarlyPackets(
+            first, last, self._tokens, config.window_packets, config.window_bytes
+        )
+        self.early_waits[self._tokens] = stream.key
+        self.timers.add(now + config.fill_timeout, (EARLY_TIMER, self._tokens, 0))
+
+    def on_early_timer(self, token: int) -> None:
+        """A question to the parent has waited ``fill_timeout``: give it up."""
+        key = self.early_waits.pop(token, None)
+        stream = None if key is None else self.streams.get(key)
+        if stream is not None and stream.early is not None and stream.early.token == token:
+            self.release_early(stream, give_up=True)
+
+    def release_early(self, stream: Stream, give_up: bool = False) -> None:
+        """Take the waiting packets that are next in order; with ``give_up``, all of them,
+        each gap before one announced missed (as it would have been without the wait)."""
+        early = stream.early
+        if early is None:
+            return
+        if give_up:
+            stream.early = None
+            self.early_waits.pop(early.token, None)
+        while (lowest := early.lowest()) is not None:
+            next_in = stream.next_in
+            if next_in is not None and lowest < next_in:
+                early.pop_lowest()
+                self.stats.duplicates += 1
+                continue
+            if next_in is not None and lowest > next_in:
+                if not give_up and early.covers(next_in):
+                    return  # still asked for: the answer comes
+                self._missing(stream, next_in, lowest - 1)
+            packet = early.pop_lowest()
+            assert packet is not None
+            self._store(stream, packet)
+        if stream.early is early and (stream.next_in is None or stream.next_in > early.last):
+            stream.early = None  # the whole question is answered
+            self.early_waits.pop(early.token, None)
 
     def from_parent(self, now: float, stream: Stream, message: Committed | PastQuery) -> None:
         """A mark or a question from ``stream``'s parent (the node checked the sender)."""
@@ -644,6 +702,8 @@ class PacketFlow(
             first = max(first, stream.next_in)
         if first <= message.last:
             self._missing(stream, first, message.last)
+        if stream.early is not None:
+            self.release_early(stream)  # (the parent's answer: what the gap lacks is lost)
 
     def _missing(self, stream: Stream, first: int, last: int) -> None:
         self.memory.saw(stream.key, last)  # (first, so a driver keeps it before it is sent)

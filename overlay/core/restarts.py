@@ -216,6 +216,7 @@ class Restarts:
             # that held up to 16 moved below a parent at 17 for a resubscriber that had 17,
             # and told its subtree 17 was missed at the next packet).
             self._send(peer, FillRequest(stream.key, stream.next_in, head))
+            self.flow.expect_fill(now, stream, stream.next_in, head)
         self._refill(now, stream)
 
     def _forget_peer(self: _NodeParts, now: float, peer: PeerId, at_once: bool = True) -> None:

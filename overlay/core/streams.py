@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from keyspace.location import key_location
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
+from overlay.core.early_packets import EarlyPackets
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
 from overlay.core.uid_table import UidTable
@@ -199,6 +200,9 @@ class Stream:
     # At a member: the newest number below its parent's mark it asked that parent for, and
     # when (``showing``, ``_ask_below``); None: nothing asked of this parent.
     asked_below: tuple[int, float] | None = None
+    # At a member that asked its new parent to fill a gap: the packets that came above the
+    # gap before the answer (``early_packets``); None: no such question out.
+    early: EarlyPackets | None = None
     mark_rounds: int = 0
     mark_carried: bool = False
     told_at: float | None = None

@@ -84,6 +84,7 @@ class _FlowParts(Protocol):
     def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
     def ask_down(self, stream: Stream) -> None: ...
     def pump(self, stream: Stream) -> None: ...
+    def release_early(self, stream: Stream, give_up: bool = False) -> None: ...
 
 
 class Takeover:
@@ -100,6 +101,7 @@ class Takeover:
         """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
         had seen; ``takeover``: the tree existed before (a restart made us root); ``ours``:
         that search started here (no peer asked)."""
+        self.release_early(stream, give_up=True)  # (nobody above us answers a question now)
         stream.committed = stream.asked = None  # what it holds is shown (``commits``)
         stream.holds.clear()
         if stream.uids is None:
