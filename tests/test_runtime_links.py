@@ -15,6 +15,7 @@ import pytest
 import trio
 from test_runtime_network import FAST, KEY, LIMIT, Inbox, _key_near, chain, join, publish_all
 
+from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import distance, location_from_id
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
@@ -155,12 +156,12 @@ async def test_untrusted_identity_is_refused_in_trust_mode() -> None:
 
 
 async def test_oversized_frame_after_handshake_closes_only_that_link() -> None:
+    intruder = Identity.generate(DEFAULT_ID_WORK)  # (its Hello is taken)
     with trio.fail_after(LIMIT):
         async with LocalNetwork(chain(2), core=FAST) as net:
             await net.wait_linked()
             host = net.node(0).host
             stream = await connect(net.node(0))
-            intruder = Identity.generate()
             session, _ = await handshake(stream, intruder)
             hello = Hello(location_from_id(intruder.public), 1)
             await stream.send_all(frame(session.seal(encode(hello))))
@@ -207,6 +208,7 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
     it passes ``send_queue_bytes`` the link closes ("send queue full"), and the queue never
     held more than the bound plus one frame. The node's other subscriber gets everything."""
     bound = 256 * 1024
+    intruder = _far_from(0.25)
     with trio.fail_after(LIMIT):
         async with (
             LocalNetwork(chain(2), core=FAST, runtime=RuntimeConfig(send_queue_bytes=bound)) as net,
@@ -220,7 +222,6 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             await sock.connect((node.peer_address.host, node.peer_address.port))
             stream = trio.SocketStream(sock)
-            intruder = _far_from(0.25)
             session, _ = await handshake(stream, intruder)
             key = _key_near(0.25)  # node 0 is the closest node: it roots the stream
 
@@ -269,9 +270,10 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
 
 def _far_from(target: float) -> Identity:
     """A new identity whose id puts it at least a quarter circle from ``target`` (a node
-    sits where its id puts it; one identity in two qualifies)."""
+    sits where its id puts it; one identity in two qualifies), carrying the work a node asks
+    of a peer's id by default."""
     while True:
-        identity = Identity.generate()
+        identity = Identity.generate(DEFAULT_ID_WORK)
         if distance(location_from_id(identity.public), target) >= 0.25:
             return identity
 

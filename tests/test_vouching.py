@@ -17,6 +17,7 @@ import trio
 from test_runtime_links import closed_by_peer, connect, handshake, still_works
 from test_runtime_network import FAST, LIMIT, chain
 
+from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import location_from_id
 from overlay.codec import encode
 from overlay.messages import Hello
@@ -99,10 +100,10 @@ async def test_an_open_node_refuses_a_location_the_peer_id_does_not_give(
 
 
 async def test_an_open_node_takes_the_location_the_peer_id_gives() -> None:
+    honest = Identity.generate(DEFAULT_ID_WORK)  # (the work a node asks by default)
     with trio.fail_after(LIMIT):
         async with LocalNetwork(chain(2), core=FAST) as net:
             await net.wait_linked()
-            honest = Identity.generate()
             derived = location_from_id(honest.public)
             stream = await _say_hello(net.node(0), honest, derived)
             host = net.node(0).host

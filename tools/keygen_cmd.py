@@ -5,6 +5,11 @@ on every link; its public half is the node id that trust lists and ``host:port@i
 entries name. A stream key (``overlay keygen --stream NAME stream.key``) is the same kind of
 file, used to sign the packets of the signed stream ``ovl:<public key>/NAME``; whoever holds
 it may publish there, and anyone who knows the address may subscribe.
+
+A node id carries work (``--work``, 12 bits by default: about 4,096 tries, under a second):
+nodes refuse a peer whose id carries less than their network's ``[peers] identity_work``
+unless they vouch for it, which makes placing many ids near one key costly. A stream key
+needs none.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from keyspace.id_work import DEFAULT_ID_WORK, MAX_ID_WORK, id_work
 from keyspace.stream_key import StreamKey
 from overlay.runtime.identity import Identity, IdentityExists, node_id_text
 
@@ -27,11 +33,25 @@ def add_parser(commands: Any) -> None:
     p.add_argument("path", type=Path, help="file to write (mode 0600; never overwritten)")
     p.add_argument("--stream", metavar="NAME", help="a signed stream's key, for stream NAME")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument(
+        "--work",
+        type=int,
+        metavar="BITS",
+        default=None,
+        help=f"bits of work the node id carries (default {DEFAULT_ID_WORK}; 0 to {MAX_ID_WORK})",
+    )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    identity = Identity.generate()
+    if args.stream is not None and args.work is not None:
+        raise ValueError("--work is for node identities; a stream key (--stream) needs none")
+    work = DEFAULT_ID_WORK if args.work is None else args.work
+    if args.stream is not None:
+        work = 0
+    if not 0 <= work <= MAX_ID_WORK:
+        raise ValueError(f"--work must be in [0, {MAX_ID_WORK}] bits, got {work}")
+    identity = Identity.generate(work)
     # The address is computed first: it checks the stream name before anything is written.
     address = None if args.stream is None else StreamKey.signed(identity.public, args.stream)
     try:
@@ -45,5 +65,6 @@ def run(args: argparse.Namespace) -> int:
     if address is not None:
         print(f"wrote {args.path}: the signing key of stream {address.address}")
     else:
-        print(f"wrote {args.path}: node id {node_id_text(identity.public)}")
+        work = id_work(identity.public)
+        print(f"wrote {args.path}: node id {node_id_text(identity.public)} ({work} bits of work)")
     return 0

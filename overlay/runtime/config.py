@@ -26,6 +26,8 @@ not start (``RuntimeConfig`` refuses the combination with a ``ConfigError``).
     connect = ["127.0.0.1:7711", "10.0.0.5:7701@<node id>"]
     trust = "open"                 # or "listed": accept only the ids in `trusted`
     trusted = ["<node id>"]        # ids vouched for: their Hello may claim any location
+    identity_work = 12             # bits of work an unvouched peer's id must carry; also
+                                   # what a new identity of this node is made with
 
     [limits]                       # any field of overlay.core.config.NodeConfig, and
     heartbeat_interval = 5.0       # the runtime's bounds (RUNTIME_LIMITS)
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from keyspace.id_work import DEFAULT_ID_WORK, MAX_ID_WORK
 from overlay.core.config import NodeConfig
 from overlay.runtime.identity import IdentityError, parse_node_id
 from overlay.runtime.link import DEFAULT_MAX_QUEUE_BYTES
@@ -114,6 +117,10 @@ class RuntimeConfig:
     connect: tuple[PeerAddress, ...] = ()
     trust_listed: bool = False
     trusted: frozenset[bytes] = frozenset()
+    # Bits of work (``keyspace.id_work``) an unvouched peer's node id must carry, and that
+    # this node's identity is made with when it has none: each bit doubles the cost of
+    # grinding an id near a chosen key, and an honest node pays it once.
+    identity_work: int = DEFAULT_ID_WORK
     core: NodeConfig = field(default_factory=NodeConfig)
     send_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES
     handshake_timeout: float = 10.0  # a peer that has not authenticated by then is cut off
@@ -173,7 +180,7 @@ assert not RUNTIME_LIMITS & _CORE_LIMITS, "a [limits] key must name one setting"
 
 _SECTIONS = {
     "node": {"identity", "state", "location", "network", "listen", "client"},
-    "peers": {"connect", "trust", "trusted"},
+    "peers": {"connect", "trust", "trusted", "identity_work"},
     "limits": _CORE_LIMITS | RUNTIME_LIMITS,
     "runtime": {
         "send_queue_bytes",
@@ -251,6 +258,13 @@ def config_from_dict(
         kwargs["trusted"] = frozenset(
             _node_id(t, "[peers] trusted") for t in _typed(peers, "trusted", list, "peers")
         )
+    if "identity_work" in peers:
+        work = _typed(peers, "identity_work", int, "peers")
+        if not 0 <= work <= MAX_ID_WORK:
+            raise ConfigError(
+                f"[peers] identity_work must be in [0, {MAX_ID_WORK}] bits, got {work}"
+            )
+        kwargs["identity_work"] = work
     limits = dict(data.get("limits", {}))
     for key in RUNTIME_LIMITS & limits.keys():
         value = limits.pop(key)

@@ -31,8 +31,9 @@ simulator and the core's tests fence nothing: there a fault fails the run.
 
 Locations: a peer's Hello is the one message the host judges before the core sees it. Its
 location must be the one the peer's node id gives unless the operator vouches for the peer
-(``vouched``, the config's ``[peers] trusted``); a Hello that fails closes its link with a
-warning, and the core never learns of the peer (``overlay.runtime.vouching``).
+(``vouched``, the config's ``[peers] trusted``), and its id must carry the network's work
+(``id_work``, the config's ``[peers] identity_work``); a Hello that fails either closes its
+link with a warning, and the core never learns of the peer (``overlay.runtime.vouching``).
 
 Duplicate links: two nodes that dial each other at once end up with two authenticated links.
 Both ends keep the one whose initiator has the smaller node id, so they agree without a word
@@ -71,7 +72,7 @@ from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.refusals import Refusal, Refusals
 from overlay.runtime.state_file import StateFile, StateFileError
-from overlay.runtime.vouching import location_refusal
+from overlay.runtime.vouching import location_refusal, work_refusal
 
 log = logging.getLogger("overlay.node")
 
@@ -110,7 +111,8 @@ class ClientSink(Protocol):
 class NodeHost:
     """Runs one ``Node`` core under trio. Create it, start ``run`` in a nursery (it runs the
     timer), then register links and clients as they come and go. ``vouched``: the peers
-    whose Hello may claim any location; every other peer must sit where its id puts it."""
+    whose Hello may claim any location; every other peer must sit where its id puts it,
+    and its id must carry ``id_work`` bits of work (``keyspace.id_work``)."""
 
     def __init__(
         self,
@@ -122,10 +124,12 @@ class NodeHost:
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
         vouched: Container[PeerId] = frozenset(),
+        id_work: int = 0,
         budget: QueueBudget | None = None,
     ) -> None:
         self._clock = clock
         self._vouched = vouched
+        self._id_work = id_work
         # Every refused or cut-off peer and client, counted by reason and logged.
         self.refusals = Refusals(clock)
         # The node-wide bound on queued bytes its links and client sessions share, if any.
@@ -218,6 +222,11 @@ class NodeHost:
             refused = location_refusal(link.peer, message.location, self._vouched)
             if refused is not None:
                 link.refusal = Refusal.LOCATION  # a lie about where it sits
+                link.close(f"refused its Hello: {refused}")
+                return
+            refused = work_refusal(link.peer, self._id_work, self._vouched)
+            if refused is not None:
+                link.refusal = Refusal.ID_WORK  # an id that cost too little to make
                 link.close(f"refused its Hello: {refused}")
                 return
         now = self._clock()

@@ -52,6 +52,7 @@ from keyspace.ed25519 import (
     parse_key_text,
     verify,
 )
+from keyspace.id_work import MAX_ID_WORK, id_work
 
 __all__ = [
     "PUBLIC_KEY_SIZE",
@@ -130,9 +131,15 @@ class Identity:
         self.public: bytes = private.public_key().public_bytes_raw()
 
     @classmethod
-    def generate(cls) -> Identity:
-        """A fresh identity from the operating system's random source."""
-        return cls(Ed25519PrivateKey.generate())
+    def generate(cls, work: int = 0) -> Identity:
+        """A fresh identity from the operating system's random source, whose id carries at
+        least ``work`` bits of work (``keyspace.id_work``): about ``2**work`` tries."""
+        if not 0 <= work <= MAX_ID_WORK:
+            raise IdentityError(f"identity work must be in [0, {MAX_ID_WORK}] bits, got {work}")
+        while True:
+            identity = cls(Ed25519PrivateKey.generate())
+            if id_work(identity.public) >= work:
+                return identity
 
     @classmethod
     def from_private_bytes(cls, raw: bytes) -> Identity:
@@ -275,15 +282,16 @@ class Identity:
         _fsync_directory(directory)
 
     @classmethod
-    def load_or_create(cls, path: str | os.PathLike[str]) -> Identity:
-        """The identity in ``path``, generating and saving a new one if there is no file.
+    def load_or_create(cls, path: str | os.PathLike[str], work: int = 0) -> Identity:
+        """The identity in ``path``, generating and saving a new one (carrying ``work`` bits,
+        ``generate``) if there is no file.
 
         Two processes racing to create the same file end up with the same identity: the loser
         of the race loads the winner's file.
         """
         path = Path(path)
         if not path.exists():
-            identity = cls.generate()
+            identity = cls.generate(work)
             try:
                 identity._write(path, overwrite=False)
             except FileExistsError:

@@ -40,6 +40,7 @@ class Refusal(enum.StrEnum):
     PEER_PROTOCOL = "peer_protocol"  # a frame too large, unauthentic, or not a message
     PEER_DROPPED = "peer_dropped"  # the protocol cut the peer off (forged, before Hello...)
     LOCATION = "location"  # a Hello claiming a location its id does not give (``vouching``)
+    ID_WORK = "id_work"  # an unvouched peer whose id carries too little work (``vouching``)
     CLIENT_PROTOCOL = "client_protocol"  # a malformed request, one before Hello, ...
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from keyspace.id_work import id_work
 from keyspace.location import location_from_id
 from overlay.core.config import NodeConfig
 from overlay.runtime.budget import QueueBudget
@@ -53,7 +54,20 @@ async def run_node(
     """Run a node until cancelled. ``identity`` overrides the config's identity file (a
     launcher that keeps identities itself); ``rng`` seeds the core and the dialler jitter."""
     if identity is None:
-        identity = Identity.load_or_create(config.identity)
+        identity = Identity.load_or_create(config.identity, config.identity_work)
+    carried = id_work(identity.public)
+    if carried < config.identity_work and not config.trusted:
+        # Peers refuse it unless they vouch for it (a node with a trusted list is one of an
+        # operator's own, whose peers do): say so once, at the start.
+        log.warning(
+            "this node's id %s carries %d bits of work and its network asks %d: peers that do"
+            " not list it in [peers] trusted will refuse it (make a new identity with"
+            " overlay keygen --work %d)",
+            node_id_text(identity.public),
+            carried,
+            config.identity_work,
+            config.identity_work,
+        )
     rng = rng if rng is not None else random.Random()
     location = config.location if config.location is not None else location_from_id(identity.public)
     core = config.core
@@ -86,6 +100,7 @@ async def _serve(
         rng=rng,
         state=state,
         vouched=config.trusted,
+        id_work=config.identity_work,
         budget=budget,
     )
     params = LinkParams.from_config(identity, config, budget)

@@ -18,14 +18,18 @@ The comparison is exact, and that is sound: ``location_from_id`` is deterministi
 Hello carries its location as a CBOR float64, which carries a Python float bit for bit, so
 an honest peer's claim equals the receiver's own derivation exactly.
 
-What this does not stop: an attacker may generate identities until one derives a location
-near the key it wants (identity grinding; README, "Known limits").
+Ids cost work. An attacker may generate identities until one derives a location near the
+key it wants (identity grinding). So an unvouched peer's id must also carry the network's
+``identity_work`` bits (``keyspace.id_work``), or its Hello is refused: each bit doubles
+the cost of every candidate. It raises the cost of grinding, it does not rule it out
+(README, "Known limits").
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
 
+from keyspace.id_work import id_work
 from keyspace.location import location_from_id
 
 
@@ -40,4 +44,18 @@ def location_refusal(peer: bytes, claimed: float, vouched: Container[bytes]) -> 
     return (
         f"its Hello claims location {claimed!r}, but its node id gives {derived!r}, and its id "
         f"is not in [peers] trusted (only a peer the operator vouches for may sit elsewhere)"
+    )
+
+
+def work_refusal(peer: bytes, required: int, vouched: Container[bytes]) -> str | None:
+    """Why ``peer``'s Hello is refused for an id that carries too little work, for the log;
+    None if it carries ``required`` bits or ``peer`` is in ``vouched``."""
+    if peer in vouched:
+        return None
+    carried = id_work(peer)
+    if carried >= required:
+        return None
+    return (
+        f"its node id carries {carried} bits of work and this node asks {required}"
+        " ([peers] identity_work; overlay keygen --work makes such an id)"
     )
