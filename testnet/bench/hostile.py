@@ -1,7 +1,7 @@
 """Real nodes carrying an honest stream while one hostile peer attacks, one attack at a time.
 
     python -m testnet.bench.hostile [--seconds 5] [--rate 50] [--attacks a,b,c]
-        [--half-handshakes 500] [--idle 2000] [--json]
+        [--half-handshakes 500] [--idle 2000] [--tail 1] [--json]
 
 Method. Each row gets a fresh network of four real nodes on loopback (``LocalNetwork``, one
 process, the node defaults of ``overlay node``): a ring whose node 0 sits at the stream key's
@@ -11,8 +11,21 @@ publishing ``--rate`` packets a second, each with its own content, and a subscri
 of nodes 1 and 3. Once both subscribers receive, the attacker starts: a separate process
 (``testnet.bench.hostile_attacks``), so its sockets and CPU are not the nodes', built from
 the project's own handshake, framing and codec. It attacks for ``--seconds``; the publisher
-goes on for ``TAIL`` seconds after, then stops, and the row waits (up to ``SETTLE``) for
+goes on for ``--tail`` seconds (1) after, then stops, and the row waits (up to ``SETTLE``) for
 every acknowledged publish to reach every subscriber. Ctrl-C stops the row and the attacker.
+
+Attacks (``--attacks``, all by default, each described in ``hostile_attacks``), on the root
+unless said: ``garbage`` bytes on the peer port; ``half_handshake`` (slowloris, 500
+connections); an ``oversized_frame`` announced in the handshake; a message ``before_hello``;
+a Hello at a ``false_location`` (the key's); ``forged_data``, SubscribeData from a child of
+node 1 (a member with a parent, whose subscriber the forgery would reach); ``uid_reuse`` of
+a search in flight for another key; a ``claim_without_number``; ``join_drop``, a child that
+joins and drops its link in a loop; ``unconfirmed_publish``, a child whose publishes are
+never confirmed; ``catch_up_flood``, subscribes from packet 0, a hundred a second; and an
+``idle_flood`` of 2,000 silent connections. An attacker that joins the stream otherwise acts
+as an honest child (it answers HeldQuery and SubscribeRestarted, heartbeats) and leaves with
+an Unsubscribe when its time is up, so each row shows the cost of its own attack: an abrupt
+drop is ``join_drop``'s.
 
 Columns:
 
@@ -27,17 +40,19 @@ Columns:
   published (a forgery that got through);
 * ``stall ms``: the longest gap between consecutive deliveries at a subscriber that
   overlaps the attack (a gap still open at the end counts up to the end of the row); at
-  ``--rate 50`` an undisturbed stream shows about 20 ms;
+  ``--rate 50`` an undisturbed stream shows about 20 ms. ``at s``: when that gap began,
+  in seconds after the attack did (``--seconds``: as the attacker left);
 * ``cut``: connections the node closed or refused before the attacker closed them, of
   those the attacker opened ("-": the attacker opened none);
 * ``faults``: internal errors the nodes contained (``overlay stats`` faults): a bug;
-* ``first warning``: the first WARNING (or worse) line the attacked node logged during the
-  attack, with its logger; the JSON also has the attacked node's refusals by reason and how
-  many warnings the other nodes logged.
+* ``first warning``: the first WARNING (or worse) line the attacked node logged from the
+  attack's start to the row's end, with its logger. The JSON also has the attacked node's
+  refusals by reason, its counters that moved (``stats``), how many warnings the other
+  nodes logged, and what the attacker sent and received.
 
 Bounded: each attack runs ``--seconds``; the floods hold ``--half-handshakes`` and ``--idle``
 connections at most (the open-file limit, 20,000 a process here, is the attacker's); a row
-lasts at most about ``--seconds + TAIL + SETTLE`` plus its start; loopback only.
+lasts at most about ``--seconds + --tail + SETTLE`` plus its start; loopback only.
 """
 
 from __future__ import annotations
@@ -80,7 +95,8 @@ PUBLISHER, SUBSCRIBERS = 2, (1, 3)
 # whose packets they could pose as.
 AT_MEMBER = frozenset({"forged_data"})
 MEMBER = 1
-TAIL = 1.0  # publishing goes on this long after the attack: the stream must recover
+# Publishing goes on this long after the attack (``--tail``): the stream must recover.
+TAIL = 1.0
 SETTLE = 20.0  # then the row waits at most this long for the last deliveries
 START = 30.0  # bound on a row's network coming up and its subscribers receiving
 # The attacker process must report its start within this, and end within this of --seconds.
@@ -91,6 +107,10 @@ FAULTS = ("receive_faults", "timer_faults", "encode_faults")
 # Which node a log record came from: each node's tasks inherit the context the node was
 # started in (trio copies it into every task spawned), and the network sets this there.
 _NODE: contextvars.ContextVar[int | None] = contextvars.ContextVar("hostile_node", default=None)
+
+
+class AttackerError(RuntimeError):
+    """The attacker process failed: a fault of the bench, not of the node attacked."""
 
 
 class _TaggedNetwork(LocalNetwork):
@@ -190,15 +210,16 @@ def _check(subscriber: _Subscriber, publisher: _Publisher) -> dict[str, int]:
     }
 
 
-def _stall(times: list[float], start: float, end: float, last: float) -> float:
-    """The longest gap between consecutive deliveries that overlaps [start, end]; a gap
-    with no delivery after it lasts until ``last`` (the end of the row)."""
+def _stall(times: list[float], start: float, end: float, last: float) -> tuple[float, float]:
+    """The longest gap between consecutive deliveries that overlaps [start, end], and when
+    it began (seconds after ``start``); a gap with no delivery after it lasts until
+    ``last`` (the end of the row)."""
     before = [t for t in times if t < start][-1:]
     marks = before + [t for t in times if t >= start] + [last]
-    worst = 0.0
+    worst = (0.0, 0.0)
     for a, b in itertools.pairwise(marks):
-        if b >= start and a <= end:
-            worst = max(worst, b - a)
+        if b >= start and a <= end and b - a > worst[0]:
+            worst = (b - a, a - start)
     return worst
 
 
@@ -270,7 +291,7 @@ async def _attack(
                 await process.wait()
     lines = output.decode().splitlines()
     if process.returncode != 0 or len(lines) < 2:
-        raise RuntimeError(f"attacker {name} exited {process.returncode}: {output!r}")
+        raise AttackerError(f"attacker {name} exited {process.returncode}: {output!r}")
     report: dict[str, Any] = json.loads(lines[-1])
     return report
 
@@ -302,6 +323,7 @@ async def _row(name: str, args: argparse.Namespace, warnings: _Warnings) -> dict
                 for sub, i in zip(subscribers, SUBSCRIBERS, strict=True):
                     await net.node(i).host.wait_until(lambda sub=sub: len(sub.packets) >= 5)  # type: ignore[misc]
             refusals_before = dict(node.host.describe()["refusals"])
+            stats_before = dict(node.host.describe()["stats"])
             faults_before = _faults(net)
             first_record = len(warnings.records)
             gc.collect()
@@ -317,7 +339,7 @@ async def _row(name: str, args: argparse.Namespace, warnings: _Warnings) -> dict
                 target = f"{node.peer_address.host}:{node.peer_address.port}"
                 row["attacker"] = await _attack(name, target, args, times)
             row["rss_growth_mib"] = round(peak[0] - rss, 1)
-            await trio.sleep(TAIL)
+            await trio.sleep(args.tail)
             background.cancel_scope.cancel()
         with trio.move_on_after(SETTLE):
             await net.node(PUBLISHER).host.wait_until(lambda: publisher.unanswered() == 0)
@@ -329,6 +351,13 @@ async def _row(name: str, args: argparse.Namespace, warnings: _Warnings) -> dict
         last = trio.current_time()
         row["alive"] = all(net.alive(i) for i in range(len(net)))
         row["faults"] = _faults(net) - faults_before
+        stats = node.host.describe()["stats"]
+        # The attacked node's counters that moved (``overlay stats``): what it did about it.
+        row["stats"] = {
+            name: value - stats_before.get(name, 0)
+            for name, value in stats.items()
+            if isinstance(value, int) and value != stats_before.get(name, 0)
+        }
         refusals = node.host.describe()["refusals"]
         row["refusals"] = {
             reason: count - refusals_before.get(reason, 0)
@@ -352,9 +381,9 @@ async def _row(name: str, args: argparse.Namespace, warnings: _Warnings) -> dict
     )
     start, end = times
     row["attack_s"] = round(end - start, 2)
-    row["stall_ms"] = round(
-        max(_stall(sub.times, start, end, last) for sub in subscribers) * 1000, 1
-    )
+    stall, at = max(_stall(sub.times, start, end, last) for sub in subscribers)
+    row["stall_ms"] = round(stall * 1000, 1)
+    row["stall_began_s"] = round(at, 2)  # after the attack began
     return row
 
 
@@ -367,6 +396,8 @@ async def _bench(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         for name in ["baseline", *names]:
             try:
                 rows.append(await _row(name, args, warnings))
+            except AttackerError as error:
+                rows.append({"attack": name, "alive": None, "error": str(error)[-2000:]})
             except Exception as error:  # a node that raised ends its network: a row of "no"
                 rows.append({"attack": name, "alive": False, "error": repr(error)})
             if not args.json:
@@ -379,6 +410,7 @@ async def _bench(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
             "rate": args.rate,
             "half_handshakes": args.half_handshakes,
             "idle": args.idle,
+            "tail": args.tail,
         },
         "rows": rows,
     }
@@ -386,13 +418,14 @@ async def _bench(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
 
 HEADER = (
     f"{'attack':22} {'alive':5} {'rss+MiB':>7} {'lost':>5} {'dup':>4} {'bad':>4} "
-    f"{'stall ms':>9} {'cut':>11} {'faults':>6}  first warning"
+    f"{'stall ms':>9} {'at s':>5} {'cut':>11} {'faults':>6}  first warning"
 )
 
 
 def format_row(row: dict[str, Any]) -> str:
     if "error" in row:
-        return f"{row['attack']:22} {'no':5} {row['error']}"
+        alive = "?" if row["alive"] is None else "no"
+        return f"{row['attack']:22} {alive:5} {row['error'][-300:]}"
     attacker = row["attacker"]
     if attacker is None or not attacker["connections"]:
         cut = "-"
@@ -401,7 +434,8 @@ def format_row(row: dict[str, Any]) -> str:
     warning = row["first_warning"] or "-"
     return (
         f"{row['attack']:22} {'yes' if row['alive'] else 'no':5} {row['rss_growth_mib']:7.1f} "
-        f"{row['lost']:5d} {row['duplicated']:4d} {row['bad']:4d} {row['stall_ms']:9.1f} "
+        f"{row['lost']:5d} {row['duplicated']:4d} {row['bad']:4d} "
+        f"{row['stall_ms']:9.1f} {row['stall_began_s']:5.1f} "
         f"{cut:>11} {row['faults']:6d}  {warning[:110]}"
     )
 
@@ -413,14 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated")
     parser.add_argument("--half-handshakes", type=int, default=500)
     parser.add_argument("--idle", type=int, default=2000, help="connections of idle_flood")
+    parser.add_argument("--tail", type=float, default=TAIL, help="publishing after an attack")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     names = [name for name in args.attacks.split(",") if name]
     unknown = [name for name in names if name not in ATTACKS]
     if unknown:
         parser.error(f"unknown attacks {unknown}; known: {', '.join(ATTACKS)}")
-    if not 0 < args.seconds <= 600 or not 0 < args.rate <= 1000:
-        parser.error("--seconds must be in (0, 600] and --rate in (0, 1000]")
+    if not 0 < args.seconds <= 600 or not 0 < args.rate <= 1000 or not 0 <= args.tail <= 60:
+        parser.error("--seconds must be in (0, 600], --rate in (0, 1000], --tail in [0, 60]")
     if not 1 <= args.half_handshakes <= 8000 or not 1 <= args.idle <= 8000:
         parser.error("--half-handshakes and --idle must be in 1..8000")
     if not args.json:

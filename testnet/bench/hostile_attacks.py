@@ -17,8 +17,9 @@ so its Hello never makes the root hand the tree on (that is churn, not an attack
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
-import os
 import random
 import sys
 from collections import Counter
@@ -31,18 +32,24 @@ import cbor2
 import trio
 
 from keyspace.location import distance, key_location, location_from_id
+from keyspace.stream_key import StreamKey
 from overlay.codec import decode, encode
 from overlay.errors import RemoteProtocolError
 from overlay.messages import (
     Heartbeat,
+    Held,
+    HeldQuery,
     Hello,
     Message,
     PacketKind,
     PublishData,
+    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
+    SubscribeRestarted,
     SubscribeSucceeded,
+    Unsubscribe,
 )
 from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame
 from overlay.runtime.handshake import MAGIC, Handshake, Session
@@ -59,6 +66,8 @@ PAUSE = 0.02
 # Kernel sources for the connection floods: all of 127/8 is loopback on Linux, and the node
 # allows max_handshakes_per_address (32) at once from one address.
 FLOOD_ADDRESSES = 100
+# An honest peer's heartbeat: well inside the node's dead_after (15 s by default).
+HEARTBEAT = 2.0
 
 
 class Tally:
@@ -68,6 +77,7 @@ class Tally:
         self.connections = 0
         self.cut = 0  # closed or refused by the node before we closed them
         self.received: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
 
     def report(self) -> dict[str, Any]:
@@ -75,6 +85,7 @@ class Tally:
             "connections": self.connections,
             "cut": self.cut,
             "received": dict(self.received),
+            "sent": dict(self.sent),
             "notes": dict(self.notes),
         }
 
@@ -92,6 +103,9 @@ class Peer:
         self.messages: list[Message] = []
         self.arrived = trio.Event()
         self._closing = False
+        self._sending = trio.Lock()
+        self.high: dict[bytes, int] = {}  # newest packet received, by stream
+        self.wanted: dict[bytes, int] = {}  # the packet a HeldQuery waits for, by stream
 
     @classmethod
     async def connect(cls, target: tuple[str, int], tally: Tally) -> Peer:
@@ -115,14 +129,31 @@ class Peer:
         return True
 
     async def send(self, message: Message) -> None:
+        self.tally.sent[type(message).__name__] += 1
         await self.send_body(encode(message))
 
     async def send_body(self, body: bytes) -> None:
+        # One sender at a time: frames must reach the wire in the order of their nonces.
         assert self.session is not None
-        await self.stream.send_all(frame(self.session.seal(body)))
+        async with self._sending:
+            await self.stream.send_all(frame(self.session.seal(body)))
 
     async def read_forever(self) -> None:
-        """Read and decode until the node closes the link (then set ``closed_by_node``)."""
+        """Read and decode until the node closes the link, answering what an honest child
+        must (``_answer``) and sending a Heartbeat every ``HEARTBEAT`` seconds: each attack
+        misbehaves only as it says, never also as a silent child the node would wait for."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._beat)
+            await self._read()
+            nursery.cancel_scope.cancel()
+
+    async def _beat(self) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            for n in itertools.count():
+                await trio.sleep(HEARTBEAT)
+                await self.send(Heartbeat(n))
+
+    async def _read(self) -> None:
         assert self.session is not None
         while True:
             data = await self.receive()
@@ -132,8 +163,26 @@ class Peer:
                 message = decode(self.session.open(body))
                 self.tally.received[type(message).__name__] += 1
                 self.messages.append(message)
-                self.arrived.set()
-                self.arrived = trio.Event()
+                for answer in self._answer(message):
+                    await self.send(answer)
+            self.arrived.set()
+            self.arrived = trio.Event()
+
+    def _answer(self, message: Message) -> list[Message]:
+        """An honest child's answers: Held once it holds what a HeldQuery asks about (the
+        root waits ``confirm_timeout`` for a child that stays silent), RestartConfirmed to
+        a SubscribeRestarted (the restart waits for it too)."""
+        if isinstance(message, SubscribeData):
+            self.high[message.key] = max(self.high.get(message.key, -1), message.packet)
+        elif isinstance(message, HeldQuery):
+            self.wanted[message.key] = max(self.wanted.get(message.key, -1), message.packet)
+        elif isinstance(message, SubscribeRestarted):
+            seen = self.high.get(message.key)
+            return [RestartConfirmed(message.uid, message.key, seen)]
+        key = getattr(message, "key", None)
+        if key in self.wanted and self.high.get(key, -1) >= self.wanted[key]:
+            return [Held(key, self.wanted.pop(key))]
+        return []
 
     async def wait_for(self, kind: type[Message], timeout: float) -> Message | None:
         with trio.move_on_after(timeout):
@@ -160,6 +209,16 @@ class Peer:
             self.tally.cut += 1
             self.closed_by_node.set()
             self.arrived.set()
+
+    async def leave(self, keys: list[bytes]) -> None:
+        """Leave as an honest child does when its time is up: Unsubscribe from ``keys``,
+        then close. Shielded, so it runs when the attack's time cancels it; an abrupt drop
+        is an attack of its own (``join_drop``), not how every other attack should end."""
+        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                for key in keys:
+                    await self.send(Unsubscribe(key))
+            await self.aclose()
 
     async def aclose(self) -> None:
         self._closing = True
@@ -311,15 +370,18 @@ async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
             peer, joined = await _as_child(target, key, tally, nursery, identity)
             tally.notes["joined"] += joined is not None
             head = (joined.last_packet if joined is not None else None) or 0
-            while not peer.closed_by_node.is_set():
-                for message in peer.messages:
-                    if isinstance(message, SubscribeData):
-                        head = max(head, message.packet)
-                peer.messages.clear()
-                forged = SubscribeData(key, head + 1, b"forged", None, PacketKind.DATA, None)
-                await peer.send(forged)
-                tally.notes["forged_sent"] += 1
-                await trio.sleep(0.1)
+            try:
+                while not peer.closed_by_node.is_set():
+                    for message in peer.messages:
+                        if isinstance(message, SubscribeData):
+                            head = max(head, message.packet)
+                    peer.messages.clear()
+                    forged = SubscribeData(key, head + 1, b"forged", None, PacketKind.DATA, None)
+                    await peer.send(forged)
+                    tally.notes["forged_sent"] += 1
+                    await trio.sleep(0.1)
+            finally:
+                await peer.leave([key])
             nursery.cancel_scope.cancel()
 
     await _loop(one)
@@ -330,7 +392,7 @@ async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
     on), then, under the same uid, a SubscribeRequest and a ResubscribeRequest for the
     honest stream. The other keys are a fixed handful, so the attack does not also grow the
     network's stream count without bound."""
-    others = [os.urandom(32) for _ in range(8)]
+    others = [StreamKey.open(f"hostile-other-{n}").key for n in range(8)]
     identity = far_identity(key)
     where = location_from_id(identity.public)
 
@@ -342,16 +404,19 @@ async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
             nursery.start_soon(peer.read_forever)
             await peer.send(Hello(where, 1))
             n = 0
-            while not peer.closed_by_node.is_set():
-                uid = random.getrandbits(63)
-                other = others[n % len(others)]
-                await peer.send(SubscribeRequest(uid, other, HTL, where, None))
-                await peer.send(SubscribeRequest(uid, key, HTL, where, None))
-                await peer.send(ResubscribeRequest(uid, key, HTL, where, where, None))
-                tally.notes["reused"] += 1
-                peer.messages.clear()
-                n += 1
-                await trio.sleep(0.05)
+            try:
+                while not peer.closed_by_node.is_set():
+                    uid = random.getrandbits(63)
+                    other = others[n % len(others)]
+                    await peer.send(SubscribeRequest(uid, other, HTL, where, None))
+                    await peer.send(SubscribeRequest(uid, key, HTL, where, None))
+                    await peer.send(ResubscribeRequest(uid, key, HTL, where, where, None))
+                    tally.notes["reused"] += 1
+                    peer.messages.clear()
+                    n += 1
+                    await trio.sleep(0.05)
+            finally:
+                await peer.leave([key, *others])
             nursery.cancel_scope.cancel()
 
     await _loop(one)
@@ -382,15 +447,18 @@ async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
         async with trio.open_nursery() as nursery:
             peer, joined = await _as_child(target, key, tally, nursery, identity)
             tally.notes["joined"] += joined is not None
-            while not peer.closed_by_node.is_set():
-                uid = random.getrandbits(63)
-                data = b"unconfirmed %d" % uid
-                await peer.send(
-                    PublishData(uid, key, None, where, HTL, data, None, PacketKind.DATA, None)
-                )
-                tally.notes["published"] += 1
-                peer.messages.clear()
-                await trio.sleep(0.5)
+            try:
+                while not peer.closed_by_node.is_set():
+                    uid = random.getrandbits(63)
+                    data = b"unconfirmed %d" % uid
+                    await peer.send(
+                        PublishData(uid, key, None, where, HTL, data, None, PacketKind.DATA, None)
+                    )
+                    tally.notes["published"] += 1
+                    peer.messages.clear()
+                    await trio.sleep(0.5)
+            finally:
+                await peer.leave([key])
             nursery.cancel_scope.cancel()
 
     await _loop(one)
@@ -410,11 +478,14 @@ async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
                 return
             nursery.start_soon(peer.read_forever)
             await peer.send(Hello(where, 1))
-            while not peer.closed_by_node.is_set():
-                await peer.send(SubscribeRequest(random.getrandbits(63), key, HTL, where, -1))
-                tally.notes["requests"] += 1
-                peer.messages.clear()
-                await trio.sleep(0.01)
+            try:
+                while not peer.closed_by_node.is_set():
+                    await peer.send(SubscribeRequest(random.getrandbits(63), key, HTL, where, -1))
+                    tally.notes["requests"] += 1
+                    peer.messages.clear()
+                    await trio.sleep(0.01)
+            finally:
+                await peer.leave([key])
             nursery.cancel_scope.cancel()
 
     await _loop(one)
@@ -459,8 +530,11 @@ async def idle_flood(target: Target, key: bytes, tally: Tally, *, count: int) ->
     await _flood(target, tally, count, b"")
 
 
-def run(attack: str, target: Target, key: bytes, seconds: float, count: int) -> dict[str, Any]:
-    """Run ``attack`` for ``seconds`` and return what the attacker saw."""
+async def perform(
+    attack: str, target: Target, key: bytes, seconds: float, count: int, tally: Tally
+) -> None:
+    """Run ``attack`` against ``target`` for ``seconds``, counting into ``tally``.
+    ``count``: the connections a flood holds (``half_handshake``, ``idle_flood``)."""
     simple: dict[str, Callable[[Target, bytes, Tally], Awaitable[None]]] = {
         "garbage": garbage,
         "oversized_frame": oversized,
@@ -473,18 +547,23 @@ def run(attack: str, target: Target, key: bytes, seconds: float, count: int) -> 
         "unconfirmed_publish": unconfirmed_publish,
         "catch_up_flood": catch_up_flood,
     }
+    with trio.move_on_after(seconds):
+        if attack == "half_handshake":
+            await half_handshake(target, key, tally, count=count)
+        elif attack == "idle_flood":
+            await idle_flood(target, key, tally, count=count)
+        else:
+            await simple[attack](target, key, tally)
+
+
+def run(attack: str, target: Target, key: bytes, seconds: float, count: int) -> dict[str, Any]:
+    """Run ``attack`` for ``seconds`` and return what the attacker saw."""
     tally = Tally()
 
     async def main() -> None:
         # The bench times the attack from this line, not from the process's start.
         print("started", flush=True)
-        with trio.move_on_after(seconds):
-            if attack == "half_handshake":
-                await half_handshake(target, key, tally, count=count)
-            elif attack == "idle_flood":
-                await idle_flood(target, key, tally, count=count)
-            else:
-                await simple[attack](target, key, tally)
+        await perform(attack, target, key, seconds, count, tally)
 
     trio.run(main)
     return tally.report()
