@@ -85,7 +85,7 @@ from overlay.core.events import (
     Subscribed,
 )
 from overlay.runtime.host import NodeHost
-from testnet.bench.hostile_attacks import ATTACKS
+from testnet.bench.hostile_attacks import ATTACKS, interrupted
 from testnet.local import LocalNetwork
 
 KEY = StreamKey.open("hostile-bench").key
@@ -463,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         print(HEADER, flush=True)
     try:
         report = trio.run(_bench, args, names)
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not interrupted(error):
+            raise
         print("interrupted", file=sys.stderr)
         return 130
     report["load_average"] = os.getloadavg()

@@ -585,6 +585,14 @@ ATTACKS = (
 )
 
 
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, alone or as trio hands it out of a nursery (in an
+    exception group beside the cancellations it caused)."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(KeyboardInterrupt) is not None
+    return isinstance(error, KeyboardInterrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("attack", choices=ATTACKS)
@@ -598,7 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         report = run(
             args.attack, (host, int(port)), bytes.fromhex(args.key), args.seconds, args.count
         )
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not interrupted(error):
+            raise
         return 130
     print(json.dumps(report), flush=True)
     return 0
