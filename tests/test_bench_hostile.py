@@ -45,7 +45,9 @@ def test_quick_run_measures_the_honest_stream_and_the_attack(
         assert row["attack_s"] >= 0.5
     assert baseline["lost"] == baseline["duplicated"] == baseline["bad"] == 0
     assert baseline["attacker"] is None and baseline["first_warning"] is None
-    assert garbage["attacker"]["cut"] == garbage["attacker"]["connections"] > 0
+    # Every connection cut by the node, but the one the attacker's time ended in, maybe.
+    attacker = garbage["attacker"]
+    assert attacker["connections"] - 1 <= attacker["cut"] and attacker["cut"] > 0
     assert "overlay.refusals" in garbage["first_warning"]
     assert garbage["refusals"]["handshake"] >= 1
     assert unconfirmed["attacker"]["notes"]["published"] >= 1
