@@ -500,18 +500,23 @@ async def _flood(target: Target, tally: Tally, connections: int, first: bytes) -
         source = f"127.0.1.{1 + n % FLOOD_ADDRESSES}"
         while True:
             sock = trio.socket.socket()
+            connected = False
             try:
                 await sock.bind((source, 0))
                 await sock.connect(target)
+                connected = True
                 tally.connections += 1
                 if first:
                     await sock.send(first)
                 while await sock.recv(4096):
                     pass
-                tally.cut += 1
+                tally.cut += 1  # closed by the node
             except OSError:
-                tally.notes["connect_failed"] += 1
-                await trio.sleep(0.01)
+                if connected:
+                    tally.cut += 1  # reset by the node (a refusal at accept is a reset)
+                else:
+                    tally.notes["connect_failed"] += 1
+                    await trio.sleep(0.01)
             finally:
                 sock.close()
 
