@@ -66,6 +66,8 @@ PAUSE = 0.02
 # Kernel sources for the connection floods: all of 127/8 is loopback on Linux, and the node
 # allows max_handshakes_per_address (32) at once from one address.
 FLOOD_ADDRESSES = 100
+# The longest a whole frame may take to send (why: ``Peer.send_body``).
+SEND_TIMEOUT = 5.0
 # An honest peer's heartbeat: well inside the node's dead_after (15 s by default).
 HEARTBEAT = 2.0
 
@@ -134,9 +136,18 @@ class Peer:
 
     async def send_body(self, body: bytes) -> None:
         # One sender at a time: frames must reach the wire in the order of their nonces.
+        # And whole: a send cut short by the attack's time would leave half a frame, which
+        # the node rightly takes for a broken peer, so the frame is shielded (for at most
+        # ``SEND_TIMEOUT``: past it the link is closed, never written to again).
         assert self.session is not None
         async with self._sending:
-            await self.stream.send_all(frame(self.session.seal(body)))
+            data = frame(self.session.seal(body))
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(SEND_TIMEOUT):
+                    await self.stream.send_all(data)
+                    return
+                await self.aclose()
+                raise trio.ClosedResourceError("a frame could not be sent in time")
 
     async def read_forever(self) -> None:
         """Read and decode until the node closes the link, answering what an honest child
