@@ -81,6 +81,7 @@ class Tally:
         self.received: Counter[str] = Counter()
         self.sent: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
+        self.open: list[Peer] = []  # connections of the current try, closed after it
 
     def report(self) -> dict[str, Any]:
         return {
@@ -113,7 +114,9 @@ class Peer:
     async def connect(cls, target: tuple[str, int], tally: Tally) -> Peer:
         stream = await trio.open_tcp_stream(*target)
         tally.connections += 1
-        return cls(stream, tally)
+        peer = cls(stream, tally)
+        tally.open.append(peer)
+        return peer
 
     async def handshake(self, identity: Identity) -> bool:
         """A genuine handshake as the dialling side; False if the node closed first."""
@@ -264,14 +267,19 @@ def inconsistent_publish(uid: int, key: bytes, where: float) -> bytes:
 Target = tuple[str, int]
 
 
-async def _loop(one: Callable[[], Awaitable[None]]) -> None:
+async def _loop(tally: Tally, one: Callable[[], Awaitable[None]]) -> None:
     """Run ``one`` connection's misbehaviour again and again, ``PAUSE`` apart: a link the
-    node closes is dialled again, as a real attacker would."""
+    node closes is dialled again, as a real attacker would. Whatever a try leaves open
+    (it failed half way) is closed after it, so the attacker's sockets stay bounded."""
     while True:
         try:
             await one()
         except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
             pass
+        finally:
+            for peer in tally.open:
+                await peer.aclose()
+            tally.open.clear()
         await trio.sleep(PAUSE)
 
 
@@ -292,7 +300,7 @@ async def garbage(target: Target, key: bytes, tally: Tally) -> None:
         await peer.stream.send_all(rng.randbytes(4096))
         await _until_closed(peer)
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def oversized(target: Target, key: bytes, tally: Tally) -> None:
@@ -303,7 +311,7 @@ async def oversized(target: Target, key: bytes, tally: Tally) -> None:
         await peer.stream.send_all((60_000).to_bytes(PREFIX_SIZE, "big") + bytes(8192))
         await _until_closed(peer)
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def _linked(target: Target, tally: Tally, identity: Identity) -> Peer | None:
@@ -324,7 +332,7 @@ async def before_hello(target: Target, key: bytes, tally: Tally) -> None:
             await peer.send(Heartbeat(0))
             await _until_closed(peer)
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def false_location(target: Target, key: bytes, tally: Tally) -> None:
@@ -337,7 +345,7 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
             await peer.send(Hello(key_location(key), random.getrandbits(63)))
             await _until_closed(peer)
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None:
@@ -350,9 +358,10 @@ async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None
             where = location_from_id(identity.public)
             await peer.send(Hello(where, random.getrandbits(63)))
             await peer.send_body(inconsistent_publish(random.getrandbits(63), key, where))
+            tally.sent["PublishData(claim, no number)"] += 1
             await _until_closed(peer)
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def _as_child(
@@ -395,7 +404,7 @@ async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
@@ -430,7 +439,7 @@ async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key, *others])
             nursery.cancel_scope.cancel()
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
@@ -445,7 +454,7 @@ async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
             await peer.aclose()
             nursery.cancel_scope.cancel()
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
@@ -472,7 +481,7 @@ async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
@@ -499,7 +508,7 @@ async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(one)
+    await _loop(tally, one)
 
 
 async def _flood(target: Target, tally: Tally, connections: int, first: bytes) -> None:
