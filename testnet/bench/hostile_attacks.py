@@ -1,11 +1,18 @@
 """The hostile peer of ``testnet.bench.hostile``: one attack on one node, for a bounded time.
 
     python -m testnet.bench.hostile_attacks ATTACK --target HOST:PORT --key HEX --seconds S
+        [--count N]
 
 Run by the bench as a process of its own, so the attacker's sockets and CPU are not counted
-as the attacked node's. It prints one JSON line when the time is up: ``connections`` opened,
-``cut`` (how many of them the node closed or refused before the attacker closed them itself),
-``received`` (messages the node sent, by type) and, per attack, what it saw.
+as the attacked node's. It prints "started" as the attack starts, and one JSON line when the
+time is up: ``connections`` opened, ``cut`` (how many of them the node closed or refused
+before the attacker closed them itself), messages ``sent`` and ``received`` by type, and,
+per attack, what it did (``notes``). A connection the node closes is dialled again.
+
+An attacker that joins the stream behaves as an honest child in all but its attack: it
+reads everything, answers HeldQuery and SubscribeRestarted, heartbeats, sends each frame
+whole, and leaves with an Unsubscribe when its time is up. Otherwise every row would also
+measure a silent or vanishing child (``join_drop`` measures the latter on purpose).
 
 Every attacker that gets past the TCP connect is built from the project's own pieces: the
 link handshake (``overlay.runtime.handshake``), framing and sealing, and messages encoded by
