@@ -1,0 +1,650 @@
+"""The hostile peer of ``testnet.bench.hostile``: one attack on one node, for a bounded time.
+
+    python -m testnet.bench.hostile_attacks ATTACK --target HOST:PORT --key HEX --seconds S
+        [--count N]
+
+Run by the bench as a process of its own, so the attacker's sockets and CPU are not counted
+as the attacked node's. It prints "started" as the attack starts, and one JSON line when the
+time is up: ``connections`` opened, ``cut`` (how many of them the node closed or refused
+before the attacker closed them itself), messages ``sent`` and ``received`` by type, and,
+per attack, what it did (``notes``). A connection the node closes is dialled again.
+
+An attacker that joins the stream behaves as an honest child in all but its attack: it
+reads everything, answers HeldQuery and SubscribeRestarted, heartbeats, sends each frame
+whole, and leaves with an Unsubscribe when its time is up. Otherwise every row would also
+measure a silent or vanishing child (``join_drop`` measures the latter on purpose).
+
+Every attacker that gets past the TCP connect is built from the project's own pieces: the
+link handshake (``overlay.runtime.handshake``), framing and sealing, and messages encoded by
+``overlay.codec`` (one deliberately left inconsistent is encoded field by field, since the
+codec would refuse it). Its identity sits at least a quarter circle from the stream's key,
+so its Hello never makes the root hand the tree on (that is churn, not an attack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import fields
+from enum import IntEnum
+from typing import Any
+
+import cbor2
+import trio
+
+from keyspace.location import distance, key_location, location_from_id
+from keyspace.stream_key import StreamKey
+from overlay.codec import decode, encode
+from overlay.errors import RemoteProtocolError
+from overlay.messages import (
+    Heartbeat,
+    Held,
+    HeldQuery,
+    Hello,
+    Message,
+    PacketKind,
+    PublishData,
+    RestartConfirmed,
+    ResubscribeRequest,
+    SubscribeData,
+    SubscribeRequest,
+    SubscribeRestarted,
+    SubscribeSucceeded,
+    Unsubscribe,
+)
+from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame
+from overlay.runtime.handshake import MAGIC, Handshake, Session
+from overlay.runtime.identity import Identity
+
+NETWORK = b"testnet"  # LocalNetwork's default
+# A hello's first bytes: its length prefix (a hello of 60 bytes) and the magic, then nothing.
+HALF_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
+HTL = 10  # a search's budget, as a node's own (NodeConfig.max_htl)
+# Each loop of connect-and-misbehave waits this long between tries: the attack is about
+# what one bad connection does, so a few dozen a second are plenty and keep the attacker's
+# own CPU (on a shared machine) from being what slows the honest nodes.
+PAUSE = 0.02
+# Kernel sources for the connection floods: all of 127/8 is loopback on Linux, and the node
+# allows max_handshakes_per_address (32) at once from one address.
+FLOOD_ADDRESSES = 100
+# The longest a whole frame may take to send (why: ``Peer.send_body``).
+SEND_TIMEOUT = 5.0
+# An honest peer's heartbeat: well inside the node's dead_after (15 s by default).
+HEARTBEAT = 2.0
+
+
+class Tally:
+    """What the attacker saw; printed as JSON at the end."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.cut = 0  # closed or refused by the node before we closed them
+        self.received: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()
+        self.notes: Counter[str] = Counter()
+        self.open: list[Peer] = []  # connections of the current try, closed after it
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "cut": self.cut,
+            "received": dict(self.received),
+            "sent": dict(self.sent),
+            "notes": dict(self.notes),
+        }
+
+
+class Peer:
+    """One connection to the node, as a peer: handshake, sealed messages, and a reader that
+    drains (and counts) whatever the node sends, so the attacker is never a slow reader."""
+
+    def __init__(self, stream: trio.SocketStream, tally: Tally) -> None:
+        self.stream = stream
+        self.tally = tally
+        self.session: Session | None = None
+        self.reader = FrameReader(SEALED_MAX)
+        self.closed_by_node = trio.Event()
+        self.messages: list[Message] = []
+        self.arrived = trio.Event()
+        self._closing = False
+        self._sending = trio.Lock()
+        self.high: dict[bytes, int] = {}  # newest packet received, by stream
+        self.wanted: dict[bytes, int] = {}  # the packet a HeldQuery waits for, by stream
+
+    @classmethod
+    async def connect(cls, target: tuple[str, int], tally: Tally) -> Peer:
+        stream = await trio.open_tcp_stream(*target)
+        tally.connections += 1
+        peer = cls(stream, tally)
+        tally.open.append(peer)
+        return peer
+
+    async def handshake(self, identity: Identity) -> bool:
+        """A genuine handshake as the dialling side; False if the node closed first."""
+        shake = Handshake(identity, initiator=True, network=NETWORK)
+        await self.stream.send_all(frame(shake.start()))
+        while not shake.done:
+            data = await self.receive()
+            if not data:
+                return False
+            for body in self.reader.feed(data):
+                reply = shake.receive(body)
+                if reply:
+                    await self.stream.send_all(frame(reply))
+        self.session = shake.session()
+        return True
+
+    async def send(self, message: Message) -> None:
+        self.tally.sent[type(message).__name__] += 1
+        await self.send_body(encode(message))
+
+    async def send_body(self, body: bytes) -> None:
+        # One sender at a time: frames must reach the wire in the order of their nonces.
+        # And whole: a send cut short by the attack's time would leave half a frame, which
+        # the node rightly takes for a broken peer, so the frame is shielded (for at most
+        # ``SEND_TIMEOUT``: past it the link is closed, never written to again).
+        assert self.session is not None
+        async with self._sending:
+            data = frame(self.session.seal(body))
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(SEND_TIMEOUT):
+                    await self.stream.send_all(data)
+                    return
+                await self.aclose()
+                raise trio.ClosedResourceError("a frame could not be sent in time")
+
+    async def read_forever(self) -> None:
+        """Read and decode until the node closes the link, answering what an honest child
+        must (``_answer``) and sending a Heartbeat every ``HEARTBEAT`` seconds: each attack
+        misbehaves only as it says, never also as a silent child the node would wait for."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._beat)
+            await self._read()
+            nursery.cancel_scope.cancel()
+
+    async def _beat(self) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            for n in itertools.count():
+                await trio.sleep(HEARTBEAT)
+                await self.send(Heartbeat(n))
+
+    async def _read(self) -> None:
+        assert self.session is not None
+        while True:
+            data = await self.receive()
+            if not data:
+                return
+            for body in self.reader.feed(data):
+                message = decode(self.session.open(body))
+                self.tally.received[type(message).__name__] += 1
+                self.messages.append(message)
+                for answer in self._answer(message):
+                    await self.send(answer)
+            self.arrived.set()
+            self.arrived = trio.Event()
+
+    def _answer(self, message: Message) -> list[Message]:
+        """An honest child's answers: Held once it holds what a HeldQuery asks about (the
+        root waits ``confirm_timeout`` for a child that stays silent), RestartConfirmed to
+        a SubscribeRestarted (the restart waits for it too)."""
+        if isinstance(message, SubscribeData):
+            self.high[message.key] = max(self.high.get(message.key, -1), message.packet)
+        elif isinstance(message, HeldQuery):
+            self.wanted[message.key] = max(self.wanted.get(message.key, -1), message.packet)
+        elif isinstance(message, SubscribeRestarted):
+            seen = self.high.get(message.key)
+            return [RestartConfirmed(message.uid, message.key, seen)]
+        key = getattr(message, "key", None)
+        if key in self.wanted and self.high.get(key, -1) >= self.wanted[key]:
+            return [Held(key, self.wanted.pop(key))]
+        return []
+
+    async def wait_for(self, kind: type[Message], timeout: float) -> Message | None:
+        with trio.move_on_after(timeout):
+            while True:
+                for message in self.messages:
+                    if type(message) is kind:
+                        return message
+                if self.closed_by_node.is_set():
+                    return None
+                await self.arrived.wait()
+        return None
+
+    async def receive(self) -> bytes:
+        try:
+            data = await self.stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = b""
+        if not data:
+            self._node_closed()
+        return data
+
+    def _node_closed(self) -> None:
+        if not self._closing and not self.closed_by_node.is_set():
+            self.tally.cut += 1
+            self.closed_by_node.set()
+            self.arrived.set()
+
+    async def leave(self, keys: list[bytes]) -> None:
+        """Leave as an honest child does when its time is up: Unsubscribe from ``keys``,
+        then close. Shielded, so it runs when the attack's time cancels it; an abrupt drop
+        is an attack of its own (``join_drop``), not how every other attack should end."""
+        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                for key in keys:
+                    await self.send(Unsubscribe(key))
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closing = True
+        await trio.aclose_forcefully(self.stream)
+
+
+def far_identity(key: bytes) -> Identity:
+    """A fresh identity at least a quarter circle from ``key`` (one in two qualifies)."""
+    target = key_location(key)
+    while True:
+        identity = Identity.generate()
+        if distance(location_from_id(identity.public), target) >= 0.25:
+            return identity
+
+
+def inconsistent_publish(uid: int, key: bytes, where: float) -> bytes:
+    """PublishData(claim=True, pushed=True, packet=None) encoded field by field: ``encode``
+    refuses it (a claim must name its number), so it is built in the codec's wire layout."""
+    message = PublishData(
+        uid, key, None, where, HTL, b"claim", None, PacketKind.DATA, None, True, True
+    )
+    values: list[object] = [PublishData.TYPE]
+    for field in fields(PublishData):
+        value = getattr(message, field.name)
+        values.append(int(value) if isinstance(value, IntEnum) else value)
+    return cbor2.dumps(values)
+
+
+# --- attacks ---------------------------------------------------------------------------------
+# Each runs until cancelled (the caller bounds it by --seconds) and counts into ``tally``.
+
+Target = tuple[str, int]
+
+
+async def _loop(tally: Tally, one: Callable[[], Awaitable[None]]) -> None:
+    """Run ``one`` connection's misbehaviour again and again, ``PAUSE`` apart: a link the
+    node closes is dialled again, as a real attacker would. Whatever a try leaves open
+    (it failed half way) is closed after it, so the attacker's sockets stay bounded."""
+    while True:
+        try:
+            await one()
+        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
+            pass
+        finally:
+            for peer in tally.open:
+                await peer.aclose()
+            tally.open.clear()
+        await trio.sleep(PAUSE)
+
+
+async def _until_closed(peer: Peer, timeout: float = 2.0) -> None:
+    """Read until the node closes the connection (it is counted as cut then), or give up."""
+    with trio.move_on_after(timeout):
+        while await peer.receive():
+            pass
+    await peer.aclose()
+
+
+async def garbage(target: Target, key: bytes, tally: Tally) -> None:
+    """Random bytes instead of a handshake, a fresh connection each time."""
+    rng = random.Random(1)
+
+    async def one() -> None:
+        peer = await Peer.connect(target, tally)
+        await peer.stream.send_all(rng.randbytes(4096))
+        await _until_closed(peer)
+
+    await _loop(tally, one)
+
+
+async def oversized(target: Target, key: bytes, tally: Tally) -> None:
+    """A handshake frame announcing 60,000 bytes (a hello is about a hundred)."""
+
+    async def one() -> None:
+        peer = await Peer.connect(target, tally)
+        await peer.stream.send_all((60_000).to_bytes(PREFIX_SIZE, "big") + bytes(8192))
+        await _until_closed(peer)
+
+    await _loop(tally, one)
+
+
+async def _linked(target: Target, tally: Tally, identity: Identity) -> Peer | None:
+    """A connection with a finished handshake (None if the node closed it during it)."""
+    peer = await Peer.connect(target, tally)
+    if not await peer.handshake(identity):
+        await peer.aclose()
+        return None
+    return peer
+
+
+async def before_hello(target: Target, key: bytes, tally: Tally) -> None:
+    """A valid handshake, then a Heartbeat where the Hello must come first."""
+
+    async def one() -> None:
+        peer = await _linked(target, tally, far_identity(key))
+        if peer is not None:
+            await peer.send(Heartbeat(0))
+            await _until_closed(peer)
+
+    await _loop(tally, one)
+
+
+async def false_location(target: Target, key: bytes, tally: Tally) -> None:
+    """A Hello claiming to sit at the stream key's own location, which its id does not
+    give: were it believed, the root would hand the stream's tree to the liar."""
+
+    async def one() -> None:
+        peer = await _linked(target, tally, far_identity(key))
+        if peer is not None:
+            await peer.send(Hello(key_location(key), random.getrandbits(63)))
+            await _until_closed(peer)
+
+    await _loop(tally, one)
+
+
+async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None:
+    """PublishData(claim=True, pushed=True, packet=None) to the root, once linked."""
+
+    async def one() -> None:
+        identity = far_identity(key)
+        peer = await _linked(target, tally, identity)
+        if peer is not None:
+            where = location_from_id(identity.public)
+            await peer.send(Hello(where, random.getrandbits(63)))
+            await peer.send_body(inconsistent_publish(random.getrandbits(63), key, where))
+            tally.sent["PublishData(claim, no number)"] += 1
+            await _until_closed(peer)
+
+    await _loop(tally, one)
+
+
+async def _as_child(
+    target: Target, key: bytes, tally: Tally, nursery: trio.Nursery, identity: Identity
+) -> tuple[Peer, SubscribeSucceeded | None]:
+    """Link, say Hello where the id puts us, and join the stream as the node's child; the
+    peer's reader runs in ``nursery``. Raises OSError if the node closed the link."""
+    peer = await _linked(target, tally, identity)
+    if peer is None:
+        raise OSError("closed during the handshake")
+    where = location_from_id(identity.public)
+    nursery.start_soon(peer.read_forever)
+    await peer.send(Hello(where, 1))
+    await peer.send(SubscribeRequest(random.getrandbits(63), key, HTL, where, None))
+    joined = await peer.wait_for(SubscribeSucceeded, 5.0)
+    return peer, joined if isinstance(joined, SubscribeSucceeded) else None
+
+
+async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
+    """Join the stream as a child (to learn its head), then send SubscribeData upward
+    under the next numbers, as if we were the node's parent, ten a second."""
+    identity = far_identity(key)
+
+    async def one() -> None:
+        async with trio.open_nursery() as nursery:
+            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            tally.notes["joined"] += joined is not None
+            head = (joined.last_packet if joined is not None else None) or 0
+            try:
+                while not peer.closed_by_node.is_set():
+                    for message in peer.messages:
+                        if isinstance(message, SubscribeData):
+                            head = max(head, message.packet)
+                    peer.messages.clear()
+                    forged = SubscribeData(key, head + 1, b"forged", None, PacketKind.DATA, None)
+                    await peer.send(forged)
+                    tally.notes["forged_sent"] += 1
+                    await trio.sleep(0.1)
+            finally:
+                await peer.leave([key])
+            nursery.cancel_scope.cancel()
+
+    await _loop(tally, one)
+
+
+async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
+    """Twenty times a second: a SubscribeRequest for another stream (which the node routes
+    on), then, under the same uid, a SubscribeRequest and a ResubscribeRequest for the
+    honest stream. The other keys are a fixed handful, so the attack does not also grow the
+    network's stream count without bound."""
+    others = [StreamKey.open(f"hostile-other-{n}").key for n in range(8)]
+    identity = far_identity(key)
+    where = location_from_id(identity.public)
+
+    async def one() -> None:
+        async with trio.open_nursery() as nursery:
+            peer = await _linked(target, tally, identity)
+            if peer is None:
+                return
+            nursery.start_soon(peer.read_forever)
+            await peer.send(Hello(where, 1))
+            n = 0
+            try:
+                while not peer.closed_by_node.is_set():
+                    uid = random.getrandbits(63)
+                    other = others[n % len(others)]
+                    await peer.send(SubscribeRequest(uid, other, HTL, where, None))
+                    await peer.send(SubscribeRequest(uid, key, HTL, where, None))
+                    await peer.send(ResubscribeRequest(uid, key, HTL, where, where, None))
+                    tally.notes["reused"] += 1
+                    peer.messages.clear()
+                    n += 1
+                    await trio.sleep(0.05)
+            finally:
+                await peer.leave([key, *others])
+            nursery.cancel_scope.cancel()
+
+    await _loop(tally, one)
+
+
+async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
+    """One identity joins the stream as the node's child, drops the link as soon as it is
+    in, redials and joins again, in a loop (a flapping child)."""
+    identity = far_identity(key)
+
+    async def one() -> None:
+        async with trio.open_nursery() as nursery:
+            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            tally.notes["joined"] += joined is not None
+            await peer.aclose()
+            nursery.cancel_scope.cancel()
+
+    await _loop(tally, one)
+
+
+async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
+    """A child of the root that publishes twice a second and never sends PublishConfirmed
+    for the numbers the root gives it (PublishNumbered): the root holds each unsent."""
+    identity = far_identity(key)
+    where = location_from_id(identity.public)
+
+    async def one() -> None:
+        async with trio.open_nursery() as nursery:
+            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            tally.notes["joined"] += joined is not None
+            try:
+                while not peer.closed_by_node.is_set():
+                    uid = random.getrandbits(63)
+                    data = b"unconfirmed %d" % uid
+                    await peer.send(
+                        PublishData(uid, key, None, where, HTL, data, None, PacketKind.DATA, None)
+                    )
+                    tally.notes["published"] += 1
+                    peer.messages.clear()
+                    await trio.sleep(0.5)
+            finally:
+                await peer.leave([key])
+            nursery.cancel_scope.cancel()
+
+    await _loop(tally, one)
+
+
+async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
+    """SubscribeRequest(last_seen=-1) with a fresh uid, a hundred a second: each asks the
+    node to send the stream from packet 0 (its whole window). The attacker reads it all,
+    so this is a cost on the node, not a slow reader."""
+    identity = far_identity(key)
+    where = location_from_id(identity.public)
+
+    async def one() -> None:
+        async with trio.open_nursery() as nursery:
+            peer = await _linked(target, tally, identity)
+            if peer is None:
+                return
+            nursery.start_soon(peer.read_forever)
+            await peer.send(Hello(where, 1))
+            try:
+                while not peer.closed_by_node.is_set():
+                    await peer.send(SubscribeRequest(random.getrandbits(63), key, HTL, where, -1))
+                    tally.notes["requests"] += 1
+                    peer.messages.clear()
+                    await trio.sleep(0.01)
+            finally:
+                await peer.leave([key])
+            nursery.cancel_scope.cancel()
+
+    await _loop(tally, one)
+
+
+async def _flood(target: Target, tally: Tally, connections: int, first: bytes) -> None:
+    """``connections`` connections held open at once, spread over ``FLOOD_ADDRESSES``
+    source addresses, each sending ``first`` (maybe nothing) and then staying silent; one
+    the node closes is opened again at once."""
+
+    async def one(n: int) -> None:
+        source = f"127.0.1.{1 + n % FLOOD_ADDRESSES}"
+        while True:
+            sock = trio.socket.socket()
+            connected = False
+            try:
+                await sock.bind((source, 0))
+                await sock.connect(target)
+                connected = True
+                tally.connections += 1
+                if first:
+                    await sock.send(first)
+                while await sock.recv(4096):
+                    pass
+                tally.cut += 1  # closed by the node
+            except OSError:
+                if connected:
+                    tally.cut += 1  # reset by the node (a refusal at accept is a reset)
+                else:
+                    tally.notes["connect_failed"] += 1
+                    await trio.sleep(0.01)
+            finally:
+                sock.close()
+
+    async with trio.open_nursery() as nursery:
+        for n in range(connections):
+            nursery.start_soon(one, n)
+
+
+async def half_handshake(target: Target, key: bytes, tally: Tally, *, count: int) -> None:
+    """Slowloris: ``count`` connections that each send the first half of a hello."""
+    await _flood(target, tally, count, HALF_HELLO)
+
+
+async def idle_flood(target: Target, key: bytes, tally: Tally, *, count: int) -> None:
+    """``count`` connections that send nothing at all."""
+    await _flood(target, tally, count, b"")
+
+
+async def perform(
+    attack: str, target: Target, key: bytes, seconds: float, count: int, tally: Tally
+) -> None:
+    """Run ``attack`` against ``target`` for ``seconds``, counting into ``tally``.
+    ``count``: the connections a flood holds (``half_handshake``, ``idle_flood``)."""
+    simple: dict[str, Callable[[Target, bytes, Tally], Awaitable[None]]] = {
+        "garbage": garbage,
+        "oversized_frame": oversized,
+        "before_hello": before_hello,
+        "false_location": false_location,
+        "forged_data": forged_data,
+        "uid_reuse": uid_reuse,
+        "claim_without_number": claim_without_number,
+        "join_drop": join_drop,
+        "unconfirmed_publish": unconfirmed_publish,
+        "catch_up_flood": catch_up_flood,
+    }
+    with trio.move_on_after(seconds):
+        if attack == "half_handshake":
+            await half_handshake(target, key, tally, count=count)
+        elif attack == "idle_flood":
+            await idle_flood(target, key, tally, count=count)
+        else:
+            await simple[attack](target, key, tally)
+
+
+def run(attack: str, target: Target, key: bytes, seconds: float, count: int) -> dict[str, Any]:
+    """Run ``attack`` for ``seconds`` and return what the attacker saw."""
+    tally = Tally()
+
+    async def main() -> None:
+        # The bench times the attack from this line, not from the process's start.
+        print("started", flush=True)
+        await perform(attack, target, key, seconds, count, tally)
+
+    trio.run(main)
+    return tally.report()
+
+
+ATTACKS = (
+    "garbage",
+    "half_handshake",
+    "oversized_frame",
+    "before_hello",
+    "false_location",
+    "forged_data",
+    "uid_reuse",
+    "claim_without_number",
+    "join_drop",
+    "unconfirmed_publish",
+    "catch_up_flood",
+    "idle_flood",
+)
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, alone or as trio hands it out of a nursery (in an
+    exception group beside the cancellations it caused)."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(KeyboardInterrupt) is not None
+    return isinstance(error, KeyboardInterrupt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("attack", choices=ATTACKS)
+    parser.add_argument("--target", required=True, metavar="HOST:PORT")
+    parser.add_argument("--key", required=True, help="the honest stream's key, hex")
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--count", type=int, default=500, help="connections of a flood")
+    args = parser.parse_args(argv)
+    host, port = args.target.rsplit(":", 1)
+    try:
+        report = run(
+            args.attack, (host, int(port)), bytes.fromhex(args.key), args.seconds, args.count
+        )
+    except BaseException as error:
+        if not interrupted(error):
+            raise
+        return 130
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
