@@ -86,9 +86,12 @@ def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes
 
 
 def test_an_unconfirmed_packet_is_dropped_and_its_number_given_again() -> None:
-    net = tree(
-        config=NodeConfig(confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT)
+    # (``confirm_timeout`` before ``confirm_wait``: the whole pending queue goes, and the
+    # numbers are free again; ``confirm_watch`` drops only the oldest, and burns its number.)
+    config = NodeConfig(
+        confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT, confirm_wait=100.0
     )
+    net = tree(config=config)
     net.hold(b"A")
     net.publish(b"A", KEY, b"lost")
     net.advance(net.now + 3 * BEAT)  # A's publish timer has not fired yet

@@ -131,20 +131,13 @@ class Backlog:
                 del self.backlogged[key]
 
     def requeue(
-        self: _FlowParts,
-        stream: Stream,
-        dropped: list[tuple[Source, PublishData]],
-        peers: bool = False,
+        self: _FlowParts, stream: Stream, dropped: list[tuple[Source, PublishData]]
     ) -> None:
         """Local publishes whose pending numbers were dropped (``confirming``) go back to
         the front of the backlog, in their old order, ahead of what their clients
         published after them (a client's publish held back behind them was numbered
-        before their retries). A peer's node retries its own, unless ``peers``: then the
-        peers' go back too, in the same order, and those whose child is gone meanwhile are
-        passed over when their turn comes (``_gone``)."""
-        front = {
-            m.uid: (source, m) for source, m in dropped if peers or not isinstance(source, bytes)
-        }
+        before their retries). A peer's node retries its own."""
+        front = {m.uid: (source, m) for source, m in dropped if not isinstance(source, bytes)}
         if not front:
             return
         stream.backlog = {**front, **{u: e for u, e in stream.backlog.items() if u not in front}}

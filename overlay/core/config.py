@@ -170,11 +170,11 @@ class NodeConfig:
     # another publish. Only the root's setting counts; every node answers PublishNumbered.
     confirm_publishes: bool = True
     # How long a root waits for the confirmation of its oldest pending number before it
-    # drops that number and numbers the packets after it afresh (``confirm_watch``): each
-    # of them waits at most this plus a round trip behind a publish that is never
-    # confirmed. Well above a confirmation's round trip between a root and a publisher's
-    # node (ten hops of 100 ms each way in the simulator's widest network); a publisher's
-    # node slower than that has its publish dropped and retried, not lost.
+    # drops that publish and announces the number missed (``confirm_watch``): the packets
+    # after it wait at most this behind a publish that is never confirmed. Well above a
+    # confirmation's round trip between a root and a publisher's node (ten hops of 100 ms
+    # each way in the simulator's widest network); a publisher's node slower than that has
+    # its publish dropped and retried under a new number, not lost.
     confirm_wait: float = 2.0
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192

@@ -5,10 +5,10 @@ node has confirmed its number (``confirming``). So the oldest pending number, un
 holds back every packet numbered after it: a child that publishes and never confirms would
 freeze the stream until ``confirm_timeout``. This watch bounds that delay. Each time a
 stream's oldest pending number changes, a timer is armed ``confirm_wait`` ahead; if that
-number is still the oldest and still unconfirmed when it fires, the root drops it and
-numbers the rest afresh (``Confirming.unconfirmed_head``). So an honest packet waits at
-most ``confirm_wait`` plus one confirmation round trip behind a publish that is never
-confirmed.
+number is still the oldest and still unconfirmed when it fires, the root drops that
+publish and announces its number missed, a hole no other publish ever takes, and the
+packets after it go down under their own numbers (``Confirming.unconfirmed_head``). So
+an honest packet waits at most ``confirm_wait`` behind a publish that is never confirmed.
 
 Strikes. A child whose number was dropped this way takes a strike; its next confirmation
 clears them. A child with ``STRIKES`` in a row is cut off (``DropPeer``, a fault): an honest

@@ -112,10 +112,9 @@ class _FlowParts(Protocol):
         self, stream: Stream, source: Source, message: PublishData, answer: Any
     ) -> None: ...
     def _flush(self, stream: Stream) -> None: ...
-    def drop_pending(
-        self, stream: Stream, first: int | None = None, peers: bool = False
-    ) -> None: ...
+    def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
     def unconfirmed_head(self, stream: Stream, head: int, entry: Pending) -> None: ...
+    def _missing(self, stream: Stream, first: int, last: int) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
     def _live_claims(self, stream: Stream) -> list[PublishData]: ...
@@ -123,9 +122,7 @@ class _FlowParts(Protocol):
     def witness(self, peer: PeerId, message: PublishConfirmed) -> None: ...
     def drop_kept(self, relay: Relay) -> None: ...
     def tell_peers(self, stream: Stream, message: PublishData, number: int) -> None: ...
-    def requeue(
-        self, stream: Stream, dropped: list[tuple[Source, PublishData]], peers: bool = False
-    ) -> None: ...
+    def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
 
 
 class Confirming:
@@ -266,13 +263,9 @@ class Confirming:
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self._reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(
-        self: _FlowParts, stream: Stream, first: int | None = None, peers: bool = False
-    ) -> None:
+    def drop_pending(self: _FlowParts, stream: Stream, first: int | None = None) -> None:
         """Forget the pending packets from ``first`` on (all of them by default): their
-        numbers are free again, and their publishers, retrying, are numbered afresh.
-        ``peers``: the peers' publishes after ``first`` are numbered afresh at once too,
-        as local ones always are (``unconfirmed_head``)."""
+        numbers are free again, and their publishers, retrying, are numbered afresh."""
         uids = stream.uids
         dropped = []
         for number in [n for n in stream.pending if first is None or n >= first]:
@@ -280,10 +273,9 @@ class Confirming:
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
                 uids.forget(entry.message.uid)
-            if not peers or number != first:
-                dropped.append((entry.source, entry.message))
+            dropped.append((entry.source, entry.message))
         self.confirm_watch.moved(stream.key)
-        self.requeue(stream, dropped, peers)  # numbered again first (``backlog``)
+        self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
 
     def arm_confirms(self: _FlowParts, now: float) -> None:
         """After an event: watch the oldest pending number of each root whose pending
@@ -313,13 +305,25 @@ class Confirming:
 
     def unconfirmed_head(self: _FlowParts, stream: Stream, head: int, entry: Pending) -> None:
         """Number ``head`` was not confirmed within ``confirm_wait``, and every packet
-        numbered after it waits for it. Nothing under it went down or was acknowledged,
-        so it is dropped (its publisher's node retries it, as after ``confirm_timeout``)
-        and the publishes numbered after it are numbered afresh now, in their order: their
-        publishers' nodes are told their new numbers and confirm those. The child it came
-        through takes a strike; ``STRIKES`` in a row and it is cut off."""
+        numbered after it waits for it. Nothing under it went down or was acknowledged, so
+        it is dropped, and its publisher's retry is numbered afresh. But its publisher's
+        node may hold the number as a claim already (the confirmation may be on its way),
+        so the number is never given to another publish: it is announced missed, as a
+        hole, and the packets after it keep their numbers and go down as their
+        confirmations come. A claim on it later meets a number the tree has had, and is
+        refused (``Takeover.on_claim``). Given to another publish instead, a claim pushed
+        to a new root cut off from that packet took the number a second time (chaos: a
+        partition and a root crash, two packets 14). The child it came through takes a
+        strike; ``STRIKES`` in a row and it is cut off."""
         self.stats.unconfirmed_heads += 1
-        self.drop_pending(stream, head, peers=True)
+        self.stats.unconfirmed += 1
+        del stream.pending[head]
+        uids = stream.uids
+        if uids is not None and uids.get(entry.message.uid) == head:
+            uids.forget(entry.message.uid)
+        self.confirm_watch.moved(stream.key)
+        self._missing(stream, head, head)
+        self._flush(stream)
         source = entry.source
         if isinstance(source, bytes) and self.confirm_watch.strike(source) >= STRIKES:
             self._drop(

@@ -38,6 +38,7 @@ from typing import Any
 import cbor2
 import trio
 
+from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import distance, key_location, location_from_id
 from keyspace.stream_key import StreamKey
 from overlay.codec import decode, encode
@@ -246,11 +247,13 @@ class Peer:
         await trio.aclose_forcefully(self.stream)
 
 
-def far_identity(key: bytes) -> Identity:
-    """A fresh identity at least a quarter circle from ``key`` (one in two qualifies)."""
+def far_identity(key: bytes, work: int = DEFAULT_ID_WORK) -> Identity:
+    """A fresh identity at least a quarter circle from ``key`` (one in two qualifies), whose
+    id carries ``work`` bits: what a node asks of a peer it takes the Hello of. An attack
+    refused before that check needs none, and pays none."""
     target = key_location(key)
     while True:
-        identity = Identity.generate()
+        identity = Identity.generate(work)
         if distance(location_from_id(identity.public), target) >= 0.25:
             return identity
 
@@ -334,7 +337,7 @@ async def before_hello(target: Target, key: bytes, tally: Tally) -> None:
     """A valid handshake, then a Heartbeat where the Hello must come first."""
 
     async def one() -> None:
-        peer = await _linked(target, tally, far_identity(key))
+        peer = await _linked(target, tally, far_identity(key, work=0))
         if peer is not None:
             await peer.send(Heartbeat(0))
             await _until_closed(peer)
@@ -347,7 +350,7 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
     give: were it believed, the root would hand the stream's tree to the liar."""
 
     async def one() -> None:
-        peer = await _linked(target, tally, far_identity(key))
+        peer = await _linked(target, tally, far_identity(key, work=0))
         if peer is not None:
             await peer.send(Hello(key_location(key), random.getrandbits(63)))
             await _until_closed(peer)
@@ -357,9 +360,9 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
 
 async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None:
     """PublishData(claim=True, pushed=True, packet=None) to the root, once linked."""
+    identity = far_identity(key)
 
     async def one() -> None:
-        identity = far_identity(key)
         peer = await _linked(target, tally, identity)
         if peer is not None:
             where = location_from_id(identity.public)
