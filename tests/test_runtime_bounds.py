@@ -32,6 +32,7 @@ from overlay.codec import encode
 from overlay.messages import Heartbeat
 from overlay.runtime.client_port import ClientPortConfig
 from overlay.runtime.config import RuntimeConfig
+from overlay.runtime.cooldown import ADDRESS_ALLOWANCE
 from overlay.runtime.framing import FrameReader, frame
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
@@ -183,3 +184,68 @@ async def test_a_client_past_max_clients_is_told_the_node_is_busy(
         assert port.host.describe()["refusals"] == {"clients_full": 1}
         assert "clients_full" in caplog.text
         await first.aclose()
+
+
+async def cut_off_before_hello(node: RunningNode, intruder: Identity) -> None:
+    """``intruder`` links and sends a message before its Hello: the protocol drops it."""
+    stream = await connect(node)
+    session, _ = await handshake(stream, intruder)
+    await stream.send_all(frame(session.seal(encode(Heartbeat(0)))))
+    with trio.fail_after(QUICK):
+        assert await closed_by_peer(stream)
+        await node.host.wait_until(lambda: intruder.public not in node.host.links)
+
+
+@bounded
+async def test_a_peer_cut_off_for_a_fault_is_refused_when_it_redials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        intruder = Identity.generate()
+        await cut_off_before_hello(node, intruder)
+        assert refusals(node) == {"peer_dropped": 1}
+        stream = await connect(node)
+        await handshake(stream, intruder)
+        with trio.fail_after(QUICK):
+            assert await closed_by_peer(stream)
+            await node.host.wait_until(lambda: "cooldown" in refusals(node))
+        assert refusals(node) == {"peer_dropped": 1, "cooldown": 1}
+        (line,) = [r for r in caplog.records if "(cooldown)" in r.getMessage()]
+        assert line.levelno == logging.WARNING
+        assert intruder.text in line.getMessage() and "s more" in line.getMessage()
+        assert intruder.public not in node.host.links
+        await still_works(net)
+
+
+@bounded
+async def test_a_peer_that_hung_up_honestly_links_again_at_once() -> None:
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        peer = Identity.generate()
+        for _ in range(3):
+            stream = await connect(node)
+            await handshake(stream, peer)
+            with trio.fail_after(QUICK):
+                await node.host.wait_until(lambda: peer.public in node.host.links)
+            await stream.aclose()
+            with trio.fail_after(QUICK):
+                await node.host.wait_until(lambda: peer.public not in node.host.links)
+        assert refusals(node) == {}
+
+
+@bounded
+async def test_an_address_whose_fresh_ids_keep_faulting_is_refused_at_accept() -> None:
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        for _ in range(ADDRESS_ALLOWANCE):
+            await cut_off_before_hello(node, Identity.generate())
+        with trio.fail_after(QUICK):
+            assert await refused(node)
+            await node.host.wait_until(lambda: "cooldown" in refusals(node))
+        assert refusals(node) == {"peer_dropped": ADDRESS_ALLOWANCE, "cooldown": 1}
+        await still_works(net)

@@ -10,7 +10,9 @@ the loser of a duplicate pair; otherwise the link runs until it closes.
 
 Accepting is bounded per node (``[limits]``): connections still in their handshake take
 ``HandshakeSlots`` (per address, and in total, where the oldest makes room), and an
-authenticated newcomer is refused once the node has ``max_links`` links. Each handshake
+authenticated newcomer is refused once the node has ``max_links`` links. A peer, or an
+address, in its cooldown after a fault is refused too (``overlay.runtime.cooldown``): the
+address at accept, the peer once its handshake proves its id. Each handshake
 reads with the handshake's own frame limit (``MAX_HANDSHAKE_MESSAGE``, a few hundred
 bytes), so a connection that never finishes pins a few hundred bytes of buffer, not a
 sealed frame's 64 KiB. Every refusal is counted and logged (``overlay.runtime.refusals``).
@@ -193,6 +195,16 @@ async def serve_peers(
             )
             await trio.aclose_forcefully(stream)
             return
+        cooling = host.cooldowns.peer_remaining(link.peer)
+        if cooling > 0:
+            refuse(
+                Refusal.COOLDOWN,
+                f"{node_id_text(link.peer)} at {who}",
+                f"cut off for a fault; refused for {cooling:.0f} s more",
+            )
+            await trio.aclose_forcefully(stream)
+            return
+        link.address = who.rpartition(":")[0]
         if link.peer not in host.links and len(host.links) >= params.max_links:
             refuse(
                 Refusal.LINKS_FULL,
@@ -215,6 +227,16 @@ async def serve_peers(
                 continue
             who = _remote(stream)
             address = who.rpartition(":")[0]
+            cooling = host.cooldowns.address_remaining(address)
+            if cooling > 0:
+                refuse(
+                    Refusal.COOLDOWN,
+                    who,
+                    f"peers from that address were cut off for faults; refused for "
+                    f"{cooling:.0f} s more",
+                )
+                _reset(stream)
+                continue
             slot = slots.take(address)
             if slot is None:
                 refuse(
@@ -248,6 +270,10 @@ async def keep_dialled(
         if isinstance(linked, Link) and not linked.closed:
             await linked.wait_closed()
             continue
+        if known is not None and (cooling := host.cooldowns.peer_remaining(known)) > 0:
+            # Cut off for a fault: this side keeps it out too, rather than dial it back.
+            log.info("not dialling %s for %.0f s: cut off for a fault", peer.address, cooling)
+            await trio.sleep(cooling)
         started = trio.current_time()
         try:
             stream = await trio.open_tcp_stream(peer.address.host, peer.address.port)

@@ -41,6 +41,7 @@ class Refusal(enum.StrEnum):
     PEER_DROPPED = "peer_dropped"  # the protocol cut the peer off (forged, before Hello...)
     LOCATION = "location"  # a Hello claiming a location its id does not give (``vouching``)
     CLIENT_PROTOCOL = "client_protocol"  # a malformed request, one before Hello, ...
+    COOLDOWN = "cooldown"  # cut off for a fault and back too soon (``cooldown``)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from overlay.core.config import NodeConfig
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, serve_client_port
 from overlay.runtime.config import Address, RuntimeConfig
+from overlay.runtime.cooldown import Cooldowns
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
 from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
@@ -87,6 +88,7 @@ async def _serve(
         state=state,
         vouched=config.trusted,
         budget=budget,
+        cooldowns=Cooldowns(trio.current_time, capacity=config.max_cooldowns),
     )
     params = LinkParams.from_config(identity, config, budget)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
