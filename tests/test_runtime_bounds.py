@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,7 +34,8 @@ from overlay.messages import Heartbeat
 from overlay.runtime.client_port import ClientPortConfig
 from overlay.runtime.config import RuntimeConfig
 from overlay.runtime.cooldown import ADDRESS_ALLOWANCE
-from overlay.runtime.framing import FrameReader, frame
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
+from overlay.runtime.handshake import Handshake
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
 from testnet.local import LocalNetwork
@@ -122,6 +124,41 @@ async def test_the_oldest_handshake_makes_room_and_an_honest_peer_still_links() 
             assert await closed_by_peer(stalled[0])  # the oldest made room
         assert refusals(node) == {"handshakes_full": 1}
         await still_works(net)
+
+
+@bounded
+async def test_a_peer_whose_hello_is_in_gets_a_slot_from_a_crowded_backlog_of_silent_ones() -> None:
+    """Connections queued faster than one accept burst takes: the silent ones past the slots
+    are refused at accept, and a peer whose first message is in takes a silent one's slot,
+    even with more silent connections queued behind it."""
+    runtime = RuntimeConfig(handshake_timeout=120.0, max_handshakes=8)
+    async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        honest = Identity.generate()
+        shake = Handshake(honest, initiator=True, network=b"testnet")
+        target = (node.peer_address.host, node.peer_address.port)
+        # Blocking connects: the node's tasks do not run until all are in its backlog.
+        silent = [socket.create_connection(target) for _ in range(12)]
+        sock = socket.create_connection(target)
+        sock.sendall(frame(shake.start()))
+        silent += [socket.create_connection(target) for _ in range(12)]
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        reader = FrameReader(SEALED_MAX)
+        with trio.fail_after(QUICK):
+            while not shake.done:
+                data = await stream.receive_some(65536)
+                assert data, "the node closed the honest peer's connection"
+                for body in reader.feed(data):
+                    if reply := shake.receive(body):
+                        await stream.send_all(frame(reply))
+            await node.host.wait_until(lambda: honest.public in node.host.links)
+        await still_works(net)  # (by then the node has taken in its whole backlog)
+        # At most eight silent ones hold a slot; every other was refused or made room.
+        assert refusals(node).keys() == {"handshakes_full"}
+        assert refusals(node)["handshakes_full"] >= len(silent) - 8
+        for quiet in silent:
+            quiet.close()
 
 
 @bounded

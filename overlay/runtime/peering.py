@@ -9,7 +9,9 @@ authenticated link is handed to the host (``NodeHost.link_opened``), which may r
 the loser of a duplicate pair; otherwise the link runs until it closes.
 
 Accepting is bounded per node (``[limits]``): connections still in their handshake take
-``HandshakeSlots`` (per address, and in total, where the oldest makes room), and an
+``HandshakeSlots`` (per address, and in total, where an older one makes room: a silent one
+before one whose first message is in; under a flood, silent newcomers are refused at
+accept, which the accept loop does in bursts to keep the listen backlog short), and an
 authenticated newcomer is refused once the node has ``max_links`` links. A peer, or an
 address, in its cooldown after a fault is refused too (``overlay.runtime.cooldown``): the
 address at accept, the peer once its handshake proves its id. Each handshake
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import random
 import socket
 import struct
@@ -98,11 +101,17 @@ class LinkParams:
 
 
 async def authenticate(
-    stream: trio.abc.Stream, params: LinkParams, *, initiator: bool, expect: bytes | None = None
+    stream: trio.abc.Stream,
+    params: LinkParams,
+    *,
+    initiator: bool,
+    expect: bytes | None = None,
+    heard: Callable[[], None] | None = None,
 ) -> tuple[Link, list[bytes]]:
     """Run the handshake on ``stream``; return the link and any sealed frames that came in
     with the handshake's last message. Raises RemoteProtocolError (HandshakeError), or
-    trio.TooSlowError after ``handshake_timeout``, or the stream's own errors."""
+    trio.TooSlowError after ``handshake_timeout``, or the stream's own errors. ``heard``:
+    called once the peer's first handshake message is in, before it is handled."""
     handshake = Handshake(
         params.identity,
         initiator=initiator,
@@ -121,6 +130,9 @@ async def authenticate(
                 raise trio.BrokenResourceError("the peer closed the connection during handshake")
             reader.push(data)
             while not handshake.done and (body := reader.pop()) is not None:
+                if heard is not None:
+                    heard()
+                    heard = None
                 try:
                     reply = handshake.receive(body)
                 except HandshakeError as error:
@@ -179,7 +191,9 @@ async def serve_peers(
     async def handle(stream: trio.SocketStream, slot: Slot, who: str) -> None:
         try:
             with slot.scope:
-                link, first = await authenticate(stream, params, initiator=False)
+                link, first = await authenticate(
+                    stream, params, initiator=False, heard=lambda: slots.hear(slot)
+                )
         except (RemoteProtocolError, trio.TooSlowError, trio.BrokenResourceError, OSError) as e:
             refuse(Refusal.HANDSHAKE, who, f"handshake failed: {_why(e)}")
             await trio.aclose_forcefully(stream)
@@ -190,8 +204,8 @@ async def serve_peers(
             refuse(
                 Refusal.HANDSHAKES_FULL,
                 who,
-                f"not authenticated while {slots.total} newer connections arrived "
-                f"(max_handshakes); closed to make room",
+                f"not authenticated when a newer connection needed its slot, all "
+                f"{slots.total} being held (max_handshakes)",
             )
             await trio.aclose_forcefully(stream)
             return
@@ -215,39 +229,88 @@ async def serve_peers(
             return
         await run_link(host, link, first, stream)
 
+    def admit(conn: socket.socket, who: str, crowded: bool, nursery: trio.Nursery) -> None:
+        """A connection just accepted from ``who`` (host:port): refused at once, or given
+        a slot and a task. ``crowded``: more connections were waiting in the backlog."""
+        address = who.rpartition(":")[0]
+        cooling = host.cooldowns.address_remaining(address)
+        if cooling > 0:
+            refuse(
+                Refusal.COOLDOWN,
+                who,
+                f"peers from that address were cut off for faults; refused for "
+                f"{cooling:.0f} s more",
+            )
+            _reset(conn)
+            return
+        heard = slots.full and _first_message_in(conn)
+        slot = slots.take(address, trio.current_time(), heard=heard, crowded=crowded)
+        if slot is Refusal.ADDRESS_FULL:
+            refuse(
+                slot,
+                who,
+                f"{slots.per_address} connections from that address are already "
+                f"authenticating (max_handshakes_per_address)",
+            )
+        elif slot is Refusal.HANDSHAKES_FULL:
+            refuse(
+                slot,
+                who,
+                f"{slots.total} connections are authenticating (max_handshakes), none of the "
+                f"silent ones for {slots.grace:.0f} s, and more are waiting; this one had not "
+                f"sent its first message",
+            )
+        if isinstance(slot, Refusal):
+            _reset(conn)
+            return
+        nursery.start_soon(
+            handle, trio.SocketStream(trio.socket.from_stdlib_socket(conn)), slot, who
+        )
+
+    # The accept loop takes waiting connections in bursts, without a trip through the
+    # scheduler each, so the listen backlog drains faster than a flood fills it: an honest
+    # peer's connection neither waits behind thousands nor finds the backlog full and its
+    # SYN dropped (a second to its retransmission). A burst is at most a quarter of the
+    # slots (at least 8), so it does not hold up the node's other tasks for long, and a
+    # backlog that fills a whole burst is crowded (``HandshakeSlots``): no honest
+    # neighbourhood dials that many at the same instant; a flood does.
+    burst = max(8, params.max_handshakes // 4)
+
     async def accept(listener: trio.SocketListener, nursery: trio.Nursery) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as error:
-                if error.errno not in ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                refuse(Refusal.HANDSHAKE, "(accept)", f"accept failed: {error}; pausing")
-                await trio.sleep(ACCEPT_RETRY)
-                continue
-            who = _remote(stream)
-            address = who.rpartition(":")[0]
-            cooling = host.cooldowns.address_remaining(address)
-            if cooling > 0:
-                refuse(
-                    Refusal.COOLDOWN,
-                    who,
-                    f"peers from that address were cut off for faults; refused for "
-                    f"{cooling:.0f} s more",
-                )
-                _reset(stream)
-                continue
-            slot = slots.take(address)
-            if slot is None:
-                refuse(
-                    Refusal.ADDRESS_FULL,
-                    who,
-                    f"{slots.per_address} connections from that address are already "
-                    f"authenticating (max_handshakes_per_address)",
-                )
-                _reset(stream)
-                continue
-            nursery.start_soon(handle, stream, slot, who)
+        # A second descriptor of the listening socket, for accept() without trio's
+        # checkpoint per call; it shares the listener's non-blocking mode.
+        with socket.socket(fileno=os.dup(listener.socket.fileno())) as raw:
+            raw.setblocking(False)
+            left_waiting = False  # the last burst was full: more were waiting
+            while True:
+                await trio.lowlevel.wait_readable(raw)
+                taken: list[tuple[socket.socket, str]] = []
+                try:
+                    while len(taken) < burst:
+                        try:
+                            conn, name = raw.accept()
+                        except BlockingIOError:
+                            break
+                        except OSError as error:
+                            if error.errno not in ACCEPT_CAPACITY_ERRNOS:
+                                raise
+                            refuse(Refusal.HANDSHAKE, "(accept)", f"accept failed: {error}")
+                            await trio.sleep(ACCEPT_RETRY)
+                            break
+                        taken.append((conn, f"{name[0]}:{name[1]}"))
+                    crowded = left_waiting or len(taken) == burst
+                    left_waiting = len(taken) == burst
+                    # One pass of the scheduler before judging them: a peer that has just
+                    # connected sends its first message at once, and a dialler in this
+                    # very process (a testnet's node) sends it when its task next runs.
+                    await trio.lowlevel.checkpoint()
+                    taken.reverse()  # admitted in order of arrival: the slots keep it
+                    while taken:
+                        conn, who = taken.pop()
+                        admit(conn, who, crowded, nursery)
+                finally:
+                    for conn, _ in taken:  # cancelled with some not yet admitted
+                        conn.close()
 
     async with trio.open_nursery() as nursery:
         for listener in listeners:
@@ -294,20 +357,24 @@ async def keep_dialled(
         delay = min(delay * 2, config.reconnect_max)
 
 
-def _remote(stream: trio.SocketStream) -> str:
-    """``host:port`` of the connection's far end, for logs and the per-address count."""
+def _first_message_in(sock: socket.socket) -> bool:
+    """Whether a whole handshake message has come in on ``sock`` already (read without
+    taking it). A prefix announcing more than a handshake message is never whole."""
     try:
-        name = stream.socket.getpeername()
+        data = sock.recv(HANDSHAKE_READ_SIZE, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except OSError:
-        return "unknown:0"  # reset before we asked: counted under one name
-    return f"{name[0]}:{name[1]}"
+        return False
+    if len(data) < PREFIX_SIZE:
+        return False
+    size = int.from_bytes(data[:PREFIX_SIZE], "big")
+    return size <= MAX_HANDSHAKE_MESSAGE and len(data) >= PREFIX_SIZE + size
 
 
-def _reset(stream: trio.SocketStream) -> None:
+def _reset(conn: socket.socket) -> None:
     """Close a refused connection at once, with a reset (no TIME_WAIT on our side)."""
     with contextlib.suppress(OSError):
-        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
-    stream.socket.close()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    conn.close()
 
 
 def _why(error: BaseException) -> str:
