@@ -21,12 +21,12 @@ first, and the oldest heard one only when every slot is heard (a flood that send
 first messages, and pays for it with a connection each, competes with honest ones by age
 as before).
 
-When the listen backlog is *crowded* (more connections waiting than the accept loop takes
-in one go), evicting for every newcomer would make each of thousands of connections cost a
-task and a cancelled handshake. Then a newcomer still silent at accept takes a slot only
-from a silent connection that has had ``grace`` to speak; otherwise it is refused at accept
-(``Refusal.HANDSHAKES_FULL``), which costs a close. A newcomer whose first message is already
-in (an honest peer's, after its wait in the backlog) takes the oldest silent slot at once.
+A newcomer whose first message is in at accept (an honest peer's: it sends it as soon as
+it connects) takes that slot at once. A newcomer still silent takes it only if it has been
+held for ``grace``; otherwise it is refused at accept (``Refusal.HANDSHAKES_FULL``), which
+costs a close and no task. Every slot taken within ``grace`` and still silent is a flood:
+evicting for each of its connections would cost a task and a cancelled handshake apiece,
+thousands a second, and slow the node's links and clients down with them.
 
 Invariant: ``len(self)`` never exceeds ``total``, and no address holds more than
 ``per_address`` slots.
@@ -41,9 +41,9 @@ import trio
 
 from overlay.runtime.refusals import Refusal
 
-# How long a silent connection keeps its slot against silent newcomers while the backlog is
-# crowded: its first message follows its connect at once, so a second is many round trips
-# even across the world. It bounds evictions at ``total`` a second under a flood.
+# How long a connection keeps its slot against silent newcomers: a first message follows
+# its connect at once, so a second is many round trips even across the world. It bounds
+# the evictions a silent flood brings on at ``total`` a second.
 GRACE = 1.0
 
 
@@ -79,21 +79,17 @@ class HandshakeSlots:
     def full(self) -> bool:
         return len(self) >= self.total
 
-    def take(
-        self, address: str, now: float, *, heard: bool = False, crowded: bool = False
-    ) -> Slot | Refusal:
+    def take(self, address: str, now: float, *, heard: bool = False) -> Slot | Refusal:
         """A slot for a connection from ``address``, evicting an older one if every slot
         is held (module notes); else why not: ADDRESS_FULL if ``address`` holds its share,
-        HANDSHAKES_FULL if ``crowded`` and nothing may make room for a silent newcomer.
+        HANDSHAKES_FULL if the newcomer is silent and no slot has had its grace.
         ``heard``: the connection's first message is in already."""
         if self._by_address[address] >= self.per_address:
             return Refusal.ADDRESS_FULL
         if self.full:
-            victim = next(iter(self._silent), None)
-            if crowded and not heard and (victim is None or now - victim.since < self.grace):
+            victim = next(iter(self._silent if self._silent else self._heard))
+            if not heard and now - victim.since < self.grace:
                 return Refusal.HANDSHAKES_FULL
-            if victim is None:
-                victim = next(iter(self._heard))
             victim.evicted = True
             victim.scope.cancel()
             self.release(victim)

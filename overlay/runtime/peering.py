@@ -11,7 +11,7 @@ the loser of a duplicate pair; otherwise the link runs until it closes.
 Accepting is bounded per node (``[limits]``): connections still in their handshake take
 ``HandshakeSlots`` (per address, and in total, where an older one makes room: a silent one
 before one whose first message is in; under a flood, silent newcomers are refused at
-accept, which the accept loop does in bursts to keep the listen backlog short), and an
+accept, in bursts that keep the listen backlog short), and an
 authenticated newcomer is refused once the node has ``max_links`` links. A peer, or an
 address, in its cooldown after a fault is refused too (``overlay.runtime.cooldown``): the
 address at accept, the peer once its handshake proves its id. Each handshake
@@ -27,6 +27,7 @@ through a connection *it* dialled, the dialler only waits for that link to end.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import logging
@@ -62,6 +63,20 @@ HANDSHAKE_READ_SIZE = PREFIX_SIZE + MAX_HANDSHAKE_MESSAGE
 # us to slow down, not a bug: wait this long and accept again, as trio.serve_listeners does.
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_RETRY = 0.1
+# The accept loop takes up to ACCEPT_BURST connections a scheduler pass, without trio's
+# trip through the scheduler for each, so the listen backlog drains faster than a flood
+# fills it: an honest peer's connection neither waits behind thousands nor finds the backlog
+# full and its SYN dropped (a second to its retransmission). Few enough a pass that the
+# node's other tasks (its links' frames, its clients' publishes), which run a step a pass,
+# wait a fraction of a millisecond for them: measured against 5,000 connecting attackers
+# (``testnet.bench.hostile_connections``), 8 a pass doubled the publish latency of 4, and
+# 1 a pass let the backlog overflow.
+ACCEPT_BURST = 4
+# Passes between accepting a connection and judging whether its first handshake message is
+# in (``HandshakeSlots``): a remote peer sends it as soon as it connects; a dialler in this
+# very process (a testnet's node) a task switch or two later (``trio.open_tcp_stream``'s
+# nursery). At most ACCEPT_BURST x JUDGING_PASSES connections wait, holding no task.
+JUDGING_PASSES = 3
 # Closing a refused connection with a reset (SO_LINGER 0) leaves no TIME_WAIT socket behind
 # on our side, so a flood of refused connections costs the kernel nothing that lingers.
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -229,9 +244,9 @@ async def serve_peers(
             return
         await run_link(host, link, first, stream)
 
-    def admit(conn: socket.socket, who: str, crowded: bool, nursery: trio.Nursery) -> None:
+    def admit(conn: socket.socket, who: str, nursery: trio.Nursery) -> None:
         """A connection just accepted from ``who`` (host:port): refused at once, or given
-        a slot and a task. ``crowded``: more connections were waiting in the backlog."""
+        a slot and a task."""
         address = who.rpartition(":")[0]
         cooling = host.cooldowns.address_remaining(address)
         if cooling > 0:
@@ -244,7 +259,7 @@ async def serve_peers(
             _reset(conn)
             return
         heard = slots.full and _first_message_in(conn)
-        slot = slots.take(address, trio.current_time(), heard=heard, crowded=crowded)
+        slot = slots.take(address, trio.current_time(), heard=heard)
         if slot is Refusal.ADDRESS_FULL:
             refuse(
                 slot,
@@ -256,9 +271,8 @@ async def serve_peers(
             refuse(
                 slot,
                 who,
-                f"{slots.total} connections are authenticating (max_handshakes), none of the "
-                f"silent ones for {slots.grace:.0f} s, and more are waiting; this one had not "
-                f"sent its first message",
+                f"{slots.total} connections are authenticating (max_handshakes), none for "
+                f"{slots.grace:.0f} s yet, and this one had not sent its first message",
             )
         if isinstance(slot, Refusal):
             _reset(conn)
@@ -267,26 +281,22 @@ async def serve_peers(
             handle, trio.SocketStream(trio.socket.from_stdlib_socket(conn)), slot, who
         )
 
-    # The accept loop takes waiting connections in bursts, without a trip through the
-    # scheduler each, so the listen backlog drains faster than a flood fills it: an honest
-    # peer's connection neither waits behind thousands nor finds the backlog full and its
-    # SYN dropped (a second to its retransmission). A burst is at most a quarter of the
-    # slots (at least 8), so it does not hold up the node's other tasks for long, and a
-    # backlog that fills a whole burst is crowded (``HandshakeSlots``): no honest
-    # neighbourhood dials that many at the same instant; a flood does.
-    burst = max(8, params.max_handshakes // 4)
-
     async def accept(listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         # A second descriptor of the listening socket, for accept() without trio's
         # checkpoint per call; it shares the listener's non-blocking mode.
         with socket.socket(fileno=os.dup(listener.socket.fileno())) as raw:
             raw.setblocking(False)
-            left_waiting = False  # the last burst was full: more were waiting
-            while True:
-                await trio.lowlevel.wait_readable(raw)
-                taken: list[tuple[socket.socket, str]] = []
-                try:
-                    while len(taken) < burst:
+            # Accepted, waiting JUDGING_PASSES passes to be judged: (pass, socket, who).
+            judging: collections.deque[tuple[int, socket.socket, str]] = collections.deque()
+            passes = 0
+            try:
+                while True:
+                    if judging:
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        await trio.lowlevel.wait_readable(raw)
+                    passes += 1
+                    for _ in range(ACCEPT_BURST):
                         try:
                             conn, name = raw.accept()
                         except BlockingIOError:
@@ -297,20 +307,13 @@ async def serve_peers(
                             refuse(Refusal.HANDSHAKE, "(accept)", f"accept failed: {error}")
                             await trio.sleep(ACCEPT_RETRY)
                             break
-                        taken.append((conn, f"{name[0]}:{name[1]}"))
-                    crowded = left_waiting or len(taken) == burst
-                    left_waiting = len(taken) == burst
-                    # One pass of the scheduler before judging them: a peer that has just
-                    # connected sends its first message at once, and a dialler in this
-                    # very process (a testnet's node) sends it when its task next runs.
-                    await trio.lowlevel.checkpoint()
-                    taken.reverse()  # admitted in order of arrival: the slots keep it
-                    while taken:
-                        conn, who = taken.pop()
-                        admit(conn, who, crowded, nursery)
-                finally:
-                    for conn, _ in taken:  # cancelled with some not yet admitted
-                        conn.close()
+                        judging.append((passes, conn, f"{name[0]}:{name[1]}"))
+                    while judging and judging[0][0] <= passes - JUDGING_PASSES:
+                        _, conn, who = judging.popleft()
+                        admit(conn, who, nursery)
+            finally:
+                for _, conn, _ in judging:  # cancelled before their turn
+                    conn.close()
 
     async with trio.open_nursery() as nursery:
         for listener in listeners:
