@@ -39,6 +39,8 @@ from overlay.runtime.handshake import Handshake
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
 from testnet.local import LocalNetwork
+from testnet.survey import Answer
+from tools.stats_cmd import stats_table
 
 # Long enough that no test here could pass by waiting for it; QUICK is what each refusal
 # gets. Both bound real time only to turn a hang into a failure.
@@ -250,6 +252,8 @@ async def test_a_peer_cut_off_for_a_fault_is_refused_when_it_redials(
             assert await closed_by_peer(stream)
             await node.host.wait_until(lambda: "cooldown" in refusals(node))
         assert refusals(node) == {"peer_dropped": 1, "cooldown": 1}
+        table = stats_table([Answer(str(node.peer_address), node.host.describe())])
+        assert "refused by reason: cooldown 1, peer_dropped 1" in table  # overlay stats
         (line,) = [r for r in caplog.records if "(cooldown)" in r.getMessage()]
         assert line.levelno == logging.WARNING
         assert intruder.text in line.getMessage() and "s more" in line.getMessage()
