@@ -42,9 +42,11 @@ import trio
 from overlay.runtime.refusals import Refusal
 
 # How long a connection keeps its slot against silent newcomers: a first message follows
-# its connect at once, so a second is many round trips even across the world. It bounds
-# the evictions a silent flood brings on at ``total`` a second.
-GRACE = 1.0
+# its connect at once, so this is many round trips even across the world. It bounds the
+# evictions a silent flood brings on at a third of ``total`` a second, each a task and a
+# cancelled handshake: at one second, they took over a third of a node's time under 5,000
+# connecting attackers (``testnet.bench.hostile_connections``).
+GRACE = 3.0
 
 
 @dataclass(eq=False, slots=True)
