@@ -11,13 +11,13 @@ the loser of a duplicate pair; otherwise the link runs until it closes.
 Accepting is bounded per node (``[limits]``): connections still in their handshake take
 ``HandshakeSlots`` (per address, and in total, where an older one makes room: a silent one
 before one whose first message is in; under a flood, silent newcomers are refused at
-accept, in bursts that keep the listen backlog short), and an
-authenticated newcomer is refused once the node has ``max_links`` links. A peer, or an
-address, in its cooldown after a fault is refused too (``overlay.runtime.cooldown``): the
-address at accept, the peer once its handshake proves its id. Each handshake
-reads with the handshake's own frame limit (``MAX_HANDSHAKE_MESSAGE``, a few hundred
-bytes), so a connection that never finishes pins a few hundred bytes of buffer, not a
-sealed frame's 64 KiB. Every refusal is counted and logged (``overlay.runtime.refusals``).
+accept, in bursts that keep the listen backlog short), and an authenticated newcomer is
+refused once the node has ``max_links`` links. A peer, or an address, in its cooldown after
+a fault is refused too (``overlay.runtime.cooldown``): the address at accept, the peer once
+its handshake proves its id. Each handshake reads with the handshake's own frame limit
+(``MAX_HANDSHAKE_MESSAGE``, a few hundred bytes), so a connection that never finishes pins
+a few hundred bytes of buffer, not a sealed frame's 64 KiB. Every refusal is counted and
+logged (``overlay.runtime.refusals``).
 
 A dialler keeps its peer linked for as long as the node runs: after a failed attempt or a
 lost link it waits (``reconnect_min``, doubling up to ``reconnect_max``, with jitter so that
