@@ -70,10 +70,11 @@ TRUSTED_SHORTER = 6.0
 TRUSTED_LONGEST = 60.0
 # Faults from one address within a quiet period before the address itself is refused.
 ADDRESS_ALLOWANCE = 3
-K = TypeVar("K")
-
 # Records kept per node: 4,096 ids at about 200 bytes each is under a megabyte.
 DEFAULT_CAPACITY = 4096
+
+
+K = TypeVar("K")
 
 
 @dataclass(slots=True)
