@@ -36,6 +36,7 @@ class FakeLink:
     def __init__(self, peer: bytes) -> None:
         self.peer = self.initiator = peer
         self.refusal: Refusal | None = None
+        self.address: str | None = None
         self.sent: list[Message] = []
         self.reason: str | None = None
         self.queued_bytes = 0
@@ -146,9 +147,13 @@ async def test_a_peer_the_core_refuses_is_a_warning_and_a_silent_one_is_not(
     assert a.refusal is Refusal.PEER_DROPPED and b.refusal is None
     host.link_closed(a, "forged signature")
     host.link_closed(b, "silent")
-    levels = {r.getMessage().rsplit(": ", 1)[1]: r.levelno for r in caplog.records}
-    assert levels == {"forged signature": logging.WARNING, "silent": logging.INFO}
+    levels = {r.getMessage().split("closed: ", 1)[1]: r.levelno for r in caplog.records}
+    assert levels == {
+        "forged signature; refused for the next 5 s": logging.WARNING,  # A is vouched for
+        "silent": logging.INFO,
+    }
     assert host.refusals.counts == {"peer_dropped": 1}
+    assert host.cooldowns.peer_remaining(A) > 0 and host.cooldowns.peer_remaining(B) == 0
 
 
 class Inbox:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,10 +33,14 @@ from overlay.codec import encode
 from overlay.messages import Heartbeat
 from overlay.runtime.client_port import ClientPortConfig
 from overlay.runtime.config import RuntimeConfig
-from overlay.runtime.framing import FrameReader, frame
+from overlay.runtime.cooldown import ADDRESS_ALLOWANCE
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
+from overlay.runtime.handshake import Handshake
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
 from testnet.local import LocalNetwork
+from testnet.survey import Answer
+from tools.stats_cmd import stats_table
 
 # Long enough that no test here could pass by waiting for it; QUICK is what each refusal
 # gets. Both bound real time only to turn a hang into a failure.
@@ -124,6 +129,41 @@ async def test_the_oldest_handshake_makes_room_and_an_honest_peer_still_links() 
 
 
 @bounded
+async def test_a_peer_whose_hello_is_in_gets_a_slot_from_a_crowded_backlog_of_silent_ones() -> None:
+    """Connections queued faster than one accept burst takes: the silent ones past the slots
+    are refused at accept, and a peer whose first message is in takes a silent one's slot,
+    even with more silent connections queued behind it."""
+    runtime = RuntimeConfig(handshake_timeout=120.0, max_handshakes=8)
+    async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        honest = Identity.generate()
+        shake = Handshake(honest, initiator=True, network=b"testnet")
+        target = (node.peer_address.host, node.peer_address.port)
+        # Blocking connects: the node's tasks do not run until all are in its backlog.
+        silent = [socket.create_connection(target) for _ in range(12)]
+        sock = socket.create_connection(target)
+        sock.sendall(frame(shake.start()))
+        silent += [socket.create_connection(target) for _ in range(12)]
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        reader = FrameReader(SEALED_MAX)
+        with trio.fail_after(QUICK):
+            while not shake.done:
+                data = await stream.receive_some(65536)
+                assert data, "the node closed the honest peer's connection"
+                for body in reader.feed(data):
+                    if reply := shake.receive(body):
+                        await stream.send_all(frame(reply))
+            await node.host.wait_until(lambda: honest.public in node.host.links)
+        await still_works(net)  # (by then the node has taken in its whole backlog)
+        # At most eight silent ones hold a slot; every other was refused or made room.
+        assert refusals(node).keys() == {"handshakes_full"}
+        assert refusals(node)["handshakes_full"] >= len(silent) - 8
+        for quiet in silent:
+            quiet.close()
+
+
+@bounded
 async def test_an_authenticated_peer_past_max_links_is_refused() -> None:
     runtime = RuntimeConfig(handshake_timeout=120.0, max_links=1)
     async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
@@ -183,3 +223,70 @@ async def test_a_client_past_max_clients_is_told_the_node_is_busy(
         assert port.host.describe()["refusals"] == {"clients_full": 1}
         assert "clients_full" in caplog.text
         await first.aclose()
+
+
+async def cut_off_before_hello(node: RunningNode, intruder: Identity) -> None:
+    """``intruder`` links and sends a message before its Hello: the protocol drops it."""
+    stream = await connect(node)
+    session, _ = await handshake(stream, intruder)
+    await stream.send_all(frame(session.seal(encode(Heartbeat(0)))))
+    with trio.fail_after(QUICK):
+        assert await closed_by_peer(stream)
+        await node.host.wait_until(lambda: intruder.public not in node.host.links)
+
+
+@bounded
+async def test_a_peer_cut_off_for_a_fault_is_refused_when_it_redials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        intruder = Identity.generate()
+        await cut_off_before_hello(node, intruder)
+        assert refusals(node) == {"peer_dropped": 1}
+        stream = await connect(node)
+        await handshake(stream, intruder)
+        with trio.fail_after(QUICK):
+            assert await closed_by_peer(stream)
+            await node.host.wait_until(lambda: "cooldown" in refusals(node))
+        assert refusals(node) == {"peer_dropped": 1, "cooldown": 1}
+        table = stats_table([Answer(str(node.peer_address), node.host.describe())])
+        assert "refused by reason: cooldown 1, peer_dropped 1" in table  # overlay stats
+        (line,) = [r for r in caplog.records if "(cooldown)" in r.getMessage()]
+        assert line.levelno == logging.WARNING
+        assert intruder.text in line.getMessage() and "s more" in line.getMessage()
+        assert intruder.public not in node.host.links
+        await still_works(net)
+
+
+@bounded
+async def test_a_peer_that_hung_up_honestly_links_again_at_once() -> None:
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        peer = Identity.generate()
+        for _ in range(3):
+            stream = await connect(node)
+            await handshake(stream, peer)
+            with trio.fail_after(QUICK):
+                await node.host.wait_until(lambda: peer.public in node.host.links)
+            await stream.aclose()
+            with trio.fail_after(QUICK):
+                await node.host.wait_until(lambda: peer.public not in node.host.links)
+        assert refusals(node) == {}
+
+
+@bounded
+async def test_an_address_whose_fresh_ids_keep_faulting_is_refused_at_accept() -> None:
+    async with LocalNetwork(chain(2), core=FAST) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        for _ in range(ADDRESS_ALLOWANCE):
+            await cut_off_before_hello(node, Identity.generate())
+        with trio.fail_after(QUICK):
+            assert await refused(node)
+            await node.host.wait_until(lambda: "cooldown" in refusals(node))
+        assert refusals(node) == {"peer_dropped": ADDRESS_ALLOWANCE, "cooldown": 1}
+        await still_works(net)

@@ -9,10 +9,17 @@ from overlay.runtime.config import ConfigError, RuntimeConfig, config_from_dict
 
 def test_limits_hold_the_core_s_and_the_runtime_s_bounds() -> None:
     config = config_from_dict(
-        {"limits": {"max_streams": 8, "max_links": 12, "max_queued_bytes": 1 << 20}}
+        {
+            "limits": {
+                "max_streams": 8,
+                "max_links": 12,
+                "max_queued_bytes": 1 << 20,
+                "max_cooldowns": 64,
+            }
+        }
     )
     assert config.core.max_streams == 8
-    assert (config.max_links, config.max_queued_bytes) == (12, 1 << 20)
+    assert (config.max_links, config.max_queued_bytes, config.max_cooldowns) == (12, 1 << 20, 64)
     assert config.max_clients == RuntimeConfig().max_clients
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import socket
 
 import pytest
@@ -19,7 +20,7 @@ from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import distance, location_from_id
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
-from overlay.runtime.config import RuntimeConfig
+from overlay.runtime.config import PeerAddress, RuntimeConfig, parse_address
 from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
 from overlay.runtime.handshake import (
     MAGIC,
@@ -33,7 +34,7 @@ from overlay.runtime.handshake import (
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.link import Link
-from overlay.runtime.peering import LinkParams, authenticate
+from overlay.runtime.peering import LinkParams, authenticate, keep_dialled
 from overlay.runtime.service import RunningNode
 from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 from testnet.local import LocalNetwork
@@ -299,3 +300,33 @@ async def test_a_node_that_is_not_the_configured_id_is_refused_by_the_dialler() 
             await stream.aclose()
             assert dialler.public not in target.host.links
             await still_works(net)
+
+
+@pytest.fixture
+def slow_clock() -> trio.testing.MockClock:
+    # Virtual time that jumps only once every task has been idle for 50 ms of real time, so
+    # socket round trips (which autojump cannot see) finish first.
+    return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+async def test_the_dialler_keeps_a_peer_in_its_cooldown_out_until_it_ends(
+    slow_clock: trio.testing.MockClock,
+) -> None:
+    """This side cut the peer off for a fault: it does not dial it back before the cooldown
+    the listener would refuse it for has passed either."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    peer = Identity.generate().public
+    host = NodeHost(Identity.generate().public, 0.5, rng=random.Random(1))
+    cooldown = host.cooldowns.cut_off(peer, None, trusted=False)
+    params = LinkParams(Identity.generate(), b"testnet", None, 5.0, 1 << 20)
+    config = RuntimeConfig()
+    dialled = PeerAddress(parse_address(f"127.0.0.1:{port}"), peer)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(keep_dialled, host, params, dialled, config, random.Random(1))
+        with trio.fail_after(cooldown * 2):
+            stream = await listener.accept()
+        assert trio.current_time() >= cooldown
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
+    await listener.aclose()

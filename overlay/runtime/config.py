@@ -145,6 +145,10 @@ class RuntimeConfig:
     # reader holding the most is cut off. Eight full client queues or 32 full link queues,
     # far above what a healthy node queues (about 1 MiB a link under load, Known limits).
     max_queued_bytes: int = 512 * 1024 * 1024
+    # Peers remembered for a cooldown after a fault (``overlay.runtime.cooldown``), and a
+    # quarter as many source addresses: an attacker making fresh ids outnumbers any table,
+    # so this bounds memory (about 200 bytes a record), not how many are kept out.
+    max_cooldowns: int = 4096
 
     def __post_init__(self) -> None:
         if self.location is not None and not self.trusted:
@@ -173,6 +177,7 @@ RUNTIME_LIMITS = frozenset(
         "max_links",
         "max_clients",
         "max_queued_bytes",
+        "max_cooldowns",
     }
 )
 _CORE_LIMITS = frozenset(f.name for f in dataclasses.fields(NodeConfig))

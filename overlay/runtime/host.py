@@ -68,6 +68,7 @@ from overlay.core.events import ClientEvent
 from overlay.core.node import Node
 from overlay.messages import Hello, Message
 from overlay.runtime.budget import QueueBudget
+from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.refusals import Refusal, Refusals
@@ -82,6 +83,8 @@ class PeerLink(Protocol):
 
     peer: PeerId
     initiator: PeerId  # the node id of the side that dialled
+    # The IP address the peer connected from, if it dialled us (``overlay.runtime.cooldown``).
+    address: str | None
     # Closed for something the operator should see, and why: counted and logged as a
     # warning (``overlay.runtime.refusals``); None for an ordinary disconnect.
     refusal: Refusal | None
@@ -126,12 +129,15 @@ class NodeHost:
         vouched: Container[PeerId] = frozenset(),
         id_work: int = 0,
         budget: QueueBudget | None = None,
+        cooldowns: Cooldowns | None = None,
     ) -> None:
         self._clock = clock
         self._vouched = vouched
         self._id_work = id_work
         # Every refused or cut-off peer and client, counted by reason and logged.
         self.refusals = Refusals(clock)
+        # Peers cut off for a fault, refused until their cooldown ends (``cooldown``).
+        self.cooldowns = cooldowns if cooldowns is not None else Cooldowns(clock)
         # The node-wide bound on queued bytes its links and client sessions share, if any.
         self.budget = budget
         self._state = state
@@ -207,7 +213,15 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
-        if link.refusal is not None:
+        if link.refusal in FAULTS:
+            trusted = link.peer in self._vouched
+            cooldown = self.cooldowns.cut_off(link.peer, link.address, trusted=trusted)
+            self.refusals(
+                link.refusal,
+                node_id_text(link.peer),
+                f"link closed: {reason}; refused for the next {cooldown:.0f} s",
+            )
+        elif link.refusal is not None:
             self.refusals(link.refusal, node_id_text(link.peer), f"link closed: {reason}")
         else:
             log.info("link to %s closed: %s", node_id_text(link.peer), reason)

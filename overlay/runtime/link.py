@@ -94,6 +94,8 @@ class Link:
         # slow peer, a bug of ours), not an ordinary disconnect: counted and logged as a
         # warning under this reason (``overlay.runtime.refusals``).
         self.refusal: Refusal | None = None
+        # The IP address the peer connected from, if it dialled us (``cooldown``).
+        self.address: str | None = None
         self.bytes_out = 0
         self.bytes_in = 0
 

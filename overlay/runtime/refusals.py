@@ -30,7 +30,8 @@ class Refusal(enum.StrEnum):
     """Why a peer or client was refused or cut off; the value is its ``overlay stats`` key."""
 
     HANDSHAKE = "handshake"  # an incoming connection failed or timed out its handshake
-    HANDSHAKES_FULL = "handshakes_full"  # max_handshakes: the oldest one made room
+    # max_handshakes: an older one made room, or a flood's silent newcomer was refused
+    HANDSHAKES_FULL = "handshakes_full"
     ADDRESS_FULL = "address_full"  # max_handshakes_per_address: refused at accept
     LINKS_FULL = "links_full"  # max_links: an authenticated newcomer refused
     CLIENTS_FULL = "clients_full"  # max_clients: a local client refused
@@ -42,6 +43,7 @@ class Refusal(enum.StrEnum):
     LOCATION = "location"  # a Hello claiming a location its id does not give (``vouching``)
     ID_WORK = "id_work"  # an unvouched peer whose id carries too little work (``vouching``)
     CLIENT_PROTOCOL = "client_protocol"  # a malformed request, one before Hello, ...
+    COOLDOWN = "cooldown"  # cut off for a fault and back too soon (``cooldown``)
 
 
 @dataclass(slots=True)

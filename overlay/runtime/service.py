@@ -22,6 +22,7 @@ from overlay.core.config import NodeConfig
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, serve_client_port
 from overlay.runtime.config import Address, RuntimeConfig
+from overlay.runtime.cooldown import Cooldowns
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
 from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
@@ -102,6 +103,7 @@ async def _serve(
         vouched=config.trusted,
         id_work=config.identity_work,
         budget=budget,
+        cooldowns=Cooldowns(trio.current_time, capacity=config.max_cooldowns),
     )
     params = LinkParams.from_config(identity, config, budget)
     peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)

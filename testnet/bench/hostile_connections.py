@@ -156,8 +156,10 @@ async def _attack(target: str, attackers: int, addresses: int, duration: float) 
                 await sock.send(HALF_HELLO)
                 while await sock.recv(4096):
                     pass
+            except ConnectionError:
+                pass  # refused or reset: connect again at once, as an attacker would
             except OSError:
-                await trio.sleep(0.01)  # refused or reset: connect again
+                await trio.sleep(0.01)  # out of ports or memory: let the kernel catch up
             finally:
                 sock.close()
 

@@ -53,6 +53,7 @@ class _Link:
     peer: bytes
     initiator: bytes
     refusal: Refusal | None = None
+    address: str | None = None
     frames: int = 0
     sent: list[Message] = field(default_factory=list)
 
