@@ -9,8 +9,6 @@ node, as a slow or cut-off link would.
 
 from __future__ import annotations
 
-import dataclasses
-
 from corenet import CoreNet
 from test_publishing import KEY, packets, tree
 
@@ -86,12 +84,9 @@ def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes
 
 
 def test_an_unconfirmed_packet_is_dropped_and_its_number_given_again() -> None:
-    # (``confirm_timeout`` before ``confirm_wait``: the whole pending queue goes, and the
-    # numbers are free again; ``confirm_watch`` drops only the oldest, and burns its number.)
-    config = NodeConfig(
-        confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT, confirm_wait=100.0
+    net = tree(
+        config=NodeConfig(confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT)
     )
-    net = tree(config=config)
     net.hold(b"A")
     net.publish(b"A", KEY, b"lost")
     net.advance(net.now + 3 * BEAT)  # A's publish timer has not fired yet
@@ -133,9 +128,7 @@ def test_a_claim_pushed_up_to_the_root_that_holds_it_pending_is_no_news() -> Non
 
 
 def test_a_retry_while_pending_is_told_the_same_number() -> None:
-    # (A confirmation slower than a publish's timeout, and than ``confirm_wait``, which
-    # would drop the number before the retry: ``confirm_watch``.)
-    net = tree(config=dataclasses.replace(CONFIRMING, confirm_wait=30.0))
+    net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"p0", uid=7)
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A sends it again

@@ -65,8 +65,6 @@ CONFIG = NodeConfig(
     dead_after=6.0,
     takeover_grace=4.0,
     confirm_timeout=3.0,
-    # (Unconfirmed numbers held as long as the backlog needs to fill behind them.)
-    confirm_wait=3.0,
     accept_timeout=1.0,
     request_timeout=5.0,
 )

@@ -1,8 +1,7 @@
 """What one child can cost a stream's availability: a bounded, small delay, never a freeze.
 
 A hostile peer can join a stream as the root's child at will. Dropping its link makes the
-root hold numbering while it looks for a tree the lost subtree may make (``merges``); a
-publish it never confirms holds back every packet numbered after it (``confirming``). Each
+root hold numbering while it looks for a tree the lost subtree may make (``merges``). Each
 test drives the tree of ``test_publishing`` (root R, children B and E; A and D below B)
 plus a hostile child H of R, with explicit times.
 """
@@ -10,11 +9,10 @@ plus a hostile child H of R, with explicit times.
 from __future__ import annotations
 
 from corenet import CoreNet
-from test_publishing import KEY, packets, place, publish_data, tree
+from test_publishing import KEY, packets, place, tree
 
 from overlay.core.config import NodeConfig
-from overlay.core.confirm_watch import STRIKES
-from overlay.core.events import Missed, PublishAcked
+from overlay.core.events import PublishAcked
 
 H = b"H"
 CONFIG = NodeConfig()
@@ -70,41 +68,3 @@ def test_a_child_lost_to_silence_still_holds_for_the_takeover_grace() -> None:
     assert acked(net, b"A") == [0]
     net.advance(lost + CONFIG.takeover_grace + 1.0)
     assert acked(net, b"A") == [0, 1]
-
-
-def unconfirmed_publish(net: CoreNet, uid: int) -> None:
-    """H sends R a publish as a child would and, hostile, never confirms its number."""
-    net.inject(H, b"R", publish_data(uid, data=b"never confirmed"))
-
-
-def test_a_publish_never_confirmed_holds_the_packets_after_it_only_for_confirm_wait() -> None:
-    """H publishes and never confirms the number R gives it (1); an honest publish from A
-    is numbered after it (2). After ``confirm_wait`` R drops H's publish. H's node may
-    hold 1 as a claim, so 1 is given to nobody else: it is announced missed, and A's packet
-    goes down under 2 and is acknowledged."""
-    net = with_hostile_child()
-    start = net.now
-    unconfirmed_publish(net, 900)
-    net.publish(b"A", KEY, b"honest", uid=101)
-    assert acked(net, b"A") == [0]  # waits behind H's number 1
-    net.advance(start + CONFIG.confirm_wait + 0.01)
-    assert acked(net, b"A") == [0, 2]
-    for member in (b"A", b"D", b"E"):
-        assert packets(net, member) == [(0, b"first"), (2, b"honest")]
-        assert [e for e in net.received(member) if isinstance(e, Missed)] == [Missed(KEY, 1, 1)]
-    assert net.nodes[b"R"].stats.unconfirmed_heads == 1
-    assert CONFIG.confirm_wait < CONFIG.confirm_timeout / 4
-
-
-def test_a_child_that_leaves_three_numbers_in_a_row_unconfirmed_is_cut_off() -> None:
-    """Each unconfirmed number costs the stream ``confirm_wait``; the third in a row from
-    one child and R cuts that child off. A confirmation in between clears the count."""
-    net = with_hostile_child()
-    for strike in range(STRIKES):
-        unconfirmed_publish(net, 900 + strike)
-        net.advance(net.now + CONFIG.confirm_wait + 0.01)
-    [(at, drop)] = [(name, d) for name, d in net.dropped if d.peer == H]
-    assert at == b"R" and drop.fault and "unconfirmed" in drop.reason
-    # The honest publisher's numbers are confirmed all along: never cut off.
-    net.publish(b"A", KEY, b"honest", uid=101)
-    assert acked(net, b"A")[-1] == 1 + STRIKES  # (after H's three numbers, each missed)

@@ -507,17 +507,15 @@ def test_unanswered_publish_is_resent_with_its_uid_then_fails(confirm: bool) -> 
     net.release(b"R")
     if confirm:
         # A's node gave the publish up, so it confirms no number for it: the root sends
-        # nothing down, gives 0 up as a hole after ``confirm_wait`` (``confirm_watch``), and
-        # numbers the retry afresh.
+        # nothing down, and numbers the retry afresh.
         assert window(net, b"R") == []
-        net.advance(net.now + config.confirm_wait + 0.01)
+        net.advance(net.now + config.confirm_timeout + 0.01)
     else:
         assert window(net, b"R") == [0]
     net.publish(b"A", KEY, b"x", uid=uid)
-    number = 1 if confirm else 0
-    assert net.answers(b"A")[1:] == [PublishAcked(KEY, uid, number)]
+    assert net.answers(b"A")[1:] == [PublishAcked(KEY, uid, 0)]
     for name in SUBSCRIBERS:
-        assert packets(net, name) == [(number, b"x")]
+        assert packets(net, name) == [(0, b"x")]
 
 
 def test_answer_after_a_resend_is_not_stored_twice() -> None:

@@ -169,13 +169,6 @@ class NodeConfig:
     # they are numbered, and that race can show a number that the other side gives to
     # another publish. Only the root's setting counts; every node answers PublishNumbered.
     confirm_publishes: bool = True
-    # How long a root waits for the confirmation of its oldest pending number before it
-    # drops that publish and announces the number missed (``confirm_watch``): the packets
-    # after it wait at most this behind a publish that is never confirmed. Well above a
-    # confirmation's round trip between a root and a publisher's node (ten hops of 100 ms
-    # each way in the simulator's widest network); a publisher's node slower than that has
-    # its publish dropped and retried under a new number, not lost.
-    confirm_wait: float = 2.0
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
     # A root's commit mark rides the packets it sends down (``showing``); when it moved and
@@ -213,8 +206,6 @@ class NodeConfig:
                 "need 0 < heartbeat_interval < dead_after, got "
                 f"{self.heartbeat_interval} and {self.dead_after}"
             )
-        if not self.confirm_wait > 0:
-            raise ValueError(f"confirm_wait must be positive, got {self.confirm_wait}")
         if not self.confirm_timeout > 0:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
         if not isinstance(self.confirm_publishes, bool):

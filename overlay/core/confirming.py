@@ -65,12 +65,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
-from overlay.core.confirm_watch import STRIKES, ConfirmWatch
 from overlay.core.effects import PeerId
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
@@ -103,8 +101,6 @@ class _FlowParts(Protocol):
     local: dict[int, Any]
     relayed: Any
     witnessed: dict[int, Relay]
-    confirm_watch: ConfirmWatch
-    _drop: Callable[[PeerId, str], None]
 
     def _send(self, peer: PeerId, message: Message) -> None: ...
     def _store_new(self, stream: Stream, message: PublishData, number: int) -> None: ...
@@ -113,8 +109,6 @@ class _FlowParts(Protocol):
     ) -> None: ...
     def _flush(self, stream: Stream) -> None: ...
     def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
-    def unconfirmed_head(self, stream: Stream, head: int, entry: Pending) -> None: ...
-    def _missing(self, stream: Stream, first: int, last: int) -> None: ...
     def _confirm(self, stream: Stream, pending: Pending) -> None: ...
     def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
     def _live_claims(self, stream: Stream) -> list[PublishData]: ...
@@ -143,7 +137,6 @@ class Confirming:
         stream.pending[number] = Pending(source, message, confirmed=local)
         if len(stream.pending) == 1:
             stream.pending_rounds = 0
-            self.confirm_watch.moved(stream.key)  # the oldest pending number is new
         if local:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
@@ -234,7 +227,6 @@ class Confirming:
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
-        self.confirm_watch.forgive(peer)
         self._confirm(stream, pending)
 
     def _confirm(self: _FlowParts, stream: Stream, pending: Pending) -> None:
@@ -258,7 +250,6 @@ class Confirming:
                 return
             del pending[number]
             stream.pending_rounds = 0
-            self.confirm_watch.moved(stream.key)
             self._store_new(stream, entry.message, number)
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self._reply_root(stream, entry.source, entry.message, answer)
@@ -274,63 +265,7 @@ class Confirming:
             if uids is not None and uids.get(entry.message.uid) == number:
                 uids.forget(entry.message.uid)
             dropped.append((entry.source, entry.message))
-        self.confirm_watch.moved(stream.key)
         self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
-
-    def arm_confirms(self: _FlowParts, now: float) -> None:
-        """After an event: watch the oldest pending number of each root whose pending
-        numbers changed (``confirm_watch``)."""
-        heads: dict[bytes, int | None] = {}
-        for key in self.confirm_watch.changed:
-            stream = self.streams.get(key)
-            pending = None if stream is None or stream.state is not State.ROOT else stream.pending
-            heads[key] = next(iter(pending)) if pending else None
-        self.confirm_watch.arm(now, heads)
-
-    def on_confirm_timer(self: _FlowParts, now: float, token: int) -> None:
-        """A root's oldest pending number has waited ``confirm_wait``: if it is still the
-        oldest and still unconfirmed, drop it (``unconfirmed_head``)."""
-        fired = self.confirm_watch.fired(token)
-        if fired is None:
-            return
-        key, head = fired
-        stream = self.streams.get(key)
-        if stream is None or stream.state is not State.ROOT or not stream.pending:
-            return
-        entry = stream.pending.get(head)
-        if next(iter(stream.pending)) != head or entry is None or entry.confirmed:
-            self.confirm_watch.moved(key)  # another is oldest now: watch that one
-            return
-        self.unconfirmed_head(stream, head, entry)
-
-    def unconfirmed_head(self: _FlowParts, stream: Stream, head: int, entry: Pending) -> None:
-        """Number ``head`` was not confirmed within ``confirm_wait``, and every packet
-        numbered after it waits for it. Nothing under it went down or was acknowledged, so
-        it is dropped, and its publisher's retry is numbered afresh. But its publisher's
-        node may hold the number as a claim already (the confirmation may be on its way),
-        so the number is never given to another publish: it is announced missed, as a
-        hole, and the packets after it keep their numbers and go down as their
-        confirmations come. A claim on it later meets a number the tree has had, and is
-        refused (``Takeover.on_claim``). Given to another publish instead, a claim pushed
-        to a new root cut off from that packet took the number a second time (chaos: a
-        partition and a root crash, two packets 14). The child it came through takes a
-        strike; ``STRIKES`` in a row and it is cut off."""
-        self.stats.unconfirmed_heads += 1
-        self.stats.unconfirmed += 1
-        del stream.pending[head]
-        uids = stream.uids
-        if uids is not None and uids.get(entry.message.uid) == head:
-            uids.forget(entry.message.uid)
-        self.confirm_watch.moved(stream.key)
-        self._missing(stream, head, head)
-        self._flush(stream)
-        source = entry.source
-        if isinstance(source, bytes) and self.confirm_watch.strike(source) >= STRIKES:
-            self._drop(
-                source,
-                f"left {STRIKES} numbered publishes in a row unconfirmed for"
-                f" {self.config.confirm_wait:g} s each",
-            )
 
     def orphaned_pending(self: _FlowParts, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish

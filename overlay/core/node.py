@@ -34,7 +34,6 @@ from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
-from overlay.core.confirm_watch import CONFIRM_TIMER
 from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
@@ -218,8 +217,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                     self._served(now, key)
             elif kind == EARLY_TIMER:
                 self.flow.on_early_timer(uid)
-            elif kind == CONFIRM_TIMER:
-                self.flow.on_confirm_timer(now, uid)
             elif kind == FILL_TIMER:
                 self._on_fill_timer(now, uid)
             elif kind == LINGER_TIMER:
@@ -768,8 +765,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.flow.release_held(now)  # (``credit``: answers made room for held publishes)
         if self.flow.backlogged:
             self.flow.drain(now)  # (``backlog``: a commit may have made room)
-        if self.flow.confirm_watch.changed:
-            self.flow.arm_confirms(now)  # (``confirm_watch``: after the drain numbered)
         if self.flow.marks_sent or self.flow.marks_due:
             self.flow.tell_marks(now)  # (``showing``: when marks went down, notices due)
         deadline = self._timers.earliest()

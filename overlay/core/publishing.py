@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
-from overlay.core.confirm_watch import ConfirmWatch
 from overlay.core.confirming import Confirming
 from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
@@ -175,7 +174,6 @@ class PacketFlow(
         self.marks_due: dict[bytes, None] = {}
         self.mark_timer: float | None = None
         self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
-        self.confirm_watch = ConfirmWatch(config.confirm_wait, timers)  # (``confirming``)
         self.early_waits: dict[int, bytes] = {}  # questions to a parent, by timer token
         self.draining: bytes | None = None
         self.credits = {}  # local publishes out and held, by stream (``credit``)

@@ -56,8 +56,6 @@ class NodeStats:
     past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
     confirmed: int = 0  # confirmations a root took for pending publishes (confirming)
     unconfirmed: int = 0  # numbered publishes dropped unconfirmed at a root (confirming)
-    # oldest pending numbers a root dropped after ``confirm_wait`` (confirm_watch)
-    unconfirmed_heads: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
