@@ -11,6 +11,8 @@ wrote; an open stream is named ``ovl:open/<name>`` or just ``<name>``.
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -50,12 +52,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.epoch is not None and args.epoch < 0:
         raise ValueError(f"--epoch must not be negative, got {args.epoch}")
-    payloads = (arg.encode() for arg in args.data) if args.data else _lines(sys.stdin.buffer)
+    payloads = (arg.encode() for arg in args.data) if args.data else _lines(sys.stdin.fileno())
     with Client(args.node, timeout=args.timeout, name="overlay publish") as client:
         uids: list[int] = []
         for data in payloads:
-            uids.append(client.publish_nowait(stream, data, epoch=args.epoch))
-            if len(uids) >= 256:  # print as we go, so a long stdin stream shows progress
+            if data is not None:
+                uids.append(client.publish_nowait(stream, data, epoch=args.epoch))
+            # Print as we go: every 256 publishes of a long input, and whenever the input
+            # pauses (``tail -f log | overlay publish``), so each line's number shows as
+            # soon as it is known rather than at the end of the input.
+            if len(uids) >= 256 or (data is None and uids):
                 _print_numbers(client.wait(uid) for uid in uids)
                 uids.clear()
         _print_numbers(client.wait(uid) for uid in uids)
@@ -65,9 +71,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lines(source: Iterable[bytes]) -> Iterator[bytes]:
-    for line in source:
-        yield line.rstrip(b"\r\n")
+def _lines(fd: int) -> Iterator[bytes | None]:
+    """Each line read from ``fd`` (its line ending removed), and None each time the input
+    has nothing more ready: read from the descriptor, not a buffered file, so that "ready"
+    is the kernel's answer and no line waits unseen in a buffer."""
+    rest = b""
+    while chunk := os.read(fd, 65536):
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r")
+        if not select.select([fd], [], [], 0)[0]:
+            yield None
+    if rest:
+        yield rest.rstrip(b"\r")
 
 
 def _print_numbers(numbers: Iterable[int]) -> None:
