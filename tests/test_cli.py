@@ -503,3 +503,37 @@ def test_a_subscription_whose_reader_goes_away_ends_quietly(one_node: str) -> No
         sub.kill()
         sub.wait(timeout=DEADLINE)
     assert errors.seen == ["subscribed; newest packet: none yet\n"] and errors.rest() == []
+
+
+def test_overlay_node_is_the_default_node_address(one_node: str) -> None:
+    """``OVERLAY_NODE`` stands in for ``--node``; ``--node`` still wins; a bad value is a
+    usage error that names the variable, since the command line does not show it."""
+
+    def run(*args: str, env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*OVERLAY, *args], capture_output=True, text=True, timeout=DEADLINE,
+            env={**os.environ, "OVERLAY_NODE": env},
+        )  # fmt: skip
+
+    published = run("publish", "env-stream", "a", env=one_node)
+    assert (published.returncode, published.stdout) == (0, "0\n"), published.stderr
+    overridden = run("publish", "env-stream", "b", "--node", one_node, env="127.0.0.1:1")
+    assert (overridden.returncode, overridden.stdout) == (0, "1\n"), overridden.stderr
+    got = run("subscribe", "env-stream", "--last-seen", "0", "--count", "1", env=one_node)
+    assert got.stdout == "1 b\n", got.stderr
+    bad = run("publish", "env-stream", "c", env="http://h:1")
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "overlay publish: OVERLAY_NODE='http://h:1'"
+    )
+
+
+def test_publish_json_is_one_object_per_packet(one_node: str) -> None:
+    result = overlay(
+        "publish", "json-stream", "a", "b", "--epoch", "4", "--json", "--node", one_node
+    )
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"packet": 0, "epoch": 4},
+        {"packet": 1, "epoch": 4},
+        {"epoch": 4, "closed_at": 2},
+    ]

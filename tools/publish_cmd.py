@@ -11,6 +11,7 @@ wrote; an open stream is named ``ovl:open/<name>`` or just ``<name>``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import select
 import sys
@@ -20,9 +21,7 @@ from typing import Any
 
 from keyspace.stream_key import StreamKey
 from overlay.client import Client, SignedStream, StreamLike
-from overlay.client.protocol import DEFAULT_CLIENT_PORT
-
-DEFAULT_NODE = f"127.0.0.1:{DEFAULT_CLIENT_PORT}"
+from tools.node_targets import add_node_argument, node_address
 
 
 def add_parser(commands: Any) -> None:
@@ -34,7 +33,13 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("stream", help="stream address (ovl:open/NAME, ovl:KEY/NAME, or NAME)")
     p.add_argument("data", nargs="*", help="packets to publish (default: lines of stdin)")
-    p.add_argument("--node", default=DEFAULT_NODE, help=f"node client port ({DEFAULT_NODE})")
+    add_node_argument(p)
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per line: {"packet": N, "epoch": E or null}; with --epoch, '
+        'a last {"epoch": E, "closed_at": N}',
+    )
     p.add_argument("--key", type=Path, help="signing key file of a signed stream")
     p.add_argument("--epoch", type=int, help="publish into this epoch, then close it")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for answers")
@@ -53,7 +58,13 @@ def run(args: argparse.Namespace) -> int:
     if args.epoch is not None and args.epoch < 0:
         raise ValueError(f"--epoch must not be negative, got {args.epoch}")
     payloads = (arg.encode() for arg in args.data) if args.data else _lines(sys.stdin.fileno())
-    with Client(args.node, timeout=args.timeout, name="overlay publish") as client:
+    node = node_address(args)
+
+    def show(numbers: Iterable[int]) -> None:
+        for number in numbers:
+            print(json.dumps({"packet": number, "epoch": args.epoch}) if args.json else number)
+
+    with Client(node, timeout=args.timeout, name="overlay publish") as client:
         uids: list[int] = []
         for data in payloads:
             if data is not None:
@@ -62,12 +73,15 @@ def run(args: argparse.Namespace) -> int:
             # pauses (``tail -f log | overlay publish``), so each line's number shows as
             # soon as it is known rather than at the end of the input.
             if len(uids) >= 256 or (data is None and uids):
-                _print_numbers(client.wait(uid) for uid in uids)
+                show(client.wait(uid) for uid in uids)
                 uids.clear()
-        _print_numbers(client.wait(uid) for uid in uids)
+        show(client.wait(uid) for uid in uids)
         if args.epoch is not None:
             marker = client.close_epoch(stream, args.epoch)
-            print(f"closed epoch {args.epoch} at packet {marker}", file=sys.stderr)
+            if args.json:
+                print(json.dumps({"epoch": args.epoch, "closed_at": marker}))
+            else:
+                print(f"closed epoch {args.epoch} at packet {marker}", file=sys.stderr)
     return 0
 
 
@@ -84,8 +98,3 @@ def _lines(fd: int) -> Iterator[bytes | None]:
             yield None
     if rest:
         yield rest.rstrip(b"\r")
-
-
-def _print_numbers(numbers: Iterable[int]) -> None:
-    for number in numbers:
-        print(number, flush=True)
