@@ -297,6 +297,8 @@ def test_no_node_there_is_one_clear_line_and_exit_1(args: list[str], says: str) 
         (["node", "--location", "1.5"], "--location must be in [0, 1)"),
         (["publish", "demo", "x", "--key", "/nonexistent.key"], "open stream: it takes no key"),
         (["subscribe", "demo", "--count", "0"], "--count must be at least 1"),
+        (["subscribe", "demo", "--timeout", "0"], "--timeout must be more than 0 seconds"),
+        (["publish", "demo", "x", "--timeout", "-1"], "--timeout must be more than 0 seconds"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], says: str) -> None:

@@ -48,6 +48,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stream: StreamLike = args.stream
+    if not args.timeout > 0:  # (0 would make the socket non-blocking: no wait at all)
+        raise ValueError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     if args.key is not None:
         stream = SignedStream.load(args.key, args.stream)
     elif StreamKey.parse(args.stream).is_signed:

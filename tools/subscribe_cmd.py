@@ -43,6 +43,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:  # (0 would make the socket non-blocking: no wait at all)
+        raise ValueError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     if args.count is not None and args.count < 1:
         raise ValueError(f"--count must be at least 1, got {args.count}")
     StreamKey.parse(args.stream)  # a bad address is the user's to fix before any connection
