@@ -539,3 +539,31 @@ def test_publish_json_is_one_object_per_packet(one_node: str) -> None:
         {"packet": 1, "epoch": 4},
         {"epoch": 4, "closed_at": 2},
     ]
+
+
+@pytest.mark.parametrize("command", [["stats"], ["tree", "demo"]])
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_stops_a_survey_cleanly(command: list[str], signum: int, status: int) -> None:
+    """A node that accepts and never answers holds ``stats`` and ``tree`` until their
+    timeout; a signal ends them at once, with no traceback."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        proc = subprocess.Popen(
+            [*OVERLAY, *command, "--nodes", address],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            silent.settimeout(DEADLINE)
+            connection, _ = silent.accept()  # the survey is asking: mid-run
+            with connection:  # (held open, unanswered, until the command has ended)
+                proc.send_signal(signum)
+                _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+    assert proc.returncode == status, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr

@@ -238,9 +238,9 @@ def test_a_signal_stops_status_while_it_waits_for_a_node(tmp_path: Path) -> None
         try:
             silent.settimeout(60)
             connection, _ = silent.accept()  # status is asking: mid-run
-            connection.close()
-            proc.send_signal(signal.SIGINT)
-            _, stderr = proc.communicate(timeout=60)
+            with connection:  # (held open, unanswered, until the command has ended)
+                proc.send_signal(signal.SIGINT)
+                _, stderr = proc.communicate(timeout=60)
         finally:
             proc.kill()
             proc.wait(timeout=60)
