@@ -567,3 +567,11 @@ def test_a_signal_stops_a_survey_cleanly(command: list[str], signum: int, status
             proc.wait(timeout=DEADLINE)
     assert proc.returncode == status, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_main_leaves_its_callers_sigterm_handler_as_it_was(tmp_path: Path) -> None:
+    """``cli.main`` may run inside another program (this test runner): SIGTERM is taken as
+    Ctrl-C only while a command runs."""
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["testnet", "down", "--dir", str(tmp_path)]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="overlay",
         description="A Freenet-style routed subscription tree overlay: run nodes, publish "
         "and subscribe to keyed streams, inspect trees.",
+        epilog="exit status: 0 all is well; 1 the command ran but the network said no (no "
+        "node at the address, no answer in time, a refusal) or a check failed; 2 a usage "
+        "error (a bad option, address or file, a port in use); 130 or 143 after Ctrl-C or "
+        "SIGTERM. $OVERLAY_NODE: the default --node of publish and subscribe.",
     )
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
@@ -106,7 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A pipe gets each line as it is printed (``| tee``, CI logs), not a block at the end.
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)
-    sigterm_as_interrupt()
+    with sigterm_as_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit status; every error a user can meet as one line (module notes)."""
     run: Command = args.run
     try:
         return run(args)

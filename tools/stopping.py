@@ -15,7 +15,9 @@ workers it started) run for both signals. ``interrupted_status`` is then the exi
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
@@ -30,8 +32,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
 
 
-def sigterm_as_interrupt() -> None:
-    """From now on SIGTERM raises KeyboardInterrupt as Ctrl-C does (main thread only).
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within it, SIGTERM raises KeyboardInterrupt as Ctrl-C does; the handler before is
+    restored on leaving (``cli.main`` may run inside another program, a test runner). Off
+    the main thread, where no handler can be set, it does nothing.
 
     It re-raises itself as SIGINT rather than raising from the handler: the SIGINT handler
     in force decides where the KeyboardInterrupt may land (trio's defers it out of its own
@@ -44,9 +49,17 @@ def sigterm_as_interrupt() -> None:
         else:  # (SIGINT ignored, as in a background job of a script: raise it here)
             raise KeyboardInterrupt
 
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _received.clear()
     # SIGINT keeps Python's own handler: trio.run installs its careful one only in place of
     # that, and a KeyboardInterrupt with no SIGTERM before it is a Ctrl-C.
-    signal.signal(signal.SIGTERM, on_sigterm)
+    before = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def interrupted_status() -> int:
