@@ -331,6 +331,10 @@ def test_bad_config_file_names_the_key(tmp_path: Path) -> None:
     config.write_text("[limits]\nheartbeat_interval = 30.0\n")
     result = overlay("node", "--config", str(config))
     assert result.returncode == 2 and "heartbeat_interval" in result.stderr
+    config.write_text("[node\n")  # not TOML: the parser's reason, with the file's name
+    result = overlay("node", "--config", str(config))
+    assert result.returncode == 2 and result.stderr.startswith(f"overlay node: {config}: ")
+    assert "line 1" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_keygen_never_overwrites(tmp_path: Path) -> None:
