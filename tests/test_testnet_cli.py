@@ -246,3 +246,19 @@ def test_a_signal_stops_status_while_it_waits_for_a_node(tmp_path: Path) -> None
             proc.wait(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+@pytest.mark.slow
+def test_chaos_stopped_by_a_signal_leaves_the_testnet_whole(testnet_dir: Path) -> None:
+    """The testnet outlives the chaos run: the nodes it had killed come back when it is
+    stopped, rather than staying dead until someone restarts them by hand."""
+    d = ["--dir", str(testnet_dir)]
+    assert overlay("testnet", "up", "--nodes", "12", *d).returncode == 0
+    args = ["testnet", "chaos", "--rate", "5", "--downtime", "60", "--duration", "120"]
+    args += ["--subscribers", "2", *d]
+    returncode, out, stderr = _stopped_by(signal.SIGINT, args, "killed node")
+    assert returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "restarted node" in out, out
+    status = overlay("testnet", "status", *d)
+    assert status.returncode == 0 and "nodes: 12 alive" in status.stdout, status.stdout
