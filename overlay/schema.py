@@ -2,8 +2,8 @@
 
 Two nodes can only talk if they encode and validate every message alike. The codec is
 strict on purpose (a frame it cannot decode drops the link), so a node of an older build
-used to link with a newer one and then lose the link, without a word of why, at the first
-message that had gained a field. The link handshake (``overlay.runtime.handshake``) now
+would link with a newer one and then lose the link, without a word of why, at the first
+message that had gained a field. So the link handshake (``overlay.runtime.handshake``)
 carries this fingerprint in its hello, and a node refuses a peer whose fingerprint differs,
 naming both.
 

@@ -38,6 +38,9 @@ Say = Callable[[str], None]
 DRAIN_LIMIT = 30.0
 SETTLE_LIMIT = 30.0
 STATUS_EVERY = 5.0  # seconds between progress lines
+# A victim's restart when the run is stopped early: a node restarts in milliseconds (its
+# worker rebinds two ports), so one that takes this long is stuck and the stop goes on.
+RESTART_LIMIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +144,15 @@ async def _churn(
     down: set[int] = set()
 
     async def bring_back(victim: int) -> None:
-        await trio.sleep(options.downtime)
-        await net.restart(victim)
-        down.discard(victim)
-        say(f"  +{trio.current_time() - began:5.1f} s  restarted node {victim}")
+        try:
+            await trio.sleep(options.downtime)
+        finally:
+            # Even when the run is stopped (Ctrl-C): a launched testnet outlives the chaos
+            # run and is left whole, not with the victims of its last seconds dead.
+            with trio.CancelScope(shield=True), trio.move_on_after(RESTART_LIMIT):
+                await net.restart(victim)
+                down.discard(victim)
+                say(f"  +{trio.current_time() - began:5.1f} s  restarted node {victim}")
 
     async with trio.open_nursery() as restarts:
         at = began
@@ -166,7 +174,11 @@ async def _churn(
                 continue
             victim = rng.choice(victims)
             down.add(victim)
-            await net.kill(victim)
+            try:
+                await net.kill(victim)
+            except trio.Cancelled:
+                restarts.start_soon(bring_back, victim)  # (it may have died: bring it back)
+                raise
             kills.append(trio.current_time())
             role = " (the root)" if victim in roots else ""
             say(f"  +{trio.current_time() - began:5.1f} s  killed node {victim}{role}")

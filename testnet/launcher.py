@@ -201,7 +201,11 @@ def up(
         want = {e.index: {entries[j].id for j in e.neighbours} for e in entries}
         trio.run(_wait_linked, clients, want, limit, progress)
     except BaseException:
+        # (Ctrl-C included: the workers run in their own sessions and outlive the launcher
+        # unless stopped here; their plans hold the nodes' private keys)
         _stop_workers(workers, _quiet)
+        for k in range(processes):
+            _plan_path(directory, k).unlink(missing_ok=True)
         raise
     elapsed = time.monotonic() - began
     manifest = Manifest(seed, degree, NETWORK, entries, tuple(workers), time.time(), elapsed)
@@ -303,6 +307,12 @@ def _spawn(directory: Path, worker: int, plan: dict[str, Any]) -> tuple[int, dic
     os.close(write_end)
     try:
         line = _read_line(read_end, WORKER_START_TIMEOUT)
+    except BaseException:
+        # Ctrl-C or SIGTERM while it starts: it is in no list ``up`` cleans up yet, and in
+        # its own session no signal reaches it, so it goes down here with the launcher.
+        process.kill()
+        process.wait()
+        raise
     finally:
         os.close(read_end)
     message: dict[str, Any] | None = json.loads(line) if line else None

@@ -1,4 +1,4 @@
-"""Hunt for chaos scenarios that break a guarantee: the replays behind tests/CHAOS_HISTORY.md.
+"""Hunt for chaos scenarios that break a guarantee, and replay the ones found.
 
     .venv/bin/python tests/hunt_chaos.py --seed 31337 --count 600 [--off] [--out FILE]
     .venv/bin/python tests/hunt_chaos.py --replay FILE [--off]

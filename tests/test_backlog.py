@@ -219,7 +219,7 @@ def peer_publish(uid: int, data: bytes = b"x") -> PublishData:
 def test_numbers_pending_a_confirmation_count_against_the_window() -> None:
     # A child's publishes wait in ``pending`` until its node confirms them and reach the
     # window only then: counting the window alone, the root numbered three windows of
-    # them with nothing committed (the review of stop 35).
+    # them with nothing committed.
     node = root(max_queued_publishes=64)
     numbered: list[int] = []
     for n in range(3 * WINDOW):

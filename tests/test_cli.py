@@ -46,13 +46,14 @@ class Lines:
     one with a deadline (select() on the pipe would miss lines already buffered)."""
 
     def __init__(self, stream: IO[str]) -> None:
-        self._queue: queue.Queue[str] = queue.Queue()
+        self._queue: queue.Queue[str | None] = queue.Queue()  # None: the stream ended
         self.seen: list[str] = []
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
         for line in stream:
             self._queue.put(line)
+        self._queue.put(None)
 
     def wait_for(self, pattern: str) -> re.Match[str]:
         """The next line matching ``pattern`` (a regex), within the deadline."""
@@ -62,11 +63,22 @@ class Lines:
                 line = self._queue.get(timeout=left)
             except queue.Empty:
                 break
+            if line is None:
+                self._queue.put(None)
+                break
             self.seen.append(line)
             match = re.search(pattern, line)
             if match:
                 return match
         raise AssertionError(f"no line matching {pattern!r} in {self.seen}")
+
+    def rest(self) -> list[str]:
+        """The lines not yet waited for, up to the end of the stream (within the deadline)."""
+        lines = []
+        while (line := self._queue.get(timeout=DEADLINE)) is not None:
+            lines.append(line)
+        self._queue.put(None)
+        return lines
 
 
 def start_node(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
@@ -233,15 +245,21 @@ def test_a_second_node_on_the_same_state_file_is_refused(tmp_path: Path) -> None
     assert len(second.stderr.strip().splitlines()) == 1
 
 
-def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("role", ["peers", "clients"])
+def test_a_port_in_use_is_one_line_naming_it(tmp_path: Path, role: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        ports = {"peers": busy, "clients": "127.0.0.1:0"} if role == "peers" else {
+            "peers": "127.0.0.1:0", "clients": busy}  # fmt: skip
         result = overlay(
-            "node", "--identity", str(tmp_path / "n.key"), "--listen", f"127.0.0.1:{port}"
-        )
+            "node", "--identity", str(tmp_path / "n.key"),
+            "--listen", ports["peers"], "--client", ports["clients"],
+        )  # fmt: skip
     assert result.returncode == 2, result.stderr
+    assert f"cannot listen for {role} on {busy}: address already in use" in result.stderr
+    assert "Errno" not in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -250,9 +268,25 @@ def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     [
         (
             ["publish", "demo", "x", "--node", "127.0.0.1:1"],
-            "cannot connect to a node at 127.0.0.1:1",
+            "cannot connect to a node at 127.0.0.1:1: Connection refused",
         ),
+        (["subscribe", "demo", "--node", "127.0.0.1:1"], "cannot connect to a node at"),
+        (["stats", "--nodes", "127.0.0.1:1"], ""),
+        (["tree", "demo", "--nodes", "127.0.0.1:1"], "127.0.0.1:1 did not answer"),
         (["publish", "demo", "x", "--node", "no-port-here"], "cannot connect"),
+    ],
+)
+def test_no_node_there_is_one_clear_line_and_exit_1(args: list[str], says: str) -> None:
+    """The command was right but the network said no: exit 1, not a usage error's 2."""
+    result = overlay(*args)
+    assert result.returncode == 1, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
         (["subscribe", "ovl:zzz/x"], "the key part 'zzz'"),
         (["publish", "my stream", "x"], "contains whitespace"),
         (["subscribe", "http://example/x"], "looks like a URL"),
@@ -263,6 +297,8 @@ def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
         (["node", "--location", "1.5"], "--location must be in [0, 1)"),
         (["publish", "demo", "x", "--key", "/nonexistent.key"], "open stream: it takes no key"),
         (["subscribe", "demo", "--count", "0"], "--count must be at least 1"),
+        (["subscribe", "demo", "--timeout", "0"], "--timeout must be more than 0 seconds"),
+        (["publish", "demo", "x", "--timeout", "-1"], "--timeout must be more than 0 seconds"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(args: list[str], says: str) -> None:
@@ -277,7 +313,7 @@ def test_a_peer_port_given_as_node_is_one_clear_line(tmp_path: Path) -> None:
     try:
         for args in (["publish", "demo", "x"], ["subscribe", "demo"]):
             result = overlay(*args, "--node", peers)
-            assert result.returncode == 2, result.stderr
+            assert result.returncode == 1, result.stderr
             assert f"{peers} closed the connection" in result.stderr
             assert "probably a node's peer port, not its client port" in result.stderr
             assert "Traceback" not in result.stderr
@@ -295,6 +331,10 @@ def test_bad_config_file_names_the_key(tmp_path: Path) -> None:
     config.write_text("[limits]\nheartbeat_interval = 30.0\n")
     result = overlay("node", "--config", str(config))
     assert result.returncode == 2 and "heartbeat_interval" in result.stderr
+    config.write_text("[node\n")  # not TOML: the parser's reason, with the file's name
+    result = overlay("node", "--config", str(config))
+    assert result.returncode == 2 and result.stderr.startswith(f"overlay node: {config}: ")
+    assert "line 1" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_keygen_never_overwrites(tmp_path: Path) -> None:
@@ -341,7 +381,7 @@ def test_subscribe_timeout_says_what_it_waited_for(tmp_path: Path) -> None:
     finally:
         node.terminate()
         node.wait(timeout=DEADLINE)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 1, result.stderr
     assert "waited 1.0 s for the subscription's confirmation from" in result.stderr
     assert "no the" not in result.stderr
 
@@ -391,3 +431,151 @@ def test_subscribe_rows_unpacks_the_spark_sinks_packets(two_nodes: tuple[str, st
         sub.kill()
     assert out.splitlines() == ["0.0 k1: v1", "0.1 v2"]
     assert sub.returncode == 2  # the second packet is no packet of rows: said, not guessed
+
+
+@pytest.fixture
+def one_node(tmp_path: Path) -> Iterator[str]:
+    """A node on its own (the root of every stream); yields its client address."""
+    node, _, clients = start_node(tmp_path, "solo")
+    try:
+        yield clients
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+
+
+def test_publish_from_a_pipe_prints_each_number_as_its_line_is_answered(one_node: str) -> None:
+    """``tail -f log | overlay publish logs``: a line's number shows while the input is
+    still open, not when it ends (nor after 256 lines), and each reaches a pipe at once."""
+    pub = subprocess.Popen(
+        [*OVERLAY, "publish", "piped", "--node", one_node],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert pub.stdin is not None and pub.stdout is not None
+        out = Lines(pub.stdout)
+        pub.stdin.write("first\n")
+        pub.stdin.flush()
+        out.wait_for(r"^0$")
+        pub.stdin.write("second\r\nthird")  # (a last line without its line ending counts)
+        pub.stdin.close()
+        out.wait_for(r"^1$")
+        out.wait_for(r"^2$")
+        assert pub.wait(timeout=DEADLINE) == 0
+    finally:
+        pub.kill()
+        pub.wait(timeout=DEADLINE)
+    got = overlay("subscribe", "piped", "--node", one_node, "--last-seen", "0", "--count", "2")
+    assert got.stdout.splitlines() == ["1 second", "2 third"], got.stderr
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_ends_a_subscription_cleanly(one_node: str, signum: int, status: int) -> None:
+    sub = subprocess.Popen(
+        [*OVERLAY, "subscribe", "demo", "--node", one_node],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert sub.stderr is not None
+        errors = Lines(sub.stderr)
+        errors.wait_for(r"^subscribed")
+        sub.send_signal(signum)
+        assert sub.wait(timeout=DEADLINE) == status
+    finally:
+        sub.kill()
+        sub.wait(timeout=DEADLINE)
+    assert errors.rest() == []  # no traceback
+
+
+def test_a_subscription_whose_reader_goes_away_ends_quietly(one_node: str) -> None:
+    """``overlay subscribe demo | head -1``: once head exits, the next packet ends the
+    subscription with status 0 and nothing on stderr past the subscribed line."""
+    sub = subprocess.Popen(
+        [*OVERLAY, "subscribe", "demo", "--node", one_node],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert sub.stdout is not None and sub.stderr is not None
+        errors = Lines(sub.stderr)
+        errors.wait_for(r"^subscribed")
+        assert overlay("publish", "demo", "one", "--node", one_node).returncode == 0
+        assert sub.stdout.readline() == "0 one\n"  # (as head -1 reads it)
+        sub.stdout.close()
+        assert overlay("publish", "demo", "two", "--node", one_node).returncode == 0
+        assert sub.wait(timeout=DEADLINE) == 0
+    finally:
+        sub.kill()
+        sub.wait(timeout=DEADLINE)
+    assert errors.seen == ["subscribed; newest packet: none yet\n"] and errors.rest() == []
+
+
+def test_overlay_node_is_the_default_node_address(one_node: str) -> None:
+    """``OVERLAY_NODE`` stands in for ``--node``; ``--node`` still wins; a bad value is a
+    usage error that names the variable, since the command line does not show it."""
+
+    def run(*args: str, env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*OVERLAY, *args], capture_output=True, text=True, timeout=DEADLINE,
+            env={**os.environ, "OVERLAY_NODE": env},
+        )  # fmt: skip
+
+    published = run("publish", "env-stream", "a", env=one_node)
+    assert (published.returncode, published.stdout) == (0, "0\n"), published.stderr
+    overridden = run("publish", "env-stream", "b", "--node", one_node, env="127.0.0.1:1")
+    assert (overridden.returncode, overridden.stdout) == (0, "1\n"), overridden.stderr
+    got = run("subscribe", "env-stream", "--last-seen", "0", "--count", "1", env=one_node)
+    assert got.stdout == "1 b\n", got.stderr
+    bad = run("publish", "env-stream", "c", env="http://h:1")
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "overlay publish: OVERLAY_NODE='http://h:1'"
+    )
+
+
+def test_publish_json_is_one_object_per_packet(one_node: str) -> None:
+    result = overlay(
+        "publish", "json-stream", "a", "b", "--epoch", "4", "--json", "--node", one_node
+    )
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"packet": 0, "epoch": 4},
+        {"packet": 1, "epoch": 4},
+        {"epoch": 4, "closed_at": 2},
+    ]
+
+
+@pytest.mark.parametrize("command", [["stats"], ["tree", "demo"]])
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_stops_a_survey_cleanly(command: list[str], signum: int, status: int) -> None:
+    """A node that accepts and never answers holds ``stats`` and ``tree`` until their
+    timeout; a signal ends them at once, with no traceback."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        proc = subprocess.Popen(
+            [*OVERLAY, *command, "--nodes", address],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            silent.settimeout(DEADLINE)
+            connection, _ = silent.accept()  # the survey is asking: mid-run
+            with connection:  # (held open, unanswered, until the command has ended)
+                proc.send_signal(signum)
+                _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+    assert proc.returncode == status, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_main_leaves_its_callers_sigterm_handler_as_it_was(tmp_path: Path) -> None:
+    """``cli.main`` may run inside another program (this test runner): SIGTERM is taken as
+    Ctrl-C only while a command runs."""
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["testnet", "down", "--dir", str(tmp_path)]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before

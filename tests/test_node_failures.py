@@ -311,9 +311,9 @@ def test_child_that_saw_the_restart_routes_that_resubscribe_as_if_it_had_no_stre
 def test_child_whose_parent_carried_the_restarts_search_on_stays_its_child() -> None:
     """The ancestor's resubscribe came to N through W, N routed it on to its own parent B
     (B carries the same label and routes it on too), and B's success comes back: N hangs
-    from B as before. It used to leave its "old parent", B itself, with an Unsubscribe,
-    and named as parent a node that had dropped it (chaos: an orphan whose publishes B
-    refused for ever)."""
+    from B as before. Leaving its "old parent", B itself, with an Unsubscribe would name
+    as parent a node that had dropped it (chaos: an orphan whose publishes B refuses for
+    ever)."""
     node = child_of_b()
     node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
     effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))

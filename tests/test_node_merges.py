@@ -160,7 +160,7 @@ def test_a_member_that_its_label_makes_refuse_a_look_says_not_found_may_be_wrong
 
 
 def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong() -> None:
-    """Chaos (hunt seed 5555): root 28 died; its children 9 (0.1581, key at 0.1629) and 49
+    """Chaos: root 28 died; its children 9 (0.1581, key at 0.1629) and 49
     (0.1961) each became root of a split. 9's look reached 49 while 49 looked too, and 49,
     which takes any look once its own is over, refused it only for its label; the "not
     found" came back plain, 49's look never reached 9's tree, and both numbered 0..9. N

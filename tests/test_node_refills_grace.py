@@ -45,7 +45,7 @@ def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None
     effects = node.receive(0.3, b"Y", ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 2))
     # Told a head below its own, Y resumes there and is owed what lies between
     # (``joining.owed_after``): its catch-up and its mark wait for the pushes, as a
-    # search's would (hunt seed 2025: what came up went down to nobody).
+    # search's would (chaos: otherwise what came up went down to nobody).
     assert to(effects, b"Y") == [SubscribeSucceeded(3, KEY, 0), PastQuery(KEY, 1, 2, 32)]
     # A fresh child is told the head as ever: it wants what comes next, not the past.
     meet(node, b"F", 0.2)
@@ -56,7 +56,7 @@ def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None
 def test_a_child_told_a_head_below_its_own_gets_what_is_pushed_up_after_it() -> None:
     # Y relays a resubscribe that claims 2 but holds nothing: told "0", it resumes after 0.
     # What C pushes up next is a past every other child is beyond (``_backfill``), but not
-    # Y: it gets 1 and 2, then how far it may show (hunt seed 2025: a root in its grace told
+    # Y: it gets 1 and 2, then how far it may show (chaos: a root in its grace told
     # a relay its head was 0, and 1..12, pushed up 12 ms later, went down to nobody).
     node = rooted_by_a_resubscribe()
     node.receive(0.2, C, push(0))

@@ -121,7 +121,7 @@ def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
 
 
 def test_a_search_at_a_root_past_its_grace_is_held_for_a_subtree_a_partition_hid() -> None:
-    # Hunt seed 8080 (``test_sim_chaos_refills``): a root cut off with part of its tree,
+    # Chaos (``test_sim_chaos_refills``): a root cut off with part of its tree,
     # past its grace and its look, told a waiting search that packet 0 was missed, which
     # the other side of the cut held and had acknowledged; the cut healed 4 s later.
     node, now = root_that_lacks_19()

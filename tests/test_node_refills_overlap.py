@@ -64,7 +64,7 @@ def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
 
 
 def test_a_childs_fill_that_came_first_waits_as_long_as_a_later_search_for_the_same() -> None:
-    # The review of stop 39's fix: A's FillRequest came first, and D's search for 19 late
+    # A's FillRequest came first, and D's search for 19 late
     # in A's wait; A must not be told 19 was missed while D's search still waits for it.
     node, now = root_that_lacks_19()
     node.link_up(now, D)

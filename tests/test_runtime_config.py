@@ -27,3 +27,31 @@ def test_limits_hold_the_core_s_and_the_runtime_s_bounds() -> None:
 def test_a_runtime_bound_must_be_a_positive_integer(value: object) -> None:
     with pytest.raises(ConfigError, match=r"\[limits\] max_handshakes must be a positive"):
         config_from_dict({"limits": {"max_handshakes": value}})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("max_streams", "8", "max_streams must be an integer, got '8'"),
+        ("max_streams", 8.0, "max_streams must be an integer, got 8.0"),
+        ("heartbeat_interval", "5", "heartbeat_interval must be a number, got '5'"),
+        ("confirm_publishes", 1, "confirm_publishes must be true or false, got 1"),
+    ],
+)
+def test_a_core_limit_of_the_wrong_type_is_named(key: str, value: object, says: str) -> None:
+    """The core's own range checks compare numbers: a string would fail there with a
+    message about ``<`` that names no setting."""
+    with pytest.raises(ConfigError, match=rf"\[limits\] {says}"):
+        config_from_dict({"limits": {key: value}})
+
+
+def test_a_core_limit_that_is_a_float_may_be_written_as_an_integer() -> None:
+    assert config_from_dict({"limits": {"heartbeat_interval": 5}}).core.heartbeat_interval == 5.0
+
+
+@pytest.mark.parametrize("value", [1.5, 0, True, "1"])
+def test_a_runtime_queue_size_is_a_whole_positive_number_of_bytes(value: object) -> None:
+    with pytest.raises(
+        ConfigError, match=r"\[runtime\] send_queue_bytes must be a positive integer"
+    ):
+        config_from_dict({"runtime": {"send_queue_bytes": value}})

@@ -112,7 +112,7 @@ def fill_asks(effects: list[Effect]) -> list[tuple[bytes, int, int]]:
 def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
     # Over a FIFO link a mark comes after the packets it covers: a parent's mark past what
     # we processed means it will never send us those numbers by itself (it entered the
-    # tree past them). Chaos (hunt seed 2025): a relay that had entered holding nothing,
+    # tree past them). Chaos: a relay that had entered holding nothing,
     # after a search's claim of 12, passed down marks of 12 to a child holding only 0; the
     # child met 13 as a gap and told its subscriber acknowledged 1..12 were missed.
     node = joined_node()

@@ -389,7 +389,7 @@ def failures(outcome: Outcome) -> list[str]:
     found += violations(shapes.values())
     for i in outcome.isolated:
         # Cut off, a node may wait for a peer with a search for a stream it carries, but
-        # not with one for a stream it left (``hops``: chaos, stop 27).
+        # not with one for a stream it left (``hops``: chaos).
         node = sim.nodes[i]
         found += [
             f"node {i} still routes search {route.uid:x} for a stream it left"
@@ -449,7 +449,7 @@ def _check(scenario: Scenario) -> None:
 # more module changed which scenarios a derandomized sample held. A change to
 # ``draw_scenario`` draws another sample (``SAMPLE_FINGERPRINTS`` says so). The property is
 # not proven by it: wider hunts may still draw scenarios that break it
-# (``tests/hunt_chaos.py`` draws thousands more; tests/CHAOS_HISTORY.md). Failing examples
+# (``tests/hunt_chaos.py`` draws thousands more). Failing examples
 # whose cause was found and fixed are strict regression tests in test_sim_chaos_found.py
 # and its siblings.
 SAMPLE = sample("chaos", 200)

@@ -13,15 +13,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_number_acknowledged_to_a_retry_was_not_announced_missed() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 9001 in stop 33 (it fails at stop 31's core too).
-    # Root 8 numbered publisher 17's uids 3 and 5 as 2 and 4; 17 confirmed and kept the
-    # claims, and 8 held them pending. A partition cut 8 off from 17, whose attempts timed
-    # out, and the claims went with them. 17 attached on its own side and pushed the claims
-    # it still had, not 2 and 4, so that side's root announced 1..7 missed; after the heal,
-    # 8 acknowledged the retries of uids 3 and 5 as 2 and 4, which subscribers 16 and 6 never
-    # got. A claim now outlives a timed-out attempt, and a retry of the uid takes it back.
-    # The root's wait for a second branch (commits) changes this run's path so much that
-    # it passes with either fix alone.
+    # Chaos: a partition. Root 8 numbered publisher 17's uids 3 and 5 as 2 and 4; 17 confirmed and
+    # kept the claims, and 8 held them pending. A partition cut 8 off from 17, whose attempts timed
+    # out, and the claims went with them. 17 attached on its own side and pushed the claims it still
+    # had, not 2 and 4, so that side's root announced 1..7 missed; after the heal, 8 acknowledged
+    # the retries of uids 3 and 5 as 2 and 4, which subscribers 16 and 6 never got. So a claim
+    # outlives a timed-out attempt, and a retry of the uid takes it back. The root's wait for a
+    # second branch (commits) changes this run's path so much that it passes with either fix alone.
     outcome = run(CLAIM_LAPSED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -50,13 +48,12 @@ CLAIM_LAPSED = Scenario(
 
 
 def test_a_relayed_publish_is_not_acknowledged_while_only_its_branch_holds_it() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 9001 in stop 33 (it fails at stop 31's core too).
-    # Root 1 numbered publisher 7's publish as 12; it came up through relay 0, and the root's
-    # other child, 10, had died unnoticed. 1 acknowledged at once: the root, 0 and 7 held
-    # 12. Then 1 died, a partition cut 0 off, and 7 died: the rest of the tree had never
-    # heard of 12, and its new root gave 12 to another publish, acknowledged too. A root
-    # now answers a relayed publish, as a publishing child's own, once another child holds
-    # the packet; 10 never answered, 1 died first, and nobody was told 12.
+    # Chaos: crashes and a partition. Root 1 numbered publisher 7's publish as 12; it came up
+    # through relay 0, and the root's other child, 10, had died unnoticed. 1 acknowledged at once:
+    # the root, 0 and 7 held 12. Then 1 died, a partition cut 0 off, and 7 died: the rest of the
+    # tree had never heard of 12, and its new root gave 12 to another publish, acknowledged too. A
+    # root now answers a relayed publish, as a publishing child's own, once another child holds the
+    # packet; 10 never answered, 1 died first, and nobody was told 12.
     outcome = run(ONE_BRANCH_HELD_IT)
     assert outcome.log.acks and outcome.log.conflicts == []
     assert not [f for f in failures(outcome) if "never got acked" in f]

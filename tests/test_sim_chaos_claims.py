@@ -2,7 +2,7 @@
 again that the root before it had sent down: the publisher's node kept its claim on the
 number, but its parent never changed, so the claim never reached the new root
 (``overlay.core.gathering``, ``confirming.push_claims``, ``takeover.Takeover.on_claim``).
-Open from stop 31 to stop 34. Replayed exactly: the simulation is deterministic."""
+Replayed exactly: the simulation is deterministic."""
 
 from __future__ import annotations
 
@@ -12,19 +12,17 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_partition_with_crashes_numbers_no_packet_twice() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2468 in stop 31 (it fails at stop 30's core too),
-    # traced in stop 32. Root 7 numbered node 43's publishes 14..17; 43 confirmed them and
-    # kept its claims, and 7 sent them down just before a partition cut it off, so the
-    # acknowledgements were lost. On 43's side, 23 (43's ancestor) took the tree over, its
-    # subtree's restart confirmations saying the tree had got to 13, and numbered 43's
-    # retries and new publishes from 14 in another order; after the heal, packets 15 and
-    # 19 were each acknowledged for two publishes. 43's parent never changed, and claims
-    # went up only on attaching. Now 23's grace asks its subtree for what lies beyond its
-    # head, 43 pushes its claims (marked as claims, not packets it holds), and 23 takes
-    # them as its next numbers, before what waited. Stop 34's first try failed here in
-    # another way: 43's plain retry of one publish waited at 23 already, and the claim
-    # behind it was dropped as a resend, so a later claim was beyond a hole and refused;
-    # a push now takes a waiting plain publish's place.
+    # Chaos: a partition with crashes. Root 7 numbered node 43's publishes 14..17; 43 confirmed them
+    # and kept its claims, and 7 sent them down just before a partition cut it off, so the
+    # acknowledgements were lost. On 43's side, 23 (43's ancestor) took the tree over, its subtree's
+    # restart confirmations saying the tree had got to 13, and numbered 43's retries and new
+    # publishes from 14 in another order; after the heal, packets 15 and 19 were each acknowledged
+    # for two publishes. 43's parent never changed, and claims went up only on attaching. So 23's
+    # grace asks its subtree for what lies beyond its head, 43 pushes its claims (marked as claims,
+    # not packets it holds), and 23 takes them as its next numbers, before what waited. It also
+    # guards a second way to fail: 43's plain retry of one publish waited at 23 already, and the
+    # claim behind it, dropped as a resend, would leave a later claim beyond a hole, refused; so a
+    # push takes a waiting plain publish's place.
     outcome = run(PARTITION_TWICE)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -51,12 +49,12 @@ PARTITION_TWICE = Scenario(
 
 
 def test_a_packet_sent_down_as_the_cut_came_is_not_numbered_again_on_the_other_side() -> None:
-    # The chaos property's 200-example sample drew it in stop 33. The class of
+    # Drawn by the chaos property's 200-example sample. The class of
     # PARTITION_TWICE: root 27 numbered publisher 6's publish as 15, 6 confirmed it, and
     # 27 sent it down 20 ms before a partition cut 27 off with a third of the tree;
     # subscriber 5, on that side, got 15. On 6's side its parent 28 took the tree over
     # and joined root 10's tree, and 6's parent never changed, so its claim on 15 never
-    # went up: 10 gave 15 to another publish. Now 28's grace asks for it.
+    # went up: 10 gave 15 to another publish. 28's grace asks for it.
     outcome = run(SENT_DOWN_AS_THE_CUT_CAME)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -84,13 +82,12 @@ SENT_DOWN_AS_THE_CUT_CAME = Scenario(
 
 
 def test_a_publisher_node_that_becomes_root_takes_its_own_claims() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2718 (600 draws); it fails at the two cores
-    # before the fix too. Root 8 numbered node 5's publishes 0, 2, 4, ... and node 19's
-    # 1, 3, 5, ...; 5 confirmed, and 8 sent 0 down (1 was never confirmed) just as a cut
-    # left 5 and 19 on the other side: subscriber 13 on 8's side got 0. Node 5 restarted
-    # and became root itself, holding its claims, but claims went up only to a parent: at
-    # its grace's end it refused 19's claims (its next was 0) and gave 0 to another of its
-    # publishes. Now a new root weighs its own claims as pushed ones (``own_claims``).
+    # Chaos: a partition and a restart. Root 8 numbered node 5's publishes 0, 2, 4, ... and node
+    # 19's 1, 3, 5, ...; 5 confirmed, and 8 sent 0 down (1 was never confirmed) just as a cut left 5
+    # and 19 on the other side: subscriber 13 on 8's side got 0. Node 5 restarted and became root
+    # itself, holding its claims, but claims went up only to a parent: at its grace's end it refused
+    # 19's claims (its next was 0) and gave 0 to another of its publishes. So a new root weighs its
+    # own claims as pushed ones (``own_claims``).
     outcome = run(OWN_CLAIMS_AT_A_NEW_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -72,7 +72,7 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
 
 
 def test_a_packet_numbered_before_a_cut_is_not_shown_after_the_heal() -> None:
-    # Hunt seed 31337 with confirmation off (stop 36, traced in stop 39; 60 nodes). Root 38
+    # Chaos with confirmation off (60 nodes). Root 38
     # numbered node 59's publish as packet 1 and sent it down 4.9 ms before a cut took
     # 38's only children away; the frames were lost, liveness dropped the children, and
     # 38 committed 1 with nobody below. The publishers' side's new root 25 gave 1 to node

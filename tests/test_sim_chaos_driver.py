@@ -10,7 +10,7 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_node_hears_of_a_link_a_lost_frame_broke_only_after_its_other_effects() -> None:
-    # Drawn by the chaos property in stop 30's CI run (it fails at stop 29's core too):
+    # Drawn by the chaos property:
     # nodes 21, 22 and 40 ended as a cycle with no root, and the network never got quiet.
     # Relay 22 took 12 as its parent (the success of 21's resubscribe, which 22 routed)
     # and passed the success on to 21; a frame it sent 12 in that step was lost, which
@@ -43,7 +43,7 @@ LOST_FRAME_MID_EFFECTS = Scenario(
 
 
 def test_a_node_whose_every_peer_died_is_a_network_of_its_own() -> None:
-    # Drawn by the chaos property in stop 31's CI run (it fails at stop 30's core too):
+    # Drawn by the chaos property:
     # "2 roots", "not quiet", and node 9's subscriber owed 0..9. All five of node 9's peers
     # crashed for good in the first seconds; 9 rooted the stream alone, its look waiting
     # for a peer that never came back. Nothing can reach it: the checks now leave out

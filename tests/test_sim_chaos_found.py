@@ -1,7 +1,7 @@
 """Examples the chaos search (``test_sim_chaos``) found, each traced to its cause and fixed
 in the core: strict regression tests, replayed exactly (the simulation is deterministic).
-Each says what went wrong before its fix. All were found with ``confirm_publishes`` off
-(the default until stop 28) and replay that way (``confirm=False``)."""
+Each says what goes wrong without the rule it guards. All run with ``confirm_publishes``
+off and replay that way (``confirm=False``)."""
 
 from __future__ import annotations
 
@@ -666,8 +666,7 @@ def test_a_node_cut_off_by_crashes_keeps_no_search_for_a_stream_it_left() -> Non
     # Node 25, root of a stream for a moment, pruned it while its look was on its way;
     # then all five of its neighbours died, and the look, with no peer to go to, was held
     # for a peer that never came: a search still running when the network was quiet. Such
-    # a search is now dropped instead of held (``hops``). Drawn by the chaos property in
-    # CI (stop 27).
+    # a search is dropped instead of held (``hops``). Drawn by the chaos property.
     outcome = run(CUT_OFF_BY_CRASHES)
     assert outcome.log.acks and failures(outcome) == []
 

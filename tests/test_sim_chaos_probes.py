@@ -1,10 +1,10 @@
-"""The chaos search's split scenarios mended in stop 28: two roots left side by side, or
+"""Chaos scenarios of a split tree: two roots left side by side, or
 both numbering one packet number, replayed exactly (the simulation is deterministic). Root
 probes' trails (``overlay.core.probes``) mend the first three; a relay that held a look's
 success for packets it lacked (``overlay.core.refills``) the fourth. All four ran with
-``confirm_publishes`` on, whose slower numbering gave them their timing, and each failed
-before its fix. The fifth, from stop 31, is a crossing probe held back by a look's backoff;
-the sixth, from stop 37, a probe whose budget ran out past the closest node."""
+``confirm_publishes`` on, whose slower numbering gives them their timing. The fifth is a
+crossing probe held back by a look's backoff; the sixth, a probe whose budget runs out past
+the closest node."""
 
 from __future__ import annotations
 
@@ -155,8 +155,7 @@ RELAYED_SUCCESS_HELD = Scenario(
 
 
 def test_a_crossing_probe_is_followed_though_the_root_just_looked_past_a_closer_peer() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 777 in stop 31 (it fails at stop 30's core too).
-    # After a partition and crashes, root 52 (0.309) had a tree whose members 36 and 29
+    # Chaos: after a partition and crashes, root 52 (0.309) had a tree whose members 36 and 29
     # were closer to the key (0.116) than root 49 (0.196), which had no member. 52, with
     # closer peers outside its children, looked past them at each probe round, and its own
     # members refused. 49's probes crossed 52 56 ms after each of those rounds began, and
@@ -190,7 +189,7 @@ CROSSED_AFTER_A_GUESS = Scenario(
 
 
 def test_a_probe_reset_at_the_closest_node_has_its_whole_budget_past_it() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 7373 at stop 37's core (43 nodes, 3 streams).
+    # Chaos: crashes and a partition (43 nodes, 3 streams).
     # Root 2 had lost its ring neighbours 1 and 3 to crashes, and its links (26, 29, 31)
     # were all farther from the key. A cut (+32.96 to +67.33) left it on the small side,
     # where 23 rooted the other tree (+42.49). After the heal greedy routing ended at 22,

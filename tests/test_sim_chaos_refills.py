@@ -11,7 +11,7 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_root_holds_its_waiters_while_it_looks_for_a_tree_that_holds_their_packets() -> None:
-    # Drawn by the chaos property in stop 30's CI run (seed 690). A partition of a third of
+    # Drawn by the chaos property. A partition of a third of
     # the nodes, 10 s to 43.4 s, and crashes; node 14's subscriber, on the cut side, stayed
     # up. After the heal, the main side's root 23 (holding 0..14) resubscribed to the
     # side's root 22 (closer to the key, holding nothing), which continued after 23's 14;
@@ -56,8 +56,7 @@ LONG_PARTITION_MISSED = Scenario(
 
 
 def test_a_relay_serves_a_waiter_only_once_it_holds_every_number_the_waiter_asked_for() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 6060 in stop 33 (it fails at stop 31's core too).
-    # After a partition's heal, relay 52 (holding from 20) took two resubscribes: one that
+    # Chaos: after a partition's heal, relay 52 (holding from 20) took two resubscribes: one that
     # had seen 18, for which it asked its parent 12 for 19, then node 24's, which had seen
     # 16, for which it asked 17..19. 19 came first, the answer to the narrower ask, and 52
     # served both: "the last number asked is in" was its test, since a parent answers in
@@ -92,7 +91,7 @@ NARROWER_ASK_ANSWERED_FIRST = Scenario(
 
 
 def test_a_search_at_a_root_cut_off_past_its_grace_waits_for_the_heal() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 8080 at stop 35's final core. Root 28 numbered
+    # Chaos: a partition after crashes. Root 28 numbered
     # packet 0 at 10.4 s and it was acknowledged at 10.8 s, but the parents of nodes 1
     # and 31 (subscribed at 2 and 4 s) had just died, so neither got it. A partition, 16.5 s
     # to 38.8 s, cut off 1, 31, 12 and old root 28, all of whose links crossed the cut:
@@ -140,7 +139,7 @@ SEARCH_ANSWERED_BEFORE_THE_HEAL = Scenario(
 
 
 def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2025 at stop 36's core (46 nodes, 2 streams).
+    # Chaos: a partition (46 nodes, 2 streams).
     # Root 16 numbered stream 0's 1..12 during a partition (1.9 s to 36.2 s); only 27 and
     # 32 got them, and the other side's subscribers 4 and 30 held only 0. 16 died. After
     # the heal, 39 became root through 27's resubscribe (last_seen 12), holding none of
@@ -150,7 +149,7 @@ def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None
     # Relay 5 had entered the tree holding nothing after a search that claimed 12, and
     # resumed after 12 with child 4 holding only 0. Both subscribers met 13 as a gap 8 s
     # later and were told acknowledged 1..12 were missed, though their parents' marks had
-    # said 12 long before. A member whose parent's mark is past what it processed now asks
+    # said 12 long before. So a member whose parent's mark is past what it processed asks
     # that parent for the numbers between (``showing``); the parent serves them, asking up
     # the tree for what it never had, and the root, which kept them, replays them.
     outcome = run(MARK_PAST_WHAT_A_MEMBER_HOLDS)
@@ -158,10 +157,10 @@ def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None
 
 
 def test_a_relay_told_a_head_below_its_claim_is_owed_what_is_pushed_up_after_it() -> None:
-    # The same draw with node 2 added at +26.09, not +29.84: passing at stop 36's core, it
-    # failed with the member-side ask (above) alone. 7 asked root 39 for 1..12 early, 39
+    # The same draw with node 2 added at +26.09, not +29.84: with the member-side ask
+    # (above) alone it fails. 7 asked root 39 for 1..12 early, 39
     # had none, and once its wait ran out (+52 to +62) told 7's whole subtree they were
-    # missed, 30 included. The root now owes relay 43, which it told "0", what is pushed
+    # missed, 30 included. So the root owes relay 43, which it told "0", what is pushed
     # up after it (``joining.owed_after``): 43's catch-up and its mark wait for the pushes,
     # so no mark past 0 reaches 7 before 1..12 do, and nobody asks before the tree settles.
     faults = list(MARK_PAST_WHAT_A_MEMBER_HOLDS.faults)

@@ -10,14 +10,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_number_is_passed_down_only_along_relays_still_in_the_tree() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 9001 in stop 33 (crashes only; it fails at stop
-    # 31's core too). Publisher 29's publish climbed 29 -> 26 -> 31 -> 9 -> 25 -> 4 -> 30
+    # Chaos, crashes only. Publisher 29's publish climbed 29 -> 26 -> 31 -> 9 -> 25 -> 4 -> 30
     # and waited at 30, which was restarting. 29 died, and the tree came apart and formed
     # again with 25 at its top and 9, then 30, below it. 30 sent the publish up with 4 as
     # its source, though 4 was no longer its child, and 25, now root, numbered it with a
     # dead publisher's 12 others. Every relay still had an entry from the old tree, and
     # PublishNumbered followed them: 25 -> 9 -> 30 -> 4 -> 25, and round again, about 4,400
-    # messages per uid every 50 s; the network never got quiet. A relay now passes a number
+    # messages per uid every 50 s; the network never got quiet. So a relay passes a number
     # down only to a child it still has, from the parent it has, as a confirmation comes
     # back up.
     outcome = run(NUMBER_GOES_ROUND)

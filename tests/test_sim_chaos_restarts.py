@@ -9,15 +9,14 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_labelled_member_moves_to_the_tree_a_closer_look_found_through_it() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2468 in stop 31. No partition and no frame lost:
-    # crashes only. The root (31) died; 16, far from the key, took its tree over and
-    # looked, its members carrying its label. Then 32 died: 6 (the closest node, a
-    # publisher's, linked only to 16's member 22) and 4 each became a root. 6's look went
-    # through 22 and 21 to 4, which took it; but 21 and 22, labelled by a farther origin,
-    # refused the success on its way back (6 may not hang below a detached subtree that is
-    # farther than 6), so 6 found "nothing", and both 6 and 4 numbered 20..22. Now such a
-    # member moves, with its subtree, to the attached tree the search found, and answers
-    # from there: 6 joins 4's tree, and 16 (which lost a child) looks again.
+    # Chaos with no partition and no frame lost: crashes only. The root (31) died; 16, far from the
+    # key, took its tree over and looked, its members carrying its label. Then 32 died: 6 (the
+    # closest node, a publisher's, linked only to 16's member 22) and 4 each became a root. 6's look
+    # went through 22 and 21 to 4, which took it; but 21 and 22, labelled by a farther origin,
+    # refused the success on its way back (6 may not hang below a detached subtree that is farther
+    # than 6), so 6 found "nothing", and both 6 and 4 numbered 20..22. Now such a member moves, with
+    # its subtree, to the attached tree the search found, and answers from there: 6 joins 4's tree,
+    # and 16 (which lost a child) looks again.
     outcome = run(THREE_ROOTS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -50,10 +49,9 @@ THREE_ROOTS = Scenario(
 
 
 def test_a_member_that_moved_below_a_found_tree_fetches_what_it_lacked() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 5150 in stop 33 (crashes and dropped frames, no
-    # partition), after a change in commits moved its timing (it passes at 7fc3f4a,
-    # where the timing differs). Member 22 (holding up to 16) relayed 13's resubscribe,
-    # which had seen 17, and moved below the tree it found (the stop-32 rule above); the
+    # Chaos: crashes and dropped frames, no partition (its timing depends on how commits
+    # are batched). Member 22 (holding up to 16) relayed 13's resubscribe,
+    # which had seen 17, and moved below the tree it found (the rule above); the
     # success named 17 as the head, the resume point of 13's search, so 22 never asked for
     # 17, and told its subtree at the next packet that 17 was missed: its own subscriber
     # never had it. A member that moves asks its new parent for what it lacks below the
@@ -88,15 +86,14 @@ MOVED_WITH_A_GAP = Scenario(
 
 
 def test_two_roots_that_refused_each_others_look_for_a_label_look_again() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 2222 in stop 34 (it fails at stop 33's core too).
-    # Root 42 died; its children 40 and 34 each restarted, and each one's search spent its
-    # budget in 34's labelled subtree (whose origin was farther than 40), so both became
-    # roots. Their graces ended 0.14 s apart and both looked: 40's look was refused again
-    # by 34's members for their look's label, and 34's stayed in its own tree. Neither had
-    # a closer peer outside its tree, so neither looked again, and both numbered 22..24,
-    # each acknowledged for two publishes. A member that refuses a look only for its label
-    # now marks the answer ``lost`` (that tree is restarting or looking too), and the root
-    # looks again once the labels are off: 40 joins 34's tree before numbering anything.
+    # Chaos: crashes. Root 42 died; its children 40 and 34 each restarted, and each one's search
+    # spent its budget in 34's labelled subtree (whose origin was farther than 40), so both became
+    # roots. Their graces ended 0.14 s apart and both looked: 40's look was refused again by 34's
+    # members for their look's label, and 34's stayed in its own tree. Neither had a closer peer
+    # outside its tree, so neither looked again, and both numbered 22..24, each acknowledged for two
+    # publishes. A member that refuses a look only for its label now marks the answer ``lost`` (that
+    # tree is restarting or looking too), and the root looks again once the labels are off: 40 joins
+    # 34's tree before numbering anything.
     outcome = run(REFUSED_FOR_A_LABEL)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -122,8 +119,7 @@ REFUSED_FOR_A_LABEL = Scenario(
 
 
 def test_a_looking_root_that_refuses_a_closer_roots_look_says_it_may_be_wrong() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 5555 in stop 35 (twice; it fails at stop 34's
-    # core too). Crashes only: no partition, no frame lost. Key at 0.1629: root 28 (0.1658)
+    # Chaos: crashes only: no partition, no frame lost. Key at 0.1629: root 28 (0.1658)
     # died loudly at 10 s with 29 and 0; its children 9 (0.1581, whose only live peer was
     # then 33) and 49 (0.1961) restarted. 9's resubscribe passed 49, detached under a
     # farther origin, and 49's never reached 9 (only through 33), so 9 became root at
@@ -165,8 +161,7 @@ TWO_ROOTS_FROM_THE_START = Scenario(
 
 
 def test_looking_roots_across_a_partition_refuse_no_closer_look_silently() -> None:
-    # Drawn by tests/hunt_chaos.py --seed 6060 in stop 35 (it fails at stop 34's core
-    # too): crashes, an added node and a partition of a quarter of the nodes. The same
+    # Chaos: crashes, an added node and a partition of a quarter of the nodes. The same
     # cause on two streams. Key 2232b9 (0.1336): roots 14 (0.1278) and 15 (0.1501) both
     # took over and looked; 14's look reached 15 mid-look at 45.41 s and was refused for
     # its label alone, and both numbered 0..13 (48.19 and 49.23 s). Key 1dc4fe (0.1163):
@@ -203,8 +198,7 @@ ACKED_TWICE_ACROSS_A_CUT = Scenario(
 
 
 def test_a_member_holding_nothing_moved_for_anothers_search_keeps_its_clients_point() -> None:
-    # Stop 39 (seed 690 of the chaos property's draws once peer witnesses shifted the
-    # timing; 35 nodes). Node 22, cut off in a tree that numbered nothing, its client owed
+    # Chaos (35 nodes). Node 22, cut off in a tree that numbered nothing, its client owed
     # packet 0 on, relayed node 10's resubscribe (which had seen 29) after the heal and
     # moved with it to 31's tree. It took the search's 29 as its own point, entered at 30,
     # and told its client 0..29 were missed, all held by the tree. A member resumes at its

@@ -14,12 +14,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_claim_beyond_a_dead_publishers_number_is_taken_in_order() -> None:
-    # Built by hand in stop 36 (20 nodes, one stream). Root 15 numbers node 16's publish
-    # 15 and node 8's 16, and sends both down as the cut (+16.1919) comes; 4, 17 and 18 on
-    # its side get both. Node 16 dies at +16.2414. The other side's new root 12 was the
-    # relay that passed 16's confirmation of 15 up: before, it refused 8's claim on 16 (not
-    # its next number) and gave 15 and 16 to other publishes. Now it holds a witness claim
-    # on 15, takes it as its next number, then 8's claim on 16.
+    # Built by hand (20 nodes, one stream). Root 15 numbers node 16's publish 15 and node 8's 16,
+    # and sends both down as the cut (+16.1919) comes; 4, 17 and 18 on its side get both. Node 16
+    # dies at +16.2414. The other side's new root 12 was the relay that passed 16's confirmation of
+    # 15 up: without a witness, it refuses 8's claim on 16 (not its next number) and gives 15 and 16
+    # to other publishes. With one it holds a witness claim on 15, takes it as its next number, then
+    # 8's claim on 16.
     outcome = run(DEAD_PUBLISHER_BEFORE_A_CLAIM)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -39,13 +39,12 @@ DEAD_PUBLISHER_BEFORE_A_CLAIM = Scenario(
 
 
 def test_a_new_root_that_relayed_a_dead_publishers_confirmations_claims_them() -> None:
-    # Hunt seed 4815, drawn twice in stop 37 (48 nodes, 2 streams). Root 4 numbers uids
-    # 15..22 as 14..21, alternating publishers 20 and 22, and sends them down as a cut
-    # comes, so only 21's branch gets them. Node 22 dies silently; its relay 32, which had
-    # passed 22's confirmations of 15, 17, 19, 21 up, takes the tree over. Before, 32 took
-    # 20's claim on 14, refused 16, 18, 20 and gave 15..21 to other publishes, while 4's
-    # side was shown the first ones. Now 32's witness claims fill 15, 17, 19, 21, and 20's
-    # claims are taken between them.
+    # Chaos (48 nodes, 2 streams). Root 4 numbers uids 15..22 as 14..21, alternating publishers 20
+    # and 22, and sends them down as a cut comes, so only 21's branch gets them. Node 22 dies
+    # silently; its relay 32, which had passed 22's confirmations of 15, 17, 19, 21 up, takes the
+    # tree over. Without witnesses, 32 takes 20's claim on 14, refuses 16, 18, 20 and gives 15..21
+    # to other publishes, while 4's side was shown the first ones. With them, 32's witness claims
+    # fill 15, 17, 19, 21, and 20's claims are taken between them.
     outcome = run(RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -84,12 +83,12 @@ RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER = Scenario(
 
 
 def test_a_peer_of_a_dead_publisher_that_was_the_roots_own_child_claims_its_number() -> None:
-    # Built by hand in stop 36 (20 nodes, one stream); open until stop 39. Root 15 numbers
+    # Built by hand (20 nodes, one stream). Root 15 numbers
     # publisher 1's publish as 20; node 1 confirms and 15 sends 20 down. The cut (+20.40)
     # leaves only node 0 of 15's children on its side; node 1 dies at +20.5, before any
-    # takeover asks for its claim. Node 1 was 15's own child: no relay witnessed it. Before,
-    # the other side's new root (7) gave 20 to another publish, and subscriber 17 on 15's
-    # side was shown the first publish as 20. Now node 1 had told its peers 20 as it
+    # takeover asks for its claim. Node 1 was 15's own child: no relay witnessed it. Without peer
+    # witnesses the other side's new root (7) gives 20 to another publish, and subscriber 17
+    # on 15's side was shown the first publish as 20. With them node 1 has told its peers 20 as it
     # confirmed, and the one on 7's side claims it there.
     outcome = run(PUBLISHER_WITHOUT_A_RELAY_DIES)
     assert outcome.log.acks and failures(outcome) == []
@@ -110,13 +109,13 @@ PUBLISHER_WITHOUT_A_RELAY_DIES = Scenario(
 
 
 def test_a_peer_claims_a_dead_publishers_numbers_where_its_relay_died_too() -> None:
-    # Hunt seed 2024, stop 36 (53 nodes, 2 streams); open until stop 39. Root 16 numbers
-    # node 27's publishes 12 and 13 just before and after the cut; only 37 (27's relay), 7
-    # and 27 get them. 27 and 16 die, then 37, on an island with 7 holding 12 and 13.
-    # Before, root 52 on the publishers' side gave 12 and 13 to other publishes. Now 27's
-    # peers hold them: of the three it tells (``witness_peers``), the closest to the key,
-    # 24, dies without ever carrying the stream and 38 is cut off, but the third, on 52's
-    # side, pushes them when asked. (With two peers told, this still fails.)
+    # Chaos (53 nodes, 2 streams). Root 16 numbers node 27's publishes 12 and 13 just before and
+    # after the cut; only 37 (27's relay), 7 and 27 get them. 27 and 16 die, then 37, on an island
+    # with 7 holding 12 and 13. Without peer witnesses, root 52 on the publishers' side gives 12 and
+    # 13 to other publishes. With them 27's peers hold them: of the three it tells
+    # (``witness_peers``), the closest to the key, 24, dies without ever carrying the stream and 38
+    # is cut off, but the third, on 52's side, pushes them when asked. (With two peers told, this
+    # still fails.)
     outcome = run(PUBLISHER_AND_RELAY_DIE)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -154,8 +154,8 @@ def check(run: Run, stayed: set[tuple[int, int]]) -> None:
 
 
 # The same examples every run (derandomized, no example database): a property that drew a
-# new example in each CI run turned CI red at random whenever it found a bug (stop 29's
-# epoch bug, a9fe8d2, was drawn that way). Hunting for new examples is a separate act: set
+# new example in each CI run would turn CI red at random whenever it found a bug, on a
+# change that did not cause it. Hunting for new examples is a separate act: set
 # ``derandomize=False`` locally and run with ``--hypothesis-seed=<n>``.
 @settings(
     max_examples=200,

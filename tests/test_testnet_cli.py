@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testnet.launcher import worker_alive
-from testnet.manifest import ManifestError, read_manifest
+from testnet.manifest import Manifest, ManifestError, NodeEntry, read_manifest, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,13 +88,19 @@ def test_commands_without_a_testnet_say_so_in_one_line(tmp_path: Path) -> None:
     for args in (
         ["testnet", "status", "--dir", str(tmp_path)],
         ["testnet", "kill", "3", "--dir", str(tmp_path)],
-        ["testnet", "down", "--dir", str(tmp_path)],
         ["stats", "--manifest", str(tmp_path)],
     ):
         result = overlay(*args)
         assert result.returncode == 2, args
         assert result.stderr.count("\n") == 1, result.stderr
         assert "no testnet running" in result.stderr
+
+
+def test_down_without_a_testnet_says_so_and_succeeds(tmp_path: Path) -> None:
+    """Nothing to stop is what ``down`` was asked for: a cleanup script may always run it."""
+    result = overlay("testnet", "down", "--dir", str(tmp_path))
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+    assert result.stderr == f"overlay testnet: no testnet running in {tmp_path}: nothing to stop\n"
 
 
 @pytest.mark.slow
@@ -162,3 +168,97 @@ def test_ctrl_c_stops_the_demo_cleanly() -> None:
         demo.wait(timeout=60)
     assert demo.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def _stopped_by(signum: int, args: list[str], after: str) -> tuple[int, str, str]:
+    """Run ``overlay ARGS``, send ``signum`` once a stdout line contains ``after``; its
+    exit status, everything it printed before and after, and its stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if after in line:
+                break
+        else:
+            raise AssertionError(f"no line with {after!r} in {seen}")
+        proc.send_signal(signum)
+        rest, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    return proc.returncode, "".join(seen) + rest, stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_during_up_stops_its_workers(testnet_dir: Path, signum: int, status: int) -> None:
+    """The workers run in their own sessions, so no signal reaches them: the launcher,
+    stopped while it starts them, stops those it started, and leaves no plan (their keys)."""
+    args = ["testnet", "up", "--nodes", "40", "--processes", "2", "--dir", str(testnet_dir)]
+    returncode, out, stderr = _stopped_by(signum, args, "worker 0 (pid")
+    assert returncode == status, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    pids = [int(word) for word in out.replace(")", " ").split() if word.isdigit()]
+    assert pids and not any(worker_alive(pid) for pid in pids), out
+    assert not (testnet_dir / "manifest.json").exists()
+    assert not list(testnet_dir.glob("*.plan.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_signal_stops_an_in_process_chaos_run_cleanly(signum: int, status: int) -> None:
+    args = ["testnet", "chaos", "--nodes", "8", "--subscribers", "2", "--duration", "120"]
+    returncode, _, stderr = _stopped_by(signum, args, "subscribers joined")
+    assert returncode == status, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_a_signal_stops_status_while_it_waits_for_a_node(tmp_path: Path) -> None:
+    """``status`` asks every node; one that accepts and never answers holds it until its
+    timeout. Ctrl-C then ends it at once: exit 130, no traceback."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        node = NodeEntry(0, "x", 0.5, address, address, 0, ())
+        write_manifest(tmp_path, Manifest(0, 1, "t", (node,), (), 0.0, 0.0))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", "testnet", "status", "--dir", str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            silent.settimeout(60)
+            connection, _ = silent.accept()  # status is asking: mid-run
+            with connection:  # (held open, unanswered, until the command has ended)
+                proc.send_signal(signal.SIGINT)
+                _, stderr = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+@pytest.mark.slow
+def test_chaos_stopped_by_a_signal_leaves_the_testnet_whole(testnet_dir: Path) -> None:
+    """The testnet outlives the chaos run: the nodes it had killed come back when it is
+    stopped, rather than staying dead until someone restarts them by hand."""
+    d = ["--dir", str(testnet_dir)]
+    assert overlay("testnet", "up", "--nodes", "12", *d).returncode == 0
+    args = ["testnet", "chaos", "--rate", "5", "--downtime", "60", "--duration", "120"]
+    args += ["--subscribers", "2", *d]
+    returncode, out, stderr = _stopped_by(signal.SIGINT, args, "killed node")
+    assert returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "restarted node" in out, out
+    status = overlay("testnet", "status", *d)
+    assert status.returncode == 0 and "nodes: 12 alive" in status.stdout, status.stdout

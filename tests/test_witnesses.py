@@ -135,9 +135,9 @@ def test_a_relay_that_attaches_to_a_new_parent_pushes_its_witness_and_hears_back
 
 
 def test_a_relay_that_takes_the_tree_over_weighs_its_witness_claim() -> None:
-    # The class of hunt seed 4815 in small. R numbered A's publish 0, A confirmed through
-    # B, and R may have sent it down; A dies, then R is cut off. B takes the tree over, and
-    # D publishes meanwhile: without the witness, B gave 0 to D's publish, which R's side
+    # The chaos scenario of ``test_sim_chaos_witnesses`` in small. R numbered A's publish 0, A
+    # confirmed through B, and R may have sent it down; A dies, then R is cut off. B takes the tree
+    # over, and D publishes meanwhile: without the witness, B gave 0 to D's publish, which R's side
     # could have been shown as A's.
     net, uid = witnessed(0)
     alone(net)

@@ -1,4 +1,8 @@
-"""Which nodes a tool asks: a testnet's manifest, or addresses given on the command line.
+"""Which nodes a tool asks: one node's client port, a testnet's manifest, or addresses.
+
+``overlay publish`` and ``overlay subscribe`` talk to one node: ``--node ADDR``, else the
+environment variable ``OVERLAY_NODE`` (as ``NATS_URL`` is for nats: set it once per shell),
+else 127.0.0.1:7702.
 
 ``overlay tree`` and ``overlay stats`` take ``--manifest PATH`` (a testnet folder or its
 ``manifest.json``; default ``./testnet-data``) or ``--nodes ADDR ...`` (client ports of any
@@ -9,11 +13,41 @@ their testnet index (``node 17``); with addresses, by address.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.client.connection import parse_address
+from overlay.client.protocol import DEFAULT_CLIENT_PORT
 from testnet.manifest import DEFAULT_DIR, read_manifest
+
+# The node a command talks to when --node is not given: this variable's value, else the
+# client port an ``overlay node`` with no configuration listens on.
+NODE_VARIABLE = "OVERLAY_NODE"
+DEFAULT_NODE = f"127.0.0.1:{DEFAULT_CLIENT_PORT}"
+
+
+def add_node_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node",
+        metavar="ADDR",
+        help=f"the node's client port, host:port (default: ${NODE_VARIABLE}, else {DEFAULT_NODE})",
+    )
+
+
+def node_address(args: argparse.Namespace) -> str:
+    """The node to talk to (see the module notes). A bad ``OVERLAY_NODE`` is a ValueError
+    that names the variable: the user never typed it on this command line."""
+    if args.node is not None:
+        return str(args.node)
+    value = os.environ.get(NODE_VARIABLE, "").strip()
+    if not value:
+        return DEFAULT_NODE
+    try:
+        parse_address(value)
+    except ValueError as error:
+        raise ValueError(f"{NODE_VARIABLE}={value!r}: {error}") from None
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ import trio
 
 from testnet.survey import Answer, survey
 from tools.node_targets import add_target_arguments, targets
+from tools.stopping import Signalled, until_signal
 
 # Bugs of the node a host contained (``overlay.runtime.host``): each should be 0.
 _FAULTS = ("receive", "timer", "encode")
@@ -64,7 +65,10 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     nodes = targets(args)
-    answers: list[Answer] = trio.run(lambda: survey(nodes.addresses, indices=nodes.indices))
+    answered = trio.run(until_signal, lambda: survey(nodes.addresses, indices=nodes.indices))
+    if isinstance(answered, Signalled):
+        return answered.status
+    answers: list[Answer] = answered
     if args.json:
         print(json.dumps([_jsonable(a) for a in answers], indent=1))
     else:

@@ -21,7 +21,7 @@ from overlay.client import Client
 from overlay.core.events import Epoch, EpochAborted, EpochSkipped, Missed, Packet
 from overlay.messages import PacketKind
 from overlay.spark.rows import PackingError, unpack
-from tools.publish_cmd import DEFAULT_NODE
+from tools.node_targets import add_node_argument, node_address
 
 
 def add_parser(commands: Any) -> None:
@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("stream", help="stream address (ovl:open/NAME, ovl:KEY/NAME, or NAME)")
-    p.add_argument("--node", default=DEFAULT_NODE, help=f"node client port ({DEFAULT_NODE})")
+    add_node_argument(p)
     p.add_argument("--last-seen", type=int, help="resume after this packet number")
     p.add_argument("--atomic", action="store_true", help="whole epochs only (Strymon)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -43,11 +43,14 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:  # (0 would make the socket non-blocking: no wait at all)
+        raise ValueError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     if args.count is not None and args.count < 1:
         raise ValueError(f"--count must be at least 1, got {args.count}")
     StreamKey.parse(args.stream)  # a bad address is the user's to fix before any connection
     seen = 0
-    with Client(args.node, timeout=args.timeout, name="overlay subscribe") as client:
+    node = node_address(args)
+    with Client(node, timeout=args.timeout, name="overlay subscribe") as client:
         subscription = client.subscribe(
             args.stream, last_seen=args.last_seen, atomic=args.atomic, timeout=args.timeout
         )

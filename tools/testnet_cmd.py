@@ -18,6 +18,7 @@ same manifest.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,7 +34,7 @@ from testnet.churn import run_chaos as chaos
 from testnet.demo import DemoOptions
 from testnet.demo import run_demo as demo
 from testnet.handle import Launched, local_testnet
-from testnet.manifest import DEFAULT_DIR, Manifest, read_manifest
+from testnet.manifest import DEFAULT_DIR, Manifest, manifest_path, read_manifest
 from testnet.survey import Answer, survey
 from tools.stopping import Signalled, until_signal
 
@@ -87,7 +88,12 @@ def add_parser(commands: Any) -> None:
         "each stream's numbering got",
     )
     action("status", "alive nodes, links and streams of the running testnet", run_status)
-    action("down", "stop every node and remove the manifest (logs stay)", run_down)
+    action(
+        "down",
+        "stop every node and remove the manifest (logs stay); with no testnet running "
+        "there, says so and exits 0",
+        run_down,
+    )
     q = action(
         "client", "print a node's client address (for --node of publish/subscribe)", run_client
     )
@@ -163,6 +169,13 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_down(args: argparse.Namespace) -> int:
+    if not manifest_path(args.dir).exists():
+        # Nothing to stop is not a failure: after ``down`` no testnet runs there, as asked
+        # (so a cleanup script may run it unconditionally).
+        print(
+            f"overlay testnet: no testnet running in {args.dir}: nothing to stop", file=sys.stderr
+        )
+        return 0
     stopped = launcher.down(args.dir, progress=_say)
     print(f"testnet in {args.dir} is down ({stopped} worker{'s' if stopped != 1 else ''} stopped)")
     return 0
@@ -227,7 +240,7 @@ def run_chaos(args: argparse.Namespace) -> int:
             async with local_testnet(args.nodes, seed=args.seed) as net:
                 return await chaos(net, options, _say)
 
-        result = _trio(local)
+        result = _trio(until_signal, local)
     else:
         manifest = read_manifest(args.dir)
 
@@ -236,13 +249,17 @@ def run_chaos(args: argparse.Namespace) -> int:
             await net.refresh()
             return await chaos(net, options, _say)
 
-        result = _trio(launched)
+        result = _trio(until_signal, launched)
+    if isinstance(result, Signalled):
+        return result.status
     return 0 if result.ok else 1
 
 
 def run_status(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.dir)
-    answers = trio.run(_survey_all, manifest)
+    answers = _trio(until_signal, _survey_all, manifest)
+    if isinstance(answers, Signalled):
+        return answers.status
     print(status_text(manifest, answers))
     return 0 if all(a.description is not None for a in answers) else 1
 

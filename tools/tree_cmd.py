@@ -26,6 +26,7 @@ from testnet.tree import Tree, assemble
 from testnet.tree_plot import VizMissing, plot_png
 from testnet.tree_view import render_dot, render_json, render_text
 from tools.node_targets import Targets, add_target_arguments, targets
+from tools.stopping import Signalled, until_signal
 
 
 def add_parser(commands: Any) -> None:
@@ -53,7 +54,10 @@ async def gather(stream: StreamKey, nodes: Targets) -> Tree:
 def run(args: argparse.Namespace) -> int:
     stream = StreamKey.parse(args.stream)
     nodes = targets(args)
-    tree = trio.run(gather, stream, nodes)
+    gathered = trio.run(until_signal, gather, stream, nodes)
+    if isinstance(gathered, Signalled):
+        return gathered.status
+    tree: Tree = gathered
     if args.json:
         print(render_json(tree))
     elif args.dot:

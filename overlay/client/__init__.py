@@ -10,6 +10,7 @@ from overlay.client.aio import Client as AsyncClient
 from overlay.client.aio import Subscription, connect, open_client
 from overlay.client.blocking import BlockingSubscription, Client
 from overlay.client.connection import (
+    BadNodeAddress,
     ClientClosed,
     ClientConnection,
     ClientError,
@@ -28,6 +29,7 @@ from overlay.client.protocol import ClientProtocolError
 
 __all__ = [
     "AsyncClient",
+    "BadNodeAddress",
     "BlockingSubscription",
     "Client",
     "ClientClosed",

@@ -32,6 +32,7 @@ or network ended the connection, with the node's reason when it gave one),
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -374,10 +375,24 @@ async def connect(
     except trio.TooSlowError:
         raise NodeUnreachable(f"no node answered at {shown} within {timeout} s") from None
     except OSError as exc:
-        raise NodeUnreachable(
-            f"cannot connect to a node at {shown}: {exc.strerror or exc}"
-        ) from None
+        raise NodeUnreachable(f"cannot connect to a node at {shown}: {_reason(exc)}") from None
     return Client(stream, address=shown, name=name, max_in_flight=max_in_flight, timeout=timeout)
+
+
+def _reason(error: OSError) -> str:
+    """Why a connection failed, as the system says it ("Connection refused"). trio's
+    ``open_tcp_stream`` raises "all attempts to connect to ... failed" and keeps each
+    attempt's error in its cause: with one reason shared by all, that reason."""
+    cause = error.__cause__
+    if error.strerror is None and isinstance(cause, BaseExceptionGroup):
+        reasons = {
+            os.strerror(e.errno) if e.errno else e.strerror
+            for e in cause.exceptions
+            if isinstance(e, OSError)
+        }
+        if len(reasons) == 1 and None not in reasons:
+            return str(reasons.pop())
+    return str(error.strerror or error)
 
 
 @asynccontextmanager

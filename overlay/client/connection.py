@@ -99,6 +99,12 @@ class NotAClientPort(NodeUnreachable):
     client protocol: most often a node's peer port given where its client port belongs."""
 
 
+class BadNodeAddress(NodeUnreachable, ValueError):
+    """The node address itself is malformed (no port, another scheme than ``tcp://``): no
+    connection was tried. A NodeUnreachable, as any address no node answers at, and a
+    ValueError, as the caller's mistake."""
+
+
 class ClientClosed(ClientError):
     """The connection is closed: by the node (its reason is in the message), the network,
     or this client's own ``close``."""
@@ -232,7 +238,7 @@ def parse_address(
     address: str | tuple[str, int], default_port: int | None = DEFAULT_CLIENT_PORT
 ) -> tuple[str, int]:
     """``"host:port"``, ``"tcp://host:port"``, ``"host"`` (``default_port``; None: a port is
-    required) or ``(host, port)``; a bad one raises NodeUnreachable naming it. The client
+    required) or ``(host, port)``; a bad one raises BadNodeAddress naming it. The client
     port is plain TCP, so ``tcp://`` is the one scheme: any other (``http://``) is a mistake
     said as such, not a host name that fails to resolve."""
     if isinstance(address, tuple):
@@ -241,7 +247,7 @@ def parse_address(
     scheme, separator, rest = text.partition("://")
     if separator:
         if scheme.lower() != "tcp":
-            raise NodeUnreachable(
+            raise BadNodeAddress(
                 f"bad node address {address!r}: a node's client port is plain TCP; "
                 "give host:port (or tcp://host:port)"
             )
@@ -249,11 +255,11 @@ def parse_address(
     host, colon, port = text.rpartition(":")
     if not colon or (text.startswith("[") and not host.endswith("]")):
         if default_port is None:
-            raise NodeUnreachable(f"bad node address {address!r}: no port; expected host:port")
+            raise BadNodeAddress(f"bad node address {address!r}: no port; expected host:port")
         return text.strip("[]"), default_port
     host = host.strip("[]")  # "[::1]:7702"
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise NodeUnreachable(f"bad node address {address!r}: expected host:port")
+        raise BadNodeAddress(f"bad node address {address!r}: expected host:port")
     return host, int(port)
 
 

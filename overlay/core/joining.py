@@ -204,7 +204,7 @@ def owed_after(reply: SubscribeSucceeded | None, last_seen: int | None) -> int |
     ``last_seen`` is a claim (its subtree's, or remembered) more than packets, then expects
     the packets after the named head, and what comes up is kept as a past every child is
     beyond (``_backfill``). So it is owed them, and its catch-up waits for them as a
-    search's does (``refills``). Chaos (hunt seed 2025): after a partition healed, a new
+    search's does (``refills``). Chaos: after a partition healed, a new
     root told the branch holding packet 0 that its head was 0, took 1..12 in from a
     resubscriber 12 ms later and sent them down to nobody; packet 13 then reached a
     subscriber there as a gap, and it was told 1..12 were missed."""

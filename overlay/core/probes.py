@@ -263,7 +263,7 @@ class Probes:
         self._trail(probe.uid ^ _BACK, peer)
         # Progress resets a probe to the budget it started with, not a subscribe's: the
         # closest node may sit in the other tree, with the closer root more than max_htl
-        # hops past it when churn has taken that root's ring links (chaos, hunt seed 7373:
+        # hops past it when churn has taken that root's ring links (chaos:
         # each probe reset to 10 at that node and ran out two hops short, every round).
         best_loc, htl, _ = advance(
             self.location,

@@ -371,7 +371,7 @@ class PacketFlow(
                 return  # a resend of a publish that already waits
             # A push (a claim, or a packet a member holds) says more than the publisher's
             # plain retry that waited before it: kept, the retry was numbered afresh and
-            # the number pushed was announced missed (chaos, stop 34).
+            # the number pushed was announced missed (chaos).
             del queued[i]
             break
         if len(stream.queued) >= self.config.max_queued_publishes:

@@ -386,7 +386,7 @@ class Refills:
                 # waited through a partition was told they were missed. A search waiting
                 # here is held so at any time, grace or not: past them a root still cannot
                 # tell a packet every holder lost from one a partition hides, whose tree it
-                # joins once the cut heals (hunt seed 8080: a root cut off with part of its
+                # joins once the cut heals (chaos: a root cut off with part of its
                 # tree told two subscribers that packet 0, held and acknowledged across the
                 # cut, was missed, 5 s after its look and 4 s before the heal). Not a child's
                 # FillRequest: the relay that asks waits only its own ``fill_timeout``, unless
@@ -394,7 +394,7 @@ class Refills:
                 # given up on them (``_finish_fill`` records them lost only once nobody here
                 # waits for them), and a child told they were missed records them so and tells
                 # every later asker, the root itself too if it rejoins a tree through that
-                # branch (hunt seed 8080 with peer witnesses: a root cut off by a partition
+                # branch (chaos, with peer witnesses: a root cut off by a partition
                 # told relay 20 packet 0 was missed while node 1's search still waited for it;
                 # after the heal it joined another tree through 20's old branch, which
                 # answered its ask for 0 with "missed" though the other side held 0).

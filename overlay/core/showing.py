@@ -205,7 +205,7 @@ class Showing:
         has them, asking up the tree if it never had them), before its next packet meets
         them as a gap. Each number once per parent, while the ask may still be answered
         (the root repeats its mark); after ``fill_timeout`` all of them again, as the ask or
-        its answer may have been lost. Chaos (hunt seed 2025): a relay that entered the tree
+        its answer may have been lost. Chaos: a relay that entered the tree
         holding nothing, after a search that claimed 12, resumed after 12 with its child
         holding only 0; the child met 13 as a gap 8 s later and told its subscriber that
         acknowledged 1..12 were missed, though the marks had said 12 all along."""

@@ -276,7 +276,7 @@ class Takeover:
         Had the old root sent it down, a member would hold the numbers before it, or their
         publishers would claim them. Unlike a held packet's push, a claim never moves the
         head: taken as one, a claim on a number its root had dropped announced every number
-        before it missed (stop 32, the real-process churn test). In a grace it waits for
+        before it missed (chaos: real-process churn). In a grace it waits for
         the held packets, and the grace's end takes the claims in number order."""
         number, uids = message.packet, stream.uids
         assert number is not None and uids is not None

@@ -276,14 +276,18 @@ def config_from_dict(
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"[limits] {key} must be a positive integer, got {value!r}")
         kwargs[key] = value
+    limits = {key: _like_default(key, value) for key, value in limits.items()}
     try:
         kwargs["core"] = NodeConfig(**limits)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"[limits] {error}") from None
     for key, value in data.get("runtime", {}).items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ConfigError(f"[runtime] {key} must be a positive number, got {value!r}")
-        kwargs[key] = int(value) if key.endswith("_bytes") else float(value)
+        whole = key.endswith("_bytes")  # (a byte count has no fraction)
+        wanted = int if whole else int | float
+        if isinstance(value, bool) or not isinstance(value, wanted) or value <= 0:
+            kind = "a positive integer" if whole else "a positive number"
+            raise ConfigError(f"[runtime] {key} must be {kind}, got {value!r}")
+        kwargs[key] = int(value) if whole else float(value)
     return RuntimeConfig(**kwargs)
 
 
@@ -295,6 +299,25 @@ def parse_peer(text: object) -> PeerAddress:
     return PeerAddress(
         parse_address(address), _node_id(node_id, "[peers] connect") if sep else None
     )
+
+
+def _like_default(key: str, value: object) -> object:
+    """``value`` for the core's ``key``, of the type of its default (an integer where a
+    float is wanted becomes one). A ConfigError naming the key otherwise: NodeConfig's own
+    range checks would fail on a string with a message about ``<`` that names nothing."""
+    default = getattr(_CORE_DEFAULTS, key, None)
+    if default is None:
+        return value  # (an optional setting; NodeConfig checks it)
+    kind = type(default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"[limits] {key} must be {_KIND_NAMES[kind]}, got {value!r}")
+    return value
+
+
+_CORE_DEFAULTS = NodeConfig()
+_KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
 def _node_id(text: object, where: str) -> bytes:

@@ -259,7 +259,7 @@ class Identity:
                 f"(pass overwrite=True to replace it)"
             ) from None
         except OSError as error:
-            raise IdentityError(f"identity file {path}: cannot be written: {error}") from None
+            raise IdentityError(f"identity file {path}: cannot be written: {_why(error)}") from None
 
     def _write(self, path: Path, *, overwrite: bool) -> None:
         directory = path.parent
@@ -297,10 +297,19 @@ class Identity:
             except FileExistsError:
                 pass  # created meanwhile by someone else: theirs counts
             except OSError as error:
-                raise IdentityError(f"identity file {path}: cannot be written: {error}") from None
+                raise IdentityError(
+                    f"identity file {path}: cannot be written: {_why(error)}"
+                ) from None
             else:
                 return identity
         return cls.load(path)
+
+
+def _why(error: OSError) -> str:
+    """The system's reason, without the temporary file's name: it is written beside the
+    identity file and renamed, so a missing or read-only folder names a file nobody asked
+    for."""
+    return (error.strerror or str(error)).lower()
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -106,8 +106,13 @@ async def _serve(
         cooldowns=Cooldowns(trio.current_time, capacity=config.max_cooldowns),
     )
     params = LinkParams.from_config(identity, config, budget)
-    peer_listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
-    client_listeners = await trio.open_tcp_listeners(config.client.port, host=config.client.host)
+    peer_listeners = await _listen(config.listen, "peers")
+    try:
+        client_listeners = await _listen(config.client, "clients")
+    except OSError:
+        for listener in peer_listeners:
+            await listener.aclose()
+        raise
     peer_address = _bound(config.listen, peer_listeners)
     client_address = _bound(config.client, client_listeners)
     async with trio.open_nursery() as nursery:
@@ -129,6 +134,24 @@ async def _serve(
             client_address,
         )
         task_status.started(RunningNode(host, identity, peer_address, client_address))
+
+
+class ListenError(OSError):
+    """A port a node cannot listen on; its ``errno`` is the system's (EADDRINUSE, ...) and
+    its message names the address and the port's role, without the ``[Errno n]`` prefix."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+async def _listen(address: Address, role: str) -> list[trio.SocketListener]:
+    """Listeners on ``address``; an OSError that names it and what it is for (``role``):
+    the system's own ("Address already in use") does not say which of a node's ports."""
+    try:
+        return await trio.open_tcp_listeners(address.port, host=address.host)
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise ListenError(error.errno, f"cannot listen for {role} on {address}: {reason}") from None
 
 
 def _bound(asked: Address, listeners: list[trio.SocketListener]) -> Address:

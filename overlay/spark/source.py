@@ -1,6 +1,6 @@
 """The ``overlay`` Python data source: Spark's batch and streaming Arrow writers.
 
-Spark's side of the contract, as measured with pyspark 4.3 (issue 7): the data source and
+Spark's side of the contract, as pyspark 4.3 behaves: the data source and
 its writer are built on the driver (in a Python worker there) when a write is planned, once
 per batch write and once per micro-batch; the writer is pickled to the executors, whose
 ``write`` gets the partition's rows as Arrow record batches; ``commit`` and ``abort`` run

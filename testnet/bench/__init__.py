@@ -1,4 +1,4 @@
-"""Benchmarks of real nodes over loopback TCP (issue 5, "Done when"): ``python -m
+"""Benchmarks of real nodes over loopback TCP: ``python -m
 testnet.bench.forwarding`` (one node's forwarding rate against a plain trio forwarder) and
 ``python -m testnet.bench.latency`` (publish-to-delivery latency on a 20-node network). Each
 runs its baseline in the same invocation and reports a ratio or a side-by-side figure, because
