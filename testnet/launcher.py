@@ -402,15 +402,25 @@ def restart(directory: Path, index: int, *, timeout: float = 30.0) -> None:
     linked again to every neighbour that is alive."""
     manifest = read_manifest(directory)
     _control(manifest, index, "restart")
+    dead = killed_nodes(manifest, unreachable_worker_counts=True)
+    entry = manifest.node(index)
+    want = {manifest.nodes[j].id for j in entry.neighbours if j not in dead}
+    trio.run(_wait_linked, {index: entry.client}, {index: want}, timeout, _quiet)
+
+
+def killed_nodes(manifest: Manifest, *, unreachable_worker_counts: bool = False) -> set[int]:
+    """The nodes their workers say are down (killed by ``kill`` and not restarted). A worker
+    that does not answer says nothing: its nodes count as killed only if
+    ``unreachable_worker_counts`` (a caller that must not wait for them), since otherwise a
+    node that should be up would be excused for not answering."""
     dead: set[int] = set()
     for worker in manifest.workers:
         try:
             dead.update(call(worker.control, "status")["dead"])
         except ControlError:
-            dead.update(range(*worker.nodes))
-    entry = manifest.node(index)
-    want = {manifest.nodes[j].id for j in entry.neighbours if j not in dead}
-    trio.run(_wait_linked, {index: entry.client}, {index: want}, timeout, _quiet)
+            if unreachable_worker_counts:
+                dead.update(range(*worker.nodes))
+    return dead
 
 
 def _quiet(_: str) -> None:

@@ -4,6 +4,7 @@ the testnet is always taken down (and its workers killed if ``down`` fails) at t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -65,6 +66,18 @@ def test_up_status_kill_restart_down_over_two_processes(testnet_dir: Path) -> No
     status = overlay("testnet", "status", *d)
     assert status.returncode == 1
     assert "29 alive, 1 not answering: 20" in status.stdout
+    as_json = overlay("testnet", "status", "--json", *d)
+    assert as_json.returncode == 1, as_json.stderr
+    report = json.loads(as_json.stdout)
+    assert [n["index"] for n in report["nodes"]] == list(range(30))
+    node20 = report["nodes"][20]
+    assert (node20["alive"], node20["killed"], node20["links"]) == (False, True, [])
+    assert node20["client"] == manifest.nodes[20].client
+    assert all(n["alive"] and not n["killed"] for n in report["nodes"] if n["index"] != 20)
+    linked = {(i, j) for i, j in report["links"]}
+    assert all(i < j for i, j in linked) and not any(20 in pair for pair in linked)
+    for n in report["nodes"]:  # each link once, seen from both ends
+        assert all((min(n["index"], j), max(n["index"], j)) in linked for j in n["links"])
     restart = overlay("testnet", "restart", "20", *d)
     assert restart.returncode == 0, restart.stderr
     assert "linked to its live neighbours" in restart.stdout

@@ -18,6 +18,7 @@ same manifest.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -87,7 +88,13 @@ def add_parser(commands: Any) -> None:
         help="nodes keep no state files (DIR/state/): a restarted node forgets how far "
         "each stream's numbering got",
     )
-    action("status", "alive nodes, links and streams of the running testnet", run_status)
+    q = action("status", "alive nodes, links and streams of the running testnet", run_status)
+    q.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: each node's addresses, whether it answered, whether it was "
+        "killed, its links; the testnet's links and streams",
+    )
     action(
         "down",
         "stop every node and remove the manifest (logs stay); with no testnet running "
@@ -260,7 +267,10 @@ def run_status(args: argparse.Namespace) -> int:
     answers = _trio(until_signal, _survey_all, manifest)
     if isinstance(answers, Signalled):
         return answers.status
-    print(status_text(manifest, answers))
+    if args.json:
+        print(json.dumps(status_json(manifest, answers, launcher.killed_nodes(manifest))))
+    else:
+        print(status_text(manifest, answers))
     return 0 if all(a.description is not None for a in answers) else 1
 
 
@@ -319,6 +329,61 @@ def status_text(manifest: Manifest, answers: list[Answer]) -> str:
         root_text = ", ".join(f"node {r}" for r in root_list) or "none"
         lines.append(f"  key {key.hex()[:16]}: {count} members, root {root_text}")
     return "\n".join(lines)
+
+
+def status_json(manifest: Manifest, answers: list[Answer], killed: set[int]) -> dict[str, Any]:
+    """The status report as data: every node (index, id, location, peer and client addresses,
+    worker, ``alive``: it answered, ``killed``: its worker says it was killed, ``links``: the
+    testnet nodes it is linked to), the links once each as ``[i, j]`` with i < j, the
+    workers, and the streams with their member count and roots."""
+    by_id = {n.id: n.index for n in manifest.nodes}
+    alive = {a.index: a.description for a in answers if a.description is not None}
+    nodes = []
+    links: set[tuple[int, int]] = set()
+    members: Counter[bytes] = Counter()
+    roots: dict[bytes, list[int]] = {}
+    for n in manifest.nodes:
+        description = alive.get(n.index)
+        linked: list[int] = []
+        if description is not None:
+            peer_ids = (_text(p["id"]) for p in description["peers"])
+            linked = sorted(by_id[p] for p in peer_ids if p in by_id)
+            links.update((min(n.index, j), max(n.index, j)) for j in linked)
+            for view in description["streams"]:
+                key = bytes(view["key"])
+                members[key] += 1
+                if view["state"] == "root":
+                    roots.setdefault(key, []).append(n.index)
+        nodes.append(
+            {
+                "index": n.index,
+                "id": n.id,
+                "location": n.location,
+                "peer": n.peer,
+                "client": n.client,
+                "worker": n.worker,
+                "alive": description is not None,
+                "killed": n.index in killed,
+                "links": linked,
+            }
+        )
+    return {
+        "nodes": nodes,
+        "links": sorted([i, j] for i, j in links),
+        "workers": [
+            {
+                "index": w.index,
+                "pid": w.pid,
+                "control": w.control,
+                "running": launcher.worker_alive(w.pid),
+            }
+            for w in manifest.workers
+        ],
+        "streams": [
+            {"key": key.hex(), "members": count, "roots": roots.get(key, [])}
+            for key, count in members.most_common()
+        ],
+    }
 
 
 def _text(node_id: Any) -> str:
