@@ -386,6 +386,33 @@ def test_subscribe_timeout_says_what_it_waited_for(tmp_path: Path) -> None:
     assert "no the" not in result.stderr
 
 
+def test_unreachable_peers_are_warned_of_and_named_in_a_publish_s_timeout(
+    tmp_path: Path,
+) -> None:
+    """At the default log level a node says which --connect peer it cannot dial and why,
+    and a publish that times out there says the node has no peer up."""
+    config = tmp_path / "node.toml"
+    config.write_text("[limits]\npublish_timeout = 0.5\npublish_attempts = 1\n")
+    node = subprocess.Popen(
+        [*OVERLAY, "node", "--config", str(config), "--identity", str(tmp_path / "n.key"),
+         "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0", "--network", "cli-test",
+         "--connect", "127.0.0.1:1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert node.stdout is not None
+        lines = Lines(node.stdout)
+        clients = lines.wait_for(r"clients\s+(\S+)").group(1)
+        lines.wait_for(r"WARNING cannot dial peer 127\.0\.0\.1:1: Connection refused$")
+        result = overlay("publish", "demo", "x", "--node", clients)
+    finally:
+        node.terminate()
+        node.wait(timeout=DEADLINE)
+    assert result.returncode == 1, result.stderr
+    assert "no answer from the stream's root" in result.stderr
+    assert "this node has no peer up" in result.stderr
+
+
 def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:
     """``overlay stats | head``: the pipe closes under the command; it stops quietly."""
     read, write = os.pipe()

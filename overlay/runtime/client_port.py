@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
@@ -87,11 +87,16 @@ from overlay.core.events import (
     PublishCollided,
     PublishFailed,
 )
+from overlay.messages import PublishError
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
 from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.client_port")
+
+# Added to a publish's TIMEOUT when the node has no link up: the likely cause, and where
+# the node says more (each failed dial is a warning in its log).
+NO_PEERS = "this node has no peer up (are its --connect peers reachable? see its log)"
 
 # One receive_some reads at most this much: a few full publishes per wakeup.
 _READ_SIZE = 256 * 1024
@@ -156,6 +161,14 @@ class ClientSession:
             return
         if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
             self._answered(event.uid)
+        if (
+            isinstance(event, PublishFailed)
+            and event.error is PublishError.TIMEOUT
+            and not self.host.links
+        ):
+            # The root did not answer because nothing links this node to it: say so, or
+            # the client blames a root that may be fine.
+            event = replace(event, reason=f"{event.reason}: {NO_PEERS}")
         try:
             data = encode_event(event, self.config.max_event_frame)
         except FrameTooLargeError:

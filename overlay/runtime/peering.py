@@ -49,12 +49,22 @@ from overlay.runtime.handshake_slots import HandshakeSlots, Slot
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
 from overlay.runtime.link import Link
+from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.peering")
 
 # A refusal is a courtesy: a peer that does not read it costs us at most this long.
 REFUSAL_TIMEOUT = 1.0
+
+# Failed dials warned about per peer: the first at once (a mistyped --connect shows on
+# start), then one each ten minutes while the peer stays unreachable; backoff redials about
+# every reconnect_max (30 s), so the log keeps saying it without repeating every redial.
+DIAL_WARNINGS = 1
+DIAL_WARNING_PERIOD = 600.0
+# A peer that was linked and went away is most often restarting (a testnet's kill, an
+# upgrade): its failed redials are debug lines until it has stayed away this long.
+DIAL_QUIET_AFTER_LINK = 60.0
 # A handshake reads at most one of its messages at a time: the bytes a connection that has
 # not authenticated can make us hold are two of them, whatever it sends. Sealed frames that
 # follow the last message are read by the link, in its own larger reads.
@@ -328,9 +338,17 @@ async def keep_dialled(
     config: RuntimeConfig,
     rng: random.Random,
 ) -> None:
-    """Keep a link to ``peer`` up until cancelled, redialling with backoff."""
+    """Keep a link to ``peer`` up until cancelled, redialling with backoff. A failed dial is
+    a WARNING (a node whose peers are all unreachable joins nothing, and its operator must
+    see why at the default level), at most ``DIAL_WARNINGS`` a ``DIAL_WARNING_PERIOD`` per
+    peer, and for a peer that was linked only once it has been away
+    ``DIAL_QUIET_AFTER_LINK``: the rest are debug lines, and the next warning says how many
+    there were."""
     delay = config.reconnect_min
     known: bytes | None = peer.node_id
+    warnings = LogBudget(trio.current_time, DIAL_WARNINGS, DIAL_WARNING_PERIOD)
+    was_linked = False
+    failing_since: float | None = None
     while True:
         linked = host.links.get(known) if known is not None else None
         if isinstance(linked, Link) and not linked.closed:
@@ -344,7 +362,15 @@ async def keep_dialled(
         try:
             stream = await trio.open_tcp_stream(peer.address.host, peer.address.port)
         except OSError as error:
-            log.debug("dialling %s failed: %s", peer.address, error)
+            if failing_since is None:
+                failing_since = started
+            quiet = was_linked and started - failing_since < DIAL_QUIET_AFTER_LINK
+            left_out = None if quiet else warnings.allow()
+            if left_out is None:
+                log.debug("dialling %s failed: %s", peer.address, error)
+            else:
+                more = f" ({left_out} more failures since the last warning)" if left_out else ""
+                log.warning("cannot dial peer %s: %s%s", peer.address, _dial_error(error), more)
         else:
             try:
                 link, first = await authenticate(stream, params, initiator=True, expect=known)
@@ -353,6 +379,7 @@ async def keep_dialled(
                 await trio.aclose_forcefully(stream)
             else:
                 known = link.peer
+                was_linked, failing_since = True, None
                 await run_link(host, link, first, stream)
         if trio.current_time() - started > config.reconnect_max:
             delay = config.reconnect_min  # it stayed up a while: start over
@@ -378,6 +405,19 @@ def _reset(conn: socket.socket) -> None:
     with contextlib.suppress(OSError):
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
     conn.close()
+
+
+def _dial_error(error: OSError) -> str:
+    """What went wrong in a dial, in the OS's words: trio's "all attempts to connect
+    failed" keeps each address's own error (refused, unreachable, ...) in its cause."""
+    cause = error.__cause__
+    if isinstance(cause, ExceptionGroup) and cause.exceptions:
+        reasons = dict.fromkeys(
+            os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
+            for e in cause.exceptions
+        )
+        return "; ".join(reason for reason in reasons)
+    return str(error)
 
 
 def _why(error: BaseException) -> str:
