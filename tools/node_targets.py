@@ -2,7 +2,7 @@
 
 ``overlay publish`` and ``overlay subscribe`` talk to one node: ``--node ADDR``, else the
 environment variable ``OVERLAY_NODE`` (as ``NATS_URL`` is for nats: set it once per shell),
-else 127.0.0.1:7702.
+else 127.0.0.1:7702. An address needs its port.
 
 ``overlay tree`` and ``overlay stats`` take ``--manifest PATH`` (a testnet folder or its
 ``manifest.json``; default ``./testnet-data``) or ``--nodes ADDR ...`` (client ports of any
@@ -39,15 +39,23 @@ def node_address(args: argparse.Namespace) -> str:
     """The node to talk to (see the module notes). A bad ``OVERLAY_NODE`` is a ValueError
     that names the variable: the user never typed it on this command line."""
     if args.node is not None:
-        return str(args.node)
+        return checked(str(args.node), "--node")
     value = os.environ.get(NODE_VARIABLE, "").strip()
     if not value:
         return DEFAULT_NODE
+    return checked(value, f"{NODE_VARIABLE}={value!r}")
+
+
+def checked(address: str, where: str) -> str:
+    """``address`` if it is host:port; else a ValueError naming ``where`` (the option or
+    variable it came from). The port is required, as in the Spark sink's ``node``: a bare
+    host would silently mean the default client port, and a node started on another port
+    would then look unreachable."""
     try:
-        parse_address(value)
+        parse_address(address, default_port=None)
     except ValueError as error:
-        raise ValueError(f"{NODE_VARIABLE}={value!r}: {error}") from None
-    return value
+        raise ValueError(f"{where}: {error}") from None
+    return address
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ def targets(args: argparse.Namespace) -> Targets:
     """The nodes to ask; ValueError (one line, exit 2) for a bad address or no testnet."""
     if args.nodes:
         for address in args.nodes:
-            parse_address(address)  # a bad address is the user's error, said before any I/O
+            checked(address, "--nodes")  # the user's error, said before any I/O
         return Targets(list(args.nodes), [None] * len(args.nodes))
     manifest = read_manifest(args.manifest or DEFAULT_DIR)
     return Targets([n.client for n in manifest.nodes], [n.index for n in manifest.nodes])
