@@ -7,6 +7,7 @@ processes' own output lines, each with a deadline, never on sleeps.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -358,6 +359,37 @@ def test_no_command_prints_the_command_list_and_exits_2() -> None:
     assert result.returncode == 2 and result.stdout == ""
     for command in ("keygen", "node", "publish", "subscribe", "testnet", "tree", "stats"):
         assert re.search(rf"^\s+{command}\s", result.stderr, re.MULTILINE), result.stderr
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_shows_no_restructuredtext_marks() -> None:
+    """Every command's help is plain text, though descriptions are module docstrings."""
+    helps = {p.prog: p.format_help() for p in _parsers(cli.build_parser())}
+    assert len(helps) > 15 and "overlay testnet chaos" in helps
+    assert not [prog for prog, text in helps.items() if "``" in text]
+    shown = overlay("tree", "--help")
+    assert shown.returncode == 0 and "``" not in shown.stdout and "--manifest" in shown.stdout
+
+
+def test_demo_and_chaos_options_say_what_they_are_and_their_defaults() -> None:
+    for command in (["testnet", "demo"], ["testnet", "chaos"]):
+        shown = overlay(*command, "--help")
+        assert shown.returncode == 0, shown.stderr
+        text = " ".join(shown.stdout.split())
+        for option in ("--subscribers", "--packets", "--seed", "--rate", "--nodes"):
+            if option == "--packets" and command[1] == "chaos":
+                continue
+            match = re.search(re.escape(option) + r" [A-Z_]+ (.*?)(?= --|$)", text)
+            assert match, f"{command} {option} has no help"
+            if option != "--nodes" or command[1] == "demo":
+                assert "(default: " in match.group(1), f"{command} {option}: {match.group(1)}"
 
 
 def test_version_is_the_package_version() -> None:

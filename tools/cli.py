@@ -53,8 +53,18 @@ RUNTIME_STATUS = 1
 Command = Callable[[argparse.Namespace], int]
 
 
+class PlainHelpParser(argparse.ArgumentParser):
+    """A parser whose help drops the reStructuredText literal marks: the commands'
+    descriptions are their modules' docstrings, written for readers of the code, and a
+    terminal would show the marks raw. Subcommands' parsers are of the parent's class, so
+    every ``--help`` is plain."""
+
+    def format_help(self) -> str:
+        return super().format_help().replace("``", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = PlainHelpParser(
         prog="overlay",
         description="A Freenet-style routed subscription tree overlay: run nodes, publish "
         "and subscribe to keyed streams, inspect trees.",

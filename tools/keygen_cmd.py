@@ -30,7 +30,9 @@ def add_parser(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", type=Path, help="file to write (mode 0600; never overwritten)")
+    p.add_argument(
+        "path", type=Path, help="file to write (mode 0600; never overwritten without --force)"
+    )
     p.add_argument("--stream", metavar="NAME", help="a signed stream's key, for stream NAME")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.add_argument(

@@ -41,6 +41,8 @@ from tools.stopping import Signalled, until_signal
 
 T = TypeVar("T")
 
+SEED_HELP = "seed of the topology, identities and random choices (default: %(default)s)"
+
 
 def add_parser(commands: Any) -> None:
     p: argparse.ArgumentParser = commands.add_parser(
@@ -120,19 +122,39 @@ def add_parser(commands: Any) -> None:
         "cleanly, with status 130 or 143 (128 + the signal's number)."
     )
     defaults = DemoOptions()
-    q.add_argument("--nodes", type=int, default=defaults.nodes, help="testnet size")
-    q.add_argument("--subscribers", type=int, default=defaults.subscribers)
-    q.add_argument("--packets", type=int, default=defaults.packets)
-    q.add_argument("--rate", type=float, default=defaults.rate, help="packets per second")
-    q.add_argument("--seed", type=int, default=defaults.seed)
+    q.add_argument(
+        "--nodes", type=int, default=defaults.nodes, help="testnet size (default: %(default)s)"
+    )
+    q.add_argument(
+        "--subscribers",
+        type=int,
+        default=defaults.subscribers,
+        help="subscribers, each on its own node (default: %(default)s)",
+    )
+    q.add_argument(
+        "--packets",
+        type=int,
+        default=defaults.packets,
+        help="packets published; the root is killed a third of the way in (default: %(default)s)",
+    )
+    q.add_argument(
+        "--rate",
+        type=float,
+        default=defaults.rate,
+        help="packets per second (default: %(default)s)",
+    )
+    q.add_argument("--seed", type=int, default=defaults.seed, help=SEED_HELP)
     q = action("chaos", "kill and restart random nodes while publishing; count losses", run_chaos)
     chaos = ChaosOptions()
-    q.add_argument("--rate", type=float, default=chaos.rate, help="kills per second (0: none)")
-    q.add_argument("--duration", type=float, default=chaos.duration, help="seconds")
-    q.add_argument("--downtime", type=float, default=chaos.downtime, help="seconds down")
-    q.add_argument("--subscribers", type=int, default=chaos.subscribers)
-    q.add_argument("--publish-rate", type=float, default=chaos.publish_rate, help="packets/s")
-    q.add_argument("--seed", type=int, default=chaos.seed)
+    for flag, kind, default, text in (
+        ("--rate", float, chaos.rate, "kills per second, Poisson (0: none, a benchmark)"),
+        ("--duration", float, chaos.duration, "seconds of publishing and killing"),
+        ("--downtime", float, chaos.downtime, "seconds a killed node stays down"),
+        ("--subscribers", int, chaos.subscribers, "subscribing clients"),
+        ("--publish-rate", float, chaos.publish_rate, "packets published per second"),
+    ):
+        q.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
+    q.add_argument("--seed", type=int, default=chaos.seed, help=SEED_HELP)
     q.add_argument(
         "--in-tree",
         action="store_true",
