@@ -155,6 +155,31 @@ def test_publish_on_one_node_subscribe_on_another(two_nodes: tuple[str, str]) ->
     ]
 
 
+def test_stats_counts_each_link_once_and_not_its_own_query(
+    two_nodes: tuple[str, str],
+) -> None:
+    a, b = two_nodes
+    sub = subprocess.Popen(
+        [*OVERLAY, "subscribe", "demo", "--node", b],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert sub.stderr is not None
+        Lines(sub.stderr).wait_for(r"^subscribed")
+        result = overlay("stats", "--nodes", a, b)
+    finally:
+        sub.terminate()
+        sub.wait(timeout=DEADLINE)
+    assert result.returncode == 0, result.stderr
+    head, row_a, row_b, total = result.stdout.splitlines()[:4]
+    links, clients = head.split().index("links"), head.split().index("clients")
+    assert [row.split()[links] for row in (row_a, row_b)] == ["1", "1"]
+    assert [row.split()[clients] for row in (row_a, row_b)] == ["0", "1"]
+    # The total row has "answered/asked" where the rows have a location: one field less.
+    assert total.split()[0] == "total" and total.split()[1] == "2/2"
+    assert (total.split()[links], total.split()[clients]) == ("1", "1")
+
+
 def test_signed_stream_needs_its_key(two_nodes: tuple[str, str], tmp_path: Path) -> None:
     a, _ = two_nodes
     made = overlay("keygen", "--stream", "news", str(tmp_path / "news.key"))

@@ -4,14 +4,15 @@
     overlay stats --nodes 127.0.0.1:7702 --json
 
 Columns: links (open peer links), bytes queued to be sent on them (all links, and the
-fullest one), streams carried, children (summed over streams), local
-clients, packets stored (taken into a window once each) and delivered to local clients,
+fullest one), streams carried, children (summed over streams), local clients (not the one
+asking), packets stored (taken into a window once each) and delivered to local clients,
 messages received and sent, frames in and out on the links, duplicates and gaps seen,
 restarts, peers and clients refused or cut off (``refused``), faults (bugs of the node it
 contained: a core call that raised on a peer's message or in a timer, a message it built
 that did not encode; each logged with its traceback, and ``--json`` splits them), and
-uptime. Totals come last, then the refusals by reason summed over the nodes (``--json`` has
-each node's). Nodes that do not answer are listed as such (exit status 1).
+uptime. Totals come last (each link once, though both its ends list it), then the
+refusals by reason summed over the nodes (``--json`` has each node's). Nodes that do not
+answer are listed as such (exit status 1).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from tools.stopping import Signalled, until_signal
 # Bugs of the node a host contained (``overlay.runtime.host``): each should be 0.
 _FAULTS = ("receive", "timer", "encode")
 
+# The survey asks each node over a client connection of its own, which the node counts
+# among its clients while it answers: the column shows the others.
+_ASKING = 1
+
 # (column title, how to read it from a describe answer)
 _COLUMNS: list[tuple[str, Any]] = [
     ("links", lambda d: d["links"]),
@@ -36,7 +41,7 @@ _COLUMNS: list[tuple[str, Any]] = [
     ("q_max", lambda d: d.get("queued_max", 0)),  # on the fullest link
     ("streams", lambda d: len(d["streams"])),
     ("children", lambda d: sum(len(s["children"]) for s in d["streams"])),
-    ("clients", lambda d: d["clients"]),
+    ("clients", lambda d: max(0, d["clients"] - _ASKING)),
     ("stored", lambda d: d["stats"]["stored"]),
     ("delivered", lambda d: d["stats"]["delivered"]),
     ("recv", lambda d: d["stats"]["received"]),
@@ -104,6 +109,15 @@ def stats_table(answers: list[Answer]) -> str:
         for reason, count in (a.description or {}).get("refusals", {}).items():
             reasons[reason] = reasons.get(reason, 0) + int(count)
     answered = sum(a.description is not None for a in answers)
+    # A link between two nodes asked shows at both ends: the total counts it once.
+    totals[[title for title, _ in _COLUMNS].index("links")] = len(
+        {
+            frozenset((bytes(d["id"]), bytes(p["id"])))
+            for a in answers
+            if (d := a.description) is not None
+            for p in d["peers"]
+        }
+    )
     lines.append(
         f"{'total':<{width}}  {answered:>4}/{len(answers):<3} "
         + "  ".join(
