@@ -78,6 +78,9 @@ def test_up_status_kill_restart_down_over_two_processes(testnet_dir: Path) -> No
     assert all(i < j for i, j in linked) and not any(20 in pair for pair in linked)
     for n in report["nodes"]:  # each link once, seen from both ends
         assert all((min(n["index"], j), max(n["index"], j)) in linked for j in n["links"])
+    tree = overlay("tree", "nobody-subscribed", "--manifest", str(testnet_dir))
+    assert tree.returncode == 0, tree.stdout + tree.stderr
+    assert "node 20 is down (killed)" in tree.stderr and "did not answer" not in tree.stderr
     restart = overlay("testnet", "restart", "20", *d)
     assert restart.returncode == 0, restart.stderr
     assert "linked to its live neighbours" in restart.stdout

@@ -8,7 +8,8 @@
 The terminal view shows the root, each node's children, location and distance to the key,
 and its local subscribers (``*``); what is wrong (two roots, a cycle, an orphan, a child and
 parent that disagree) is listed at the end and marked ``!``. Exit status: 0 for a healthy
-tree, 1 if anything is wrong (or some nodes did not answer), 2 for a usage error.
+tree, 1 if anything is wrong (or some nodes did not answer, other than testnet nodes that
+``overlay testnet kill`` took down), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 import trio
 
 from keyspace.stream_key import StreamKey
+from testnet import launcher
+from testnet.manifest import DEFAULT_DIR, read_manifest
 from testnet.survey import survey
 from testnet.tree import Tree, assemble
 from testnet.tree_plot import VizMissing, plot_png
@@ -74,8 +77,23 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(render_text(tree))
-    for answer in tree.unreachable[:5]:
+    killed = _killed(args, tree)
+    for index in sorted(killed):
+        print(f"overlay tree: node {index} is down (killed)", file=sys.stderr)
+    silent = [a for a in tree.unreachable if a.index not in killed]
+    for answer in silent[:5]:
         print(f"overlay tree: {answer.label} did not answer: {answer.error}", file=sys.stderr)
-    if len(tree.unreachable) > 5:
-        print(f"overlay tree: ... and {len(tree.unreachable) - 5} more", file=sys.stderr)
-    return 0 if tree.check.ok and not tree.unreachable else 1
+    if len(silent) > 5:
+        print(f"overlay tree: ... and {len(silent) - 5} more", file=sys.stderr)
+    return 0 if tree.check.ok and not silent else 1
+
+
+def _killed(args: argparse.Namespace, tree: Tree) -> set[int]:
+    """The testnet nodes that did not answer because ``overlay testnet kill`` took them
+    down (their workers say so): not the tree's fault, so no error. Asked only when some
+    testnet node was silent; nodes given by address are never excused."""
+    if args.nodes or not tree.unreachable:
+        return set()
+    manifest = read_manifest(args.manifest or DEFAULT_DIR)
+    silent = {a.index for a in tree.unreachable if a.index is not None}
+    return silent & launcher.killed_nodes(manifest)
