@@ -165,3 +165,12 @@ def test_a_testnet(shell: tuple[Path, dict[str, str]]) -> None:
             sub.wait(timeout=DEADLINE)
         down = sh(lines[7], cwd, env)
     assert down.returncode == 0 and "is down" in down.stdout, down.stderr
+
+
+def test_the_spark_testnet_s_ports_miss_the_two_nodes_ports() -> None:
+    """Someone following the tour may still have the two hand-started nodes up."""
+    hand = {int(port) for line in TWO_NODES for port in re.findall(r":(\d+)", line)}
+    match = re.search(r"overlay testnet up --nodes (\d+) --base-port (\d+)", tour())
+    assert match, "the tour's Spark step no longer gives --base-port"
+    nodes, base = map(int, match.groups())
+    assert not hand & set(range(base, base + 2 * nodes))

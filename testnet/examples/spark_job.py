@@ -1,8 +1,8 @@
 """An example Spark job publishing into a local testnet: a batch write, then a streaming one.
 
-    overlay testnet up --nodes 20 --base-port 7700        # clients on 7701, 7703, ...
-    overlay subscribe ovl:open/spark-demo --atomic --node 127.0.0.1:7705 &
-    python -m testnet.examples.spark_job --node 127.0.0.1:7701,127.0.0.1:7703
+    overlay testnet up --nodes 20 --base-port 7800        # clients on 7801, 7803, ...
+    overlay subscribe ovl:open/spark-demo --atomic --node 127.0.0.1:7805 &
+    python -m testnet.examples.spark_job --node 127.0.0.1:7801,127.0.0.1:7803
 
 ``batch`` writes ``--rows`` rows (key: the row's id mod 10; value: a JSON object) under
 run id ``--run-id``: run it again with the same id and nothing is published twice.
@@ -20,7 +20,7 @@ A subscriber reads the rows back with ``overlay.spark.unpack``::
 
     from overlay.client import Client
     from overlay.spark import unpack
-    with Client("127.0.0.1:7705") as client:
+    with Client("127.0.0.1:7805") as client:
         for event in client.subscribe("ovl:open/spark-demo", atomic=True):
             rows = [r for p in getattr(event, "packets", ()) for r in unpack(p.data)]
 
