@@ -11,6 +11,7 @@ from __future__ import annotations
 from corenet import CoreNet
 from test_publishing import KEY, packets, place, tree
 
+from overlay.core.child_drops import LIMIT, WINDOW, ChildDrops
 from overlay.core.config import NodeConfig
 from overlay.core.events import PublishAcked
 
@@ -68,3 +69,30 @@ def test_a_child_lost_to_silence_still_holds_for_the_takeover_grace() -> None:
     assert acked(net, b"A") == [0]
     net.advance(lost + CONFIG.takeover_grace + 1.0)
     assert acked(net, b"A") == [0, 1]
+
+
+def test_a_child_that_keeps_joining_and_dropping_its_link_is_cut_off() -> None:
+    """Each time H joins and drops its link, R holds numbering for the short grace. After
+    ``LIMIT`` such holds within ``WINDOW``, H's next request to join is answered by cutting
+    it off (a fault, which the runtime logs and refuses for a cooldown)."""
+    net = with_hostile_child()
+    for _ in range(LIMIT):
+        net.disconnect(H, b"R")
+        net.advance(net.now + CONFIG.lost_child_grace + 1.0)
+        net.connect(H, b"R")
+        net.subscribe(H, KEY)
+    [(at, drop)] = [(name, d) for name, d in net.dropped if d.peer == H]
+    assert at == b"R" and drop.fault and f"{LIMIT} times" in drop.reason
+    root = net.stream(b"R", KEY)
+    assert root is not None and H not in root.children
+
+
+def test_holds_older_than_the_window_are_forgiven() -> None:
+    drops = ChildDrops()
+    for at in (0.0, 1.0):
+        drops.dropped(at, H)
+    assert drops.too_many(2.0, H) is None
+    drops.dropped(2.0, H)
+    assert drops.too_many(2.0, H) == LIMIT
+    assert drops.too_many(WINDOW + 1.5, H) is None  # the first two have aged out
+    assert drops.too_many(0.0, b"other") is None

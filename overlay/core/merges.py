@@ -74,7 +74,9 @@ from __future__ import annotations
 import random
 from typing import Protocol
 
+from overlay.core.child_drops import ChildDrops
 from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.restarts import RESTART_TIMER
@@ -102,6 +104,7 @@ class _NodeParts(Protocol):
     _awaiting: dict[int, bytes]
     routes: dict[int, Route]
     peers: PeerTable
+    child_drops: ChildDrops
 
     def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
     def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
@@ -180,7 +183,9 @@ class Merges:
         else:
             self._route_restart(now, stream)
 
-    def _lost_child(self: _NodeParts, now: float, stream: Stream, at_once: bool) -> None:
+    def _lost_child(
+        self: _NodeParts, now: float, stream: Stream, peer: PeerId, at_once: bool
+    ) -> None:
         """A child of ``stream`` died or restarted. At a root, its subtree is coming off,
         and a member closer to the key than us may become a root of its own, whose look,
         routing toward the key, will not find us: so we hold numbering for a grace and look,
@@ -188,8 +193,9 @@ class Merges:
         closed (``at_once``) closed for the subtree's top at the same moment, and its
         restart is a few round trips: the grace is ``lost_child_grace``. A child lost to
         silence may be noticed by its subtree a heartbeat interval later than by us: the
-        whole ``takeover_grace``."""
+        whole ``takeover_grace``. The hold counts against ``peer`` (``child_drops``)."""
         if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
+            self.child_drops.dropped(now, peer)
             stream.look_due = True
             stream.relooks = 0
             config = self.config

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.catch_up_budget import CatchUpBudget, Verdict
+from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EARLY_TIMER
@@ -116,6 +117,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self.streams: dict[bytes, Stream] = {}
         self.routes: dict[int, Route] = {}
         self.stats = NodeStats()
+        self.child_drops = ChildDrops()  # (``merges``: a root's lost children, per peer)
         config = self.config
         # What each peer may draw in catch-ups, in the config's windows (``config``).
         self.catch_ups = CatchUpBudget(
@@ -364,6 +366,13 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self, now: float, peer: PeerId, request: SubscribeRequest | ResubscribeRequest
     ) -> None:
         uid, key = request.uid, request.key
+        drops = self.child_drops.too_many(now, peer)
+        if drops is not None:
+            # (``child_drops``: its lost links held a root's numbering too often to join again)
+            self._out.append(
+                DropPeer(peer, f"dropped its link as a root's child {drops} times in {WINDOW:g} s")
+            )
+            return
         descriptor = None
         if key_is_signed(key):
             descriptor = request.descriptor
