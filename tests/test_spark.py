@@ -365,6 +365,32 @@ def test_a_restarted_query_replays_its_last_batch_without_duplicates(
     assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
 
 
+def test_an_empty_micro_batch_closes_its_epoch_without_an_abort(
+    spark: SparkSession, node: str, tmp_path: Path
+) -> None:
+    """An empty file, the query's last, is a final micro-batch of no rows: its commit
+    closes its epoch with nothing in it, and nothing aborts it (with onAbort=abort an abort
+    would publish a marker)."""
+    stream = "ovl:open/spark-empty-batch"
+    folder = tmp_path / "in"
+    files = _files(folder, range(1), lines=3)
+    empty = folder / "01.txt"
+    empty.write_text("")
+    later = (folder / "00.txt").stat().st_mtime + 10  # the file source goes by age
+    os.utime(empty, (later, later))
+    with watching(node, stream) as watcher:
+        query = _run_stream(spark, folder, tmp_path / "ck", node, stream=stream, onAbort="abort")
+        epochs = watcher.epochs()
+        packets = watcher.packets()
+    assert [(p["batchId"], p["numInputRows"]) for p in query.recentProgress] == [(0, 3), (1, 0)]
+    assert [(p.kind, p.epoch) for p in packets if p.kind is not PacketKind.DATA] == [
+        (PacketKind.EPOCH_CLOSED, 0),
+        (PacketKind.EPOCH_CLOSED, 1),
+    ]
+    assert [(e.epoch, len(e.packets)) for e in epochs] == [(0, 1), (1, 0)]
+    assert Counter(v for _, v in rows_in(packets)) == Counter(v for f in files.values() for v in f)
+
+
 def test_a_fresh_checkpoint_on_a_used_stream_is_refused_before_any_task_runs(
     spark: SparkSession, node: str, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ disagree) is shown in each view and makes the command exit 1.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,62 @@ def test_png_view(tmp_path: Path) -> None:
     out = tmp_path / "tree.png"
     plot_png(assemble(STREAM, [*healthy()[:4], answer(5, None, [], "root")]), out)
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def _drawn(tree: Any) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from testnet.tree_plot import draw
+
+    fig, ax = plt.subplots(figsize=(9, 9))
+    draw(ax, tree)
+    plt.close(fig)
+    return ax
+
+
+def test_png_legend_names_what_is_drawn() -> None:
+    broken = [answer(1, None, [2, 3], "root"), answer(2, 1, [], clients=1), answer(3, None, [])]
+    ax = _drawn(assemble(STREAM, [*broken, answer(5, None, [], carries=False)]))
+    legend = ax.get_legend()
+    assert legend is not None
+    names = [t.get_text() for t in legend.get_texts()]
+    for name in ("root", "member", "member with subscribers", "node not in the tree"):
+        assert name in names
+    assert "parent -> child link" in names
+    assert "link only the parent lists" in names  # node 3 names no parent
+    assert any(n.startswith("stream key @") for n in names)
+
+
+def test_png_marks_location_zero_at_the_top() -> None:
+    ax = _drawn(assemble(STREAM, healthy()))
+    ticks = {t.get_text(): t.get_position() for t in ax.texts}
+    x, y = ticks["0"]
+    assert abs(x) < 1e-9 and 0 < y < 1  # inside the circle, straight above the centre
+    assert {"0.25", "0.5", "0.75"} <= set(ticks)
+
+
+def test_png_labels_crowded_nodes_once_the_root_first() -> None:
+    """Members closer together than a label's height: the root's label is drawn, its
+    neighbours' are left out, and a member far away keeps its own."""
+    crowded = [answer(1, None, [2, 3], "root"), answer(2, 1, [], clients=1), answer(3, 1, [4])]
+    far = answer(4, 3, [])
+    tree = assemble(STREAM, [*crowded, far])
+    for n in (2, 3):  # within a third of LABEL_GAP of the root
+        member = tree.members[node_id(n)]
+        tree.members[node_id(n)] = replace(
+            member, location=tree.members[node_id(1)].location + n * 0.001
+        )
+    tree.members[node_id(4)] = replace(
+        tree.members[node_id(4)], location=(tree.location + 0.5) % 1.0
+    )
+    labels = {t.get_text() for t in _drawn(tree).texts}
+    assert tree.label(node_id(1)) in labels
+    assert tree.label(node_id(4)) in labels
+    assert tree.label(node_id(2)) not in labels
+    assert tree.label(node_id(3)) not in labels
 
 
 def test_bad_input_is_one_line_and_exit_2(

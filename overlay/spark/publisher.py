@@ -215,6 +215,10 @@ def commit_write(
     Returns the close marker's packet number (see ``finish_epoch``)."""
     if not tails and epoch is None:
         return None  # (every partition filled whole packets: nothing to publish)
+    # A micro-batch with no rows still closes its epoch, with no packets in it: closed
+    # epochs then follow batch ids without holes, an atomic subscriber sees that the batch
+    # ran (an empty epoch), and the close is idempotent like any other (``_mark``), at the
+    # cost of one marker for a batch Spark rarely runs (it runs none when no data came).
     what = "the driver's commit" if epoch is None else f"the driver's commit of epoch {epoch}"
     with _driver_client(options) as (client, node):
         try:
