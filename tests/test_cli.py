@@ -452,7 +452,7 @@ def test_unreachable_peers_are_warned_of_and_named_in_a_publish_s_timeout(
     tmp_path: Path,
 ) -> None:
     """At the default log level a node says which --connect peer it cannot dial and why,
-    and a publish that times out there says the node has no peer up."""
+    and a publish or a subscribe that times out there says the node has no peer up."""
     config = tmp_path / "node.toml"
     config.write_text("[limits]\npublish_timeout = 0.5\npublish_attempts = 1\n")
     node = subprocess.Popen(
@@ -467,12 +467,16 @@ def test_unreachable_peers_are_warned_of_and_named_in_a_publish_s_timeout(
         clients = lines.wait_for(r"clients\s+(\S+)").group(1)
         lines.wait_for(r"WARNING cannot dial peer 127\.0\.0\.1:1: Connection refused$")
         result = overlay("publish", "demo", "x", "--node", clients)
+        joined = overlay("subscribe", "demo", "--node", clients, "--timeout", "1")
     finally:
         node.terminate()
         node.wait(timeout=DEADLINE)
     assert result.returncode == 1, result.stderr
     assert "no answer from the stream's root" in result.stderr
     assert "this node has no peer up" in result.stderr
+    assert joined.returncode == 1, joined.stderr
+    assert "subscription's confirmation" in joined.stderr
+    assert "this node has no peer up" in joined.stderr
 
 
 def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:

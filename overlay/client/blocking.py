@@ -37,6 +37,7 @@ from typing import Self
 from overlay.client.connection import (
     ClientClosed,
     ClientConnection,
+    ClientError,
     ClientTimeout,
     NodeUnreachable,
     StreamEvent,
@@ -44,7 +45,7 @@ from overlay.client.connection import (
     parse_address,
     resolve_stream,
 )
-from overlay.client.protocol import ClientProtocolError
+from overlay.client.protocol import NO_PEERS, ClientProtocolError
 from overlay.core.events import Subscribed
 from overlay.messages import PacketKind
 
@@ -58,6 +59,10 @@ _READ_SIZE = 256 * 1024
 # Default wait for any one answer: far above a healthy node's round trip, short enough that
 # a wedged script says so.
 DEFAULT_TIMEOUT = 30.0
+
+# How long a subscribe that timed out waits for the node's description, to say whether the
+# node has a peer up: a node that answers at all answers that in a round trip.
+NO_PEERS_ASK = 2.0
 
 
 class BlockingSubscription:
@@ -247,8 +252,20 @@ class Client:
                 joined.append(event)
             return event is not None
 
-        self._until(ready, timeout, "the subscription's confirmation")
+        try:
+            self._until(ready, timeout, "the subscription's confirmation")
+        except ClientTimeout as error:
+            raise ClientTimeout(f"{error}{self._no_peers()}") from None
         return BlockingSubscription(self, key, joined[0], event_timeout)
+
+    def _no_peers(self) -> str:
+        """``": " + NO_PEERS`` if the node says it has no link up (why a subscribe waited
+        in vain, most likely), else nothing; a node that does not answer adds nothing."""
+        try:
+            links = self.describe(timeout=NO_PEERS_ASK).get("links")
+        except (ClientError, OSError):
+            return ""
+        return f": {NO_PEERS}" if links == 0 else ""
 
     def unsubscribe(self, stream: StreamLike | bytes, timeout: float | None = None) -> None:
         """Leave the stream; once this returns no more of its events arrive."""

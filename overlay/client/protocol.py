@@ -81,6 +81,13 @@ MAX_REASON = 1000
 MAX_CLIENT_NAME = 100
 
 
+# What a client is told when the node it talks to has no peer up, beside the error that
+# brought it on (a publish's TIMEOUT from the node; a subscribe's confirmation that did not
+# come, ``blocking.Client.subscribe``): the likely cause, and where the node says more
+# (each failed dial is a warning in its log).
+NO_PEERS = "this node has no peer up (are its --connect peers reachable? see its log)"
+
+
 class ClientProtocolError(RemoteProtocolError):
     """A frame from the other end of a client connection that breaks this protocol. On the
     node: the client is at fault and is disconnected. On the client: the node (or whatever

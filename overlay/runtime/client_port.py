@@ -60,6 +60,7 @@ import trio
 from overlay.client.protocol import (
     MAX_EVENT_FRAME,
     MAX_REQUEST_FRAME,
+    NO_PEERS,
     PROTOCOL_VERSION,
     ClientProtocolError,
     Describe,
@@ -93,10 +94,6 @@ from overlay.runtime.host import NodeHost
 from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.client_port")
-
-# Added to a publish's TIMEOUT when the node has no link up: the likely cause, and where
-# the node says more (each failed dial is a warning in its log).
-NO_PEERS = "this node has no peer up (are its --connect peers reachable? see its log)"
 
 # One receive_some reads at most this much: a few full publishes per wakeup.
 _READ_SIZE = 256 * 1024
