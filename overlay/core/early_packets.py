@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sortedcontainers import SortedDict
+
 from overlay.messages import SubscribeData
 
 EARLY_TIMER = "early"
@@ -36,7 +38,8 @@ class EarlyPackets:
     token: int
     max_packets: int
     max_bytes: int
-    packets: dict[int, SubscribeData] = field(default_factory=dict)
+    # By number, so the lowest is at hand whatever order they came in (a window's worth).
+    packets: SortedDict[int, SubscribeData] = field(default_factory=SortedDict)
     bytes: int = 0
 
     def covers(self, next_in: int) -> bool:
@@ -58,9 +61,9 @@ class EarlyPackets:
     def pop_lowest(self) -> SubscribeData | None:
         if not self.packets:
             return None
-        packet = self.packets.pop(min(self.packets))
+        packet: SubscribeData = self.packets.popitem(0)[1]
         self.bytes -= len(packet.data)
         return packet
 
     def lowest(self) -> int | None:
-        return min(self.packets) if self.packets else None
+        return self.packets.keys()[0] if self.packets else None
