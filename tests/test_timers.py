@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from overlay.core.timers import TimerQueue
 
 
@@ -62,3 +64,23 @@ def test_timers_added_while_due_ones_run_wait_for_the_next_call() -> None:
         timers.add(5.0, ("route", 2, 1))  # due already, but added by a handler
     assert ran == [("route", 1, 1)]
     assert list(timers.due(5.0)) == [("route", 2, 1)]
+
+
+def test_run_calls_each_kinds_handler_in_deadline_order() -> None:
+    timers = TimerQueue()
+    calls: list[tuple[str, float, int, int]] = []
+    timers.on("route", lambda now, uid, attempt: calls.append(("route", now, uid, attempt)))
+    timers.on("mark", lambda now, uid, attempt: calls.append(("mark", now, uid, attempt)))
+    timers.add(20.0, ("mark", 0, 0))
+    timers.add(10.0, ("route", 7, 2))
+    timers.add(30.0, ("route", 8, 1))
+    timers.run(25.0)
+    assert calls == [("route", 25.0, 7, 2), ("mark", 25.0, 0, 0)]
+    assert timers.earliest() == 30.0
+
+
+def test_a_kind_has_one_handler() -> None:
+    timers = TimerQueue()
+    timers.on("route", lambda now, uid, attempt: None)
+    with pytest.raises(ValueError, match="route"):
+        timers.on("route", lambda now, uid, attempt: None)

@@ -26,7 +26,8 @@ from collections import OrderedDict
 from typing import Protocol
 
 from overlay.core.config import NodeConfig
-from overlay.core.effects import DropPeer, Effect, PeerId
+from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.peers import Peer, PeerTable
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
@@ -59,7 +60,7 @@ class _NodeParts(Protocol):
     _awaiting: dict[int, bytes]  # our restarts' and looks' uids, until routed (``restarts``)
     rng: random.Random
     _timers: TimerQueue
-    _out: list[Effect]
+    out: Outbox
 
     def _send(self: _NodeParts, peer: PeerId, message: Message) -> None: ...
     def _forward(self: _NodeParts, now: float, route: Route) -> None: ...
@@ -220,7 +221,7 @@ class Hops:
         if route is None or route.current != peer:
             return  # stale: we gave up on that peer already
         if not isinstance(reply, RejectedLoop) and reply.key != route.key:
-            self._out.append(DropPeer(peer, "answered a search with another stream's key"))
+            self.out.drop(peer, "answered a search with another stream's key")
             return
         if isinstance(reply, DataNotFound):
             route.htl = min(route.htl, reply.htl)

@@ -20,7 +20,7 @@ from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
 from overlay.core.refills import gaps
 from overlay.core.streams import State, Stream
-from overlay.core.takeover import _next
+from overlay.core.takeover import next_number
 from overlay.messages import Message, PacketsMissed, SubscribeData, SubscribeSucceeded
 
 
@@ -158,7 +158,7 @@ class Joining:
     def subscribed(self: _FlowParts, stream: Stream, root: bool) -> Subscribed:
         """Place the clients waiting for a position at the stream's head, and the event that
         tells them where that is."""
-        head = _next(stream)
+        head = next_number(stream)
         for member in stream.local.values():
             if member.cursor is None:
                 member.cursor = head

@@ -72,7 +72,7 @@ class Keeping:
             self._kept.pop(stream.kept, None)
             stream.kept = None
 
-    def _on_keep_timer(self: _NodeParts, token: int) -> None:
+    def _on_keep_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
         key = self._kept.pop(token, None)
         stream = None if key is None else self.streams.get(key)
         if stream is not None and stream.kept == token:

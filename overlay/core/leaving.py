@@ -128,7 +128,7 @@ class Leaving:
         self._linger_keys[token] = stream.key
         self._timers.add(now + self.config.linger, (LINGER_TIMER, token, 0))
 
-    def _on_linger_timer(self: _NodeParts, now: float, token: int) -> None:
+    def _on_linger_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
         key = self._linger_keys.pop(token, None)
         stream = None if key is None else self.streams.get(key)
         if stream is not None and stream.linger == token:

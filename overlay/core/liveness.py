@@ -12,7 +12,8 @@ from typing import Protocol
 
 from overlay.core.catch_up_budget import CatchUpBudget
 from overlay.core.config import NodeConfig
-from overlay.core.effects import DropPeer, Effect, PeerId
+from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.stats import NodeStats
@@ -30,7 +31,7 @@ class _NodeParts(Protocol):
     peers: PeerTable
     stats: NodeStats
     _timers: TimerQueue
-    _out: list[Effect]
+    out: Outbox
     _beats: int
     _beating: bool
     _announce_at: float | None
@@ -42,12 +43,22 @@ class _NodeParts(Protocol):
     def _links_changed(self, now: float) -> None: ...
     def _announce(self) -> None: ...
     def _probe_roots(self, now: float) -> None: ...
+    def _beat(self, now: float) -> None: ...
 
 
 class Liveness:
     """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
 
     _announce_at: float | None  # a Neighbours announcement is due then (None: none is)
+
+    def _on_heartbeat_timer(self: _NodeParts, now: float, round_: int, attempt: int) -> None:
+        if round_ == self._beats:  # (an older round's timer is stale)
+            self._beat(now)
+            self.flow.on_beat(now)
+
+    def _on_announce_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
+        if self._announce_at is not None:
+            self._announce()
 
     def _beat(self: _NodeParts, now: float) -> None:
         """One heartbeat round: drop every peer silent for ``dead_after``, then tell every
@@ -66,12 +77,10 @@ class Liveness:
         else:
             self._beating = False  # the next Hello starts the rounds again
         for peer in silent:
-            self._out.append(
-                DropPeer(
-                    peer.id,
-                    f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)",
-                    fault=False,
-                )
+            self.out.drop(
+                peer.id,
+                f"silent for {now - peer.heard:.1f} s (limit {config.dead_after} s)",
+                fault=False,
             )
             self.peers.remove(peer.id)
             self.catch_ups.forget(peer.id)

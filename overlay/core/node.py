@@ -36,7 +36,7 @@ from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EARLY_TIMER
-from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send, SetTimer
+from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
 from overlay.core.joining import catch_up_span, owed_after
@@ -45,6 +45,7 @@ from overlay.core.leaving import LINGER_TIMER, Leaving
 from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
 from overlay.core.memory import Memory
 from overlay.core.merges import Merges
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.probes import ProbeHop, Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
@@ -146,19 +147,31 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
         self._trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops (probes)
         self._lost_a_link = False  # whether a peer ever went away (``probes``)
-        self._out: list[Effect] = []
-        self.memory = Memory(self.config.remembered_streams, self._out_append, remembered)
+        self.out = Outbox(self.stats)
+        self.memory = Memory(self.config.remembered_streams, self.out.append, remembered)
         self.flow = PacketFlow(
             self.config,
             self.streams,
             self._timers,
             self.stats,
-            self._send,
-            self._deliver,
-            self._drop,
+            self.out.send,
+            self.out.deliver,
+            self.out.drop,
             self.memory,
         )
         self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
+        timers = self._timers
+        timers.on(ROUTE_TIMER, self._on_route_timeout)
+        timers.on(PUBLISH_TIMER, self.flow.on_timer)
+        timers.on(MARK_TIMER, self.flow.on_mark_timer)
+        timers.on(RESTART_TIMER, self._on_restart_timer)
+        timers.on(RECOVER_TIMER, self._on_recover_timer)
+        timers.on(EARLY_TIMER, self.flow.on_early_timer)
+        timers.on(FILL_TIMER, self._on_fill_timer)
+        timers.on(LINGER_TIMER, self._on_linger_timer)
+        timers.on(KEEP_TIMER, self._on_keep_timer)
+        timers.on(ANNOUNCE_TIMER, self._on_announce_timer)
+        timers.on(HEARTBEAT_TIMER, self._on_heartbeat_timer)
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -196,41 +209,22 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
         elif record is None:
-            self._out.append(DropPeer(peer, f"sent {type(message).__name__} before Hello"))
+            self.out.drop(peer, f"sent {type(message).__name__} before Hello")
         else:
             self._dispatch(now, peer, message)
         return self._flush(now)
 
     def handle_timer(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``. Harmless to call early or more than once."""
-        for kind, uid, attempt in self._timers.due(now):
-            if kind == ROUTE_TIMER:
-                self._on_route_timeout(now, uid, attempt)
-            elif kind == PUBLISH_TIMER:
-                self.flow.on_timer(now, uid, attempt)
-            elif kind == MARK_TIMER:
-                self.flow.on_mark_timer(now)
-            elif kind == RESTART_TIMER:
-                self._on_restart_timer(now, uid)
-            elif kind == RECOVER_TIMER:
-                if not self._look_first(now, uid):
-                    key = self.flow.recovering.get(uid)
-                    self.flow.on_recover_timer(now, uid, attempt)
-                    self._served(now, key)
-            elif kind == EARLY_TIMER:
-                self.flow.on_early_timer(uid)
-            elif kind == FILL_TIMER:
-                self._on_fill_timer(now, uid)
-            elif kind == LINGER_TIMER:
-                self._on_linger_timer(now, uid)
-            elif kind == KEEP_TIMER:
-                self._on_keep_timer(uid)
-            elif kind == ANNOUNCE_TIMER and self._announce_at is not None:
-                self._announce()
-            elif kind == HEARTBEAT_TIMER and uid == self._beats:
-                self._beat(now)
-                self.flow.on_beat(now)
+        self._timers.run(now)
         return self._flush(now)
+
+    def _on_recover_timer(self, now: float, token: int, again: int) -> None:
+        """A root's takeover grace ended (``takeover``), unless a look runs first."""
+        if not self._look_first(now, token):
+            key = self.flow.recovering.get(token)
+            self.flow.on_recover_timer(now, token, again)
+            self._served(now, key)
 
     def after_fault(self, now: float) -> list[Effect]:
         """A call into this core raised (a bug of ours, whatever input brought it on): the
@@ -369,15 +363,13 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         drops = self.child_drops.too_many(now, peer)
         if drops is not None:
             # (``child_drops``: its lost links held a root's numbering too often to join again)
-            self._out.append(
-                DropPeer(peer, f"dropped its link as a root's child {drops} times in {WINDOW:g} s")
-            )
+            self.out.drop(peer, f"dropped its link as a root's child {drops} times in {WINDOW:g} s")
             return
         descriptor = None
         if key_is_signed(key):
             descriptor = request.descriptor
             if descriptor is None or descriptor_matches(key, descriptor) is None:
-                self._out.append(DropPeer(peer, "a signed stream's request without its descriptor"))
+                self.out.drop(peer, "a signed stream's request without its descriptor")
                 return
         named = self._uid_names(uid)
         if named is not None and named != key:
@@ -752,22 +744,15 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self.stats.catch_ups_refused += 1
         if verdict is Verdict.CUT_OFF:
             reason = "asked for catch-ups far beyond its budget, again and again"
-            self._out.append(DropPeer(peer, reason))
+            self.out.drop(peer, reason)
 
     # --- plumbing -------------------------------------------------------------------------
 
     def _send(self, peer: PeerId, message: Message) -> None:
-        self.stats.sent += 1
-        self._out.append(Send(peer, message))
+        self.out.send(peer, message)
 
     def _deliver(self, client: ClientId, event: ClientEvent) -> None:
-        self._out.append(Deliver(client, event))
-
-    def _drop(self, peer: PeerId, reason: str) -> None:
-        self._out.append(DropPeer(peer, reason))
-
-    def _out_append(self, effect: Effect) -> None:
-        self._out.append(effect)  # (``_flush`` replaces the list: bind no list's append)
+        self.out.deliver(client, event)
 
     def _flush(self, now: float) -> list[Effect]:
         if self.flow.released:
@@ -778,7 +763,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.flow.tell_marks(now)  # (``showing``: when marks went down, notices due)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
-            self._out.append(SetTimer(deadline))
+            self.out.append(SetTimer(deadline))
         self._announced = deadline
-        out, self._out = self._out, []
-        return out
+        return self.out.take()

@@ -74,12 +74,12 @@ from overlay.core.streams import Source, State, Stream
 from overlay.core.takeover import (
     Push,
     Takeover,
-    _next,
     backfills,
     continues,
     fills_hole,
     gathered,
     in_tail,
+    next_number,
 )
 from overlay.core.timers import TimerQueue
 from overlay.core.uid_table import content_digest
@@ -501,7 +501,7 @@ class PacketFlow(
             return None
         if (held.data, held.epoch, held.kind) == (message.data, message.epoch, message.kind):
             return PublishSucceeded(message.uid, message.key, number)
-        return PublishCollision(message.uid, message.key, number, _next(stream))
+        return PublishCollision(message.uid, message.key, number, next_number(stream))
 
     def _serialize(self, stream: Stream, message: PublishData, source: Source) -> Decision:
         """The root's decision on one publish; a new packet is stored and broadcast."""
@@ -525,12 +525,12 @@ class PacketFlow(
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):
             return self._backfill(stream, message)
-        if message.packet is not None and message.packet != _next(stream):
+        if message.packet is not None and message.packet != next_number(stream):
             known = self._known(stream, message)
             if isinstance(known, PublishSucceeded):
                 self._remember(stream, message, known.packet)
                 return known
-            return PublishCollision(message.uid, message.key, message.packet, _next(stream))
+            return PublishCollision(message.uid, message.key, message.packet, next_number(stream))
         refusal = self.refusal(stream, message)
         if refusal is not None:
             self.stats.publish_rejected += 1
@@ -538,8 +538,8 @@ class PacketFlow(
         self.stats.published += 1
         self.close_tail(stream)
         if message.pushed:
-            return self._take(stream, message, _next(stream))
-        number = _next(stream)
+            return self._take(stream, message, next_number(stream))
+        number = next_number(stream)
         self.stats.numbered += 1
         self._remember(stream, message, number)
         return self.number_new(stream, source, message, number)
@@ -648,7 +648,7 @@ class PacketFlow(
         self.early_waits[self._tokens] = stream.key
         self.timers.add(now + config.fill_timeout, (EARLY_TIMER, self._tokens, 0))
 
-    def on_early_timer(self, token: int) -> None:
+    def on_early_timer(self, now: float, token: int, attempt: int) -> None:
         """A question to the parent has waited ``fill_timeout``: give it up."""
         key = self.early_waits.pop(token, None)
         stream = None if key is None else self.streams.get(key)

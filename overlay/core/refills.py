@@ -360,7 +360,7 @@ class Refills:
             del self._fill_keys[fill.token]
             fill.token = self._arm_fill(now, stream)
 
-    def _on_fill_timer(self: _NodeParts, now: float, token: int) -> None:
+    def _on_fill_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
         key = self._fill_keys.get(token)
         stream = None if key is None else self.streams.get(key)
         for fill in () if stream is None else list(stream.fills or ()):

@@ -382,7 +382,7 @@ class Restarts:
             self._send(child, RestartEnded(uid, key))
         self._restart_fill_clocks(now, stream)
 
-    def _on_restart_timer(self: _NodeParts, now: float, uid: int) -> None:
+    def _on_restart_timer(self: _NodeParts, now: float, uid: int, attempt: int) -> None:
         """Some member has not confirmed within ``confirm_timeout``: route anyway; a tree
         that never reattached is worse than the small risk a slow member brings."""
         key = self._awaiting.get(uid)

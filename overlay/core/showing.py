@@ -152,7 +152,7 @@ class Showing:
         if self.marks_due:
             self._tell_due(now)
 
-    def on_mark_timer(self: _FlowParts, now: float) -> None:
+    def on_mark_timer(self: _FlowParts, now: float, token: int, attempt: int) -> None:
         self.mark_timer = None
         self._tell_due(now)
 

@@ -43,7 +43,7 @@ RECOVER_TIMER = "recover"
 _LAST_CLAIM = MAX_PACKET - 2**32
 
 
-def _next(stream: Stream) -> int:
+def next_number(stream: Stream) -> int:
     """The number a root gives its next new packet: past every number the tree is known to
     have given, and never below what this node has processed."""
     after = 0 if stream.high is None else stream.high + 1
@@ -118,7 +118,7 @@ class Takeover:
             # or numbering and the questions a grace asks would run past MAX_PACKET)
             self._continue_after(stream, last_seen)
         if stream.next_in is None:
-            stream.next_in = _next(stream)
+            stream.next_in = next_number(stream)
         if stream.contiguous_from is None:
             stream.contiguous_from = stream.next_in
         high = -1 if stream.high is None else stream.high
@@ -297,9 +297,9 @@ class Takeover:
             known is None
             and next_in is not None
             and number >= next_in
-            and (stream.pending or number != _next(stream))
+            and (stream.pending or number != next_number(stream))
         ):
-            answer = PublishCollision(message.uid, message.key, number, _next(stream))
+            answer = PublishCollision(message.uid, message.key, number, next_number(stream))
         else:
             answer = self._serialize(stream, message, source)
         if isinstance(answer, PublishCollision):

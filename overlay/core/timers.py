@@ -4,16 +4,32 @@ its token stale ignores it, which is cheaper than deleting from the middle of a 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # (what, uid, attempt): what a timer is for; handlers check it is still current.
 TimerToken = tuple[str, int, int]
+# What runs a timer of one kind: (now, uid, attempt).
+Handler = Callable[[float, int, int], None]
 
 
 class TimerQueue:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, TimerToken]] = []
         self._seq = 0  # keeps equal deadlines in insertion order, so runs are deterministic
+        self._handlers: dict[str, Handler] = {}
+
+    def on(self, kind: str, handler: Handler) -> None:
+        """Run ``handler`` for each timer of ``kind`` that falls due (``run``): the table
+        of timer kinds, each registered by the component that arms them."""
+        if kind in self._handlers:
+            raise ValueError(f"timer kind {kind!r} has a handler already")
+        self._handlers[kind] = handler
+
+    def run(self, now: float) -> None:
+        """Run the handler of every timer due at ``now`` (see ``due``)."""
+        handlers = self._handlers
+        for kind, uid, attempt in self.due(now):
+            handlers[kind](now, uid, attempt)
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -1,0 +1,40 @@
+"""The effects one call into the core produces, in order, for its driver to carry out.
+
+Every component that speaks to peers, clients or the driver writes here; the node hands the
+whole list back at the end of the call (``take``). One outbox per node: effects keep the
+order in which the protocol produced them, whichever component produced them.
+"""
+
+from __future__ import annotations
+
+from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send
+from overlay.core.events import ClientEvent
+from overlay.core.stats import NodeStats
+from overlay.messages import Message
+
+
+class Outbox:
+    __slots__ = ("_effects", "_stats")
+
+    def __init__(self, stats: NodeStats) -> None:
+        self._effects: list[Effect] = []
+        self._stats = stats
+
+    def send(self, peer: PeerId, message: Message) -> None:
+        self._stats.sent += 1
+        self._effects.append(Send(peer, message))
+
+    def deliver(self, client: ClientId, event: ClientEvent) -> None:
+        self._effects.append(Deliver(client, event))
+
+    def drop(self, peer: PeerId, reason: str, fault: bool = True) -> None:
+        """Close the link to ``peer``: it broke the protocol (``fault``), or went silent."""
+        self._effects.append(DropPeer(peer, reason, fault))
+
+    def append(self, effect: Effect) -> None:
+        self._effects.append(effect)
+
+    def take(self) -> list[Effect]:
+        """Everything produced since the last call, in order; the outbox starts empty."""
+        effects, self._effects = self._effects, []
+        return effects
