@@ -9,7 +9,7 @@ four packets: with nothing committed it numbers four and holds the fifth back.
 from __future__ import annotations
 
 from corenet import CoreNet, key_at
-from test_node import KEY, make, meet, sends
+from nodes import KEY, make, meet, sends
 
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig

@@ -9,7 +9,7 @@ is its only child. Some tests add V (0.3), or use a root without local clients.
 from __future__ import annotations
 
 from corenet import CoreNet, key_at
-from test_node import make, meet, sends
+from nodes import make, meet, sends
 
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import Packet, PublishAcked

@@ -7,7 +7,7 @@ publishes (or ``BYTES`` of payload), so the third waits until an answer comes ba
 
 from __future__ import annotations
 
-from test_node import KEY, make, meet, own_uid, sends
+from nodes import KEY, make, meet, own_uid, sends
 
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked, PublishFailed, Subscribed

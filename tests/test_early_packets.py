@@ -6,7 +6,7 @@ it, and nothing is announced missed that X then brings."""
 
 from __future__ import annotations
 
-from test_node import KEY, sends
+from nodes import KEY, sends
 from test_node_failures import DATA, found_beyond_a_labelled_member
 
 from overlay.core.config import NodeConfig

@@ -4,7 +4,7 @@ down, the hop budget, and a query from a peer that is not our parent."""
 
 from __future__ import annotations
 
-from test_node import KEY, MAX_HTL, joined_node, make, meet, root_with_children, sends
+from nodes import KEY, MAX_HTL, joined_node, make, meet, root_with_children, sends
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect

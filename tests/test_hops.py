@@ -5,7 +5,7 @@ rest of the node in ``test_node``."""
 
 from __future__ import annotations
 
-from test_node import KEY, MAX_HTL, joined_node, look_sent, make, meet, proto, sends
+from nodes import KEY, MAX_HTL, joined_node, look_sent, make, meet, proto, sends
 
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import Subscribed

@@ -6,7 +6,7 @@ place to a new one, and a root with nothing numbered keeps nothing."""
 from __future__ import annotations
 
 from corenet import CoreNet
-from test_node import KEY, KEY2
+from nodes import KEY, KEY2
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import Packet, PublishAcked

@@ -5,17 +5,7 @@ node whose last child died lingers a while if it holds packets."""
 
 from __future__ import annotations
 
-from test_node import (
-    KEY,
-    KEY2,
-    chain,
-    joined_node,
-    look_sent,
-    make,
-    meet,
-    root_with_children,
-    sends,
-)
+from nodes import KEY, KEY2, chain, joined_node, look_sent, make, meet, root_with_children, sends
 
 from overlay.core.node import Node
 from overlay.core.streams import State

@@ -14,7 +14,7 @@ import random
 
 import pytest
 from corenet import CoreNet
-from test_node import KEY, MAX_HTL, make, meet, one_send, own_uid, proto, sends
+from nodes import KEY, MAX_HTL, make, meet, one_send, own_uid, proto, sends
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, DropPeer, Effect, Send, SetTimer

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 from corenet import CoreNet
+from nodes import KEY, KEY2
 from test_keeping import KEEP, net_with_history
-from test_node import KEY, KEY2
 
 from overlay.core.effects import Remember
 from overlay.core.events import Missed, Packet, PublishAcked, Subscribed

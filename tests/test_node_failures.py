@@ -6,7 +6,7 @@ Split from test_node.py (same helpers), one concern per file.
 from __future__ import annotations
 
 from corenet import CoreNet
-from test_node import (
+from nodes import (
     ACCEPT,
     KEY,
     MAX_HTL,

@@ -11,7 +11,7 @@ N (0.45) roots KEY (0.5) for its local client 1; H (0.2) is a hostile child of i
 
 from __future__ import annotations
 
-from test_node import KEY, KEY2, MAX_HTL, joined_node, make, meet, proto, sends
+from nodes import KEY, KEY2, MAX_HTL, joined_node, make, meet, proto, sends
 
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig

@@ -9,7 +9,7 @@ subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed r
 
 from __future__ import annotations
 
-from test_node import MAX_HTL, joined_node, make, meet, sends
+from nodes import MAX_HTL, joined_node, make, meet, sends
 from test_takeover import (
     ACCEPT,
     GRACE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from corenet import key_at
-from test_node import MAX_HTL, make, meet, sends
+from nodes import MAX_HTL, make, meet, sends
 
 from overlay.core.effects import Effect
 from overlay.core.node import Node

@@ -6,7 +6,7 @@ past; or N, root past its grace, never had 19)."""
 
 from __future__ import annotations
 
-from test_node import MAX_HTL, meet
+from nodes import MAX_HTL, meet
 from test_node_refills import (
     ASK_19,
     KEY,

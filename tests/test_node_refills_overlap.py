@@ -5,7 +5,7 @@ that lacks 19."""
 
 from __future__ import annotations
 
-from test_node import MAX_HTL, sends
+from nodes import MAX_HTL, sends
 from test_node_refills import (
     ASK_19,
     FILL,

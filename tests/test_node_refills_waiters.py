@@ -4,7 +4,7 @@ others asking through it)."""
 
 from __future__ import annotations
 
-from test_node import MAX_HTL, meet
+from nodes import MAX_HTL, meet
 from test_node_refills import KEY, B, P, b_resubscribes, data, joined_late, to
 
 from overlay.messages import FillRequest, ResubscribeRequest, SubscribeSucceeded

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 from corenet import CoreNet
-from test_node import KEY, make, meet, sends
+from nodes import KEY, make, meet, sends
 from test_takeover import acked, seen
 
 from overlay.core.config import NodeConfig

@@ -13,8 +13,8 @@ import dataclasses
 import cbor2
 import pytest
 from corenet import CoreNet, key_at
+from nodes import joined_node, meet, proto, sends
 from test_commits import U, V, adopt, bare_root, own_publish, root
-from test_node import joined_node, meet, proto, sends
 
 from overlay.codec import DecodeError, decode, encode
 from overlay.core.config import NodeConfig

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 from corenet import CoreNet, key_at
-from test_node import KEY2, make, meet, own_uid, sends
+from nodes import KEY2, make, meet, own_uid, sends
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import Missed, Packet, PublishAcked

@@ -9,7 +9,7 @@ N is a relay that lost its parent P (``detached_holding_nothing``).
 
 from __future__ import annotations
 
-from test_node import make, meet, sends
+from nodes import make, meet, sends
 from test_takeover import GRACE, KEY, MAX_HTL, OLD, UID, C
 
 from overlay.codec import encode

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_node import KEY, make, meet, root_with_children, sends
+from nodes import KEY, make, meet, root_with_children, sends
 from test_node_refills import settle
 from test_publishing import packets, tree
 

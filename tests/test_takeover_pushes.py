@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from test_node import MAX_HTL, make, meet, sends
+from nodes import MAX_HTL, make, meet, sends
 from test_node_refills import KEY, C, W, data, push, rooted_by_a_resubscribe, settle, to
 
 from overlay.core.effects import Effect
