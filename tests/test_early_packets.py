@@ -6,8 +6,8 @@ it, and nothing is announced missed that X then brings."""
 
 from __future__ import annotations
 
+from detached_subtrees import DATA, found_beyond_a_labelled_member
 from nodes import KEY, sends
-from test_node_failures import DATA, found_beyond_a_labelled_member
 
 from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EarlyPackets

@@ -6,6 +6,7 @@ Split from test_node.py (same helpers), one concern per file.
 from __future__ import annotations
 
 from corenet import CoreNet
+from detached_subtrees import DATA, child_of_b, found_beyond_a_labelled_member
 from nodes import (
     ACCEPT,
     KEY,
@@ -29,14 +30,12 @@ from nodes import (
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Send, SetTimer
 from overlay.core.events import Subscribed
-from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
     MAX_WIRE_HTL,
     Accepted,
     DataNotFound,
     FillRequest,
-    PacketKind,
     PastQuery,
     PublishData,
     RejectedLoop,
@@ -50,8 +49,6 @@ from overlay.messages import (
     SubscribeSucceededNewRoot,
     Unsubscribe,
 )
-
-DATA = PacketKind.DATA
 
 
 def soon(net: CoreNet) -> dict[bytes, float]:
@@ -201,20 +198,6 @@ def test_restart_with_nothing_closer_keeps_the_subtree_under_us_as_root() -> Non
     [(_, _, ended)] = net.sent(RestartEnded)
     assert confirmed == RestartConfirmed(resub.uid, KEY) and ended == RestartEnded(resub.uid, KEY)
     assert net.tree_problems(KEY) == []
-
-
-def child_of_b() -> Node:
-    """N (0.45) joined under parent B (0.49), with child D (0.2) and peers W (0.3), X (0.35)."""
-    node = make(0.45)
-    meet(node, b"B", 0.49)
-    meet(node, b"D", 0.2)
-    meet(node, b"W", 0.3)
-    meet(node, b"X", 0.35)
-    uid = own_uid(node.subscribe(0.0, KEY, 1))
-    node.receive(0.0, b"B", SubscribeSucceeded(uid, KEY, None))
-    node.receive(0.0, b"D", SubscribeRequest(600, KEY, 5, 0.2, None))
-    assert node.streams[KEY].parent == b"B" and list(node.streams[KEY].children) == [b"D"]
-    return node
 
 
 def test_subscribe_restarted_is_relayed_to_children_once_and_confirmed_after_them() -> None:
@@ -526,26 +509,6 @@ def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
     assert net.state(b"A", KEY) is State.JOINED
     assert net.events[(b"A", 1)] == [Subscribed(KEY, root=False)]
     assert net.tree_problems(KEY) == []
-
-
-def found_beyond_a_labelled_member(
-    reply: SubscribeSucceeded, confirmed: bool = True, held: int = 0
-) -> tuple[Node, list[Send]]:
-    """N, labelled by a detached subtree whose origin is at 0.2 (``confirmed``: N's child D
-    has confirmed the label), routes on W's resubscribe that must beat 0.3 (closer to the
-    key at 0.5: it may not hang below N's subtree). B refuses it, and X answers with
-    ``reply``. N holds packets ``0..held - 1``."""
-    node = child_of_b()
-    for number in range(held):
-        node.receive(0.5, b"B", SubscribeData(KEY, number, b"p%d" % number, None, DATA, None))
-    node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
-    if confirmed:
-        node.receive(1.05, b"D", RestartConfirmed(70, KEY))
-    effects = node.receive(1.1, b"W", ResubscribeRequest(81, KEY, 5, 0.3, 0.3, None))
-    assert relayed(effects, b"W", 81)[0] == b"B"
-    (hop, forwarded) = one_send(node.receive(1.2, b"B", RejectedLoop(81)))
-    assert hop == b"X" and isinstance(forwarded, ResubscribeRequest)
-    return node, sends(node.receive(1.3, b"X", reply))
 
 
 def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found() -> None:
