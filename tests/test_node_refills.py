@@ -9,12 +9,31 @@ had 19, but P holds it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from corenet import key_at
 from nodes import MAX_HTL, make, meet, sends
+from refills import (
+    ASK_19,
+    FILL,
+    GRACE,
+    KEY,
+    A,
+    B,
+    C,
+    D,
+    P,
+    W,
+    b_resubscribes,
+    data,
+    joined_late,
+    push,
+    restart,
+    root_that_lacks_19,
+    rooted_by_a_resubscribe,
+    served,
+    settle,
+    to,
+)
 
-from overlay.core.effects import Effect
 from overlay.core.node import Node
 from overlay.core.refills import MAX_FILLS, MAX_HOLDS, gaps, outside
 from overlay.core.streams import State
@@ -26,7 +45,6 @@ from overlay.messages import (
     DataNotFound,
     FillRequest,
     Hello,
-    Message,
     PacketKind,
     PacketsMissed,
     PastQuery,
@@ -44,42 +62,6 @@ from overlay.messages import (
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
 )
-
-KEY = key_at(0.5)
-P, A, B = b"P", b"A", b"B"
-FILL = make().config.fill_timeout
-
-
-def data(number: int) -> SubscribeData:
-    return SubscribeData(KEY, number, b"p%d" % number, None, PacketKind.DATA, None, None, number)
-
-
-def joined_late(**config: object) -> Node:
-    """N joined as the relay of A's resubscribe (last_seen 19); P sent 20 and 21."""
-    node = make(0.45, **config)
-    meet(node, P, 0.49)
-    meet(node, A, 0.2)
-    meet(node, B, 0.3)
-    effects = node.receive(0.0, A, ResubscribeRequest(1, KEY, MAX_HTL, 0.2, 0.2, 19))
-    assert sends(effects) == [
-        (A, Accepted(1)),
-        (P, ResubscribeRequest(1, KEY, MAX_HTL, 0.45, 0.2, 19)),
-    ]
-    effects = node.receive(0.0, P, SubscribeSucceeded(1, KEY, 19))
-    assert sends(effects) == [(A, SubscribeSucceeded(1, KEY, 19))]
-    for n in (20, 21):
-        assert sends(node.receive(0.0, P, data(n))) == [(A, data(n))]
-    stream = node.streams[KEY]
-    assert (stream.state, stream.next_in, list(stream.children)) == (State.JOINED, 22, [A])
-    return node
-
-
-def b_resubscribes(node: Node, now: float = 1.0) -> list[Effect]:
-    return node.receive(now, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.3, 0.3, 18))
-
-
-def to(effects: Sequence[Effect], peer: bytes) -> list[Message]:
-    return [m for p, m in sends(effects) if p == peer]
 
 
 def test_a_late_joiner_asks_its_parent_for_what_a_child_needs_and_waits() -> None:
@@ -166,13 +148,6 @@ def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() ->
     assert sends(effects) == [(P, FillRequest(KEY, 19, 19))]
     effects = node.receive(1.5, P, data(19))
     assert sends(effects) == [(A, data(19))]
-
-
-def restart(node: Node, now: float) -> list[Effect]:
-    """P dies: N restarts, and once A confirms, routes its own resubscribe."""
-    [restarted] = to(node.link_down(now, P), A)
-    assert isinstance(restarted, SubscribeRestarted)
-    return node.receive(now, A, RestartConfirmed(restarted.uid, KEY))
 
 
 Q = b"Q"
@@ -288,28 +263,6 @@ def test_waiters_are_bounded() -> None:
     ]
 
 
-def root_that_lacks_19(local: bool = False, **config: object) -> tuple[Node, float]:
-    """N, holding 20 and 21 with child A (and a local client if ``local``), became root
-    when P died, and its grace is over: it never had 19. Returns N and a time after that."""
-    node = joined_late(**config)
-    if local:
-        node.subscribe(0.5, KEY, 1)
-    effects = restart(node, 1.0)
-    while node.streams[KEY].state is not State.ROOT:  # nobody else has the stream
-        [(peer, search)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-        effects = node.receive(1.0, peer, DataNotFound(search.uid, KEY, 0))
-    settle(node)
-    return node, GRACE * 10
-
-
-ASK_19 = PastQuery(KEY, 19, 19, MAX_WIRE_HTL)
-
-
-def served(uid: int) -> list[Message]:
-    """A resubscriber adopted at N's head 21: its success, catch-up from 19, and mark."""
-    return [SubscribeSucceeded(uid, KEY, 21), data(19), data(20), data(21), Committed(KEY, 21)]
-
-
 def test_a_root_asks_its_subtree_for_what_a_resubscriber_lacks() -> None:
     # A branch of the tree may hold what the root never had (chaos: a root that had
     # forgotten the stream told a late resubscriber 1..3 were missed, which three nodes of
@@ -339,9 +292,6 @@ def test_what_the_subtree_does_not_bring_the_root_reports_missed_to_every_asker(
         (A, PacketsMissed(KEY, 19, 19))
     ]
     assert to(node.receive(later, A, push(19)), A) == [PublishCollision(19, KEY, 19, 22)]
-
-
-C, D = b"C", b"D"
 
 
 def test_a_number_recorded_lost_is_asked_again_of_a_resubscriber_that_saw_past_it() -> None:
@@ -479,29 +429,6 @@ def test_a_relay_never_claims_more_than_its_parent_has() -> None:
 
 # --- a root in its takeover grace: the past comes from below ------------------------------------
 
-C, W = b"C", b"W"
-GRACE = make().config.takeover_grace
-
-
-def push(number: int) -> PublishData:
-    """What C pushes up: packet ``number`` with its original uid (``PacketFlow.push_up``)."""
-    return PublishData(
-        number, KEY, number, 0.5, MAX_HTL, b"p%d" % number, None, PacketKind.DATA, None, True
-    )
-
-
-def rooted_by_a_resubscribe() -> Node:
-    """C's resubscribe, having seen up to 2, makes N root: N continues after 2, holding
-    nothing of the tree's past. W then resubscribes having seen only 0."""
-    node = make(0.45)
-    meet(node, C, 0.3)
-    effects = node.receive(0.0, C, ResubscribeRequest(1, KEY, MAX_HTL, 0.3, 0.3, 2))
-    assert (C, SubscribeSucceededNewRoot(1, KEY, 2)) in sends(effects)  # (it goes on after 2)
-    stream = node.streams[KEY]
-    assert (stream.state, stream.next_in, len(stream.window)) == (State.ROOT, 3, 0)
-    meet(node, W, 0.4)
-    return node
-
 
 def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() -> None:
     node = rooted_by_a_resubscribe()
@@ -560,17 +487,6 @@ def test_a_push_beyond_the_head_is_taken_before_a_publish_that_waited_in_the_gra
     effects = settle(node)
     assert PublishSucceeded(5, KEY, 5) in to(effects, C)
     assert PublishNumbered(9, KEY, 6) in to(effects, C)  # (sent down once C confirms)
-
-
-def settle(node: Node) -> list[Effect]:
-    """Fire N's timers until its grace is over (the look it makes first included) and no
-    child waits; what N did meanwhile."""
-    stream, effects = node.streams[KEY], []
-    while stream.recover_until is not None or stream.fills:
-        at = node.next_deadline()
-        assert at is not None
-        effects += node.handle_timer(at)
-    return effects
 
 
 def test_what_nobody_pushes_up_within_the_grace_is_reported_missed_then() -> None:

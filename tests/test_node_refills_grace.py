@@ -7,7 +7,7 @@ past; or N, root past its grace, never had 19)."""
 from __future__ import annotations
 
 from nodes import MAX_HTL, meet
-from test_node_refills import (
+from refills import (
     ASK_19,
     KEY,
     A,

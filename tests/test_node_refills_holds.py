@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from nodes import meet, sends
-from test_node_refills import FILL, KEY, A, B, C, b_resubscribes, data, push, root_that_lacks_19, to
+from refills import FILL, KEY, A, B, C, b_resubscribes, data, push, root_that_lacks_19, to
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect

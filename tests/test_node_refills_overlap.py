@@ -6,19 +6,7 @@ that lacks 19."""
 from __future__ import annotations
 
 from nodes import MAX_HTL, sends
-from test_node_refills import (
-    ASK_19,
-    FILL,
-    KEY,
-    A,
-    C,
-    D,
-    data,
-    push,
-    root_that_lacks_19,
-    served,
-    to,
-)
+from refills import ASK_19, FILL, KEY, A, C, D, data, push, root_that_lacks_19, served, to
 
 from overlay.messages import (
     Accepted,

@@ -5,7 +5,7 @@ others asking through it)."""
 from __future__ import annotations
 
 from nodes import MAX_HTL, meet
-from test_node_refills import KEY, B, P, b_resubscribes, data, joined_late, to
+from refills import KEY, B, P, b_resubscribes, data, joined_late, to
 
 from overlay.messages import FillRequest, ResubscribeRequest, SubscribeSucceeded
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from nodes import KEY, make, meet, root_with_children, sends
-from test_node_refills import settle
+from refills import settle
 from test_publishing import packets, tree
 
 from overlay.core.config import NodeConfig

@@ -9,7 +9,7 @@ import dataclasses
 import itertools
 
 from nodes import MAX_HTL, make, meet, sends
-from test_node_refills import KEY, C, W, data, push, rooted_by_a_resubscribe, settle, to
+from refills import KEY, C, W, data, push, rooted_by_a_resubscribe, settle, to
 
 from overlay.core.effects import Effect
 from overlay.core.node import Node
