@@ -10,7 +10,7 @@ subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed r
 from __future__ import annotations
 
 from nodes import MAX_HTL, joined_node, make, meet, sends
-from test_takeover import (
+from takeovers import (
     ACCEPT,
     GRACE,
     KEY,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 from corenet import CoreNet
 from nodes import KEY, make, meet, sends
-from test_takeover import acked, seen
+from takeovers import acked, seen
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Effect

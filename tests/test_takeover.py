@@ -19,12 +19,31 @@ from collections.abc import Callable
 import pytest
 from corenet import CoreNet, key_at
 from nodes import KEY2, make, meet, own_uid, sends
+from takeovers import (
+    ACCEPT,
+    CONFIG,
+    GRACE,
+    KEY,
+    MAX_HTL,
+    OLD,
+    UID,
+    A,
+    C,
+    E,
+    R,
+    X,
+    acked,
+    carried,
+    lose_root,
+    seen,
+    taken_over_by_a_restart,
+    tree,
+)
 
-from overlay.core.config import NodeConfig
-from overlay.core.events import Missed, Packet, PublishAcked
+from overlay.core.events import Missed
 from overlay.core.hops import PEER_SHARE
 from overlay.core.node import Node
-from overlay.core.streams import RESTARTS_REMEMBERED, State, Stream
+from overlay.core.streams import RESTARTS_REMEMBERED, State
 from overlay.messages import (
     Accepted,
     Committed,
@@ -43,61 +62,12 @@ from overlay.messages import (
     Unsubscribe,
 )
 
-KEY = key_at(0.5)
-CONFIG = NodeConfig()
-GRACE = CONFIG.takeover_grace
-ACCEPT = CONFIG.accept_timeout
-MAX_HTL = CONFIG.max_htl
-R, X, E, C, A = b"R", b"X", b"E", b"C", b"A"
-LOCATIONS = {R: 0.5, X: 0.47, E: 0.4, C: 0.3, A: 0.2}
-UID = 100  # R publishes packet n with uid UID + n
-OLD = {n: b"p%d" % n for n in range(5)}  # what R published, by number
-
-Seen = tuple[int, bytes] | Missed
-
-
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def carried(net: CoreNet, name: bytes, key: bytes = KEY) -> Stream:
-    stream = net.stream(name, key)
-    assert stream is not None, f"{name!r} does not carry the stream"
-    return stream
-
-
-def seen(net: CoreNet, name: bytes, client: int = 1) -> list[Seen]:
-    """What ``client`` at ``name`` was told about packets: (number, data), or Missed."""
-    out: list[Seen] = []
-    for event in net.received(name, client):
-        if isinstance(event, Packet):
-            out.append((event.number, event.data))
-        elif isinstance(event, Missed):
-            out.append(event)
-    return out
-
-
-def acked(net: CoreNet, name: bytes, client: int = 1) -> dict[int, int]:
-    """uid -> packet number of each PublishAcked ``client`` at ``name`` got."""
-    return {e.uid: e.number for e in net.answers(name, client) if isinstance(e, PublishAcked)}
 
 
 def live_roots(net: CoreNet) -> list[bytes]:
     """Roots other than R (which, cut off, may still think itself root of nothing)."""
     return [name for name in net.roots(KEY) if name != R]
-
-
-def tree() -> CoreNet:
-    net = CoreNet(seed=5)
-    for name, location in LOCATIONS.items():
-        net.add(name, location)
-    for a, b in ((R, X), (R, C), (X, E), (C, A)):
-        net.connect(a, b)
-    net.subscribe(E, KEY)
-    net.subscribe(A, KEY)
-    net.connect(X, C)  # after the joins: a shortcut only the repair uses
-    shape = {name: carried(net, name).parent for name in (X, E, C, A)}
-    assert shape == {X: R, E: X, C: R, A: C}, "the tree is not as drawn"
-    return net
 
 
 def diverged() -> CoreNet:
@@ -109,24 +79,6 @@ def diverged() -> CoreNet:
     for n in (3, 4):
         net.publish(R, KEY, OLD[n], uid=UID + n)
     return net
-
-
-def lose_root(net: CoreNet, order: str) -> None:
-    """R's links break (frames in flight on them are lost), in ``order``."""
-    if order == "at once":
-        net.hold(C)
-        net.disconnect(R, X)
-        net.disconnect(R, C)
-        net.release(X)
-        net.release(C)
-    elif order == "X first":
-        net.disconnect(R, X)
-        net.release(X)
-        net.disconnect(R, C)
-    else:
-        net.disconnect(R, C)
-        net.disconnect(R, X)
-        net.release(X)
 
 
 def x_root_then_c_reports(net: CoreNet) -> None:
@@ -198,23 +150,6 @@ def taken_over_by_a_resubscribe() -> tuple[CoreNet, bytes, bytes]:
     net.disconnect(R, C)
     assert net.nodes[b"N"].stats.roots == 1 and carried(net, C).parent == b"N"
     return net, b"N", A
-
-
-def taken_over_by_a_restart() -> tuple[CoreNet, bytes, bytes]:
-    """The drawn tree; R's link to X breaks at t=1 while C is slow: X restarts, its search
-    ends with nobody closer, and X stays root of its subtree. (R is alive: when X's grace
-    ends, X looks again, finds R's tree through C and joins it; see ``merges``.)"""
-    net = tree()
-    for n in range(3):
-        net.publish(R, KEY, OLD[n], uid=UID + n)
-    net.advance(1.0)
-    net.hold(C)
-    net.disconnect(R, X)
-    net.advance(1.0 + ACCEPT)
-    assert net.nodes[X].stats.roots == 1
-    net.advance(1.0 + ACCEPT + CONFIG.heartbeat_interval)  # still inside X's grace
-    net.release(C)  # C answers X's old search with DataNotFound: nothing changes
-    return net, X, E
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ N is a relay that lost its parent P (``detached_holding_nothing``).
 from __future__ import annotations
 
 from nodes import make, meet, sends
-from test_takeover import GRACE, KEY, MAX_HTL, OLD, UID, C
+from takeovers import GRACE, KEY, MAX_HTL, OLD, UID, C
 
 from overlay.codec import encode
 from overlay.core.effects import Deliver, Send
