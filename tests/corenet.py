@@ -250,3 +250,8 @@ class CoreNet:
 
     def roots(self, key: bytes) -> list[bytes]:
         return sorted(n for n in self.nodes if self.state(n, key) is State.ROOT)
+
+
+def held(net: CoreNet, name: bytes) -> list[tuple[bytes, bytes, Message]]:
+    """What waits to be delivered to ``name`` (``net.hold``)."""
+    return [(s, d, decode(frame)) for s, d, frame in net.held[name]]

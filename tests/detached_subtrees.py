@@ -4,15 +4,7 @@ test_early_packets."""
 
 from __future__ import annotations
 
-from nodes import (
-    KEY,
-    make,
-    meet,
-    one_send,
-    own_uid,
-    relayed,
-    sends,
-)
+from nodes import KEY, make, meet, one_send, own_uid, relayed, sends
 
 from overlay.core.effects import Send
 from overlay.core.node import Node

@@ -10,7 +10,7 @@ node, as a slow or cut-off link would.
 from __future__ import annotations
 
 from corenet import CoreNet
-from test_publishing import KEY, packets, tree
+from publish_tree import KEY, packets, tree
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import PublishAcked, PublishFailed

@@ -9,7 +9,7 @@ plus a hostile child H of R, with explicit times.
 from __future__ import annotations
 
 from corenet import CoreNet
-from test_publishing import KEY, packets, place, tree
+from publish_tree import KEY, packets, place, tree
 
 from overlay.core.child_drops import LIMIT, WINDOW, ChildDrops
 from overlay.core.config import NodeConfig

@@ -12,10 +12,9 @@ distance to the stream, E, D, F, then G. R's numbering is injected while R is he
 from __future__ import annotations
 
 import pytest
-from corenet import CoreNet
-from test_publishing import KEY, packets, place, tree
-from test_publishing_epochs import DATA, DESCRIPTOR, INTRUDER, SKEY, sign, signed_tree
-from test_witnesses import held
+from corenet import CoreNet, held
+from publish_tree import KEY, packets, place, tree
+from signed_streams import DATA, DESCRIPTOR, INTRUDER, SKEY, sign, signed_tree
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Send

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 from corenet import CoreNet
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from test_publishing import (
+from publish_tree import (
     KEY,
     SUBSCRIBERS,
     TIMEOUT,
@@ -18,8 +17,19 @@ from test_publishing import (
     tree,
     window,
 )
+from signed_streams import (
+    ABORTED,
+    CLOSED,
+    DATA,
+    DESCRIPTOR,
+    INTRUDER,
+    PRIVATE,
+    SKEY,
+    sign,
+    signed_tree,
+)
 
-from keyspace.stream_key import StreamKey, sign_packet
+from keyspace.stream_key import StreamKey
 from overlay.core.config import NodeConfig
 from overlay.core.events import (
     Epoch,
@@ -42,14 +52,6 @@ from overlay.messages import (
     SubscribeRequest,
 )
 
-DATA, CLOSED, ABORTED = PacketKind.DATA, PacketKind.EPOCH_CLOSED, PacketKind.EPOCH_ABORTED
-
-# Fixed private keys: the tests replay exactly.
-PRIVATE = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
-INTRUDER = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
-STREAM = StreamKey.signed(PRIVATE.public_key().public_bytes_raw(), "telemetry")
-SKEY = STREAM.key
-DESCRIPTOR = STREAM.descriptor
 OTHER_DESCRIPTOR = StreamKey.signed(PRIVATE.public_key().public_bytes_raw(), "other").descriptor
 
 
@@ -202,21 +204,6 @@ def test_root_refuses_to_open_more_epochs_than_configured() -> None:
 
 
 # --- signed streams ---------------------------------------------------------------------------
-
-
-def sign(
-    number: int,
-    data: bytes,
-    epoch: int | None = None,
-    kind: PacketKind = DATA,
-    private: Ed25519PrivateKey = PRIVATE,
-) -> bytes:
-    return sign_packet(private, SKEY, number, epoch, int(kind), data)
-
-
-def signed_tree() -> CoreNet:
-    """The test tree, of the signed stream SKEY."""
-    return tree(SKEY, descriptor=DESCRIPTOR)
 
 
 def publish_signed(

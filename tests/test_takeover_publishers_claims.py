@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 from nodes import KEY, make, meet, root_with_children, sends
+from publish_tree import packets, tree
 from refills import settle
-from test_publishing import packets, tree
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Effect

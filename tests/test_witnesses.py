@@ -10,18 +10,16 @@ injected by hand while what is sent to R is held, as a root cut off just after w
 
 from __future__ import annotations
 
-from corenet import CoreNet
-from test_publishing import KEY, packets, tree
-from test_publishing_epochs import DATA, SKEY, sign, signed_tree
+from corenet import CoreNet, held
+from publish_tree import KEY, packets, tree
+from signed_streams import DATA, SKEY, sign, signed_tree
 
-from overlay.codec import decode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Send
 from overlay.core.events import PublishAcked
 from overlay.core.streams import State
 from overlay.messages import (
     MAX_WIRE_HTL,
-    Message,
     PacketKind,
     PastQuery,
     PublishCollision,
@@ -51,11 +49,6 @@ def alone(net: CoreNet) -> None:
     net.disconnect(b"B", b"A")
     net.disconnect(b"R", b"B")
     net.disconnect(b"R", b"E")
-
-
-def held(net: CoreNet, name: bytes) -> list[tuple[bytes, bytes, Message]]:
-    """What waits to be delivered to ``name`` (``net.hold``)."""
-    return [(s, d, decode(frame)) for s, d, frame in net.held[name]]
 
 
 def claims(net: CoreNet, name: bytes) -> list[tuple[int, int | None, bool, bool, bytes]]:
