@@ -12,9 +12,9 @@ import dataclasses
 
 import cbor2
 import pytest
+from commit_roots import U, V, adopt, bare_root, own_publish, root
 from corenet import CoreNet, key_at
 from nodes import joined_node, meet, proto, sends
-from test_commits import U, V, adopt, bare_root, own_publish, root
 
 from overlay.codec import DecodeError, decode, encode
 from overlay.core.config import NodeConfig
