@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 from corenet import CoreNet
+from kept_streams import KEEP, net_with_history
 from nodes import KEY, KEY2
-from test_keeping import KEEP, net_with_history
 
 from overlay.core.effects import Remember
 from overlay.core.events import Missed, Packet, PublishAcked, Subscribed
