@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from test_sim_chaos import Fault, Scenario, failures, run, sample
+from chaos_scenarios import Fault, Scenario, failures, run, sample
 
 from testnet.sim.network import NetworkModel
 

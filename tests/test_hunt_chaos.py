@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chaos_scenarios import EVERY_HOLDER_DIED
 from hunt_chaos import main
-from test_sim_chaos_memory import EVERY_HOLDER_DIED
 
 
 def test_a_replay_runs_each_scenario_in_the_file(

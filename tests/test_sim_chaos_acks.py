@@ -7,7 +7,7 @@ deterministic."""
 
 from __future__ import annotations
 
-from test_sim_chaos import Fault, Scenario, failures, run
+from chaos_scenarios import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 

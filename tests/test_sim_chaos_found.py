@@ -5,7 +5,7 @@ off and replay that way (``confirm=False``)."""
 
 from __future__ import annotations
 
-from test_sim_chaos import Fault, Scenario, failures, run
+from chaos_scenarios import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 

@@ -5,7 +5,7 @@ without the fix."""
 
 from __future__ import annotations
 
-from test_sim_chaos import Fault, Scenario, failures, run
+from chaos_scenarios import EVERY_HOLDER_DIED, Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 
@@ -18,39 +18,6 @@ def test_a_stream_whose_every_holder_died_numbers_on_when_one_comes_back() -> No
     # the numbering got, and its tree numbers on from there.
     outcome = run(EVERY_HOLDER_DIED)
     assert outcome.log.acks and failures(outcome) == []
-
-
-EVERY_HOLDER_DIED = Scenario(
-    seed=10778,
-    nodes=54,
-    streams=3,
-    subscribers=2,
-    faults=(
-        Fault(at=5e-324, kind="weather", arg=0, until=13.124881016388738),
-        Fault(at=2.225073858507203e-309, kind="loud-crash", arg=202, until=None),
-        Fault(at=1.0630962573476024, kind="crash", arg=433, until=None),
-        Fault(at=1.4037308198334555, kind="loud-crash", arg=839, until=None),
-        Fault(at=2.0, kind="loud-crash", arg=77, until=None),
-        Fault(at=4.507181889679595, kind="crash", arg=63, until=None),
-        Fault(at=6.482367567045268, kind="loud-crash", arg=102, until=25.23388373956383),
-        Fault(at=10.921714201194323, kind="loud-crash", arg=389, until=43.04490313777363),
-        Fault(at=15.532040030625952, kind="crash", arg=656, until=None),
-        Fault(at=17.145913616952964, kind="loud-crash", arg=3473, until=None),
-        Fault(at=20.325064640965625, kind="crash", arg=256, until=None),
-        Fault(at=21.80859092595955, kind="crash", arg=20, until=23.063335999659497),
-        Fault(at=21.9154000822176, kind="crash", arg=198002, until=None),
-        Fault(at=22.155892203443422, kind="add", arg=3, until=None),
-        Fault(at=23.23957810178047, kind="loud-crash", arg=10763, until=None),
-        Fault(at=29.29974316293578, kind="add", arg=3, until=None),
-        Fault(at=29.999999999999996, kind="add", arg=4, until=None),
-        Fault(at=30.0, kind="loud-crash", arg=169, until=56.75294114150037),
-    ),
-    partition=(29.061264075981757, 68.06126407598175, 0.21690418282762483),
-    weather=NetworkModel(
-        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.0, jitter=0.02
-    ),
-    confirm=True,
-)
 
 
 def test_a_restarted_root_gathers_what_it_numbered_before_it_died() -> None:

@@ -6,7 +6,7 @@ run with ``confirm_publishes`` off and replay that way."""
 
 from __future__ import annotations
 
-from test_sim_chaos import Fault, Scenario, failures, run
+from chaos_scenarios import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_sim_chaos import Fault, Scenario, failures, run
+from chaos_scenarios import Fault, Scenario, failures, run
 
 from testnet.sim.network import NetworkModel
 
