@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from loopback_nets import FAST, LIMIT, chain
+from raw_peers import _peer_locations, _say_hello, closed_by_peer, still_works
 from test_cli import overlay
-from test_runtime_links import closed_by_peer, still_works
-from test_runtime_network import FAST, LIMIT, chain
-from test_vouching import _peer_locations, _say_hello
 
 from keyspace.id_work import DEFAULT_ID_WORK, DOMAIN, MAX_ID_WORK, id_work
 from keyspace.location import location_from_id

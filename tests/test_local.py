@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from test_runtime_network import FAST, LIMIT, chain, publish_all
+from loopback_nets import FAST, LIMIT, chain, publish_all
 
 from testnet.local import LocalNetwork
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trio
 from client_node import running_node
-from test_runtime_links import closed_by_peer, connect, handshake, still_works
-from test_runtime_network import FAST, chain
+from loopback_nets import FAST, chain
+from raw_peers import closed_by_peer, connect, handshake, still_works
 
 from overlay.client.protocol import (
     PROTOCOL_VERSION,

@@ -14,7 +14,8 @@ import socket
 
 import pytest
 import trio
-from test_runtime_network import FAST, KEY, LIMIT, Inbox, _key_near, chain, join, publish_all
+from loopback_nets import FAST, KEY, LIMIT, Inbox, _key_near, chain, join
+from raw_peers import closed_by_peer, connect, handshake, still_works
 
 from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import distance, location_from_id
@@ -26,60 +27,15 @@ from overlay.runtime.handshake import (
     MAGIC,
     MAX_HANDSHAKE_MESSAGE,
     VERSION,
-    Handshake,
     HandshakeError,
-    Session,
     refusal_text,
 )
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.link import Link
 from overlay.runtime.peering import LinkParams, authenticate, keep_dialled
-from overlay.runtime.service import RunningNode
 from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 from testnet.local import LocalNetwork
-
-
-async def connect(node: RunningNode) -> trio.SocketStream:
-    return await trio.open_tcp_stream(node.peer_address.host, node.peer_address.port)
-
-
-async def closed_by_peer(stream: trio.SocketStream) -> bool:
-    """Read until the node closes the connection (True), however much it sends first."""
-    with trio.fail_after(10):
-        try:
-            while await stream.receive_some(65536):
-                pass
-        except trio.BrokenResourceError:
-            pass
-    return True
-
-
-async def handshake(
-    stream: trio.SocketStream, identity: Identity, network: bytes = b"testnet"
-) -> tuple[Session, FrameReader]:
-    """A genuine handshake as the dialling side."""
-    shake = Handshake(identity, initiator=True, network=network)
-    reader = FrameReader(SEALED_MAX)
-    await stream.send_all(frame(shake.start()))
-    while not shake.done:
-        data = await stream.receive_some(65536)
-        if not data:
-            raise HandshakeError("the node closed the connection")
-        for body in reader.feed(data):
-            reply = shake.receive(body)
-            if reply:
-                await stream.send_all(frame(reply))
-    return shake.session(), reader
-
-
-async def still_works(net: LocalNetwork) -> None:
-    """The node's real link still carries a stream end to end."""
-    inbox = await join(net.node(1))
-    acks = await publish_all(net.node(0).host, 20)
-    numbers = sorted(acks.acked().values())
-    await net.node(1).host.wait_until(lambda: inbox.numbers()[-1:] == numbers[-1:])
-    assert inbox.numbers() == numbers
 
 
 async def test_garbage_bytes_close_only_that_connection() -> None:

@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 import trio
-from test_runtime_links import closed_by_peer, connect, handshake, still_works
-from test_runtime_network import FAST, LIMIT, chain
+from loopback_nets import FAST, LIMIT, chain
+from raw_peers import _peer_locations, _say_hello, closed_by_peer, still_works
 
 from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import location_from_id
-from overlay.codec import encode
-from overlay.messages import Hello
 from overlay.runtime.config import ConfigError, RuntimeConfig, config_from_dict, load_config
-from overlay.runtime.framing import frame
-from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
-from overlay.runtime.service import RunningNode
 from overlay.runtime.vouching import location_refusal
 from testnet.local import LocalNetwork
 
@@ -64,18 +59,6 @@ def test_a_vouched_peer_may_claim_any_location() -> None:
 def _elsewhere(identity: Identity) -> float:
     """A location the identity's id does not give."""
     return (location_from_id(identity.public) + 0.37) % 1.0
-
-
-async def _say_hello(node: RunningNode, identity: Identity, location: float) -> trio.SocketStream:
-    """Link to ``node`` as ``identity`` and claim ``location`` in the Hello."""
-    stream = await connect(node)
-    session, _ = await handshake(stream, identity)
-    await stream.send_all(frame(session.seal(encode(Hello(location, 1)))))
-    return stream
-
-
-def _peer_locations(host: NodeHost) -> dict[bytes, float]:
-    return {peer.id: peer.location for peer in host.core.peers}
 
 
 async def test_an_open_node_refuses_a_location_the_peer_id_does_not_give(
