@@ -14,6 +14,15 @@ import math
 
 import cbor2
 import pytest
+from codec_values import (
+    KIND_STRATEGIES,
+    LARGEST_VALUE,
+    MAX_COUNT,
+    SMALLEST_VALUE,
+    decode_error,
+    messages_of,
+    wire_fields,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,9 +52,6 @@ from overlay.messages import (
     field_kinds,
 )
 
-MAX_COUNT = 2**32 - 1
-LARGEST_LOCATION = math.nextafter(1.0, 0.0)  # 0.9999999999999999, the top of [0, 1)
-
 
 def by_name(cls: type[Message]) -> str:
     return cls.__name__
@@ -56,43 +62,6 @@ def kinds_of(cls: type[Message]) -> dict[str, Kind]:
 
 
 # --- Valid values --------------------------------------------------------------------------
-
-KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
-    Kind.UID: st.integers(0, MAX_U64),
-    Kind.KEY: st.binary(min_size=KEY_SIZE, max_size=KEY_SIZE),
-    Kind.HTL: st.integers(0, MAX_WIRE_HTL),
-    Kind.LOCATION: st.floats(
-        min_value=0.0,
-        max_value=1.0,
-        exclude_max=True,
-        allow_nan=False,
-        allow_infinity=False,
-    )
-    | st.sampled_from([0.0, 5e-324, 0.5, LARGEST_LOCATION]),
-    Kind.PACKET: st.integers(0, MAX_PACKET),
-    Kind.OPT_PACKET: st.none() | st.integers(0, MAX_PACKET),
-    Kind.OPT_SEEN: st.none() | st.integers(-1, MAX_PACKET),
-    Kind.FLAG: st.booleans(),
-    # Modest sizes keep the run fast; MAX_PAYLOAD itself has explicit tests below.
-    Kind.DATA: st.binary(max_size=2000),
-    Kind.OPT_SIGNATURE: st.none() | st.binary(min_size=SIGNATURE_SIZE, max_size=SIGNATURE_SIZE),
-    Kind.PACKET_KIND: st.sampled_from(PacketKind),
-    Kind.BOOT_ID: st.integers(0, MAX_U64),
-    Kind.COUNT: st.integers(0, MAX_COUNT),
-    Kind.OPT_DESCRIPTOR: st.none() | st.binary(min_size=33, max_size=MAX_DESCRIPTOR),
-    Kind.EPOCH_STARTS: st.lists(
-        st.tuples(st.integers(0, MAX_PACKET), st.integers(0, MAX_PACKET)), max_size=5
-    ).map(tuple),
-    Kind.OPT_UID: st.none() | st.integers(0, MAX_U64),
-    Kind.OPT_LOCATION: st.none()
-    | st.floats(
-        min_value=0.0, max_value=1.0, exclude_max=True, allow_nan=False, allow_infinity=False
-    ),
-    Kind.LOCATIONS: st.lists(
-        st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
-        max_size=20,
-    ).map(tuple),
-}
 
 SAMPLE_VALUE: dict[Kind, object] = {
     Kind.UID: 7,
@@ -115,48 +84,6 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.FLAG: True,
 }
 
-LARGEST_VALUE: dict[Kind, object] = {
-    Kind.UID: MAX_U64,
-    Kind.KEY: b"\xff" * KEY_SIZE,
-    Kind.HTL: MAX_WIRE_HTL,
-    Kind.LOCATION: LARGEST_LOCATION,
-    Kind.PACKET: MAX_PACKET,
-    Kind.OPT_PACKET: MAX_PACKET,
-    Kind.OPT_SEEN: MAX_PACKET,
-    Kind.DATA: bytes(range(256)) * (MAX_PAYLOAD // 256),
-    Kind.OPT_SIGNATURE: b"\xff" * SIGNATURE_SIZE,
-    Kind.PACKET_KIND: PacketKind.EPOCH_ABORTED,
-    Kind.BOOT_ID: MAX_U64,
-    Kind.COUNT: MAX_COUNT,
-    Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
-    Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
-    Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
-    Kind.OPT_UID: MAX_U64,
-    Kind.OPT_LOCATION: LARGEST_LOCATION,
-    Kind.FLAG: True,
-}
-
-SMALLEST_VALUE: dict[Kind, object] = {
-    Kind.UID: 0,
-    Kind.KEY: bytes(KEY_SIZE),
-    Kind.HTL: 0,
-    Kind.LOCATION: 0.0,
-    Kind.PACKET: 0,
-    Kind.OPT_PACKET: None,
-    Kind.OPT_SEEN: None,
-    Kind.DATA: b"",
-    Kind.OPT_SIGNATURE: None,
-    Kind.PACKET_KIND: PacketKind.DATA,
-    Kind.BOOT_ID: 0,
-    Kind.COUNT: 0,
-    Kind.LOCATIONS: (),
-    Kind.OPT_DESCRIPTOR: None,
-    Kind.EPOCH_STARTS: (),
-    Kind.OPT_UID: None,
-    Kind.OPT_LOCATION: None,
-    Kind.FLAG: False,
-}
-
 
 def build(cls: type[Message], values: dict[Kind, object]) -> Message:
     return cls(**{name: values[kind] for name, kind in field_kinds(cls)})
@@ -167,33 +94,12 @@ def sample(cls: type[Message], **changes: object) -> Message:
     return dataclasses.replace(build(cls, SAMPLE_VALUE), **changes)
 
 
-def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:
-    """Valid messages of ``cls``: each field of its kind, the fields consistent."""
-    fields = {name: KIND_STRATEGIES[kind] for name, kind in field_kinds(cls)}
-    return st.builds(cls, **fields).filter(lambda m: m.inconsistency() is None)
-
-
-def wire_fields(message: Message) -> list[object]:
-    """The CBOR array for ``message`` as a plain list, for building frames by hand."""
-    values: list[object] = [message.TYPE]
-    for name, _ in field_kinds(type(message)):
-        value = getattr(message, name)
-        values.append(int(value) if isinstance(value, PacketKind) else value)
-    return values
-
-
 def frame_with(cls: type[Message], name: str, raw: object) -> bytes:
     """A frame of ``cls`` whose field ``name`` is ``raw`` and every other field valid."""
     values = wire_fields(sample(cls))
     index = 1 + [n for n, _ in field_kinds(cls)].index(name)
     values[index] = raw
     return bytes(cbor2.dumps(values))
-
-
-def decode_error(frame: bytes) -> str:
-    with pytest.raises(DecodeError) as info:
-        decode(frame)
-    return str(info.value)
 
 
 def test_strategies_and_tables_cover_every_kind() -> None:

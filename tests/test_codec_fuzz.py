@@ -10,9 +10,7 @@ from collections.abc import Callable
 
 import cbor2
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from test_codec import (
+from codec_values import (
     KIND_STRATEGIES,
     LARGEST_VALUE,
     MAX_COUNT,
@@ -20,6 +18,8 @@ from test_codec import (
     messages_of,
     wire_fields,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.messages import (

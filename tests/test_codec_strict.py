@@ -11,7 +11,7 @@ import uuid
 
 import cbor2
 import pytest
-from test_codec import decode_error
+from codec_values import decode_error
 
 from overlay import codec
 from overlay.codec import decode, encode
