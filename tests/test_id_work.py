@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from cli_processes import overlay
 from loopback_nets import FAST, LIMIT, chain
 from raw_peers import _peer_locations, _say_hello, closed_by_peer, still_works
-from test_cli import overlay
 
 from keyspace.id_work import DEFAULT_ID_WORK, DOMAIN, MAX_ID_WORK, id_work
 from keyspace.location import location_from_id
