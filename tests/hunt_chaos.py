@@ -4,11 +4,11 @@
     .venv/bin/python tests/hunt_chaos.py --replay FILE [--off]
 
 The first draws ``--count`` scenarios with the chaos test's own generator
-(``test_sim_chaos.sample``, named ``hunt-SEED``), runs each and prints, and appends to
+(``chaos_scenarios.sample``, named ``hunt-SEED``), runs each and prints, and appends to
 ``--out``, every one that fails (its ``repr``, then a ``#`` line with the first failures).
 The second runs the scenarios in such a file again, on the code it is run with. ``--off``
 turns ``confirm_publishes`` off. A seed draws the same scenarios as long as
-``test_sim_chaos.draw_scenario`` is unchanged; a file of them is what stays fixed across
+``chaos_scenarios.draw_scenario`` is unchanged; a file of them is what stays fixed across
 changes to it.
 Not a test module (pytest collects ``test_*.py`` only): a hunt takes minutes.
 """
