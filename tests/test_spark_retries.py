@@ -28,14 +28,7 @@ from client_node import network_in_thread  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
-from test_spark import (  # noqa: E402
-    TIMEOUT,
-    Watcher,
-    local_spark,
-    packets_for,
-    rows_in,
-    watching,
-)
+from spark_jobs import TIMEOUT, Watcher, local_spark, packets_for, rows_in, watching  # noqa: E402
 
 from keyspace.stream_key import StreamKey  # noqa: E402
 from overlay.client import Client  # noqa: E402
