@@ -203,7 +203,7 @@ class Restarts:
         """Label our subtree with restart ``uid`` (a restart's, or a look's: ``merges``) as
         its origin, and route the search once every child has confirmed, or
         ``confirm_timeout`` passed."""
-        self.label(stream, uid, self._location)
+        self._label(stream, uid, self._location)
         self.awaiting[uid] = stream.key
         if stream.confirming:
             self._timers.add(now + self._config.confirm_timeout, (RESTART_TIMER, uid, 0))
@@ -217,7 +217,7 @@ class Restarts:
         stream.confirming = None
         self._start_own_search(now, stream, self._location, uid)
 
-    def label(self, stream: Stream, uid: int, origin: float) -> None:
+    def _label(self, stream: Stream, uid: int, origin: float) -> None:
         """Take restart ``uid`` as our subtree's label and pass it to every child, each of
         which confirms once its own subtree has."""
         stream.restart_uid = uid
@@ -250,7 +250,7 @@ class Restarts:
                 for child in stream.children:
                     self._out.send(child, RestartEnded(old, stream.key))
         elif uid != old:
-            self.label(stream, uid, origin)
+            self._label(stream, uid, origin)
 
     def on_restarted(self, now: float, peer: PeerId, message: SubscribeRestarted) -> None:
         """Relay a restart (or a new label) from our parent down the subtree, and confirm
@@ -272,7 +272,7 @@ class Restarts:
             if message.uid != stream.restart_uid or not stream.confirming:
                 self._out.send(peer, RestartConfirmed(message.uid, key, stream.subtree_high))
             return
-        self.label(stream, message.uid, message.origin)
+        self._label(stream, message.uid, message.origin)
         self._check_confirmed(now, stream)
 
     def on_restart_confirmed(self, now: float, peer: PeerId, message: RestartConfirmed) -> None:
