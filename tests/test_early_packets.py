@@ -1,6 +1,6 @@
 """Packets that overtake a member's question to its new parent (``early_packets``).
 
-N holds 0..2 and moves below X for W's search (``Restarts._hang_from``); X's head is 4, so N
+N holds 0..2 and moves below X for W's search (``Restarts.hang_from``); X's head is 4, so N
 asks X for 3..4 (``FillRequest``). Packets X sends above the gap before its answer wait for
 it, and nothing is announced missed that X then brings."""
 

@@ -1,6 +1,6 @@
 """Looking again (``overlay.core.merges``): a root that took over a tree looks for another tree
 of its stream when its takeover grace ends, before it numbers anything, and joins it if one
-is there; and an attached root takes any resubscribe (``Restarts._may_accept``).
+is there; and an attached root takes any resubscribe (``Restarts.may_accept``).
 
 The split scene is ``test_takeover``'s drawn tree: R (0.5) is the root; its link to X (0.47)
 breaks while C (0.3) is slow, so X's restart search dies at C and X becomes root of its own
@@ -175,7 +175,7 @@ def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong()
         node.handle_timer(n * ACCEPT)  # the search and the look die at both peers: root
     stream = node.streams[KEY]
     assert stream.state is State.ROOT and stream.looking is None
-    stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``_start_look`` labels it
+    stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``Merges.start_look`` labels it
     effects = node.receive(20.0, b"P", ResubscribeRequest(7, KEY, MAX_HTL, 0.48, 0.48, None))
     assert not any(isinstance(m, SubscribeSucceeded) for _, m in sends(effects))
     (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]

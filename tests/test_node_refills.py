@@ -69,7 +69,7 @@ def test_a_late_joiner_asks_its_parent_for_what_a_child_needs_and_waits() -> Non
     effects = b_resubscribes(node)
     # B is not adopted yet: live packets before 19 would make it take 19 for lost.
     assert sends(effects) == [(B, Accepted(2)), (P, FillRequest(KEY, 19, 19))]
-    assert B not in node.streams[KEY].children and node.busy() and node._fill_keys
+    assert B not in node.streams[KEY].children and node.busy() and node.refills.waiting
     assert sends(node.receive(1.5, P, data(22))) == [(A, data(22))]  # live traffic goes on
     effects = node.receive(1.5, P, data(19))
     # 19 went to nobody else (A had it); B gets it first, then everything after, in order.
@@ -81,7 +81,7 @@ def test_a_late_joiner_asks_its_parent_for_what_a_child_needs_and_waits() -> Non
         data(21),
         data(22),
     ]
-    assert list(node.streams[KEY].children) == [A, B] and not node._fill_keys
+    assert list(node.streams[KEY].children) == [A, B] and not node.refills.waiting
     assert node.stats.filled == 1
 
 
@@ -113,7 +113,7 @@ def test_a_silent_parent_costs_the_child_fill_timeout_not_its_subscription() -> 
     assert to(node.handle_timer(1.0 + FILL - 0.1), B) == []
     effects = node.handle_timer(1.0 + FILL)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
-    assert B in node.streams[KEY].children and not node._fill_keys
+    assert B in node.streams[KEY].children and not node.refills.waiting
 
 
 def test_a_search_that_may_no_longer_end_here_is_sent_on() -> None:
@@ -213,7 +213,7 @@ def test_a_waiter_below_a_restarting_ancestor_waits_until_the_origin_is_back() -
     assert to(node.handle_timer(back + FILL - 0.1), B) == []
     effects = node.receive(back + 1.0, P, data(19))
     assert to(effects, B) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
-    assert B in node.streams[KEY].children and not node._fill_keys
+    assert B in node.streams[KEY].children and not node.refills.waiting
 
 
 def test_a_label_that_never_ends_holds_a_waiter_only_so_long() -> None:
@@ -247,7 +247,7 @@ def test_fill_requests_from_strangers_or_malformed_ones_change_nothing() -> None
     assert sends(node.receive(1.0, B, FillRequest(KEY, 19, 19))) == []  # B is not a child
     assert sends(node.receive(1.0, A, FillRequest(KEY, 21, 19))) == []  # first > last
     assert sends(node.receive(1.0, A, FillRequest(key_at(0.1), 1, 2))) == []  # not carried
-    assert node.streams[KEY].fills is None and not node._fill_keys
+    assert node.streams[KEY].fills is None and not node.refills.waiting
 
 
 def test_waiters_are_bounded() -> None:

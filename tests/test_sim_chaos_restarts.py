@@ -202,7 +202,7 @@ def test_a_member_holding_nothing_moved_for_anothers_search_keeps_its_clients_po
     # packet 0 on, relayed node 10's resubscribe (which had seen 29) after the heal and
     # moved with it to 31's tree. It took the search's 29 as its own point, entered at 30,
     # and told its client 0..29 were missed, all held by the tree. A member resumes at its
-    # own point (``Restarts._hang_from``) and asks its new parent for the rest.
+    # own point (``Restarts.hang_from``) and asks its new parent for the rest.
     outcome = run(MOVED_FOR_ANOTHERS_SEARCH)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -3,19 +3,21 @@
 These calls come from the driver on behalf of the scripts and tools connected to this node
 (the client port), so their arguments are checked here as input from outside: a malformed
 publish gets a ``PublishFailed`` saying what is wrong, never an exception, and touches no
-state. ``Node`` inherits this class; the tree and packet machinery it calls lives in
-``overlay.core.node`` and ``overlay.core.publishing``.
+state. ``Node`` offers these calls to its driver (``Node.subscribe`` and so on, which hand
+back the effects); the tree and packet machinery they use lives in ``overlay.core.node`` and
+``overlay.core.publishing``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
-from overlay.core.effects import ClientId, Effect, PeerId
-from overlay.core.events import EXPLAIN, ClientEvent, PublishFailed, SubscribeFailed
+from overlay.core.effects import ClientId, PeerId
+from overlay.core.events import EXPLAIN, PublishFailed, SubscribeFailed
+from overlay.core.outbox import Outbox
 from overlay.core.publishing import PacketFlow
 from overlay.core.streams import State, Stream
 from overlay.messages import (
@@ -31,43 +33,36 @@ from overlay.messages import (
 )
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    location: float
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    flow: PacketFlow
-
-    def _flush(self, now: float) -> list[Effect]: ...
-    def _deliver(self, client: ClientId, event: ClientEvent) -> None: ...
-    def _prune(self, now: float, stream: Stream) -> None: ...
-    def _unkeep(self, stream: Stream) -> None: ...
-    def _has_room(self, key: bytes) -> bool: ...
-    def _start_own_search(self, now: float, stream: Stream, must_beat: float | None) -> None: ...
-    def _new_stream(
-        self, key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None
-    ) -> Stream: ...
-    def _join_for(
-        self, now: float, key: bytes, client: ClientId, member: Member, descriptor: bytes | None
-    ) -> tuple[Stream | None, str]: ...
-    def _signed_by_owner(
-        self,
-        key: bytes,
-        descriptor: bytes | None,
-        data: bytes,
-        packet: int | None,
-        epoch: int | None,
-        kind: PacketKind,
-        sig: bytes | None,
-    ) -> bool: ...
-
-
 class LocalClients:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """The local client calls (see the module notes). Each puts its effects in the node's
+    outbox; the node hands them to its driver."""
+
+    def __init__(
+        self,
+        location: float,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        out: Outbox,
+        flow: PacketFlow,
+        new_stream: Callable[[bytes, State, PeerId | None, bytes | None], Stream],
+        start_own_search: Callable[[float, Stream, float | None, int | None], None],
+        prune: Callable[[float, Stream], None],
+        unkeep: Callable[[Stream], None],
+        has_room: Callable[[bytes], bool],
+    ) -> None:
+        self._location = location
+        self._config = config
+        self._streams = streams
+        self._out = out
+        self._flow = flow
+        self._new_stream = new_stream  # (``Node._new_stream``)
+        self._start_own_search = start_own_search  # (``Node._start_own_search``)
+        self._prune = prune  # (``leaving``)
+        self._unkeep = unkeep  # (``keeping``)
+        self._has_room = has_room  # (``keeping``)
 
     def subscribe(
-        self: _NodeParts,
+        self,
         now: float,
         key: bytes,
         client: ClientId,
@@ -75,32 +70,33 @@ class LocalClients:
         last_seen: int | None = None,
         atomic: bool = False,
         descriptor: bytes | None = None,
-    ) -> list[Effect]:
+    ) -> None:
         """Subscribe a local client. It gets Subscribed once the node is in the tree (then
         the stream's packets after ``last_seen``, -1 meaning from the first, or from the head
         for a fresh client), or SubscribeFailed if the node cannot join. ``atomic`` clients
         get closed epochs whole. A signed stream needs its ``descriptor``
         (``StreamKey.descriptor``)."""
         if last_seen is not None and not -1 <= last_seen < MAX_PACKET:
-            self._deliver(client, SubscribeFailed(key, f"last_seen {last_seen} is out of range"))
-            return self._flush(now)
+            self._out.deliver(
+                client, SubscribeFailed(key, f"last_seen {last_seen} is out of range")
+            )
+            return
         member = Member(atomic=atomic)
         if last_seen is not None:
             member.cursor = member.since = last_seen + 1
-        existing = self.streams.get(key)
+        existing = self._streams.get(key)
         was_carried = existing is not None and existing.carried
         stream, problem = self._join_for(now, key, client, member, descriptor)
         if stream is None:
-            self._deliver(client, SubscribeFailed(key, problem))
+            self._out.deliver(client, SubscribeFailed(key, problem))
         elif was_carried and stream is existing:
             # (A new search tells its clients itself when it ends, maybe at once.)
             root = stream.state is State.ROOT
-            self._deliver(client, self.flow.subscribed(stream, root))
-            self.flow.pump(stream)
-        return self._flush(now)
+            self._out.deliver(client, self._flow.subscribed(stream, root))
+            self._flow.pump(stream)
 
     def publish(
-        self: _NodeParts,
+        self,
         now: float,
         key: bytes,
         client: ClientId,
@@ -112,7 +108,7 @@ class LocalClients:
         kind: PacketKind = PacketKind.DATA,
         sig: bytes | None = None,
         descriptor: bytes | None = None,
-    ) -> list[Effect]:
+    ) -> None:
         """Publish ``data`` for a local client; ``uid`` is its idempotency id (the same uid
         again is answered with the original packet number, never stored twice). ``packet``
         None lets the root choose the number; a signed stream's publisher names it and signs
@@ -121,8 +117,8 @@ class LocalClients:
         (the client then counts as a member that receives nothing)."""
         problem = _bad_publish(key, uid, data, packet, epoch, kind, sig)
         if problem is not None:
-            self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
-            return self._flush(now)
+            self._out.deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
+            return
         error = None
         if key_is_signed(key) and packet is None:
             error = PublishError.NEEDS_NUMBER
@@ -131,44 +127,45 @@ class LocalClients:
         elif kind is not PacketKind.DATA and epoch is None:
             error = PublishError.BAD_MARKER
         if error is not None:
-            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush(now)
-        if uid in self.flow.local:
+            self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return
+        if uid in self._flow.local:
             # Already in flight (a retry, or another client with the same uid, such as a
             # speculative Spark task): one publish, and every one of them gets its answer.
-            self.flow.join(uid, client)
-            return self._flush(now)
-        if len(self.flow.local) >= self.config.max_relayed_publishes:
+            self._flow.join(uid, client)
+            return
+        if len(self._flow.local) >= self._config.max_relayed_publishes:
             # Local publishes in flight share the relay table's bound: memory stays bounded
             # however fast clients publish without waiting for answers.
             error = PublishError.BUSY
-            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush(now)
+            self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return
         if (
             key_is_signed(key)
-            and key not in self.streams
+            and key not in self._streams
             and (descriptor is None or descriptor_matches(key, descriptor) is None)
         ):
             reason = "a signed stream needs its descriptor (public key and name)"
-            self._deliver(client, PublishFailed(key, uid, PublishError.INVALID, reason))
-            return self._flush(now)
+            self._out.deliver(client, PublishFailed(key, uid, PublishError.INVALID, reason))
+            return
         if key_is_signed(key) and not self._signed_by_owner(
             key, descriptor, data, packet, epoch, kind, sig
         ):
             # Checked before joining: a forged publish must not pull this node into a tree.
             error = PublishError.BAD_SIGNATURE
-            self._deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
-            return self._flush(now)
+            self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
+            return
         stream, reason = self._join_for(now, key, client, Member(receives=False), descriptor)
         if stream is None:
-            self._deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
-            return self._flush(now)
-        message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
-        self.flow.publish(now, stream, client, message)
-        return self._flush(now)
+            self._out.deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
+            return
+        message = PublishData(
+            uid, key, packet, self._location, MAX_WIRE_HTL, data, epoch, kind, sig
+        )
+        self._flow.publish(now, stream, client, message)
 
     def _signed_by_owner(
-        self: _NodeParts,
+        self,
         key: bytes,
         descriptor: bytes | None,
         data: bytes,
@@ -180,33 +177,31 @@ class LocalClients:
         """Whether a local publish on a signed stream carries the owner's signature. The
         one check of it on this node: the packet flow trusts a local publish that passed, and
         the cache spares the packet's return trip down the tree a second verification."""
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         signer = stream.signer if stream is not None else None
         if signer is None and descriptor is not None and descriptor_matches(key, descriptor):
             signer = descriptor[:32]
         if signer is None or packet is None:
             return False
-        return self.flow.signatures.check(signer, sig, key, packet, epoch, kind, data)
+        return self._flow.signatures.check(signer, sig, key, packet, epoch, kind, data)
 
-    def unsubscribe(self: _NodeParts, now: float, key: bytes, client: ClientId) -> list[Effect]:
+    def unsubscribe(self, now: float, key: bytes, client: ClientId) -> None:
         """Remove a local client; the node leaves the tree if nobody else needs it."""
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         if stream is not None and client in stream.local:
             del stream.local[client]
             self._prune(now, stream)
-        return self._flush(now)
 
-    def remove_client(self: _NodeParts, now: float, client: ClientId) -> list[Effect]:
+    def remove_client(self, now: float, client: ClientId) -> None:
         """A local client went away: drop it from every stream and forget its publishes."""
-        self.flow.forget_client(client)
-        for stream in list(self.streams.values()):
+        self._flow.forget_client(client)
+        for stream in list(self._streams.values()):
             if client in stream.local:
                 del stream.local[client]
                 self._prune(now, stream)
-        return self._flush(now)
 
     def _join_for(
-        self: _NodeParts,
+        self,
         now: float,
         key: bytes,
         client: ClientId,
@@ -215,7 +210,7 @@ class LocalClients:
     ) -> tuple[Stream | None, str]:
         """The stream ``client`` joins as ``member`` (a subscriber that was only publishing
         becomes a full one), starting our search if we are not in the tree yet."""
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         if stream is None:
             if key_is_signed(key):
                 if descriptor is None or descriptor_matches(key, descriptor) is None:
@@ -223,11 +218,11 @@ class LocalClients:
             else:
                 descriptor = None
             if not self._has_room(key):
-                limit = self.config.max_streams
+                limit = self._config.max_streams
                 return None, f"this node already carries its limit of {limit} streams"
             stream = self._new_stream(key, State.JOINING, None, descriptor)
             stream.local[client] = member
-            self._start_own_search(now, stream, must_beat=None)
+            self._start_own_search(now, stream, None, None)
             return stream, ""
         old = stream.local.get(client)
         if old is None or (member.receives and not old.receives):

@@ -21,7 +21,7 @@ any other tree that routing can reach:
   (``push_up``), and the publishes that waited for our grace go up to be numbered there.
 * Not found: we stay root; the labels end (RestartEnded), and so does the grace.
 
-A new tree looks too, at once and before it numbers anything (``_first_look``): the
+A new tree looks too, at once and before it numbers anything (``Merges.first_look``): the
 search that made its root may have lost a branch to a dead link. A look, like a probe,
 starts with a wider budget than a subscribe (``NodeConfig.check_htl``).
 
@@ -72,14 +72,15 @@ each numbering under its own root, is not merged here: see the chaos report.)
 from __future__ import annotations
 
 import random
-from typing import Protocol
+from collections.abc import Callable
 
 from overlay.core.child_drops import ChildDrops
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
-from overlay.core.restarts import RESTART_TIMER
+from overlay.core.refills import Refills
+from overlay.core.restarts import Restarts
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
@@ -91,39 +92,56 @@ from overlay.core.timers import TimerQueue
 RELOOKS = 3
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    location: float
-    config: NodeConfig
-    rng: random.Random
-    stats: NodeStats
-    streams: dict[bytes, Stream]
-    flow: PacketFlow
-    _timers: TimerQueue
-    _awaiting: dict[int, bytes]
-    routes: dict[int, Route]
-    peers: PeerTable
-    child_drops: ChildDrops
-
-    def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
-    def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
-    def _route_restart(self, now: float, stream: Stream) -> None: ...
-    def _hold_numbers(self, now: float, stream: Stream) -> None: ...
-    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None: ...
-    def _looked(self, now: float, stream: Stream, lost: bool = False) -> None: ...
-    def _closer_stranger(self, stream: Stream) -> bool: ...
-    def _fresh_uid(self) -> int: ...
-
-
 class Merges:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """A root's looks for another tree of its stream (see the module notes), and the end of
+    its grace (``RECOVER_TIMER``), which a look may hold on."""
 
-    def _look_first(self: _NodeParts, now: float, token: int) -> bool:
+    def __init__(
+        self,
+        location: float,
+        config: NodeConfig,
+        rng: random.Random,
+        stats: NodeStats,
+        streams: dict[bytes, Stream],
+        routes: dict[int, Route],
+        peers: PeerTable,
+        timers: TimerQueue,
+        flow: PacketFlow,
+        child_drops: ChildDrops,
+        restarts: Restarts,
+        refills: Refills,
+        fresh_uid: Callable[[], int],
+        closer_stranger: Callable[[Stream], bool],
+    ) -> None:
+        self._location = location
+        self._config = config
+        self._rng = rng
+        self._stats = stats
+        self._streams = streams
+        self._routes = routes  # our searches and those we relay (``hops``)
+        self._peers = peers
+        self._timers = timers
+        self._flow = flow
+        self._child_drops = child_drops
+        self._restarts = restarts
+        self._refills = refills
+        self._fresh_uid = fresh_uid  # (``hops``)
+        self._closer_stranger = closer_stranger  # (``probes``)
+        timers.on(RECOVER_TIMER, self.on_recover_timer)
+
+    def on_recover_timer(self, now: float, token: int, again: int) -> None:
+        """A root's takeover grace ended (``takeover``), unless a look runs first; the
+        children waiting on its stream are served if they can be now (``refills``)."""
+        if not self._look_first(now, token):
+            key = self._flow.recovering.get(token)
+            self._flow.on_recover_timer(now, token, again)
+            self._refills.served(now, key)
+
+    def _look_first(self, now: float, token: int) -> bool:
         """A root's takeover grace (timer ``token``) may be over: look again before it ends.
         True: the grace goes on (a look started, or one is still running)."""
-        key = self.flow.recovering.get(token)
-        stream = None if key is None else self.streams.get(key)
+        key = self._flow.recovering.get(token)
+        stream = None if key is None else self._streams.get(key)
         if (
             stream is None
             or stream.state is not State.ROOT
@@ -133,21 +151,21 @@ class Merges:
         ):
             return False
         if stream.looking is not None:
-            if stream.looking in self._awaiting or stream.join_uid in self.routes:
+            if stream.looking in self._restarts.awaiting or stream.join_uid in self._routes:
                 self._hold_numbers(now, stream)  # the search is still out
                 return True
             # Neither confirming nor searching: the search ended on a path that did not
             # report back (chaos: a root that held numbering for ever). It found nothing.
-            self.stats.lost_looks += 1
-            self._looked(now, stream)
+            self._stats.lost_looks += 1
+            self.looked(now, stream)
             return True
         if not stream.look_due or stream.restart_uid is not None:
             return False
         stream.look_due = False
-        self._start_look(now, stream)
+        self.start_look(now, stream)
         return True
 
-    def _first_look(self: _NodeParts, now: float, stream: Stream, route: Route) -> None:
+    def first_look(self, now: float, stream: Stream, route: Route) -> None:
         """A new tree (``route``, a subscribe, made us its root) looks for another of its
         stream before it numbers anything, at once: there is no old tree to report in a
         grace (a resubscribe that makes us root brings one: a takeover, which has its
@@ -157,35 +175,28 @@ class Merges:
         adopted, so that the look's label reaches it too: unlabelled, that child would
         refuse the look's success on its way back through it. A node with no peer is the
         whole network (``hops``): there is nowhere to look."""
-        if not route.is_resubscribe and self.peers and not stream.look_due:
+        if not route.is_resubscribe and self._peers and not stream.look_due:
             # (look_due: a root that took a remembered claim, ``Takeover.became_root``, has a
             # grace for its subtree to push up the claimed numbers first, and looks after it)
-            self.flow.reserve(stream)
-            self._start_look(now, stream)
+            self._flow.reserve(stream)
+            self.start_look(now, stream)
 
-    def _start_look(self: _NodeParts, now: float, stream: Stream, uid: int | None = None) -> None:
+    def start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
         """Label our subtree with a fresh uid (or ``uid``: a probe's trail, ``probes``) and
         route the look's search."""
         stream.look_lost = False
-        self.stats.looks += 1
+        self._stats.looks += 1
         if uid is None:
             uid, stream.crossed = stream.crossed, None
-        if uid is None or uid in self.routes or uid in self._awaiting:
+        if uid is None or uid in self._routes or uid in self._restarts.awaiting:
             # A trail's uid comes from a peer's probe: one that already names a search
             # here cannot name this look too (one uid, one search: ``Hops._start_route``).
             uid = self._fresh_uid()
         stream.looking = uid
         self._hold_numbers(now, stream)
-        self._label(stream, uid, self.location)
-        self._awaiting[uid] = stream.key
-        if stream.confirming:
-            self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
-        else:
-            self._route_restart(now, stream)
+        self._restarts.originate(now, stream, uid)
 
-    def _lost_child(
-        self: _NodeParts, now: float, stream: Stream, peer: PeerId, at_once: bool
-    ) -> None:
+    def lost_child(self, now: float, stream: Stream, peer: PeerId, at_once: bool) -> None:
         """A child of ``stream`` died or restarted. At a root, its subtree is coming off,
         and a member closer to the key than us may become a root of its own, whose look,
         routing toward the key, will not find us: so we hold numbering for a grace and look,
@@ -195,22 +206,22 @@ class Merges:
         silence may be noticed by its subtree a heartbeat interval later than by us: the
         whole ``takeover_grace``. The hold counts against ``peer`` (``child_drops``)."""
         if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
-            self.child_drops.dropped(now, peer)
+            self._child_drops.dropped(now, peer)
             stream.look_due = True
             stream.relooks = 0
-            config = self.config
+            config = self._config
             grace = config.takeover_grace
             if at_once:
                 grace = min(grace, config.lost_child_grace)
-            self.flow.hold(now, stream, grace)
+            self._flow.hold(now, stream, grace)
 
-    def _hold_numbers(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _hold_numbers(self, now: float, stream: Stream) -> None:
         """Keep the grace on while a look's search runs (it ends sooner, one way or the
-        other: ``_looked`` or ``_merged``)."""
-        stream.recover_until = now + self.config.request_timeout
+        other: ``looked`` or ``merged``)."""
+        stream.recover_until = now + self._config.request_timeout
         self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
 
-    def _looked(self: _NodeParts, now: float, stream: Stream, lost: bool = False) -> None:
+    def looked(self, now: float, stream: Stream, lost: bool = False) -> None:
         """The look found no other tree: stay root, end the labels and the grace; or, if
         a child left while it ran, a closer peer outside our tree may have refused it, or
         its search was ``lost`` beyond a link that broke, look once more (up to
@@ -219,16 +230,16 @@ class Merges:
         if stream.crossed is not None and stream.state is State.ROOT:
             # A closer root's probe crossed us while this look ran: follow its way back
             # (``probes``), whatever this look missed.
-            self._start_look(now, stream)
+            self.start_look(now, stream)
             return
         if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
             # search: a closer member of it may since have become a root, and a fresh uid
             # is one it will accept (chaos: two roots, both numbering from 0).
             stream.relooks += 1
-            self._start_look(now, stream)
+            self.start_look(now, stream)
             return
-        self._take_label(stream, None, None)
+        self._restarts.take_label(stream, None, None)
         stranger = stream.state is State.ROOT and (lost or self._closer_stranger(stream))
         if stranger and stream.relooks < RELOOKS:
             # See the module notes (chaos: two roots that took over from one dead root
@@ -239,16 +250,16 @@ class Merges:
             # back, and two roots numbered 0..14 side by side): the pause lets it redial.
             stream.relooks += 1
             stream.look_due = True
-            stream.recover_until = now + self.rng.uniform(0.0, self.config.heartbeat_interval)
+            stream.recover_until = now + self._rng.uniform(0.0, self._config.heartbeat_interval)
             self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
             return
         stream.recover_until = now
-        self.flow.on_recover_timer(now, stream.recover_token)
+        self._flow.on_recover_timer(now, stream.recover_token)
 
-    def _merged(self: _NodeParts, stream: Stream) -> None:
+    def merged(self, stream: Stream) -> None:
         """The look found another tree and we are about to join it: no longer a root, so
         the grace is over (the caller attaches us, ``Change.MERGED``)."""
-        self.stats.merges += 1
+        self._stats.merges += 1
         stream.probe_misses = 0
         stream.crossed = None
         stream.looking = None

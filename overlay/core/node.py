@@ -50,13 +50,19 @@ from overlay.core.peers import PeerTable
 from overlay.core.probes import ProbeHop, Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
-from overlay.core.refills import FILL_TIMER, Refills
-from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, new_head, success_of
+from overlay.core.refills import Refills
+from overlay.core.restarts import (
+    Restarts,
+    label_of,
+    may_hang_below,
+    may_move_to,
+    new_head,
+    success_of,
+)
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
-from overlay.core.takeover import RECOVER_TIMER
 from overlay.core.timers import TimerQueue
 from overlay.errors import LocalProtocolError
 from overlay.messages import (
@@ -70,6 +76,7 @@ from overlay.messages import (
     Hello,
     Message,
     Neighbours,
+    PacketKind,
     PacketsMissed,
     PastQuery,
     ProbeAnswer,
@@ -96,7 +103,7 @@ from overlay.messages import (
 )
 
 
-class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leaving, Keeping):
+class Node(Hops, Liveness, Probes, Leaving, Keeping):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -137,9 +144,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._unsettled: set[tuple[PeerId, bytes]] = set()  # Unsubscribes held back: _leave
         self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
         self._beating = False
-        self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
-        self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
-        self._fill_tokens = 0
         self._linger_keys: dict[int, bytes] = {}  # linger timer token -> key (``leaving``)
         self._linger_tokens = 0
         self._kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first (``keeping``)
@@ -160,14 +164,72 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.memory,
         )
         self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
+        self.refills = Refills(
+            self.config,
+            self.stats,
+            self.streams,
+            self.peers,
+            self._timers,
+            self.out,
+            self.catch_ups,
+            self.flow,
+            self._adopt,
+            self._prune,
+            self._over_catch_up_budget,
+            may_hang_below,
+        )
+        self.restarts = Restarts(
+            self.location,
+            self.config,
+            self.stats,
+            self.streams,
+            self.peers,
+            self._timers,
+            self.out,
+            self.flow,
+            self.refills,
+            self._change,
+            self._start_own_search,
+            self._fresh_uid,
+            self._leave,
+            self._linger,
+            self._prune,
+        )
+        # forwarder: removed once every caller is a component (``hops`` reads it; the same dict)
+        self._awaiting = self.restarts.awaiting
+        self.merges = Merges(
+            self.location,
+            self.config,
+            self.rng,
+            self.stats,
+            self.streams,
+            self.routes,
+            self.peers,
+            self._timers,
+            self.flow,
+            self.child_drops,
+            self.restarts,
+            self.refills,
+            self._fresh_uid,
+            self._closer_stranger,
+        )
+        self.clients = LocalClients(
+            self.location,
+            self.config,
+            self.streams,
+            self.out,
+            self.flow,
+            self._new_stream,
+            self._start_own_search,
+            self._prune,
+            self._unkeep,
+            self._has_room,
+        )
         timers = self._timers
         timers.on(ROUTE_TIMER, self._on_route_timeout)
         timers.on(PUBLISH_TIMER, self.flow.on_timer)
         timers.on(MARK_TIMER, self.flow.on_mark_timer)
-        timers.on(RESTART_TIMER, self._on_restart_timer)
-        timers.on(RECOVER_TIMER, self._on_recover_timer)
         timers.on(EARLY_TIMER, self.flow.on_early_timer)
-        timers.on(FILL_TIMER, self._on_fill_timer)
         timers.on(LINGER_TIMER, self._on_linger_timer)
         timers.on(KEEP_TIMER, self._on_keep_timer)
         timers.on(ANNOUNCE_TIMER, self._on_announce_timer)
@@ -205,7 +267,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             if stream is not None:
                 self.flow.on_data(peer, message, stream)
                 if stream.fills is not None:
-                    self._check_fills(now, stream)
+                    self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):
             self._on_hello(now, peer, message)
         elif record is None:
@@ -218,13 +280,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         """Run every timer due at ``now``. Harmless to call early or more than once."""
         self._timers.run(now)
         return self._flush(now)
-
-    def _on_recover_timer(self, now: float, token: int, again: int) -> None:
-        """A root's takeover grace ended (``takeover``), unless a look runs first."""
-        if not self._look_first(now, token):
-            key = self.flow.recovering.get(token)
-            self.flow.on_recover_timer(now, token, again)
-            self._served(now, key)
 
     def after_fault(self, now: float) -> list[Effect]:
         """A call into this core raised (a bug of ours, whatever input brought it on): the
@@ -250,12 +305,69 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         stop being busy."""
         flow = self.flow
         ours = len(self.routes) > len(self._parked) or self._announce_at is not None
-        waits = self._awaiting or self._fill_keys or self._linger_keys
+        waits = self.restarts.awaiting or self.refills.waiting or self._linger_keys
         return bool(ours or waits or flow.local or flow.recovering or flow.marks_due)
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
         return self._timers.earliest()
+
+    # --- local clients (``overlay.core.clients``) -----------------------------------------
+
+    def subscribe(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        *,
+        last_seen: int | None = None,
+        atomic: bool = False,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Subscribe a local client (``LocalClients.subscribe``)."""
+        self.clients.subscribe(
+            now, key, client, last_seen=last_seen, atomic=atomic, descriptor=descriptor
+        )
+        return self._flush(now)
+
+    def publish(
+        self,
+        now: float,
+        key: bytes,
+        client: ClientId,
+        uid: int,
+        data: bytes,
+        *,
+        packet: int | None = None,
+        epoch: int | None = None,
+        kind: PacketKind = PacketKind.DATA,
+        sig: bytes | None = None,
+        descriptor: bytes | None = None,
+    ) -> list[Effect]:
+        """Publish ``data`` for a local client (``LocalClients.publish``)."""
+        self.clients.publish(
+            now,
+            key,
+            client,
+            uid,
+            data,
+            packet=packet,
+            epoch=epoch,
+            kind=kind,
+            sig=sig,
+            descriptor=descriptor,
+        )
+        return self._flush(now)
+
+    def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
+        """Remove a local client (``LocalClients.unsubscribe``)."""
+        self.clients.unsubscribe(now, key, client)
+        return self._flush(now)
+
+    def remove_client(self, now: float, client: ClientId) -> list[Effect]:
+        """A local client went away (``LocalClients.remove_client``)."""
+        self.clients.remove_client(now, client)
+        return self._flush(now)
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -270,11 +382,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case DataNotFound() | RejectOverload() | RejectedLoop():
                 self._on_failure(now, peer, message)
             case SubscribeRestarted():
-                self._on_restarted(now, peer, message)
+                self.restarts.on_restarted(now, peer, message)
             case RestartConfirmed():
-                self._on_restart_confirmed(now, peer, message)
+                self.restarts.on_restart_confirmed(now, peer, message)
             case RestartEnded():
-                self._on_restart_ended(now, peer, message.uid, message.key)
+                self.restarts.on_restart_ended(now, peer, message.uid, message.key)
             case Unsubscribe():
                 self._on_unsubscribe(now, peer, message.key)
             case Neighbours():
@@ -287,9 +399,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 if stream is not None:
                     self.flow.on_missed(peer, message, stream)
                     if stream.fills is not None:
-                        self._check_fills(now, stream)
+                        self.refills.check_fills(now, stream)
             case FillRequest():
-                self._on_fill_request(now, peer, message)
+                self.refills.on_fill_request(now, peer, message)
             case RootProbe():
                 self._on_probe(now, peer, message)
             case ProbeAnswer():
@@ -304,19 +416,13 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 self.flow.on_held(peer, message)
             case PublishData():
                 self.flow.on_publish(now, peer, message)
-                self._served(now, message.key)  # it may be one a waiting child lacks
+                self.refills.served(now, message.key)  # it may be one a waiting child lacks
             case PublishSucceeded() | PublishCollision() | PublishRejected():
                 self.flow.on_answer(now, peer, message)
             case PublishNumbered() | PublishConfirmed() | PublishWitness():
                 self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
             case _:
                 self.stats.ignored += 1
-
-    def _served(self, now: float, key: bytes | None) -> None:
-        """Serve the children waiting on ``key``'s stream that can be served now."""
-        stream = None if key is None else self.streams.get(key)
-        if stream is not None and stream.fills is not None:
-            self._check_fills(now, stream)
 
     def _from_parent(self, peer: PeerId, key: bytes) -> Stream | None:
         """The stream ``peer`` may send packets of, as our parent in its tree. Anything else
@@ -349,10 +455,29 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 if stream.state is State.ROOT and is_closer(
                     stream.target, hello.location, self.location
                 ):
-                    self._restart(now, stream, Change.CLOSER_NODE)
+                    self.restarts.restart(now, stream, Change.CLOSER_NODE)
             self._probe_new_links(now)
         if self._parked:
             self._resume_parked(now)
+
+    def _forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None:
+        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
+        ``at_once``: its link closed or it came back anew, which the peers on its other
+        links saw at the same moment; not: it fell silent (``liveness``)."""
+        self._lost_a_link = True  # a new link may now be a way back (``probes``)
+        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
+        for route in list(self.routes.values()):
+            # Handling one route can finish others (joining a tree completes every search
+            # for the key): act only on routes still live and still waiting on ``peer``.
+            if self.routes.get(route.uid) is route and route.current == peer:
+                route.lost = True  # its answer, if any, died with the link
+                self._forward(now, route)  # backtrack past it
+        for stream in list(self.streams.values()):
+            if stream.parent == peer:
+                self.restarts.restart(now, stream, Change.PARENT_LOST)
+            elif peer in stream.children:
+                self.merges.lost_child(now, stream, peer, at_once)
+                self.restarts.child_gone(now, stream, peer, died=True)
 
     # --- searches -------------------------------------------------------------------------
 
@@ -394,7 +519,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 # our resubscribe request through one of our children".)
                 self._send(peer, RejectedLoop(uid))
                 return
-            if self._may_accept(stream, uid, must_beat):
+            if self.restarts.may_accept(stream, uid, must_beat):
                 # Even a uid seen before: accepting ends the search here, so it cannot
                 # loop, and a search whose first success through us was refused further
                 # back (a node cannot adopt its own parent) must still find this tree,
@@ -426,7 +551,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         route.tried.add(peer)
         if stream is not None and stream.confirming is None:
             route.labelled = stream.restart_uid
-        if stream is not None and stream.carried and self._label_refuses(stream, uid, must_beat):
+        if (
+            stream is not None
+            and stream.carried
+            and self.restarts.label_refuses(stream, uid, must_beat)
+        ):
             # A tree that would have taken this look, but for its own look's label: "not
             # found" may be wrong, as when an answer dies with a link (``merges``; chaos:
             # two roots that took over from one dead root refused each other's looks twice,
@@ -470,7 +599,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         elif may_become_root(route, self.location):
             stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             self._answer(now, stream, route, new_root=True)
-            self._first_look(now, stream, route)
+            self.merges.first_look(now, stream, route)
             self.flow.carried(now, stream)
             self._prune(now, stream)
         else:
@@ -478,21 +607,21 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
 
     def _own_search_ended(self, now: float, stream: Stream, route: Route) -> None:
         if stream.state is State.ROOT:
-            self._looked(now, stream, route.lost)  # no other tree: still the root
+            self.merges.looked(now, stream, route.lost)  # no other tree: still the root
         elif stream.state is State.RESTARTING:
             # Nobody closer than us outside our own subtree answered: we are the closest
             # node that routing can find, so the subtree keeps us as its root.
             self._change(stream, Change.BECAME_ROOT, parent=None)
-            self._take_label(stream, None, None)
+            self.restarts.take_label(stream, None, None)
             self.stats.roots += 1
             self.flow.became_root(now, stream, None, takeover=True)
             self.flow.reported(now, stream, stream.subtree_high)
             self._complete_pending(now, stream)
             self.flow.carried(now, stream)
-            self._refill(now, stream)
+            self.refills.refill(now, stream)
         elif may_become_root(route, self.location):
             stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
-            self._first_look(now, stream, route)
+            self.merges.first_look(now, stream, route)
             self.flow.carried(now, stream)
         else:
             self._change(stream, Change.JOIN_FAILED, parent=None)
@@ -538,29 +667,29 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             head_known = True
             if stream.join_uid == route.uid and stream.state is not State.JOINED:
                 if stream.state is State.ROOT:
-                    self._merged(stream)  # our look found another tree: join it
+                    self.merges.merged(stream)  # our look found another tree: join it
                 change = Change.ATTACHED if stream.state is State.RESTARTING else Change.MERGED
                 self._change(stream, change, parent=peer)
-                self._take_label(stream, *label_of(reply))
+                self.restarts.take_label(stream, *label_of(reply))
                 self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
                 self._complete_pending(now, stream)
                 self.flow.carried(now, stream)
-                self._refill(now, stream)
+                self.refills.refill(now, stream)
             elif stream.state is State.JOINED and route.uid == stream.restart_uid:
                 # We routed our restarting ancestor's resubscribe past ourselves and it found
                 # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
                 # ancestor, which will attach below us), so no cycle closes.
-                self._hang_from(now, stream, peer, reply, route.last_seen)
+                self.restarts.hang_from(now, stream, peer, reply, route.last_seen)
                 # A root this very search made holds none of the tree's past, so we name no
                 # head: the ancestor whose search it is then pushes all it has (chaos: told
                 # our head, it pushed nothing, and the only copy of a packet stayed below
                 # it). It is still caught up from us: we may hold what it lacks.
                 head_known = not new_root
             elif stream.parent != peer:
-                if self._may_hang_below(stream, route.uid, route.must_beat):
+                if may_hang_below(stream, route.uid, route.must_beat):
                     self._leave(peer, route.key)  # it joins our tree, through us
-                elif self._may_move_to(stream, peer, reply, route):
-                    self._hang_from(now, stream, peer, reply, route.last_seen)
+                elif may_move_to(stream, peer, reply, route):
+                    self.restarts.hang_from(now, stream, peer, reply, route.last_seen)
                 else:
                     self._leave(peer, route.key)
                     self._fail(route)  # answering it from here would put it below us
@@ -596,7 +725,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             stream = self._new_stream(key, state, parent, route.descriptor)
         else:
             self._change(stream, change, parent)
-        self._take_label(stream, *label_of(reply))
+        self.restarts.take_label(stream, *label_of(reply))
         if change is Change.BECAME_ROOT:
             self.stats.roots += 1
             # A resubscribe that makes us root brings an existing tree: a takeover.
@@ -638,7 +767,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         instead of letting them wander on: this coalesces concurrent joins."""
         for uid in list(self._routes_by_key.get(stream.key, ())):
             route = self.routes[uid]
-            if route.upstream is None or self._may_accept(stream, uid, route.must_beat):
+            if route.upstream is None or self.restarts.may_accept(stream, uid, route.must_beat):
                 self._drop_route(route)
                 self._answer(now, stream, route, new_root=False)
 
@@ -690,7 +819,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             and head_known
             and not new_root
             and last_seen is not None
-            and self._serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
+            and self.refills.serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
         ):
             return
         stream.children[peer] = None
@@ -699,7 +828,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self._send(peer, reply or SubscribeSucceededNewRoot(uid, stream.key, stream.high))
         after = owed_after(reply, last_seen)
         owed = after != last_seen or not head_known
-        own = self._catch_up_later(now, stream, peer, after) if owed else None
+        own = self.refills.catch_up_later(now, stream, peer, after) if owed else None
         later = own is not None
         if owes and not later:
             self.flow.catch_up(stream, peer, after)
@@ -710,7 +839,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # holding nothing, and numbered 10 again.
             stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
-        self._ask_newcomer(stream, peer, last_seen, own)
+        self.refills.ask_newcomer(stream, peer, last_seen, own)
 
     def _may_catch_up(
         self, now: float, stream: Stream, peer: PeerId, uid: int, last_seen: int | None
@@ -745,6 +874,16 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         if verdict is Verdict.CUT_OFF:
             reason = "asked for catch-ups far beyond its budget, again and again"
             self.out.drop(peer, reason)
+
+    # --- forwarders: removed once every caller is a component ----------------------------
+
+    def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None:
+        # forwarder: removed once every caller is a component
+        self.restarts.child_gone(now, stream, peer)
+
+    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
+        # forwarder: removed once every caller is a component
+        self.merges.start_look(now, stream, uid)
 
     # --- plumbing -------------------------------------------------------------------------
 

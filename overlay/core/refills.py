@@ -59,12 +59,15 @@ recorded missed: a child repeating FillRequests cannot make it query its tree fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.fills import Fill
+from overlay.core.fills import Span as Span  # (where ``gathering`` and ``joining`` take it)
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
@@ -73,7 +76,6 @@ from overlay.core.window import Window
 from overlay.messages import (
     Accepted,
     FillRequest,
-    Message,
     PacketsMissed,
     RejectedLoop,
     SubscribeData,
@@ -82,7 +84,7 @@ from overlay.messages import (
 FILL_TIMER = "fill"
 
 # Timeouts a waiter sits out while its node's subtree is detached, or its root is in a
-# grace or a look (``_on_fill_timer``).
+# grace or a look (``on_fill_timer``).
 MAX_HOLDS = 3
 
 # Children one stream keeps waiting at once. A refill is rare (a late joiner meets an older
@@ -91,26 +93,8 @@ MAX_HOLDS = 3
 MAX_FILLS = 64
 
 # Holes a root forgets and asks a resubscriber's subtree for again, at most, per adoption
-# (``_ask_newcomer``): the newest, the ones a branch that was just cut off may still hold.
+# (``ask_newcomer``): the newest, the ones a branch that was just cut off may still hold.
 REOPEN = 8
-
-# A range of packet numbers, both ends included.
-Span = tuple[int, int]
-
-
-@dataclass(slots=True, eq=False)
-class Fill:
-    """A child waiting until our gaps in ``first..`` are filled."""
-
-    peer: PeerId
-    first: int
-    last: int | None  # None: up to our head when served (a search: its catch-up)
-    uid: int | None  # the search to answer and adopt (None: a child's FillRequest)
-    must_beat: float | None  # that search's, checked again when it is answered
-    token: int  # its timer
-    asked: Span  # what we asked our parent (a root: its subtree) for
-    since: float  # when it began to wait
-    held: int = 0  # timeouts that found our subtree detached (``_on_fill_timer``)
 
 
 def gaps(window: Window, first: int, last: int) -> list[Span]:
@@ -148,7 +132,7 @@ def outside(first: int, last: int, spans: list[Span]) -> list[Span]:
     return parts
 
 
-class _Asker(Protocol):
+class Asker(Protocol):
     """What waiters use of the ``PacketFlow``: asking a root's subtree (``gathering``), and
     telling a child caught up how far it may show (``showing``)."""
 
@@ -156,60 +140,59 @@ class _Asker(Protocol):
     def send_mark(self, stream: Stream, child: PeerId) -> None: ...
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    config: NodeConfig
-    stats: NodeStats
-    peers: PeerTable
-    streams: dict[bytes, Stream]
-    _timers: TimerQueue
-    _fill_keys: dict[int, bytes]
-    _fill_tokens: int
-    catch_ups: CatchUpBudget
-
-    @property
-    def flow(self) -> _Asker: ...
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _may_hang_below(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
-    def _adopt(
-        self,
-        now: float,
-        stream: Stream,
-        peer: PeerId,
-        uid: int,
-        new_root: bool,
-        last_seen: int | None,
-        must_beat: float | None = None,
-        wait: bool = True,
-    ) -> None: ...
-    def _prune(self, now: float, stream: Stream) -> None: ...
-    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None: ...
-    def _serve_later(
-        self,
-        now: float,
-        stream: Stream,
-        peer: PeerId,
-        first: int,
-        last: int | None,
-        uid: int | None,
-        must_beat: float | None,
-    ) -> bool: ...
-    def _finish_fill(self, now: float, stream: Stream, fill: Fill) -> None: ...
-    def _check_fills(self, now: float, stream: Stream) -> None: ...
-    def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
-    def _arm_fill(self, now: float, stream: Stream) -> int: ...
-    def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None: ...
-    def _ask_newcomer(
-        self, stream: Stream, peer: PeerId, last_seen: int | None, own: Fill | None = None
-    ) -> None: ...
+# Take ``peer`` as a child of ``stream``, answering its search ``uid`` (``Node._adopt``):
+# (now, stream, peer, uid, new_root, last_seen, must_beat, wait).
+Adopt = Callable[[float, Stream, PeerId, int, bool, int | None, float | None, bool], None]
 
 
 class Refills:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """The children waiting for packets we never had (see the module notes): each waiter's
+    timer (``FILL_TIMER``), and when and how it is served."""
 
-    def _serve_later(
-        self: _NodeParts,
+    def __init__(
+        self,
+        config: NodeConfig,
+        stats: NodeStats,
+        streams: dict[bytes, Stream],
+        peers: PeerTable,
+        timers: TimerQueue,
+        out: Outbox,
+        catch_ups: CatchUpBudget,
+        flow: Asker,
+        adopt: Adopt,
+        prune: Callable[[float, Stream], None],
+        over_catch_up_budget: Callable[[PeerId, Verdict], None],
+        may_hang_below: Callable[[Stream, int, float | None], bool],
+    ) -> None:
+        self._config = config
+        self._stats = stats
+        self._streams = streams
+        self._peers = peers
+        self._timers = timers
+        self._out = out
+        self._catch_ups = catch_ups
+        self._flow = flow
+        self._adopt = adopt
+        self._prune = prune  # (``leaving``)
+        self._over_catch_up_budget = over_catch_up_budget
+        self._may_hang_below = may_hang_below  # (``restarts``)
+        self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
+        self._fill_tokens = 0
+        timers.on(FILL_TIMER, self.on_fill_timer)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether any child waits here (a waiter's timer is pending)."""
+        return bool(self._fill_keys)
+
+    def served(self, now: float, key: bytes | None) -> None:
+        """Serve the children waiting on ``key``'s stream that can be served now."""
+        stream = None if key is None else self._streams.get(key)
+        if stream is not None and stream.fills is not None:
+            self.check_fills(now, stream)
+
+    def serve_later(
+        self,
         now: float,
         stream: Stream,
         peer: PeerId,
@@ -240,7 +223,7 @@ class Refills:
         if uid is not None:
             if any(f.uid == uid and f.peer == peer for f in fills):
                 return True  # the same search again (a duplicate): it already waits
-            self._send(peer, Accepted(uid))  # a long wait is fine: the search goes on here
+            self._out.send(peer, Accepted(uid))  # a long wait is fine: the search goes on here
         asked = (missing[0][0], missing[-1][1])
         covered = any(f.asked[0] <= asked[0] and asked[1] <= f.asked[1] for f in fills)
         token = self._arm_fill(now, stream)
@@ -248,13 +231,13 @@ class Refills:
         stream.fills = fills
         if not covered:
             if root:
-                self.flow.ask_spans(stream, missing)
+                self._flow.ask_spans(stream, missing)
             elif stream.parent is not None:
-                self._send(stream.parent, FillRequest(stream.key, *asked))
+                self._out.send(stream.parent, FillRequest(stream.key, *asked))
         return True
 
-    def _catch_up_later(
-        self: _NodeParts, now: float, stream: Stream, peer: PeerId, last_seen: int | None
+    def catch_up_later(
+        self, now: float, stream: Stream, peer: PeerId, last_seen: int | None
     ) -> Fill | None:
         """We just adopted ``peer``, whose search made our new root, naming no head: that
         root lacks the tree's past, and the subtree beyond ``peer`` is what brings it up, so
@@ -264,44 +247,44 @@ class Refills:
         (chaos: a relay that joined after packet 25 told such a child 25 was missed, and
         then dropped 25 as old when the root, which gathered it 0.3 s later, sent it down).
         Its wait, if the catch-up waits (``_finish_fill`` sends it); None if not."""
-        if last_seen is None or not self._serve_later(
+        if last_seen is None or not self.serve_later(
             now, stream, peer, last_seen + 1, None, None, None
         ):
             return None
         if stream.catching_up is None:
             stream.catching_up = set()
         stream.catching_up.add(peer)
-        assert stream.fills is not None  # (``_serve_later`` appended it: no uid to repeat)
+        assert stream.fills is not None  # (``serve_later`` appended it: no uid to repeat)
         return stream.fills[-1]
 
-    def _arm_fill(self: _NodeParts, now: float, stream: Stream) -> int:
+    def _arm_fill(self, now: float, stream: Stream) -> int:
         """A timer for a waiter of ``stream`` whose numbers were asked for just now."""
         self._fill_tokens += 1
         token = self._fill_tokens
         self._fill_keys[token] = stream.key
-        until = now + self.config.fill_timeout
+        until = now + self._config.fill_timeout
         if stream.state is State.ROOT:
             # It answers within half the timeout, so that the answer still reaches every
             # waiter on the way down before theirs runs out; in its grace, not before the
             # grace ends (what the subtree pushes up comes in until then). A look keeps the
             # grace on until its search's own deadline, far past the waiter's patience: the
-            # look holds waiters by rounds instead (``_on_fill_timer``).
-            until = now + self.config.fill_timeout / 2
+            # look holds waiters by rounds instead (``on_fill_timer``).
+            until = now + self._config.fill_timeout / 2
             if stream.looking is None:
                 until = max(until, stream.recover_until or now)
         self._timers.add(until, (FILL_TIMER, token, 0))
         return token
 
-    def _on_fill_request(self: _NodeParts, now: float, peer: PeerId, message: FillRequest) -> None:
+    def on_fill_request(self, now: float, peer: PeerId, message: FillRequest) -> None:
         """A child asks for packets it never had: replay them, once we have them too."""
-        stream = self.streams.get(message.key)
+        stream = self._streams.get(message.key)
         if (
             stream is None
             or not stream.carried
             or peer not in stream.children
             or message.first > message.last
         ):
-            self.stats.ignored += 1  # the child's wait times out; it reports them missed
+            self._stats.ignored += 1  # the child's wait times out; it reports them missed
             return
         if stream.next_in is not None:
             # A replay answers a small request with up to a window, as a catch-up does, from
@@ -309,21 +292,21 @@ class Refills:
             # child's wait times out and reports the numbers missed (an honest child asks
             # for a few numbers now and then, far within its budget).
             last = min(message.last, stream.next_in - 1)
-            verdict = self.catch_ups.charge(now, peer, stream.window, message.first, last)
+            verdict = self._catch_ups.charge(now, peer, stream.window, message.first, last)
             if verdict is not Verdict.SERVE:
                 self._over_catch_up_budget(peer, verdict)
                 return
         # A fresh relay that no packet has reached yet asks on too, for numbers before its
         # start (chaos: one that ignored the request left its child to report packet 0
         # missed, which the root held).
-        if self._serve_later(now, stream, peer, message.first, message.last, None, None):
+        if self.serve_later(now, stream, peer, message.first, message.last, None, None):
             return
         if stream.next_in is None:
-            self.stats.ignored += 1  # nothing here yet: what comes from above reaches it too
+            self._stats.ignored += 1  # nothing here yet: what comes from above reaches it too
             return
         self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
 
-    def _check_fills(self: _NodeParts, now: float, stream: Stream) -> None:
+    def check_fills(self, now: float, stream: Stream) -> None:
         """Serve every waiter none of whose asked-for numbers we still lack (each is held
         or known missing). Not "the last number asked is in" (a parent answers in order):
         that number may be the answer to another waiter's narrower ask, sent earlier (chaos:
@@ -335,7 +318,7 @@ class Refills:
             if not stream.window.accepts(fill.asked[1]) and not gaps(stream.window, *fill.asked):
                 self._finish_fill(now, stream, fill)
 
-    def _refill(self: _NodeParts, now: float, stream: Stream) -> None:
+    def refill(self, now: float, stream: Stream) -> None:
         """We have a new parent (or became root): ask it for what our waiters still lack.
         Their clocks start again, as for any ask: the wait they had ran while nobody could
         answer (chaos: a relay restarting for 5 s of its waiter's 10 asked the new root,
@@ -343,34 +326,34 @@ class Refills:
         if not stream.fills:
             return
         if stream.state is State.ROOT:
-            self._check_fills(now, stream)
+            self.check_fills(now, stream)
             if stream.fills and stream.children:
-                self.flow.ask_spans(stream, sorted({fill.asked for fill in stream.fills}))
+                self._flow.ask_spans(stream, sorted({fill.asked for fill in stream.fills}))
         elif stream.state is State.JOINED and stream.parent is not None:
             for span in sorted({fill.asked for fill in stream.fills}):
-                self._send(stream.parent, FillRequest(stream.key, *span))
+                self._out.send(stream.parent, FillRequest(stream.key, *span))
         else:
             return
-        self._restart_fill_clocks(now, stream)
+        self.restart_fill_clocks(now, stream)
 
-    def _restart_fill_clocks(self: _NodeParts, now: float, stream: Stream) -> None:
+    def restart_fill_clocks(self, now: float, stream: Stream) -> None:
         """Each waiter's wait starts again now. Also when our subtree's origin is attached
         again: our asks are still held above us and asked again from there."""
         for fill in stream.fills or ():
             del self._fill_keys[fill.token]
             fill.token = self._arm_fill(now, stream)
 
-    def _on_fill_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
+    def on_fill_timer(self, now: float, token: int, attempt: int) -> None:
         key = self._fill_keys.get(token)
-        stream = None if key is None else self.streams.get(key)
+        stream = None if key is None else self._streams.get(key)
         for fill in () if stream is None else list(stream.fills or ()):
             if fill.token == token:
                 assert stream is not None
                 # Detached, we have nobody to ask, and the tree may well hold what the
-                # waiter lacks: its wait begins again once we are back (``_refill``). So
+                # waiter lacks: its wait begins again once we are back (``refill``). So
                 # too below a restarting ancestor: our parent holds our ask and asks again
                 # once its origin is back, and our clock starts again then
-                # (``_restart_fill_clocks``). Served now, the waiter would be told the
+                # (``restart_fill_clocks``). Served now, the waiter would be told the
                 # numbers were missed (chaos: a relay below a root that died with the ask
                 # reported packet 6 missed 0.2 s before its origin, the new root, fetched 6
                 # from a branch that held it). That wait is bounded: a label whose
@@ -398,7 +381,7 @@ class Refills:
                 # told relay 20 packet 0 was missed while node 1's search still waited for it;
                 # after the heal it joined another tree through 20's old branch, which
                 # answered its ask for 0 with "missed" though the other side held 0).
-                patience = (self.config.request_timeout - self.config.fill_timeout) / 2
+                patience = (self._config.request_timeout - self._config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
                     and (stream.recover_until is not None or fill.uid is not None)
@@ -429,7 +412,7 @@ class Refills:
                 return
         self._fill_keys.pop(token, None)  # the stream is gone
 
-    def _finish_fill(self: _NodeParts, now: float, stream: Stream, fill: Fill) -> None:
+    def _finish_fill(self, now: float, stream: Stream, fill: Fill) -> None:
         """Serve ``fill`` with what we hold now (anything still lacking: reported missed)."""
         assert stream.fills is not None
         stream.fills.remove(fill)
@@ -437,12 +420,12 @@ class Refills:
             stream.fills = None
         del self._fill_keys[fill.token]
         peer = fill.peer
-        live = self.streams.get(stream.key) is stream and stream.carried
+        live = self._streams.get(stream.key) is stream and stream.carried
         if live and stream.state is State.ROOT:
             # Nobody brought these: they are lost for good, and every later asker is told so
             # at once, the same way, instead of asking the subtree again. Not those another
             # waiter still waits for, asked since: a subtree that attached meanwhile may
-            # bring them (``_ask_newcomer``).
+            # bring them (``ask_newcomer``).
             others = [other.asked for other in stream.fills or ()]
             for first, last in gaps(stream.window, *fill.asked):
                 for span in outside(first, last, others):
@@ -452,33 +435,33 @@ class Refills:
                 end = stream.next_in - 1 if fill.last is None else fill.last
                 self._replay(stream, peer, fill.first, min(end, stream.next_in - 1))
             if fill.last is None and stream.catching_up is not None:
-                # A held-back catch-up (``_catch_up_later``), now sent: live packets again,
+                # A held-back catch-up (``catch_up_later``), now sent: live packets again,
                 # and how far it may show (``showing``).
                 stream.catching_up.discard(peer)
                 if not stream.catching_up:
                     stream.catching_up = None
                 if live and peer in stream.children:
-                    self.flow.send_mark(stream, peer)
-        elif peer in self.peers:
+                    self._flow.send_mark(stream, peer)
+        elif peer in self._peers:
             if (
                 live
                 and peer != stream.parent
                 and self._may_hang_below(stream, fill.uid, fill.must_beat)
             ):
-                # Not ``_may_accept``: the search may have ended beyond us, at a tree member
+                # Not ``Restarts.may_accept``: the search may have ended beyond us, at a tree member
                 # that took it, and we relay that success; what may have changed while it
                 # waited is only whether we restarted since (chaos: a relay refused a look
                 # its own root had taken, which must-beat it could never have accepted
                 # itself; the look failed, and two roots numbered 14).
-                self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, wait=False)
+                self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, None, False)
             else:
                 # We may no longer take it (we restarted meanwhile, or left): the search
                 # backtracks to its next peer with the budget it has.
-                self._send(peer, RejectedLoop(fill.uid))
+                self._out.send(peer, RejectedLoop(fill.uid))
         self._prune(now, stream)
 
-    def _ask_newcomer(
-        self: _NodeParts,
+    def ask_newcomer(
+        self,
         stream: Stream,
         peer: PeerId,
         last_seen: int | None,
@@ -513,11 +496,11 @@ class Refills:
             if first <= last_seen:
                 spans.extend(gaps(stream.window, first, min(last, last_seen)))
         if spans:
-            self.flow.ask_spans(stream, spans, peer)
+            self._flow.ask_spans(stream, spans, peer)
 
-    def _replay(self: _NodeParts, stream: Stream, peer: PeerId, first: int, last: int) -> None:
+    def _replay(self, stream: Stream, peer: PeerId, first: int, last: int) -> None:
         for item in stream.window.replay(first, last):
             if isinstance(item, SubscribeData):
-                self._send(peer, item)
+                self._out.send(peer, item)
             else:
-                self._send(peer, PacketsMissed(stream.key, *item))
+                self._out.send(peer, PacketsMissed(stream.key, *item))

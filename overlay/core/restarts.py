@@ -27,21 +27,21 @@ stale one refuses more than it must, never less.
 
 from __future__ import annotations
 
-import random
-from typing import Protocol
+from collections.abc import Callable
 
 from keyspace.location import is_closer
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
+from overlay.core.refills import Refills
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     FillRequest,
-    Message,
     RestartConfirmed,
     RestartEnded,
     SubscribeRestarted,
@@ -52,48 +52,50 @@ from overlay.messages import (
 RESTART_TIMER = "restart"
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    location: float
-    config: NodeConfig
-    rng: random.Random
-    stats: NodeStats
-    streams: dict[bytes, Stream]
-    routes: dict[int, Route]
-    _timers: TimerQueue
-    _unsettled: set[tuple[PeerId, bytes]]
-    _awaiting: dict[int, bytes]
-    _lost_a_link: bool
-    flow: PacketFlow
-    peers: PeerTable
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None: ...
-    def _forward(self, now: float, route: Route) -> None: ...
-    def _may_hang_below(self, stream: Stream, uid: int, must_beat: float | None) -> bool: ...
-    def _lost_child(self, now: float, stream: Stream, peer: PeerId, at_once: bool) -> None: ...
-    def _prune(self, now: float, stream: Stream) -> None: ...
-    def _leave(self, peer: PeerId, key: bytes) -> None: ...
-    def _start_own_search(
-        self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
-    ) -> None: ...
-    def _label(self, stream: Stream, uid: int, origin: float) -> None: ...
-    def _restart(self, now: float, stream: Stream, change: Change) -> None: ...
-    def _child_gone(self, now: float, stream: Stream, peer: PeerId, died: bool = False) -> None: ...
-    def _linger(self, now: float, stream: Stream) -> None: ...
-    def _restart_fill_clocks(self, now: float, stream: Stream) -> None: ...
-    def _check_confirmed(self, now: float, stream: Stream) -> None: ...
-    def _route_restart(self, now: float, stream: Stream) -> None: ...
-    def _refill(self, now: float, stream: Stream) -> None: ...
-    def _take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None: ...
-    def _fresh_uid(self) -> int: ...
-
-
 class Restarts:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """The restarts this node originates or relays (see the module notes): the labels, the
+    confirmations, and the restarts (and looks, ``merges``) still waiting for them."""
 
-    def _may_accept(self: _NodeParts, stream: Stream, uid: int, must_beat: float | None) -> bool:
+    def __init__(
+        self,
+        location: float,
+        config: NodeConfig,
+        stats: NodeStats,
+        streams: dict[bytes, Stream],
+        peers: PeerTable,
+        timers: TimerQueue,
+        out: Outbox,
+        flow: PacketFlow,
+        refills: Refills,
+        change: Callable[[Stream, Change, PeerId | None], None],
+        start_own_search: Callable[[float, Stream, float | None, int | None], None],
+        fresh_uid: Callable[[], int],
+        leave: Callable[[PeerId, bytes], None],
+        linger: Callable[[float, Stream], None],
+        prune: Callable[[float, Stream], None],
+    ) -> None:
+        self._location = location
+        self._config = config
+        self._stats = stats
+        self._streams = streams
+        self._peers = peers
+        self._timers = timers
+        self._out = out
+        self._flow = flow
+        self._refills = refills
+        self._change = change  # (``Node._change``)
+        self._start_own_search = start_own_search  # (``Node._start_own_search``)
+        self._fresh_uid = fresh_uid  # (``hops``)
+        self._leave = leave  # (``leaving``)
+        self._linger = linger  # (``leaving``)
+        self._prune = prune  # (``leaving``)
+        # Restart (and look) uid -> key, while the subtree confirms: the origin routes the
+        # search once it has (or ``confirm_timeout`` passed). Read by ``hops`` too: one
+        # uid names one search.
+        self.awaiting: dict[int, bytes] = {}
+        timers.on(RESTART_TIMER, self.on_restart_timer)
+
+    def may_accept(self, stream: Stream, uid: int, must_beat: float | None) -> bool:
         """Whether a search may end here. A resubscribe needs, by the spec, our location
         closer to the key than must-beat and a uid we have not relayed as a restart (it
         would come from our ancestor); every remembered restart uid counts, since an older
@@ -112,11 +114,11 @@ class Restarts:
             # search that then finds nothing closer leaves two roots side by side.
             return True
         target = stream.target
-        if not is_closer(target, self.location, must_beat):
+        if not is_closer(target, self._location, must_beat):
             return False
         return origin is None or is_closer(target, origin, must_beat)
 
-    def _label_refuses(self: _NodeParts, stream: Stream, uid: int, must_beat: float | None) -> bool:
+    def label_refuses(self, stream: Stream, uid: int, must_beat: float | None) -> bool:
         """Whether only our label keeps us from taking a resubscribe: we are closer to the
         key than its must-beat (or a root, which takes any once its look is over) and it is
         not our ancestor's, but we are detached or looking under an origin no closer to the
@@ -132,56 +134,12 @@ class Restarts:
             must_beat is not None
             and origin is not None
             and uid not in stream.restarts_seen
-            and (stream.state is State.ROOT or is_closer(stream.target, self.location, must_beat))
+            and (stream.state is State.ROOT or is_closer(stream.target, self._location, must_beat))
             and not is_closer(stream.target, origin, must_beat)
         )
 
-    def _may_hang_below(
-        self: _NodeParts, stream: Stream, uid: int, must_beat: float | None
-    ) -> bool:
-        """Whether a search we routed on, which found a tree beyond us, may be answered
-        from here (joining our tree, not the one it found: we carry the stream). While we
-        are detached that is race 3 again: only a subtree whose origin is farther than ours
-        may hang below us (chaos: answering regardless closed a cycle with no root). Our
-        own location does not matter here: the tree that accepted it was close enough."""
-        origin = stream.restart_origin
-        if must_beat is None or origin is None:
-            return True
-        return uid not in stream.restarts_seen and is_closer(stream.target, origin, must_beat)
-
-    def _may_move_to(
-        self: _NodeParts,
-        stream: Stream,
-        peer: PeerId,
-        reply: SubscribeSucceeded | SubscribeSucceededNewRoot,
-        route: Route,
-    ) -> bool:
-        """A search we routed on found, through ``peer``, a tree that is not detached, and
-        our label (a detached or looking tree, farther from the key than the search's
-        origin) forbids hanging the origin below us. Then we move, with our subtree, to
-        the tree it found, and answer it from there. Refusing would end the search as
-        "nothing found" while a tree was found (chaos: the closest node's look, routed
-        through a looking far root's members to a third root, was refused on its way back,
-        and the two nearer roots numbered one range twice). Only a member moves, and only
-        below an existing, unlabelled tree: a labelled one may hang below our own tree, and
-        our root still looks, so it finds the tree we moved to.
-
-        An unlabelled answer is outside our subtree only if every member of it carried our
-        label before the search left us: so our label must have been confirmed by then
-        (``route.labelled``; chaos: a member that the label had not reached yet answered,
-        and the relay hung below its own descendant, a cycle with no root). And never for
-        a restart we relayed: its origin is our ancestor, or was (a newer restart may have
-        moved us since), and it comes to hang below us (chaos: a cycle, too)."""
-        if stream.state is not State.JOINED or peer in stream.children:
-            return False
-        if route.labelled is None or route.labelled != stream.restart_uid:
-            return False
-        if route.uid in stream.restarts_seen:
-            return False
-        return isinstance(reply, SubscribeSucceeded) and reply.origin is None
-
-    def _hang_from(
-        self: _NodeParts,
+    def hang_from(
+        self,
         now: float,
         stream: Stream,
         peer: PeerId,
@@ -197,17 +155,17 @@ class Restarts:
         # told): it resumes there, never past it, and asks for the rest below (chaos: a
         # member holding nothing, its client owed 0.., moved for a resubscriber that had 29,
         # entered at 30 and told its client 0..29 were missed, which the tree held).
-        own = self.flow.resume_point(stream)
+        own = self._flow.resume_point(stream)
         if own is not None and (last_seen is None or own < last_seen):
             last_seen = own
-        self._change(stream, Change.REPARENTED, parent=peer)
-        self._take_label(stream, *label_of(reply))
-        self.flow.attached(stream, success, last_seen, new_head(reply))
+        self._change(stream, Change.REPARENTED, peer)
+        self.take_label(stream, *label_of(reply))
+        self._flow.attached(stream, success, last_seen, new_head(reply))
         # ``peer`` may be the old parent itself: the search went up through it (it routed
         # the ancestor's resubscribe on too) before leaving the subtree. Leaving it then
         # orphans us (chaos: a child naming a parent that had dropped it, its publishes
         # refused there for ever).
-        if old is not None and old != peer and old in self.peers:
+        if old is not None and old != peer and old in self._peers:
             self._leave(old, stream.key)
         head = None if success is None else success.last_packet
         if stream.next_in is not None and head is not None and stream.next_in <= head:
@@ -215,36 +173,15 @@ class Restarts:
             # lack below the new parent's head, as a child's FillRequest (chaos: a member
             # that held up to 16 moved below a parent at 17 for a resubscriber that had 17,
             # and told its subtree 17 was missed at the next packet).
-            self._send(peer, FillRequest(stream.key, stream.next_in, head))
-            self.flow.expect_fill(now, stream, stream.next_in, head)
-        self._refill(now, stream)
+            self._out.send(peer, FillRequest(stream.key, stream.next_in, head))
+            self._flow.expect_fill(now, stream, stream.next_in, head)
+        self._refills.refill(now, stream)
 
-    def _forget_peer(self: _NodeParts, now: float, peer: PeerId, at_once: bool = True) -> None:
-        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
-        ``at_once``: its link closed or it came back anew, which the peers on its other
-        links saw at the same moment; not: it fell silent (``liveness``)."""
-        self._lost_a_link = True  # a new link may now be a way back (``probes``)
-        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
-        for route in list(self.routes.values()):
-            # Handling one route can finish others (joining a tree completes every search
-            # for the key): act only on routes still live and still waiting on ``peer``.
-            if self.routes.get(route.uid) is route and route.current == peer:
-                route.lost = True  # its answer, if any, died with the link
-                self._forward(now, route)  # backtrack past it
-        for stream in list(self.streams.values()):
-            if stream.parent == peer:
-                self._restart(now, stream, Change.PARENT_LOST)
-            elif peer in stream.children:
-                self._lost_child(now, stream, peer, at_once)
-                self._child_gone(now, stream, peer, died=True)
-
-    def _child_gone(
-        self: _NodeParts, now: float, stream: Stream, peer: PeerId, died: bool = False
-    ) -> None:
+    def child_gone(self, now: float, stream: Stream, peer: PeerId, died: bool = False) -> None:
         del stream.children[peer]
         if stream.catching_up is not None:
             stream.catching_up.discard(peer)
-        self.flow.children_changed(stream)  # a root may have nobody left to wait for
+        self._flow.children_changed(stream)  # a root may have nobody left to wait for
         if stream.looking is not None:
             stream.look_lost = True  # see ``merges``: the look may have missed its subtree
         if died:
@@ -255,27 +192,32 @@ class Restarts:
             stream.confirming.discard(peer)
             self._check_confirmed(now, stream)
 
-    def _restart(self: _NodeParts, now: float, stream: Stream, change: Change) -> None:
+    def restart(self, now: float, stream: Stream, change: Change) -> None:
         """Become the origin of a restart: label the subtree, and route the resubscribe
         (must beat: our location) once every child has confirmed."""
-        self.stats.restarts += 1
-        self._change(stream, change, parent=None)
-        uid = self._fresh_uid()
-        self._label(stream, uid, self.location)
-        self._awaiting[uid] = stream.key
+        self._stats.restarts += 1
+        self._change(stream, change, None)
+        self.originate(now, stream, self._fresh_uid())
+
+    def originate(self, now: float, stream: Stream, uid: int) -> None:
+        """Label our subtree with restart ``uid`` (a restart's, or a look's: ``merges``) as
+        its origin, and route the search once every child has confirmed, or
+        ``confirm_timeout`` passed."""
+        self._label(stream, uid, self._location)
+        self.awaiting[uid] = stream.key
         if stream.confirming:
-            self._timers.add(now + self.config.confirm_timeout, (RESTART_TIMER, uid, 0))
+            self._timers.add(now + self._config.confirm_timeout, (RESTART_TIMER, uid, 0))
         else:
             self._route_restart(now, stream)
 
-    def _route_restart(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _route_restart(self, now: float, stream: Stream) -> None:
         uid = stream.restart_uid
         assert uid is not None
-        del self._awaiting[uid]
+        del self.awaiting[uid]
         stream.confirming = None
-        self._start_own_search(now, stream, must_beat=self.location, uid=uid)
+        self._start_own_search(now, stream, self._location, uid)
 
-    def _label(self: _NodeParts, stream: Stream, uid: int, origin: float) -> None:
+    def _label(self, stream: Stream, uid: int, origin: float) -> None:
         """Take restart ``uid`` as our subtree's label and pass it to every child, each of
         which confirms once its own subtree has."""
         stream.restart_uid = uid
@@ -292,14 +234,12 @@ class Restarts:
         if kept is not None:
             held = -1 if stream.high is None else stream.high
             head = max(held, -1 if stream.next_in is None else stream.next_in - 1)
-            stream.claim(min(kept, head + self.config.window_packets))
+            stream.claim(min(kept, head + self._config.window_packets))
         message = SubscribeRestarted(uid, stream.key, origin)
         for child in stream.children:
-            self._send(child, message)
+            self._out.send(child, message)
 
-    def _take_label(
-        self: _NodeParts, stream: Stream, uid: int | None, origin: float | None
-    ) -> None:
+    def take_label(self, stream: Stream, uid: int | None, origin: float | None) -> None:
         """We hang from a new parent (or are the root now) whose label is ``uid``/``origin``:
         our subtree takes it, or drops ours if the new parent is attached."""
         old = stream.restart_uid
@@ -308,13 +248,11 @@ class Restarts:
             stream.confirming = None
             if old is not None:
                 for child in stream.children:
-                    self._send(child, RestartEnded(old, stream.key))
+                    self._out.send(child, RestartEnded(old, stream.key))
         elif uid != old:
             self._label(stream, uid, origin)
 
-    def _on_restarted(
-        self: _NodeParts, now: float, peer: PeerId, message: SubscribeRestarted
-    ) -> None:
+    def on_restarted(self, now: float, peer: PeerId, message: SubscribeRestarted) -> None:
         """Relay a restart (or a new label) from our parent down the subtree, and confirm
         it once the subtree has. A uid seen before is not relayed again: should parent
         links ever close a cycle, restarts would otherwise chase each other round it for
@@ -324,23 +262,21 @@ class Restarts:
         not, and its search could then be accepted there (chaos: a duplicated restart,
         and a look that joined a member of its own tree, closing a cycle with no root)."""
         key = message.key
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
             # Not our parent: the sender must not wait for us, nor keep us as a child.
-            self._send(peer, RestartConfirmed(message.uid, key))
+            self._out.send(peer, RestartConfirmed(message.uid, key))
             self._leave(peer, key)
             return
         if message.uid in stream.restarts_seen:
             if message.uid != stream.restart_uid or not stream.confirming:
-                self._send(peer, RestartConfirmed(message.uid, key, stream.subtree_high))
+                self._out.send(peer, RestartConfirmed(message.uid, key, stream.subtree_high))
             return
         self._label(stream, message.uid, message.origin)
         self._check_confirmed(now, stream)
 
-    def _on_restart_confirmed(
-        self: _NodeParts, now: float, peer: PeerId, message: RestartConfirmed
-    ) -> None:
-        stream = self.streams.get(message.key)
+    def on_restart_confirmed(self, now: float, peer: PeerId, message: RestartConfirmed) -> None:
+        stream = self._streams.get(message.key)
         if (
             stream is not None
             and stream.restart_uid == message.uid
@@ -354,7 +290,7 @@ class Restarts:
             stream.claim(message.last_seen)
             self._check_confirmed(now, stream)
 
-    def _check_confirmed(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _check_confirmed(self, now: float, stream: Stream) -> None:
         """Once no child is left to confirm: the origin routes its resubscribe; any other
         member confirms to its parent."""
         if stream.confirming is None or stream.confirming:
@@ -363,40 +299,40 @@ class Restarts:
         uid = stream.restart_uid
         if uid is None:
             return
-        if self._awaiting.get(uid) == stream.key and (
+        if self.awaiting.get(uid) == stream.key and (
             stream.state is State.RESTARTING or stream.looking == uid
         ):
             self._route_restart(now, stream)
         elif stream.parent is not None:
-            self._send(stream.parent, RestartConfirmed(uid, stream.key, stream.subtree_high))
+            self._out.send(stream.parent, RestartConfirmed(uid, stream.key, stream.subtree_high))
 
-    def _on_restart_ended(self: _NodeParts, now: float, peer: PeerId, uid: int, key: bytes) -> None:
+    def on_restart_ended(self, now: float, peer: PeerId, uid: int, key: bytes) -> None:
         """Our subtree's origin is attached again: relay that down and drop the label; our
         waiters' clocks, stood still meanwhile (``refills``), start again."""
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         if stream is None or stream.parent != peer or stream.restart_uid != uid:
             return
         stream.restart_uid = stream.restart_origin = None
         stream.confirming = None
         for child in stream.children:
-            self._send(child, RestartEnded(uid, key))
-        self._restart_fill_clocks(now, stream)
+            self._out.send(child, RestartEnded(uid, key))
+        self._refills.restart_fill_clocks(now, stream)
 
-    def _on_restart_timer(self: _NodeParts, now: float, uid: int, attempt: int) -> None:
+    def on_restart_timer(self, now: float, uid: int, attempt: int) -> None:
         """Some member has not confirmed within ``confirm_timeout``: route anyway; a tree
         that never reattached is worse than the small risk a slow member brings."""
-        key = self._awaiting.get(uid)
+        key = self.awaiting.get(uid)
         if key is None:
             return
-        stream = self.streams.get(key)
+        stream = self._streams.get(key)
         if (
             stream is None
             or stream.restart_uid != uid
             or (stream.state is not State.RESTARTING and stream.looking != uid)
         ):
-            del self._awaiting[uid]  # the stream is gone, or moved on to a newer restart
+            del self.awaiting[uid]  # the stream is gone, or moved on to a newer restart
             return
-        self.stats.confirm_timeouts += 1
+        self._stats.confirm_timeouts += 1
         self._route_restart(now, stream)
 
 
@@ -419,3 +355,46 @@ def label_of(
     if isinstance(reply, SubscribeSucceeded):
         return reply.restart, reply.origin
     return None, None
+
+
+def may_hang_below(stream: Stream, uid: int, must_beat: float | None) -> bool:
+    """Whether a search we routed on, which found a tree beyond us, may be answered
+    from here (joining our tree, not the one it found: we carry the stream). While we
+    are detached that is race 3 again: only a subtree whose origin is farther than ours
+    may hang below us (chaos: answering regardless closed a cycle with no root). Our
+    own location does not matter here: the tree that accepted it was close enough."""
+    origin = stream.restart_origin
+    if must_beat is None or origin is None:
+        return True
+    return uid not in stream.restarts_seen and is_closer(stream.target, origin, must_beat)
+
+
+def may_move_to(
+    stream: Stream,
+    peer: PeerId,
+    reply: SubscribeSucceeded | SubscribeSucceededNewRoot,
+    route: Route,
+) -> bool:
+    """A search we routed on found, through ``peer``, a tree that is not detached, and
+    our label (a detached or looking tree, farther from the key than the search's
+    origin) forbids hanging the origin below us. Then we move, with our subtree, to
+    the tree it found, and answer it from there. Refusing would end the search as
+    "nothing found" while a tree was found (chaos: the closest node's look, routed
+    through a looking far root's members to a third root, was refused on its way back,
+    and the two nearer roots numbered one range twice). Only a member moves, and only
+    below an existing, unlabelled tree: a labelled one may hang below our own tree, and
+    our root still looks, so it finds the tree we moved to.
+
+    An unlabelled answer is outside our subtree only if every member of it carried our
+    label before the search left us: so our label must have been confirmed by then
+    (``route.labelled``; chaos: a member that the label had not reached yet answered,
+    and the relay hung below its own descendant, a cycle with no root). And never for
+    a restart we relayed: its origin is our ancestor, or was (a newer restart may have
+    moved us since), and it comes to hang below us (chaos: a cycle, too)."""
+    if stream.state is not State.JOINED or peer in stream.children:
+        return False
+    if route.labelled is None or route.labelled != stream.restart_uid:
+        return False
+    if route.uid in stream.restarts_seen:
+        return False
+    return isinstance(reply, SubscribeSucceeded) and reply.origin is None

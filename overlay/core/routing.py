@@ -48,11 +48,11 @@ class Route:
     deadline: float = 0.0  # when we stop waiting for ``current``
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
     # "Not found" may be wrong (DataNotFound ``lost``): a peer it went to dropped its link
-    # before answering, or we refused it only for our label (``Restarts._label_refuses``).
+    # before answering, or we refused it only for our label (``Restarts.label_refuses``).
     lost: bool = False
     prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``hops``)
     # The restart label our whole subtree had confirmed when the search reached us, if any
-    # (``Restarts._may_move_to``).
+    # (``restarts.may_move_to``).
     labelled: int | None = None
 
     @property

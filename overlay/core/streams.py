@@ -30,6 +30,7 @@ from overlay.core.delivery import Member
 from overlay.core.early_packets import EarlyPackets
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
+from overlay.core.fills import Fill
 from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
@@ -37,7 +38,6 @@ from overlay.messages import PublishData, PublishSucceeded
 
 if TYPE_CHECKING:
     from overlay.core.confirming import Pending
-    from overlay.core.refills import Fill
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
 # its link, so a handful covers every restart still travelling through the subtree.
@@ -158,11 +158,11 @@ class Stream:
     crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
-    # Children adopted whose catch-up waits for such packets (refills, ``_catch_up_later``):
+    # Children adopted whose catch-up waits for such packets (refills, ``Refills.catch_up_later``):
     # nothing live goes to them until it is sent, in order.
     catching_up: set[PeerId] | None = None
     # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
-    # which it takes in if they come (refills, ``_ask_newcomer``).
+    # which it takes in if they come (refills, ``Refills.ask_newcomer``).
     reopened: list[tuple[int, int]] | None = None
     # Our last child died and we stay a while, holding the window (``leaving``): the token
     # of the timer that ends the stay (None: not lingering).
