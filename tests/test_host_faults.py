@@ -88,7 +88,7 @@ async def test_a_timer_that_raises_is_lost_alone_and_the_node_goes_on(
     fault is logged with its traceback and counted, and heartbeats go on to both peers."""
     host, a, b = linked_host()
     calls: list[str] = []
-    monkeypatch.setattr(host.core, "_on_route_timeout", raising(calls))
+    monkeypatch.setattr(host.core.searches, "on_timeout", raising(calls))
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         host.subscribe(host.add_client(Inbox()), KEY)
@@ -113,7 +113,7 @@ async def test_a_message_the_core_raises_on_closes_only_its_link(
     core: Node = host.core
     calls: list[str] = []
     monkeypatch.setattr(
-        core, "_on_unsubscribe", raising(calls, lambda: core._send(B, Heartbeat(99)))
+        core.leaving, "on_unsubscribe", raising(calls, lambda: core._send(B, Heartbeat(99)))
     )
     host.received(a, Unsubscribe(KEY))
     assert calls == ["called"]

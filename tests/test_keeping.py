@@ -68,7 +68,7 @@ def test_the_keep_ends_after_keep_idle() -> None:
     net.advance(start + KEEP - 1)
     assert net.state(b"C", KEY) is State.ROOT  # its probes and looks did not end it early
     net.advance(start + KEEP)
-    assert net.state(b"C", KEY) is None and not net.nodes[b"C"]._kept
+    assert net.state(b"C", KEY) is None and not net.nodes[b"C"].keeping.kept
 
 
 def test_a_member_that_comes_and_goes_starts_a_fresh_keep() -> None:

@@ -85,13 +85,13 @@ def test_an_unsubscribe_to_a_peer_a_search_of_ours_waits_on_is_sent_once_it_answ
     [(peer, request)] = sends(node.subscribe(0.0, KEY, 1))
     assert peer == b"P" and isinstance(request, SubscribeRequest)
     node._leave(b"P", KEY)
-    assert node._unsettled == {(b"P", KEY)}  # nothing sent yet
+    assert node.leaving.unsettled == {(b"P", KEY)}  # nothing sent yet
     effects = node.receive(1.0, b"P", DataNotFound(request.uid, KEY, 0))
     # N is root now, and its look (``merges``) waits on P in turn: still held.
     look = look_sent(effects, b"P", node.location)
     effects = node.receive(1.5, b"P", DataNotFound(look.uid, KEY, 0))
     assert (b"P", Unsubscribe(KEY)) in sends(effects)
-    assert node._unsettled == set()
+    assert node.leaving.unsettled == set()
 
 
 def relay_holding_packets() -> Node:
@@ -110,10 +110,10 @@ def test_a_relay_whose_last_child_died_lingers_then_leaves() -> None:
     node = relay_holding_packets()
     linger = node.config.linger
     assert sends(node.link_down(1.0, b"C")) == []  # no Unsubscribe to P yet
-    assert node.streams[KEY].state is State.JOINED and node._linger_keys  # (counts as busy)
+    assert node.streams[KEY].state is State.JOINED and node.leaving.linger_keys  # (counts as busy)
     assert sends(node.handle_timer(1.0 + linger - 0.1)) == []
     assert sends(node.handle_timer(1.0 + linger)) == [(b"P", Unsubscribe(KEY))]
-    assert node.streams == {} and not node._linger_keys
+    assert node.streams == {} and not node.leaving.linger_keys
 
 
 def test_a_lingering_relay_whose_parent_dies_resubscribes_with_what_it_holds() -> None:

@@ -148,7 +148,7 @@ def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_roo
     [(peer, _)] = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.2, 0.2)))
     assert peer == b"Q"
     node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
-    assert node._trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
+    assert node.probes.trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
 
 
 def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
@@ -214,7 +214,7 @@ def test_a_flood_of_probes_keeps_bounded_state() -> None:
     meet(node, b"Q", 0.4)
     for uid in range(_PATHS + 500):
         node.receive(1.0, b"P", RootProbe(uid, KEY, 3, 0.35, 0.45))
-    assert len(node._probes) == _PATHS
+    assert node.probes.in_flight == _PATHS
     # The oldest were forgotten: their answers are dropped, the newest still go back.
     assert sends(node.receive(1.1, b"Q", ProbeAnswer(0, KEY, 0.49, 0))) == []
     last = _PATHS + 499

@@ -26,11 +26,11 @@ Invariants (checked by the simulator's tree checker at quiescence):
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
 from collections.abc import Mapping
 
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
+from overlay.core.admission import Admission
 from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
@@ -38,21 +38,21 @@ from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
-from overlay.core.hops import ROUTE_TIMER, Hops
 from overlay.core.joining import catch_up_span, owed_after
-from overlay.core.keeping import KEEP_TIMER, Keeping
-from overlay.core.leaving import LINGER_TIMER, Leaving
-from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
+from overlay.core.keeping import Keeping
+from overlay.core.leaving import Leaving
+from overlay.core.liveness import Liveness
 from overlay.core.memory import Memory
 from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
-from overlay.core.probes import ProbeHop, Probes
+from overlay.core.probes import Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
 from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, new_head, success_of
 from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.searches import Searches
 from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
@@ -96,7 +96,7 @@ from overlay.messages import (
 )
 
 
-class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leaving, Keeping):
+class Node(LocalClients, Restarts, Merges, Refills):
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -116,7 +116,6 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         self.boot_id = boot_id if boot_id is not None else rng.getrandbits(64)
         self.peers = PeerTable()
         self.streams: dict[bytes, Stream] = {}
-        self.routes: dict[int, Route] = {}
         self.stats = NodeStats()
         self.child_drops = ChildDrops()  # (``merges``: a root's lost children, per peer)
         config = self.config
@@ -127,26 +126,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             config.catch_up_burst * config.window_packets,
             config.catch_up_burst * config.window_bytes,
         )
-        self._routes_by_key: dict[bytes, dict[int, None]] = {}
-        self._routes_by_peer: dict[tuple[PeerId, bytes], int] = {}  # relayed, in flight
-        self._parked: dict[int, None] = {}  # own searches waiting for a peer (hops)
-        self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
         self._timers = TimerQueue()
         self._announced: float | None = None
-        self._announce_at: float | None = None  # a Neighbours announcement is due then
-        self._unsettled: set[tuple[PeerId, bytes]] = set()  # Unsubscribes held back: _leave
-        self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
-        self._beating = False
         self._awaiting: dict[int, bytes] = {}  # restart uid -> key, while children confirm
         self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
         self._fill_tokens = 0
-        self._linger_keys: dict[int, bytes] = {}  # linger timer token -> key (``leaving``)
-        self._linger_tokens = 0
-        self._kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first (``keeping``)
-        self._keep_tokens = 0
-        self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
-        self._trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops (probes)
-        self._lost_a_link = False  # whether a peer ever went away (``probes``)
         self.out = Outbox(self.stats)
         self.memory = Memory(self.config.remembered_streams, self.out.append, remembered)
         self.flow = PacketFlow(
@@ -161,17 +145,50 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         )
         self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
         timers = self._timers
-        timers.on(ROUTE_TIMER, self._on_route_timeout)
+        streams, stats, peers, out = self.streams, self.stats, self.peers, self.out
+        seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)  # (searches, probes)
+        self.keeping = Keeping(config, streams, timers, lambda s: self.leaving.forget(s))
+        self.probes = Probes(
+            location, config, rng, stats, peers, streams, out, self.flow, seen, self._start_look
+        )
+        self.liveness = Liveness(
+            config,
+            peers,
+            stats,
+            timers,
+            out,
+            self.flow,
+            self.catch_ups,
+            self.probes,
+            lambda now, peer, at_once: self._forget_peer(now, peer, at_once),
+        )
+        self.searches = Searches(
+            config,
+            peers,
+            stats,
+            streams,
+            timers,
+            out,
+            rng,
+            seen,
+            self._awaiting,
+            self.liveness,
+            self.probes,
+            self._end_route,
+            lambda peer, key: self.leaving.settle(peer, key),
+        )
+        self.leaving = Leaving(
+            config, peers, streams, timers, out, self.searches, self.keeping, self._child_gone
+        )
+        self.admission = Admission(
+            config, stats, streams, out, self.searches, self.keeping, self.leaving
+        )
         timers.on(PUBLISH_TIMER, self.flow.on_timer)
         timers.on(MARK_TIMER, self.flow.on_mark_timer)
         timers.on(RESTART_TIMER, self._on_restart_timer)
         timers.on(RECOVER_TIMER, self._on_recover_timer)
         timers.on(EARLY_TIMER, self.flow.on_early_timer)
         timers.on(FILL_TIMER, self._on_fill_timer)
-        timers.on(LINGER_TIMER, self._on_linger_timer)
-        timers.on(KEEP_TIMER, self._on_keep_timer)
-        timers.on(ANNOUNCE_TIMER, self._on_announce_timer)
-        timers.on(HEARTBEAT_TIMER, self._on_heartbeat_timer)
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -188,7 +205,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # Hello costs nothing, a new link a handshake.
             self.catch_ups.forget(peer)
             self._forget_peer(now, peer)
-            self._links_changed(now)
+            self.liveness.links_changed(now)
         return self._flush(now)
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
@@ -239,7 +256,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def announce_neighbours(self, now: float) -> list[Effect]:
         """Tell every peer where our peers are, now (normally a timer does it after links
         change; a driver that brings many links up at once may call it when done)."""
-        self._announce()
+        self.liveness.announce()
         return self._flush(now)
 
     def busy(self) -> bool:
@@ -249,8 +266,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         a driver that runs until the network is quiet (the simulator) waits for every node to
         stop being busy."""
         flow = self.flow
-        ours = len(self.routes) > len(self._parked) or self._announce_at is not None
-        waits = self._awaiting or self._fill_keys or self._linger_keys
+        searches = self.searches
+        ours = len(searches.routes) > len(searches.parked) or self.liveness.announce_at is not None
+        waits = self._awaiting or self._fill_keys or self.leaving.linger_keys
         return bool(ours or waits or flow.local or flow.recovering or flow.marks_due)
 
     def next_deadline(self) -> float | None:
@@ -264,11 +282,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case SubscribeRequest() | ResubscribeRequest():
                 self._on_request(now, peer, message)
             case Accepted():
-                self._on_accepted(now, peer, message.uid)
+                self.searches.on_accepted(now, peer, message.uid)
             case SubscribeSucceeded() | SubscribeSucceededNewRoot():
                 self._on_success(now, peer, message)
             case DataNotFound() | RejectOverload() | RejectedLoop():
-                self._on_failure(now, peer, message)
+                self.searches.on_failure(now, peer, message)
             case SubscribeRestarted():
                 self._on_restarted(now, peer, message)
             case RestartConfirmed():
@@ -276,7 +294,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case RestartEnded():
                 self._on_restart_ended(now, peer, message.uid, message.key)
             case Unsubscribe():
-                self._on_unsubscribe(now, peer, message.key)
+                self.leaving.on_unsubscribe(now, peer, message.key)
             case Neighbours():
                 record = self.peers.get(peer)
                 if record is not None:
@@ -291,9 +309,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             case FillRequest():
                 self._on_fill_request(now, peer, message)
             case RootProbe():
-                self._on_probe(now, peer, message)
+                self.probes.on_probe(now, peer, message)
             case ProbeAnswer():
-                self._on_probe_answer(now, peer, message)
+                self.probes.on_answer(now, peer, message)
             case HeldQuery():
                 self.flow.on_held_query(peer, message)
             case Committed() | PastQuery():
@@ -324,19 +342,15 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         (nanomsg), so a sender that thinks we are its child stops."""
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
-            self._leave(peer, key)
+            self.leaving.leave(peer, key)
             return None
         return stream
 
     def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
         previous = self.peers.add(peer, hello.location, hello.boot_id, now)
-        if not self._beating:
-            self._beating = True
-            self._timers.add(
-                now + self.config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0)
-            )
+        self.liveness.start(now)
         if previous is None or previous.location != hello.location:
-            self._links_changed(now)
+            self.liveness.links_changed(now)
         if previous is not None and previous.boot_id != hello.boot_id:
             # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
             # streams to which it was subscribed."
@@ -350,9 +364,9 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                     stream.target, hello.location, self.location
                 ):
                     self._restart(now, stream, Change.CLOSER_NODE)
-            self._probe_new_links(now)
-        if self._parked:
-            self._resume_parked(now)
+            self.probes.probe_new_links(now)
+        if self.searches.parked:
+            self.searches.resume_parked(now)
 
     # --- searches -------------------------------------------------------------------------
 
@@ -371,9 +385,10 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             if descriptor is None or descriptor_matches(key, descriptor) is None:
                 self.out.drop(peer, "a signed stream's request without its descriptor")
                 return
-        named = self._uid_names(uid)
+        searches = self.searches
+        named = searches.uid_names(uid)
         if named is not None and named != key:
-            # One uid names one search for one key (``Hops._start_route``). A search's uid
+            # One uid names one search for one key (``Searches.start_route``). A search's uid
             # can reach peers before the search does (a restart tells its subtree the uid,
             # SubscribeRestarted, and routes it once the subtree confirms), so a hostile
             # member can name another stream's search with it. Refused as a loop: the
@@ -383,8 +398,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        seen = self._seen.contains(uid, now) or named is not None
-        self._seen.add(uid, now)
+        seen = searches.seen.contains(uid, now) or named is not None
+        searches.seen.add(uid, now)
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
         if stream is not None and stream.carried:
@@ -401,15 +416,12 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 # or it ends as a second root beside it.
                 self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
                 return
-        if seen:  # (or in flight still, though ``_seen`` forgot it: ``named``)
+        if seen:  # (or in flight still, though ``seen`` forgot it: ``named``)
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        busy = self._too_many_searches(peer, key)
-        if busy or ((stream is None or not stream.carried) and not self._has_room(key)):
-            self.stats.overloads += 1
-            self._send(peer, RejectOverload(uid, key))
-            return
+        if self.admission.refuses(peer, uid, key, stream):
+            return  # (RejectOverload: ``admission``)
         target = key_location(key)
         best_loc, htl, i_am_best = advance(
             self.location,
@@ -432,15 +444,16 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # two roots that took over from one dead root refused each other's looks twice,
             # neither had a closer peer outside its tree, and both numbered 22..24).
             route.lost = True
-        self._start_route(now, route)
+        searches.start_route(now, route)
 
     def _start_own_search(
         self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
     ) -> None:
         """Route a search for ``stream`` that starts here (a local join or a restart)."""
+        searches = self.searches
         if uid is None:
-            uid = self._fresh_uid()
-        self._seen.add(uid, now)
+            uid = searches.fresh_uid()
+        searches.seen.add(uid, now)
         stream.join_uid = uid
         route = Route(
             uid,
@@ -455,11 +468,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             must_beat,
             stream.descriptor,
         )
-        self._start_route(now, route)
+        searches.start_route(now, route)
 
     def _end_route(self, now: float, route: Route) -> None:
         """No peer is left to try (or the budget is spent): root here, or report failure."""
-        self._drop_route(route)
+        self.searches.drop_route(route)
         stream = self.streams.get(route.key)
         if route.upstream is None and stream is not None and stream.join_uid == route.uid:
             self._own_search_ended(now, stream, route)
@@ -472,7 +485,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self._answer(now, stream, route, new_root=True)
             self._first_look(now, stream, route)
             self.flow.carried(now, stream)
-            self._prune(now, stream)
+            self.leaving.prune(now, stream)
         else:
             self._fail(route)
 
@@ -501,7 +514,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 if member.receives:
                     self._deliver(client, SubscribeFailed(stream.key, reason))
             self.flow.abandon(stream, PublishError.NOT_CARRIED)
-        self._prune(now, stream)
+        self.leaving.prune(now, stream)
 
     def _fail(self, route: Route) -> None:
         self.stats.not_found += 1
@@ -511,11 +524,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def _on_success(
         self, now: float, peer: PeerId, reply: SubscribeSucceeded | SubscribeSucceededNewRoot
     ) -> None:
-        route = self.routes.get(reply.uid)
+        route = self.searches.routes.get(reply.uid)
         if route is None or route.current != peer or route.key != reply.key:
             # A late answer to a search we already finished (timed out, or completed when we
             # joined by another path): the sender just listed us as a child; undo that.
-            self._refuse_parent(peer, reply.key)
+            self.leaving.refuse_parent(peer, reply.key)
             return
         stream = self.streams.get(route.key)
         if (
@@ -528,11 +541,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             # stale or the success went round our own subtree. We cannot tell which, so we
             # refuse, undo its adoption of us and try our next peer.
             self.stats.loops += 1
-            self._leave(peer, route.key)
-            self._forward(now, route)
-            self._settle(peer, route.key)
+            self.leaving.leave(peer, route.key)
+            self.searches.forward(now, route)
+            self.leaving.settle(peer, route.key)
             return
-        self._drop_route(route)
+        self.searches.drop_route(route)
         new_root = isinstance(reply, SubscribeSucceededNewRoot)
         if stream is not None and stream.carried:
             head_known = True
@@ -558,11 +571,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
                 head_known = not new_root
             elif stream.parent != peer:
                 if self._may_hang_below(stream, route.uid, route.must_beat):
-                    self._leave(peer, route.key)  # it joins our tree, through us
+                    self.leaving.leave(peer, route.key)  # it joins our tree, through us
                 elif self._may_move_to(stream, peer, reply, route):
                     self._hang_from(now, stream, peer, reply, route.last_seen)
                 else:
-                    self._leave(peer, route.key)
+                    self.leaving.leave(peer, route.key)
                     self._fail(route)  # answering it from here would put it below us
                     return
             self._answer(now, stream, route, new_root=False, head_known=head_known)
@@ -570,8 +583,8 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
             self._answer(now, stream, route, new_root=new_root)
             self.flow.carried(now, stream)
-        self._prune(now, stream)
-        self._settle(peer, route.key)
+        self.leaving.prune(now, stream)
+        self.leaving.settle(peer, route.key)
 
     # --- tree membership --------------------------------------------------------------------
 
@@ -636,10 +649,11 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
     def _complete_pending(self, now: float, stream: Stream) -> None:
         """Now that we carry ``stream``, answer the searches for it still running through us
         instead of letting them wander on: this coalesces concurrent joins."""
-        for uid in list(self._routes_by_key.get(stream.key, ())):
-            route = self.routes[uid]
+        routes = self.searches.routes
+        for uid in self.searches.uids_for(stream.key):
+            route = routes[uid]
             if route.upstream is None or self._may_accept(stream, uid, route.must_beat):
-                self._drop_route(route)
+                self.searches.drop_route(route)
                 self._answer(now, stream, route, new_root=False)
 
     def _answer(
@@ -694,7 +708,7 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         ):
             return
         stream.children[peer] = None
-        self._unkeep(stream)
+        self.keeping.unkeep(stream)
         reply = None if new_root else self.flow.success(uid, stream, last_seen, head_known)
         self._send(peer, reply or SubscribeSucceededNewRoot(uid, stream.key, stream.high))
         after = owed_after(reply, last_seen)
@@ -745,6 +759,68 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
         if verdict is Verdict.CUT_OFF:
             reason = "asked for catch-ups far beyond its budget, again and again"
             self.out.drop(peer, reason)
+
+    # --- forwarders for the mixins not yet components ------------------------------------
+
+    @property
+    def routes(self) -> dict[int, Route]:
+        """The searches in flight here, by uid (``searches``)."""
+        return self.searches.routes
+
+    # forwarder (the mixins' ``_NodeParts`` declare it settable): removed with them
+    @routes.setter
+    def routes(self, value: dict[int, Route]) -> None:
+        self.searches.routes = value
+
+    # forwarder: removed once every caller is a component
+    @property
+    def _unsettled(self) -> set[tuple[PeerId, bytes]]:
+        return self.leaving.unsettled
+
+    @_unsettled.setter
+    def _unsettled(self, value: set[tuple[PeerId, bytes]]) -> None:
+        self.leaving.unsettled = value
+
+    # forwarder: removed once every caller is a component
+    @property
+    def _lost_a_link(self) -> bool:
+        return self.probes.lost_a_link
+
+    @_lost_a_link.setter
+    def _lost_a_link(self, value: bool) -> None:
+        self.probes.lost_a_link = value
+
+    # forwarder: removed once every caller is a component
+    def _forward(self, now: float, route: Route) -> None:
+        self.searches.forward(now, route)
+
+    # forwarder: removed once every caller is a component
+    def _fresh_uid(self) -> int:
+        return self.searches.fresh_uid()
+
+    # forwarder: removed once every caller is a component
+    def _prune(self, now: float, stream: Stream) -> None:
+        self.leaving.prune(now, stream)
+
+    # forwarder: removed once every caller is a component
+    def _leave(self, peer: PeerId, key: bytes) -> None:
+        self.leaving.leave(peer, key)
+
+    # forwarder: removed once every caller is a component
+    def _linger(self, now: float, stream: Stream) -> None:
+        self.leaving.linger(now, stream)
+
+    # forwarder: removed once every caller is a component
+    def _unkeep(self, stream: Stream) -> None:
+        self.keeping.unkeep(stream)
+
+    # forwarder: removed once every caller is a component
+    def _has_room(self, key: bytes) -> bool:
+        return self.admission.has_room(key)
+
+    # forwarder: removed once every caller is a component
+    def _closer_stranger(self, stream: Stream) -> bool:
+        return self.probes.closer_stranger(stream)
 
     # --- plumbing -------------------------------------------------------------------------
 
