@@ -50,6 +50,7 @@ class Parts:
         self.seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)
         self.awaiting: dict[int, bytes] = {}
         self.calls: list[tuple[Any, ...]] = []
+        self.catch_ups = self._catch_ups()
         memory = Memory(config.remembered_streams, out.append)
         self.flow = PacketFlow(
             config, self.streams, timers, stats, out.send, out.deliver, out.drop, memory
@@ -75,7 +76,7 @@ class Parts:
             timers,
             out,
             self.flow,
-            self._catch_ups(),
+            self.catch_ups,
             self.probes,
             lambda now, peer, at_once: self.calls.append(("forget_peer", peer, at_once)),
         )
@@ -105,7 +106,14 @@ class Parts:
             lambda now, stream, peer: self.calls.append(("child_gone", stream.key, peer)),
         )
         self.admission = Admission(
-            config, stats, self.streams, out, self.searches, self.keeping, self.leaving
+            config,
+            stats,
+            self.streams,
+            out,
+            self.catch_ups,
+            self.searches,
+            self.keeping,
+            self.leaving,
         )
 
     def _catch_ups(self) -> CatchUpBudget:

@@ -9,7 +9,7 @@ from core_parts import KEY, KEY2, KEY3, Parts
 from overlay.core.admission import PEER_SHARE
 from overlay.core.routing import Route
 from overlay.core.streams import State
-from overlay.messages import RejectOverload
+from overlay.messages import PacketKind, RejectOverload, SubscribeData
 
 
 def relay_search(parts: Parts, uid: int, upstream: bytes, key: bytes = KEY) -> None:
@@ -82,3 +82,18 @@ def test_a_kept_stream_with_a_member_again_keeps_its_place() -> None:
         stream.children[b"A"] = None  # not idle: it stays, though still marked kept
     assert not parts.admission.has_room(KEY3)
     assert list(parts.streams) == [KEY, KEY2]
+
+
+def test_a_catch_up_past_the_peers_budget_is_refused_before_anything_else() -> None:
+    parts = Parts(catch_up_rate=1.0, catch_up_burst=1.0, window_packets=4)
+    stream = parts.stream(KEY)
+    for number in range(4):
+        stream.window.add(SubscribeData(KEY, number, b"p", None, PacketKind.DATA, None))
+    stream.next_in = 4
+    assert parts.admission.may_catch_up(1.0, stream, b"A", 1, -1)  # 4 packets: the burst
+    assert parts.admission.may_catch_up(1.0, stream, b"A", 2, 3)  # nothing to replay
+    assert parts.sends() == []
+    assert not parts.admission.may_catch_up(1.0, stream, b"A", 3, -1)
+    assert parts.sends() == [(b"A", RejectOverload(3, KEY))]
+    assert parts.stats.overloads == 1 and parts.stats.catch_ups_refused == 1
+    assert parts.admission.may_catch_up(1.0, stream, b"B", 4, -1)  # B's budget is its own

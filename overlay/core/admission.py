@@ -5,12 +5,16 @@ within that, per peer that sent them (``PEER_SHARE``). Streams carried plus stre
 searched for stay within ``max_streams`` (the stream cap); a stream a root keeps while idle
 (``keeping``) gives up its place, the one kept longest first. A search past any of these is
 answered RejectOverload (PROTOCOL.md, "Overload"): its sender backtracks to its next peer.
+So is one whose catch-up its sender's budget cannot pay for (``catch_up_budget``), when the
+search would be adopted (``may_catch_up``).
 """
 
 from __future__ import annotations
 
+from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.joining import catch_up_span
 from overlay.core.keeping import Keeping
 from overlay.core.leaving import Leaving
 from overlay.core.outbox import Outbox
@@ -27,8 +31,8 @@ PEER_SHARE = 4
 
 
 class Admission:
-    """The stream cap and the search allowances, over the route table (``searches``) and
-    the kept streams (``keeping``)."""
+    """The stream cap, the search allowances and the catch-up budgets, over the route table
+    (``searches``) and the kept streams (``keeping``)."""
 
     def __init__(
         self,
@@ -36,6 +40,7 @@ class Admission:
         stats: NodeStats,
         streams: dict[bytes, Stream],
         out: Outbox,
+        catch_ups: CatchUpBudget,
         searches: Searches,
         keeping: Keeping,
         leaving: Leaving,
@@ -44,6 +49,7 @@ class Admission:
         self._stats = stats
         self._streams = streams
         self._out = out
+        self._catch_ups = catch_ups
         self._searches = searches
         self._keeping = keeping
         self._leaving = leaving
@@ -80,3 +86,37 @@ class Admission:
             self._leaving.forget(kept)
             return True
         return False
+
+    def may_catch_up(
+        self, now: float, stream: Stream, peer: PeerId, uid: int, last_seen: int | None
+    ) -> bool:
+        """Whether ``peer``'s budget (``catch_up_budget``) holds the catch-up its search
+        ``uid`` would get here; it is charged for it if so. If not, the search is refused
+        with RejectOverload, before anything is adopted, waited for or asked upward.
+
+        Refused, not cut short with the rest announced missed: a subscriber told
+        PacketsMissed records the numbers lost and its consumer skips them for good, though
+        the tree holds them; refused, it loses nothing. RejectOverload is the protocol's
+        answer to a node that cannot take a search on (PROTOCOL.md, "Overload" and
+        "Catch-up budget"): the asker backtracks to its next peer, whose budget for it is
+        its own, so an honest joiner finds its way into the tree elsewhere, and a hostile
+        one gets a 20-byte answer for its 70-byte request instead of a window."""
+        span = catch_up_span(stream, last_seen)
+        if span is None:
+            return True
+        verdict = self._catch_ups.charge(now, peer, stream.window, *span)
+        if verdict is Verdict.SERVE:
+            return True
+        self._stats.overloads += 1
+        self._out.send(peer, RejectOverload(uid, stream.key))
+        self.over_catch_up_budget(peer, verdict)
+        return False
+
+    def over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
+        """``peer`` was refused a catch-up or a replay for its budget: counted, and cut off
+        as a fault the operator hears of once refused far past what a refusal teaches an
+        honest peer (``catch_up_budget.MAX_STRIKES``)."""
+        self._stats.catch_ups_refused += 1
+        if verdict is Verdict.CUT_OFF:
+            reason = "asked for catch-ups far beyond its budget, again and again"
+            self._out.drop(peer, reason)

@@ -38,7 +38,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
-from overlay.core.joining import catch_up_span, owed_after
+from overlay.core.joining import owed_after
 from overlay.core.keeping import Keeping
 from overlay.core.leaving import Leaving
 from overlay.core.liveness import Liveness
@@ -181,7 +181,7 @@ class Node(LocalClients, Restarts, Merges, Refills):
             config, peers, streams, timers, out, self.searches, self.keeping, self._child_gone
         )
         self.admission = Admission(
-            config, stats, streams, out, self.searches, self.keeping, self.leaving
+            config, stats, streams, out, self.catch_ups, self.searches, self.keeping, self.leaving
         )
         timers.on(PUBLISH_TIMER, self.flow.on_timer)
         timers.on(MARK_TIMER, self.flow.on_mark_timer)
@@ -697,7 +697,7 @@ class Node(LocalClients, Restarts, Merges, Refills):
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
         owes = not new_root and not (known and last_seen is None)
-        if wait and owes and not self._may_catch_up(now, stream, peer, uid, last_seen):
+        if wait and owes and not self.admission.may_catch_up(now, stream, peer, uid, last_seen):
             return
         if (
             wait
@@ -725,40 +725,6 @@ class Node(LocalClients, Restarts, Merges, Refills):
             stream.claim(last_seen)
         self.flow.reported(now, stream, last_seen)
         self._ask_newcomer(stream, peer, last_seen, own)
-
-    def _may_catch_up(
-        self, now: float, stream: Stream, peer: PeerId, uid: int, last_seen: int | None
-    ) -> bool:
-        """Whether ``peer``'s budget (``catch_up_budget``) holds the catch-up its search
-        ``uid`` would get here; it is charged for it if so. If not, the search is refused
-        with RejectOverload, before anything is adopted, waited for or asked upward.
-
-        Refused, not cut short with the rest announced missed: a subscriber told
-        PacketsMissed records the numbers lost and its consumer skips them for good, though
-        the tree holds them; refused, it loses nothing. RejectOverload is the protocol's
-        answer to a node that cannot take a search on (PROTOCOL.md, "Overload" and
-        "Catch-up budget"): the asker backtracks to its next peer, whose budget for it is
-        its own, so an honest joiner finds its way into the tree elsewhere, and a hostile
-        one gets a 20-byte answer for its 70-byte request instead of a window."""
-        span = catch_up_span(stream, last_seen)
-        if span is None:
-            return True
-        verdict = self.catch_ups.charge(now, peer, stream.window, *span)
-        if verdict is Verdict.SERVE:
-            return True
-        self.stats.overloads += 1
-        self._send(peer, RejectOverload(uid, stream.key))
-        self._over_catch_up_budget(peer, verdict)
-        return False
-
-    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
-        """``peer`` was refused a catch-up or a replay for its budget: counted, and cut off
-        as a fault the operator hears of once refused far past what a refusal teaches an
-        honest peer (``catch_up_budget.MAX_STRIKES``)."""
-        self.stats.catch_ups_refused += 1
-        if verdict is Verdict.CUT_OFF:
-            reason = "asked for catch-ups far beyond its budget, again and again"
-            self.out.drop(peer, reason)
 
     # --- forwarders for the mixins not yet components ------------------------------------
 
@@ -817,6 +783,10 @@ class Node(LocalClients, Restarts, Merges, Refills):
     # forwarder: removed once every caller is a component
     def _has_room(self, key: bytes) -> bool:
         return self.admission.has_room(key)
+
+    # forwarder: removed once every caller is a component
+    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
+        self.admission.over_catch_up_budget(peer, verdict)
 
     # forwarder: removed once every caller is a component
     def _closer_stranger(self, stream: Stream) -> bool:
