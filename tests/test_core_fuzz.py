@@ -89,14 +89,14 @@ def consistent(node: Node) -> None:
     """The core's tables of searches agree: every uid listed by key is a search in flight
     for that key, and the per-peer counts add up to the relayed searches."""
     listed = 0
-    for key, uids in node._routes_by_key.items():
+    for key, uids in node.searches.by_key.items():
         for uid in uids:
             route = node.routes.get(uid)
             assert route is not None and route.key == key, f"uid {uid} lists no search of its key"
             listed += 1
     assert listed == len(node.routes), "a search in flight is not listed by its key"
     relayed = sum(1 for route in node.routes.values() if route.upstream is not None)
-    assert sum(node._routes_by_peer.values()) == relayed, "per-peer search counts disagree"
+    assert sum(node.searches.by_peer.values()) == relayed, "per-peer search counts disagree"
 
 
 class HostileNet(CoreNet):

@@ -1,4 +1,4 @@
-"""Moving a search hop to hop (``overlay.core.hops``): here, where a member of a tree sends
+"""Moving a search hop to hop (``overlay.core.searches``): here, where a member of a tree sends
 a resubscribe it may not accept, and a search of our own that has no peer to go to. The
 greedy rules themselves (closest untried peer, backtracking, timeouts) are tested with the
 rest of the node in ``test_node``."""

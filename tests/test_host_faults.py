@@ -20,6 +20,7 @@ from overlay.codec import decode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Send
 from overlay.core.node import Node
+from overlay.core.searches import Searches
 from overlay.messages import Heartbeat, Hello, Message, Unsubscribe
 from overlay.runtime.host import NodeHost
 from overlay.runtime.refusals import Refusal
@@ -86,9 +87,10 @@ async def test_a_timer_that_raises_is_lost_alone_and_the_node_goes_on(
     """A local subscribe routes a search to B, which never answers; the route timer that
     fires after ``accept_timeout`` raises. The node does not die: the timer is lost, the
     fault is logged with its traceback and counted, and heartbeats go on to both peers."""
-    host, a, b = linked_host()
     calls: list[str] = []
-    monkeypatch.setattr(host.core, "_on_route_timeout", raising(calls))
+    # (on the class: a component registers its bound timer handler as the node is built)
+    monkeypatch.setattr(Searches, "on_timeout", raising(calls))
+    host, a, b = linked_host()
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         host.subscribe(host.add_client(Inbox()), KEY)
@@ -113,7 +115,7 @@ async def test_a_message_the_core_raises_on_closes_only_its_link(
     core: Node = host.core
     calls: list[str] = []
     monkeypatch.setattr(
-        core, "_on_unsubscribe", raising(calls, lambda: core._send(B, Heartbeat(99)))
+        core.leaving, "on_unsubscribe", raising(calls, lambda: core._send(B, Heartbeat(99)))
     )
     host.received(a, Unsubscribe(KEY))
     assert calls == ["called"]

@@ -5,6 +5,7 @@ place to a new one, and a root with nothing numbered keeps nothing."""
 
 from __future__ import annotations
 
+from core_parts import Parts
 from corenet import CoreNet
 from kept_streams import KEEP, net_with_history
 from nodes import KEY, KEY2
@@ -52,7 +53,7 @@ def test_the_keep_ends_after_keep_idle() -> None:
     net.advance(start + KEEP - 1)
     assert net.state(b"C", KEY) is State.ROOT  # its probes and looks did not end it early
     net.advance(start + KEEP)
-    assert net.state(b"C", KEY) is None and not net.nodes[b"C"]._kept
+    assert net.state(b"C", KEY) is None and not net.nodes[b"C"].keeping.kept
 
 
 def test_a_member_that_comes_and_goes_starts_a_fresh_keep() -> None:
@@ -101,3 +102,42 @@ def test_a_root_that_numbered_nothing_keeps_nothing() -> None:
     net.subscribe(b"A", KEY)
     net.unsubscribe(b"A", KEY)
     assert net.state(b"C", KEY) is None
+
+
+# --- the component alone ------------------------------------------------------------------
+
+
+def test_a_root_with_a_history_is_kept_until_its_timer_then_forgotten() -> None:
+    parts = Parts(keep_idle=KEEP)
+    stream = parts.stream(KEY)
+    stream.high = 2
+    assert parts.keeping.keep(1.0, stream)
+    assert parts.keeping.kept == {stream.kept: KEY} and parts.timers.earliest() == 1.0 + KEEP
+    assert parts.keeping.keep(50.0, stream)  # already kept: its first deadline holds
+    assert len(parts.timers) == 1
+    parts.run(1.0 + KEEP)
+    assert parts.streams == {} and parts.keeping.kept == {} and stream.kept is None
+
+
+def test_only_a_root_with_something_numbered_is_kept() -> None:
+    parts = Parts(keep_idle=KEEP)
+    assert not parts.keeping.keep(1.0, parts.stream(KEY))  # nothing numbered
+    joined = parts.stream(KEY2, State.JOINED, parent=b"P")
+    joined.high = 2
+    assert not parts.keeping.keep(1.0, joined)
+    assert parts.keeping.kept == {} and len(parts.timers) == 0
+
+
+def test_a_stream_unkept_or_busy_again_outlives_its_keep_timer() -> None:
+    parts = Parts(keep_idle=KEEP)
+    first, second = parts.stream(KEY), parts.stream(KEY2)
+    first.high = second.high = 0
+    parts.keeping.keep(1.0, first)
+    parts.keeping.keep(2.0, second)
+    assert parts.keeping.oldest_idle() is first
+    parts.keeping.unkeep(first)
+    assert first.kept is None and parts.keeping.oldest_idle() is second
+    second.children[b"C"] = None  # a member came, the keep not yet ended
+    assert parts.keeping.oldest_idle() is None
+    parts.run(2.0 + KEEP)
+    assert parts.streams == {KEY: first, KEY2: second}

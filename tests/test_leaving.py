@@ -5,9 +5,11 @@ node whose last child died lingers a while if it holds packets."""
 
 from __future__ import annotations
 
+from core_parts import Parts
 from nodes import KEY, KEY2, chain, joined_node, look_sent, make, meet, root_with_children, sends
 
 from overlay.core.node import Node
+from overlay.core.routing import Route
 from overlay.core.streams import State
 from overlay.messages import (
     DataNotFound,
@@ -74,14 +76,14 @@ def test_an_unsubscribe_to_a_peer_a_search_of_ours_waits_on_is_sent_once_it_answ
     meet(node, b"Q", 0.4)
     [(peer, request)] = sends(node.subscribe(0.0, KEY, 1))
     assert peer == b"P" and isinstance(request, SubscribeRequest)
-    node._leave(b"P", KEY)
-    assert node._unsettled == {(b"P", KEY)}  # nothing sent yet
+    node.leaving.leave(b"P", KEY)
+    assert node.leaving.unsettled == {(b"P", KEY)}  # nothing sent yet
     effects = node.receive(1.0, b"P", DataNotFound(request.uid, KEY, 0))
     # N is root now, and its look (``merges``) waits on P in turn: still held.
     look = look_sent(effects, b"P", node.location)
     effects = node.receive(1.5, b"P", DataNotFound(look.uid, KEY, 0))
     assert (b"P", Unsubscribe(KEY)) in sends(effects)
-    assert node._unsettled == set()
+    assert node.leaving.unsettled == set()
 
 
 def relay_holding_packets() -> Node:
@@ -100,10 +102,10 @@ def test_a_relay_whose_last_child_died_lingers_then_leaves() -> None:
     node = relay_holding_packets()
     linger = node.config.linger
     assert sends(node.link_down(1.0, b"C")) == []  # no Unsubscribe to P yet
-    assert node.streams[KEY].state is State.JOINED and node._linger_keys  # (counts as busy)
+    assert node.streams[KEY].state is State.JOINED and node.leaving.linger_keys  # (counts as busy)
     assert sends(node.handle_timer(1.0 + linger - 0.1)) == []
     assert sends(node.handle_timer(1.0 + linger)) == [(b"P", Unsubscribe(KEY))]
-    assert node.streams == {} and not node._linger_keys
+    assert node.streams == {} and not node.leaving.linger_keys
 
 
 def test_a_lingering_relay_whose_parent_dies_resubscribes_with_what_it_holds() -> None:
@@ -132,3 +134,53 @@ def test_a_relay_leaves_at_once_when_its_last_child_unsubscribes_or_it_holds_not
     node.unsubscribe(0.0, KEY, 1)
     assert sends(node.link_down(1.0, b"C")) == [(b"P", Unsubscribe(KEY))]
     assert node.streams == {}
+
+
+# --- the component alone ------------------------------------------------------------------
+
+
+def test_an_unsubscribe_waits_while_a_search_of_ours_waits_on_that_peer() -> None:
+    parts = Parts()
+    parts.meet(b"P", 0.49)
+    parts.stream(KEY, State.JOINING)
+    parts.searches.start_route(1.0, Route(6, KEY, 0.5, None, 10, 0.45, True, None, None))
+    parts.sends()
+    parts.leaving.leave(b"P", KEY)
+    assert parts.sends() == [] and parts.leaving.unsettled == {(b"P", KEY)}
+    parts.leaving.settle(b"P", KEY)  # still waiting on it: nothing yet
+    assert parts.sends() == []
+    parts.searches.on_failure(1.5, b"P", DataNotFound(6, KEY, 0))  # settles, then ends
+    assert parts.sends() == [(b"P", Unsubscribe(KEY))] and parts.leaving.unsettled == set()
+
+
+def test_a_relay_whose_last_child_died_lingers_then_leaves_its_parent() -> None:
+    parts = Parts(linger=5.0)
+    parts.meet(b"P", 0.49)
+    stream = parts.stream(KEY, State.JOINED, parent=b"P")
+    parts.leaving.linger(1.0, stream)
+    assert stream.linger is None and parts.leaving.linger_keys == {}  # holds no packets
+    stream.window.add(SubscribeData(KEY, 0, b"p", None, PacketKind.DATA, None, None, 0))
+    parts.leaving.linger(1.0, stream)
+    assert parts.leaving.linger_keys == {stream.linger: KEY}
+    parts.leaving.prune(2.0, stream)  # lingering: not idle
+    assert parts.streams == {KEY: stream}
+    parts.run(6.0)
+    assert parts.streams == {} and parts.sends() == [(b"P", Unsubscribe(KEY))]
+
+
+def test_forgetting_a_stream_drops_our_own_search_parked_for_it() -> None:
+    parts = Parts(wait_for_peers=True)
+    stream = parts.stream(KEY, State.JOINING)
+    parts.searches.start_route(1.0, Route(6, KEY, 0.5, None, 10, 0.45, True, None, None))
+    assert parts.searches.parked == {6: None}
+    parts.leaving.prune(2.0, stream)
+    assert parts.streams == {} and parts.searches.routes == {} and parts.searches.parked == {}
+
+
+def test_an_unsubscribe_from_a_child_is_the_childs_leaving() -> None:
+    parts = Parts()
+    stream = parts.stream(KEY)
+    stream.children[b"C"] = None
+    parts.leaving.on_unsubscribe(1.0, b"D", KEY)  # not a child
+    parts.leaving.on_unsubscribe(1.0, b"C", KEY)
+    assert parts.calls == [("child_gone", KEY, b"C")]

@@ -13,6 +13,7 @@ import math
 import random
 
 import pytest
+from core_parts import Parts
 from corenet import CoreNet
 from nodes import KEY, MAX_HTL, make, meet, one_send, own_uid, proto, sends
 
@@ -445,22 +446,85 @@ def test_heartbeats_alone_do_not_make_a_node_busy_but_a_search_does() -> None:
     assert not node.busy()
 
 
-def test_a_fault_while_dropping_a_silent_peer_does_not_stop_the_rounds() -> None:
+def test_a_fault_while_dropping_a_silent_peer_does_not_stop_the_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Dropping a dead peer raises (a bug of ours, contained by the driver): the next round
     is armed already, so the node goes on beating its other peers and finding the dead."""
+
+    def broken(self: Node, now: float, peer: bytes, at_once: bool = True) -> None:
+        raise RuntimeError("a bug while forgetting a peer")
+
+    # (on the class: the node hands its liveness the bound method as it is built)
+    monkeypatch.setattr(Node, "_forget_peer", broken)
     node = beating()
     meet(node, b"P", 0.3)
     meet(node, b"Q", 0.4, boot_id=101)
     for now in (BEAT, 2 * BEAT, 3 * BEAT):
         node.handle_timer(now)
         talk(node, now, b"Q")
-
-    def broken(now: float, peer: bytes, at_once: bool = True) -> None:
-        raise RuntimeError("a bug while forgetting a peer")
-
-    node._forget_peer = broken  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         node.handle_timer(4 * BEAT)
     assert node.after_fault(4 * BEAT)[-1] == SetTimer(5 * BEAT)
     talk(node, 4 * BEAT, b"Q")
     assert heartbeats(node.handle_timer(5 * BEAT)) == [(b"Q", 5)]
+
+
+# --- the component alone ------------------------------------------------------------------
+
+
+def test_the_rounds_start_once_and_a_beat_tells_every_live_peer() -> None:
+    parts = Parts(heartbeat_interval=1.0, dead_after=3.0, announce_delay=1e6)
+    parts.meet(b"A", 0.3)
+    parts.meet(b"B", 0.6)
+    parts.liveness.start(0.0)
+    parts.liveness.start(0.5)  # already beating: no second round armed
+    assert parts.liveness.beating and len(parts.timers) == 1
+    parts.run(1.0)
+    assert parts.liveness.beats == 1
+    assert parts.sends() == [(b"A", Heartbeat(1)), (b"B", Heartbeat(1))]
+
+
+def test_a_silent_peer_is_dropped_and_forgotten_and_the_links_announced() -> None:
+    parts = Parts(heartbeat_interval=1.0, dead_after=3.0, announce_delay=0.5)
+    parts.meet(b"A", 0.3)
+    parts.meet(b"B", 0.6)
+    parts.liveness.start(0.0)
+    for now in (1.0, 2.0, 3.0):
+        parts.run(now)
+        assert parts.peers.get(b"B") is not None
+        parts.peers.get(b"B").heard = now  # type: ignore[union-attr]
+    parts.out.take()
+    parts.run(4.0)  # A silent since 0.0
+    drop, beat = parts.out.take()
+    assert isinstance(drop, DropPeer) and drop.peer == b"A" and not drop.fault
+    assert beat == Send(b"B", Heartbeat(4))
+    assert parts.calls == [("forget_peer", b"A", False)] and parts.stats.dead_peers == 1
+    assert parts.liveness.announce_at == 4.5
+    parts.run(4.5)
+    assert parts.sends() == [(b"B", Neighbours((0.6,)))] and parts.liveness.announce_at is None
+
+
+def test_with_no_peer_left_the_rounds_stop_until_the_next_hello() -> None:
+    parts = Parts(heartbeat_interval=1.0, dead_after=1.5, announce_delay=1e6)
+    parts.meet(b"A", 0.3)
+    parts.liveness.start(0.0)
+    parts.run(1.0)
+    assert parts.liveness.beating
+    parts.run(2.0)
+    assert not parts.liveness.beating and len(parts.peers) == 0
+    assert parts.timers.earliest() == 2.0 + 1e6  # (the announcement only)
+    parts.liveness.start(3.0)
+    assert parts.liveness.beating and parts.liveness.beats == 2
+
+
+def test_an_announcement_is_debounced_and_names_every_peer() -> None:
+    parts = Parts(announce_delay=2.0)
+    parts.meet(b"A", 0.3)
+    parts.liveness.links_changed(1.0)
+    parts.meet(b"B", 0.6)
+    parts.liveness.links_changed(1.5)  # one is due already
+    assert len(parts.timers) == 1
+    parts.run(3.0)
+    message = Neighbours((0.3, 0.6))
+    assert parts.sends() == [(b"A", message), (b"B", message)]

@@ -40,12 +40,12 @@ from overlay.messages import (
 def consistent(node: Node) -> None:
     """Every search the per-key and per-peer tables list is a search in flight, for that
     key (``Hops._start_route``: one uid, one search, one key)."""
-    for key, uids in node._routes_by_key.items():
+    for key, uids in node.searches.by_key.items():
         for uid in uids:
             assert uid in node.routes and node.routes[uid].key == key, (uid, key)
-    assert sum(len(uids) for uids in node._routes_by_key.values()) == len(node.routes)
+    assert sum(len(uids) for uids in node.searches.by_key.values()) == len(node.routes)
     relayed = sum(1 for route in node.routes.values() if route.upstream is not None)
-    assert sum(node._routes_by_peer.values()) == relayed
+    assert sum(node.searches.by_peer.values()) == relayed
 
 
 def restarting_root() -> tuple[Node, int]:

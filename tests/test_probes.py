@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Sequence
 
 import pytest
+from core_parts import Parts
 from corenet import CoreNet
 from nodes import KEY, make, meet, sends
 from takeovers import acked, seen
@@ -22,6 +23,7 @@ from overlay.core.events import PublishAcked
 from overlay.core.merges import RELOOKS
 from overlay.core.node import Node
 from overlay.core.probes import _AHEAD, _BACK, _PATHS
+from overlay.core.routing import Route
 from overlay.core.streams import State
 from overlay.messages import (
     DataNotFound,
@@ -148,7 +150,7 @@ def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_roo
     [(peer, _)] = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.2, 0.2)))
     assert peer == b"Q"
     node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
-    assert node._trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
+    assert node.probes.trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
 
 
 def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
@@ -214,7 +216,7 @@ def test_a_flood_of_probes_keeps_bounded_state() -> None:
     meet(node, b"Q", 0.4)
     for uid in range(_PATHS + 500):
         node.receive(1.0, b"P", RootProbe(uid, KEY, 3, 0.35, 0.45))
-    assert len(node._probes) == _PATHS
+    assert node.probes.in_flight == _PATHS
     # The oldest were forgotten: their answers are dropped, the newest still go back.
     assert sends(node.receive(1.1, b"Q", ProbeAnswer(0, KEY, 0.49, 0))) == []
     last = _PATHS + 499
@@ -487,3 +489,74 @@ def test_two_trees_of_one_stream_become_one_once_linked(probe_interval: float) -
     assert acked(net, A2) == {501: 1}
     assert seen(net, A1) == [(0, b"one side"), (1, b"after")]
     assert seen(net, A2)[-1:] == [(1, b"after")]
+
+
+# --- the component alone ------------------------------------------------------------------
+
+
+def test_a_settled_root_probes_at_its_round_and_only_then() -> None:
+    parts = Parts(probe_interval=3.0, heartbeat_interval=1.0)
+    parts.meet(b"P", 0.3)  # farther than us (0.45) from the key: not a closer stranger
+    parts.stream(KEY)
+    parts.probes.probe_roots(1.0, 1)
+    assert parts.sends() == []
+    parts.probes.probe_roots(3.0, 3)
+    [(peer, probe)] = parts.sends()
+    assert peer == b"P" and isinstance(probe, RootProbe)
+    assert (probe.key, probe.must_beat, probe.htl) == (KEY, 0.45, NodeConfig().check_htl)
+    assert parts.seen.contains(probe.uid, 3.0) and parts.probes.in_flight == 1
+
+
+def test_a_root_with_a_closer_stranger_looks_past_it_instead() -> None:
+    parts = Parts(probe_interval=1.0, heartbeat_interval=1.0)
+    parts.meet(b"Q", 0.49)
+    stream = parts.stream(KEY)
+    parts.probes.probe_roots(1.0, 1)
+    assert parts.sends() == [] and parts.calls == [("look", KEY, None)]
+    assert stream.relooks == RELOOKS and stream.probe_misses == 1
+
+
+def test_a_closer_root_answers_and_a_relay_notes_both_ways() -> None:
+    root = Parts(location=0.49)
+    root.stream(KEY)
+    root.probes.on_probe(1.0, b"R", RootProbe(UID, KEY, 5, 0.45, 0.45))
+    assert root.sends() == [(b"R", ProbeAnswer(UID, KEY, 0.49, 0))]
+    relay = Parts(location=0.3)
+    relay.meet(b"P", 0.2)
+    relay.meet(b"Q", 0.4)
+    relay.probes.on_probe(1.0, b"P", RootProbe(UID, KEY, 5, 0.2, 0.2))
+    check = NodeConfig().check_htl  # progress resets a probe to its first budget
+    assert relay.sends() == [(b"Q", RootProbe(UID, KEY, check, 0.3, 0.2))]
+    relay.probes.on_probe(1.1, b"Q", RootProbe(UID, KEY, 5, 0.2, 0.2))  # a loop
+    assert relay.sends() == [(b"Q", ProbeAnswer(UID, KEY, None, 5))]
+    relay.probes.on_answer(1.2, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
+    assert relay.sends() == [(b"P", ProbeAnswer(UID, KEY, 0.49, 0))]
+    assert relay.probes.trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
+    assert relay.probes.in_flight == 0
+
+
+def test_a_found_closer_root_makes_our_root_look_along_the_answers_trail() -> None:
+    parts = Parts(probe_interval=1.0, heartbeat_interval=1.0)
+    parts.meet(b"P", 0.3)
+    stream = parts.stream(KEY)
+    parts.probes.probe_roots(15.0, 15)
+    [(_, probe)] = parts.sends()
+    assert isinstance(probe, RootProbe)
+    parts.probes.on_answer(15.5, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
+    assert parts.calls == [("look", KEY, probe.uid ^ _AHEAD)]
+    assert stream.relooks == 0 and parts.stats.splits_found == 1
+    route = Route(probe.uid ^ _AHEAD, KEY, 0.5, None, 5, 0.45, True, None, 0.45)
+    assert parts.probes.first_hop(route) == b"P"  # the answer's way back
+
+
+def test_new_links_bring_a_probe_only_after_a_link_was_lost() -> None:
+    parts = Parts()
+    parts.meet(b"P", 0.3)
+    parts.stream(KEY)
+    parts.probes.probe_new_links(1.0)
+    assert parts.sends() == []
+    parts.probes.lost_a_link = True
+    parts.probes.probe_new_links(2.0)
+    assert [type(m) for _, m in parts.sends()] == [RootProbe]
+    parts.probes.probe_new_links(2.5)  # within a heartbeat interval of the last
+    assert parts.sends() == []

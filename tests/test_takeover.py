@@ -40,8 +40,8 @@ from takeovers import (
     tree,
 )
 
+from overlay.core.admission import PEER_SHARE
 from overlay.core.events import Missed
-from overlay.core.hops import PEER_SHARE
 from overlay.core.node import Node
 from overlay.core.streams import RESTARTS_REMEMBERED, State
 from overlay.messages import (
@@ -522,7 +522,7 @@ def test_flood_of_resubscribes_that_we_accept_is_bounded() -> None:
         (b"U", SubscribeSucceeded(20_000, KEY, None))
     ]
     assert list(node.streams[KEY].children) == [b"C1", b"C2", b"U"]
-    assert len(node._seen) <= 64 and node.routes == {}
+    assert len(node.searches.seen) <= 64 and node.routes == {}
     assert snapshot(node) == before
 
 
@@ -538,7 +538,7 @@ def test_flood_of_resubscribes_that_we_route_on_is_bounded() -> None:
         else:
             assert out == [(b"U", RejectOverload(30_000 + i, KEY))]
     assert snapshot(node) == before and b"U" not in node.streams[KEY].children
-    assert len(node._seen) <= 64
+    assert len(node.searches.seen) <= 64
     # Searches in flight are state too: one peer holds at most its share of a key's.
     assert len(node.routes) == 64 // PEER_SHARE
 
@@ -553,7 +553,7 @@ def test_one_flooding_peer_leaves_the_others_room_to_search_for_the_key() -> Non
     # Routes that end give the peer its share back.
     for uid in [u for u, r in node.routes.items() if r.upstream == b"U"]:
         node.receive(2.0, b"P", DataNotFound(uid, KEY, 0))  # no budget left: it ends
-    assert (b"U", KEY) not in node._routes_by_peer
+    assert (b"U", KEY) not in node.searches.by_peer
     out = sends(node.receive(3.0, b"U", ResubscribeRequest(32_000, KEY, MAX_HTL, 0.3, 0.48, None)))
     assert [type(m) for _, m in out] == [Accepted, ResubscribeRequest]
 
@@ -575,7 +575,7 @@ def test_a_uid_replayed_while_its_search_is_in_flight_is_a_loop() -> None:
         node.receive(
             2.0, node.routes[uid].current or b"P", DataNotFound(uid, node.routes[uid].key, 0)
         )
-    assert node.routes == {} and node._routes_by_peer == {}
+    assert node.routes == {} and node.searches.by_peer == {}
 
 
 def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
@@ -585,6 +585,6 @@ def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
         key = key_at(0.9, tag=i + 1)
         out = sends(node.receive(1.0, b"U", ResubscribeRequest(40_000 + i, key, 5, 0.3, 0.3, 3)))
         assert 1 <= len(out) <= 2
-    assert len(node.streams.keys() | node._routes_by_key.keys()) <= 4
+    assert len(node.streams.keys() | node.searches.by_key.keys()) <= 4
     assert node.stats.overloads == 200 - 2
     assert snapshot(node) == before

@@ -17,13 +17,14 @@ as it is idle, since its history went up to the new root (``push_up``).
 
 Bounds. A kept stream is not work pending (``Node.busy``): it is a steady state, like a
 root with members. It counts against ``max_streams`` but yields: when the node needs room
-for another stream, the stream kept longest is dropped first (``_has_room``). Its memory
-is one window and one uid table, as while it had members.
+for another stream, the stream kept longest is dropped first (``Admission.has_room`` asks
+``Keeping.oldest_idle``). Its memory is one window and one uid table, as while it had
+members.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 from overlay.core.config import NodeConfig
 from overlay.core.streams import State, Stream
@@ -32,65 +33,60 @@ from overlay.core.timers import TimerQueue
 KEEP_TIMER = "keep"
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    _routes_by_key: dict[bytes, dict[int, None]]
-    _timers: TimerQueue
-    _kept: dict[int, bytes]
-    _keep_tokens: int
-
-    def _unkeep(self, stream: Stream) -> None: ...
-    def _forget(self, stream: Stream) -> None: ...
-
-
 class Keeping:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """The streams a root keeps while idle, each with its keep timer."""
 
-    def _keep(self: _NodeParts, now: float, stream: Stream) -> bool:
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        timers: TimerQueue,
+        forget: Callable[[Stream], None],  # drop a stream, leaving its parent (``leaving``)
+    ) -> None:
+        self._config = config
+        self._streams = streams
+        self._timers = timers
+        self._forget = forget
+        self.kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first
+        self._tokens = 0
+        timers.on(KEEP_TIMER, self.on_timer)
+
+    def keep(self, now: float, stream: Stream) -> bool:
         """``stream`` is idle: whether it stays, as a root with a history (see the notes).
         A stream already kept keeps its first deadline: a root's own probes and looks end
-        in ``_prune`` too, and must not put its end off for ever."""
-        if stream.state is not State.ROOT or self.config.keep_idle <= 0:
+        in ``Leaving.prune`` too, and must not put its end off for ever."""
+        if stream.state is not State.ROOT or self._config.keep_idle <= 0:
             return False
         if stream.kept is not None:
             return True
         if stream.high is None and not stream.uids:
             return False  # nothing numbered: nothing to keep
-        self._keep_tokens += 1
-        token = self._keep_tokens
+        self._tokens += 1
+        token = self._tokens
         stream.kept = token
-        self._kept[token] = stream.key
-        self._timers.add(now + self.config.keep_idle, (KEEP_TIMER, token, 0))
+        self.kept[token] = stream.key
+        self._timers.add(now + self._config.keep_idle, (KEEP_TIMER, token, 0))
         return True
 
-    def _unkeep(self: _NodeParts, stream: Stream) -> None:
+    def unkeep(self, stream: Stream) -> None:
         """``stream`` has a member again (or goes): it is no longer kept."""
         if stream.kept is not None:
-            self._kept.pop(stream.kept, None)
+            self.kept.pop(stream.kept, None)
             stream.kept = None
 
-    def _on_keep_timer(self: _NodeParts, now: float, token: int, attempt: int) -> None:
-        key = self._kept.pop(token, None)
-        stream = None if key is None else self.streams.get(key)
+    def on_timer(self, now: float, token: int, attempt: int) -> None:
+        key = self.kept.pop(token, None)
+        stream = None if key is None else self._streams.get(key)
         if stream is not None and stream.kept == token:
             stream.kept = None
             if stream.idle:
                 self._forget(stream)
 
-    def _has_room(self: _NodeParts, key: bytes) -> bool:
-        """Streams carried plus streams being searched for stay within ``max_streams``; a
-        kept stream gives up its place, the one kept longest first."""
-        if key in self.streams or key in self._routes_by_key:
-            return True
-        busy = len(self.streams.keys() | self._routes_by_key.keys())
-        if busy < self.config.max_streams:
-            return True
-        for kept in list(self._kept.values()):  # oldest first: tokens only grow
-            stream = self.streams.get(kept)
+    def oldest_idle(self) -> Stream | None:
+        """The stream kept longest that is still idle, if any: the first to give up its
+        place when the node needs room for another (``Admission.has_room``)."""
+        for kept in self.kept.values():  # oldest first: tokens only grow
+            stream = self._streams.get(kept)
             if stream is not None and stream.idle:
-                self._forget(stream)
-                return True
-        return False
+                return stream
+        return None

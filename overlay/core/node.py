@@ -26,28 +26,27 @@ Invariants (checked by the simulator's tree checker at quiescence):
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
 from collections.abc import Mapping
 
 from keyspace.location import is_closer, key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
-from overlay.core.catch_up_budget import CatchUpBudget, Verdict
+from overlay.core.admission import Admission
+from overlay.core.catch_up_budget import CatchUpBudget
 from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
 from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
-from overlay.core.hops import ROUTE_TIMER, Hops
-from overlay.core.joining import catch_up_span, owed_after
-from overlay.core.keeping import KEEP_TIMER, Keeping
-from overlay.core.leaving import LINGER_TIMER, Leaving
-from overlay.core.liveness import ANNOUNCE_TIMER, HEARTBEAT_TIMER, Liveness
+from overlay.core.joining import owed_after
+from overlay.core.keeping import Keeping
+from overlay.core.leaving import Leaving
+from overlay.core.liveness import Liveness
 from overlay.core.memory import Memory
 from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
-from overlay.core.probes import ProbeHop, Probes
+from overlay.core.probes import Probes
 from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import Refills
@@ -60,6 +59,7 @@ from overlay.core.restarts import (
     success_of,
 )
 from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.searches import Searches
 from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
@@ -103,7 +103,7 @@ from overlay.messages import (
 )
 
 
-class Node(Hops, Liveness, Probes, Leaving, Keeping):
+class Node:
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
     def __init__(
@@ -117,16 +117,15 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
     ) -> None:
         self.id = node_id
         self.location = location
-        self.config = config if config is not None else NodeConfig()
+        self.config = config = config if config is not None else NodeConfig()
         self.rng = rng
         # A fresh boot id per start tells peers that our stream state is gone (spec).
         self.boot_id = boot_id if boot_id is not None else rng.getrandbits(64)
-        self.peers = PeerTable()
+        self.peers = peers = PeerTable()
         self.streams: dict[bytes, Stream] = {}
-        self.routes: dict[int, Route] = {}
-        self.stats = NodeStats()
+        streams = self.streams
+        self.stats = stats = NodeStats()
         self.child_drops = ChildDrops()  # (``merges``: a root's lost children, per peer)
-        config = self.config
         # What each peer may draw in catch-ups, in the config's windows (``config``).
         self.catch_ups = CatchUpBudget(
             config.catch_up_rate * config.window_packets,
@@ -134,106 +133,123 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             config.catch_up_burst * config.window_packets,
             config.catch_up_burst * config.window_bytes,
         )
-        self._routes_by_key: dict[bytes, dict[int, None]] = {}
-        self._routes_by_peer: dict[tuple[PeerId, bytes], int] = {}  # relayed, in flight
-        self._parked: dict[int, None] = {}  # own searches waiting for a peer (hops)
-        self._seen = RecentIds(self.config.seen_uid_ttl, self.config.seen_uid_capacity)
-        self._timers = TimerQueue()
+        self._timers = timers = TimerQueue()
         self._announced: float | None = None
-        self._announce_at: float | None = None  # a Neighbours announcement is due then
-        self._unsettled: set[tuple[PeerId, bytes]] = set()  # Unsubscribes held back: _leave
-        self._beats = 0  # heartbeat rounds so far; numbers the live heartbeat timer
-        self._beating = False
-        self._linger_keys: dict[int, bytes] = {}  # linger timer token -> key (``leaving``)
-        self._linger_tokens = 0
-        self._kept: dict[int, bytes] = {}  # keep timer token -> key, oldest first (``keeping``)
-        self._keep_tokens = 0
-        self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
-        self._trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops (probes)
-        self._lost_a_link = False  # whether a peer ever went away (``probes``)
-        self.out = Outbox(self.stats)
-        self.memory = Memory(self.config.remembered_streams, self.out.append, remembered)
-        self.flow = PacketFlow(
-            self.config,
-            self.streams,
-            self._timers,
-            self.stats,
-            self.out.send,
-            self.out.deliver,
-            self.out.drop,
-            self.memory,
+        self.out = out = Outbox(stats)
+        self.memory = Memory(config.remembered_streams, out.append, remembered)
+        self.flow = flow = PacketFlow(
+            config, streams, timers, stats, out.send, out.deliver, out.drop, self.memory
         )
-        self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
+        flow.peers = peers  # (whom a publisher's node tells: ``peer_witnesses``)
+        # The components, each built with what it uses. Where two need each other, the
+        # later one is reached through a lambda (bound when called).
+        seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)  # (searches, probes)
+        self.keeping = Keeping(config, streams, timers, lambda s: self.leaving.forget(s))
         self.refills = Refills(
-            self.config,
-            self.stats,
-            self.streams,
-            self.peers,
-            self._timers,
-            self.out,
+            config,
+            stats,
+            streams,
+            peers,
+            timers,
+            out,
             self.catch_ups,
-            self.flow,
+            flow,
             self._adopt,
-            self._prune,
-            self._over_catch_up_budget,
+            lambda now, stream: self.leaving.prune(now, stream),
+            lambda peer, verdict: self.admission.over_catch_up_budget(peer, verdict),
             may_hang_below,
         )
         self.restarts = Restarts(
-            self.location,
-            self.config,
-            self.stats,
-            self.streams,
-            self.peers,
-            self._timers,
-            self.out,
-            self.flow,
+            location,
+            config,
+            stats,
+            streams,
+            peers,
+            timers,
+            out,
+            flow,
             self.refills,
             self._change,
             self._start_own_search,
-            self._fresh_uid,
-            self._leave,
-            self._linger,
-            self._prune,
+            lambda: self.searches.fresh_uid(),
+            lambda peer, key: self.leaving.leave(peer, key),
+            lambda now, stream: self.leaving.linger(now, stream),
+            lambda now, stream: self.leaving.prune(now, stream),
         )
-        # forwarder: removed once every caller is a component (``hops`` reads it; the same dict)
-        self._awaiting = self.restarts.awaiting
+        self.probes = Probes(
+            location,
+            config,
+            rng,
+            stats,
+            peers,
+            streams,
+            out,
+            flow,
+            seen,
+            lambda now, stream, uid: self.merges.start_look(now, stream, uid),
+        )
+        self.liveness = Liveness(
+            config, peers, stats, timers, out, flow, self.catch_ups, self.probes, self._forget_peer
+        )
+        self.searches = Searches(
+            config,
+            peers,
+            stats,
+            streams,
+            timers,
+            out,
+            rng,
+            seen,
+            self.restarts.awaiting,
+            self.liveness,
+            self.probes,
+            self._end_route,
+            lambda peer, key: self.leaving.settle(peer, key),
+        )
+        self.leaving = Leaving(
+            config,
+            peers,
+            streams,
+            timers,
+            out,
+            self.searches,
+            self.keeping,
+            self.restarts.child_gone,
+        )
+        self.admission = Admission(
+            config, stats, streams, out, self.catch_ups, self.searches, self.keeping, self.leaving
+        )
         self.merges = Merges(
-            self.location,
-            self.config,
-            self.rng,
-            self.stats,
-            self.streams,
-            self.routes,
-            self.peers,
-            self._timers,
-            self.flow,
+            location,
+            config,
+            rng,
+            stats,
+            streams,
+            self.searches.routes,
+            peers,
+            timers,
+            flow,
             self.child_drops,
             self.restarts,
             self.refills,
-            self._fresh_uid,
-            self._closer_stranger,
+            self.searches.fresh_uid,
+            self.probes.closer_stranger,
         )
         self.clients = LocalClients(
-            self.location,
-            self.config,
-            self.streams,
-            self.out,
-            self.flow,
+            location,
+            config,
+            streams,
+            out,
+            flow,
             self._new_stream,
             self._start_own_search,
-            self._prune,
-            self._unkeep,
-            self._has_room,
+            self.leaving.prune,
+            self.keeping.unkeep,
+            self.admission.has_room,
         )
-        timers = self._timers
-        timers.on(ROUTE_TIMER, self._on_route_timeout)
-        timers.on(PUBLISH_TIMER, self.flow.on_timer)
-        timers.on(MARK_TIMER, self.flow.on_mark_timer)
-        timers.on(EARLY_TIMER, self.flow.on_early_timer)
-        timers.on(LINGER_TIMER, self._on_linger_timer)
-        timers.on(KEEP_TIMER, self._on_keep_timer)
-        timers.on(ANNOUNCE_TIMER, self._on_announce_timer)
-        timers.on(HEARTBEAT_TIMER, self._on_heartbeat_timer)
+        timers.on(PUBLISH_TIMER, flow.on_timer)
+        timers.on(MARK_TIMER, flow.on_mark_timer)
+        timers.on(EARLY_TIMER, flow.on_early_timer)
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -250,7 +266,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             # Hello costs nothing, a new link a handshake.
             self.catch_ups.forget(peer)
             self._forget_peer(now, peer)
-            self._links_changed(now)
+            self.liveness.links_changed(now)
         return self._flush(now)
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
@@ -294,7 +310,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
     def announce_neighbours(self, now: float) -> list[Effect]:
         """Tell every peer where our peers are, now (normally a timer does it after links
         change; a driver that brings many links up at once may call it when done)."""
-        self._announce()
+        self.liveness.announce()
         return self._flush(now)
 
     def busy(self) -> bool:
@@ -304,8 +320,9 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
         a driver that runs until the network is quiet (the simulator) waits for every node to
         stop being busy."""
         flow = self.flow
-        ours = len(self.routes) > len(self._parked) or self._announce_at is not None
-        waits = self.restarts.awaiting or self.refills.waiting or self._linger_keys
+        searches = self.searches
+        ours = len(searches.routes) > len(searches.parked) or self.liveness.announce_at is not None
+        waits = self.restarts.awaiting or self.refills.waiting or self.leaving.linger_keys
         return bool(ours or waits or flow.local or flow.recovering or flow.marks_due)
 
     def next_deadline(self) -> float | None:
@@ -376,11 +393,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             case SubscribeRequest() | ResubscribeRequest():
                 self._on_request(now, peer, message)
             case Accepted():
-                self._on_accepted(now, peer, message.uid)
+                self.searches.on_accepted(now, peer, message.uid)
             case SubscribeSucceeded() | SubscribeSucceededNewRoot():
                 self._on_success(now, peer, message)
             case DataNotFound() | RejectOverload() | RejectedLoop():
-                self._on_failure(now, peer, message)
+                self.searches.on_failure(now, peer, message)
             case SubscribeRestarted():
                 self.restarts.on_restarted(now, peer, message)
             case RestartConfirmed():
@@ -388,7 +405,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             case RestartEnded():
                 self.restarts.on_restart_ended(now, peer, message.uid, message.key)
             case Unsubscribe():
-                self._on_unsubscribe(now, peer, message.key)
+                self.leaving.on_unsubscribe(now, peer, message.key)
             case Neighbours():
                 record = self.peers.get(peer)
                 if record is not None:
@@ -403,9 +420,9 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             case FillRequest():
                 self.refills.on_fill_request(now, peer, message)
             case RootProbe():
-                self._on_probe(now, peer, message)
+                self.probes.on_probe(now, peer, message)
             case ProbeAnswer():
-                self._on_probe_answer(now, peer, message)
+                self.probes.on_answer(now, peer, message)
             case HeldQuery():
                 self.flow.on_held_query(peer, message)
             case Committed() | PastQuery():
@@ -430,19 +447,15 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
         (nanomsg), so a sender that thinks we are its child stops."""
         stream = self.streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
-            self._leave(peer, key)
+            self.leaving.leave(peer, key)
             return None
         return stream
 
     def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
         previous = self.peers.add(peer, hello.location, hello.boot_id, now)
-        if not self._beating:
-            self._beating = True
-            self._timers.add(
-                now + self.config.heartbeat_interval, (HEARTBEAT_TIMER, self._beats, 0)
-            )
+        self.liveness.start(now)
         if previous is None or previous.location != hello.location:
-            self._links_changed(now)
+            self.liveness.links_changed(now)
         if previous is not None and previous.boot_id != hello.boot_id:
             # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
             # streams to which it was subscribed."
@@ -456,22 +469,17 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
                     stream.target, hello.location, self.location
                 ):
                     self.restarts.restart(now, stream, Change.CLOSER_NODE)
-            self._probe_new_links(now)
-        if self._parked:
-            self._resume_parked(now)
+            self.probes.probe_new_links(now)
+        if self.searches.parked:
+            self.searches.resume_parked(now)
 
     def _forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
         ``at_once``: its link closed or it came back anew, which the peers on its other
         links saw at the same moment; not: it fell silent (``liveness``)."""
-        self._lost_a_link = True  # a new link may now be a way back (``probes``)
-        self._unsettled = {(p, key) for p, key in self._unsettled if p != peer}
-        for route in list(self.routes.values()):
-            # Handling one route can finish others (joining a tree completes every search
-            # for the key): act only on routes still live and still waiting on ``peer``.
-            if self.routes.get(route.uid) is route and route.current == peer:
-                route.lost = True  # its answer, if any, died with the link
-                self._forward(now, route)  # backtrack past it
+        self.probes.lost_a_link = True  # a new link may now be a way back (``probes``)
+        self.leaving.forget_peer(peer)
+        self.searches.lost_peer(now, peer)
         for stream in list(self.streams.values()):
             if stream.parent == peer:
                 self.restarts.restart(now, stream, Change.PARENT_LOST)
@@ -496,9 +504,10 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             if descriptor is None or descriptor_matches(key, descriptor) is None:
                 self.out.drop(peer, "a signed stream's request without its descriptor")
                 return
-        named = self._uid_names(uid)
+        searches = self.searches
+        named = searches.uid_names(uid)
         if named is not None and named != key:
-            # One uid names one search for one key (``Hops._start_route``). A search's uid
+            # One uid names one search for one key (``Searches.start_route``). A search's uid
             # can reach peers before the search does (a restart tells its subtree the uid,
             # SubscribeRestarted, and routes it once the subtree confirms), so a hostile
             # member can name another stream's search with it. Refused as a loop: the
@@ -508,8 +517,8 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        seen = self._seen.contains(uid, now) or named is not None
-        self._seen.add(uid, now)
+        seen = searches.seen.contains(uid, now) or named is not None
+        searches.seen.add(uid, now)
         must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
         stream = self.streams.get(key)
         if stream is not None and stream.carried:
@@ -526,15 +535,12 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
                 # or it ends as a second root beside it.
                 self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
                 return
-        if seen:  # (or in flight still, though ``_seen`` forgot it: ``named``)
+        if seen:  # (or in flight still, though ``seen`` forgot it: ``named``)
             self.stats.loops += 1
             self._send(peer, RejectedLoop(uid))
             return
-        busy = self._too_many_searches(peer, key)
-        if busy or ((stream is None or not stream.carried) and not self._has_room(key)):
-            self.stats.overloads += 1
-            self._send(peer, RejectOverload(uid, key))
-            return
+        if self.admission.refuses(peer, uid, key, stream):
+            return  # (RejectOverload: ``admission``)
         target = key_location(key)
         best_loc, htl, i_am_best = advance(
             self.location,
@@ -561,15 +567,16 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             # two roots that took over from one dead root refused each other's looks twice,
             # neither had a closer peer outside its tree, and both numbered 22..24).
             route.lost = True
-        self._start_route(now, route)
+        searches.start_route(now, route)
 
     def _start_own_search(
         self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
     ) -> None:
         """Route a search for ``stream`` that starts here (a local join or a restart)."""
+        searches = self.searches
         if uid is None:
-            uid = self._fresh_uid()
-        self._seen.add(uid, now)
+            uid = searches.fresh_uid()
+        searches.seen.add(uid, now)
         stream.join_uid = uid
         route = Route(
             uid,
@@ -584,11 +591,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             must_beat,
             stream.descriptor,
         )
-        self._start_route(now, route)
+        searches.start_route(now, route)
 
     def _end_route(self, now: float, route: Route) -> None:
         """No peer is left to try (or the budget is spent): root here, or report failure."""
-        self._drop_route(route)
+        self.searches.drop_route(route)
         stream = self.streams.get(route.key)
         if route.upstream is None and stream is not None and stream.join_uid == route.uid:
             self._own_search_ended(now, stream, route)
@@ -601,7 +608,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             self._answer(now, stream, route, new_root=True)
             self.merges.first_look(now, stream, route)
             self.flow.carried(now, stream)
-            self._prune(now, stream)
+            self.leaving.prune(now, stream)
         else:
             self._fail(route)
 
@@ -630,7 +637,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
                 if member.receives:
                     self._deliver(client, SubscribeFailed(stream.key, reason))
             self.flow.abandon(stream, PublishError.NOT_CARRIED)
-        self._prune(now, stream)
+        self.leaving.prune(now, stream)
 
     def _fail(self, route: Route) -> None:
         self.stats.not_found += 1
@@ -640,11 +647,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
     def _on_success(
         self, now: float, peer: PeerId, reply: SubscribeSucceeded | SubscribeSucceededNewRoot
     ) -> None:
-        route = self.routes.get(reply.uid)
+        route = self.searches.routes.get(reply.uid)
         if route is None or route.current != peer or route.key != reply.key:
             # A late answer to a search we already finished (timed out, or completed when we
             # joined by another path): the sender just listed us as a child; undo that.
-            self._refuse_parent(peer, reply.key)
+            self.leaving.refuse_parent(peer, reply.key)
             return
         stream = self.streams.get(route.key)
         if (
@@ -657,11 +664,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             # stale or the success went round our own subtree. We cannot tell which, so we
             # refuse, undo its adoption of us and try our next peer.
             self.stats.loops += 1
-            self._leave(peer, route.key)
-            self._forward(now, route)
-            self._settle(peer, route.key)
+            self.leaving.leave(peer, route.key)
+            self.searches.forward(now, route)
+            self.leaving.settle(peer, route.key)
             return
-        self._drop_route(route)
+        self.searches.drop_route(route)
         new_root = isinstance(reply, SubscribeSucceededNewRoot)
         if stream is not None and stream.carried:
             head_known = True
@@ -687,11 +694,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
                 head_known = not new_root
             elif stream.parent != peer:
                 if may_hang_below(stream, route.uid, route.must_beat):
-                    self._leave(peer, route.key)  # it joins our tree, through us
+                    self.leaving.leave(peer, route.key)  # it joins our tree, through us
                 elif may_move_to(stream, peer, reply, route):
                     self.restarts.hang_from(now, stream, peer, reply, route.last_seen)
                 else:
-                    self._leave(peer, route.key)
+                    self.leaving.leave(peer, route.key)
                     self._fail(route)  # answering it from here would put it below us
                     return
             self._answer(now, stream, route, new_root=False, head_known=head_known)
@@ -699,8 +706,8 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
             stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
             self._answer(now, stream, route, new_root=new_root)
             self.flow.carried(now, stream)
-        self._prune(now, stream)
-        self._settle(peer, route.key)
+        self.leaving.prune(now, stream)
+        self.leaving.settle(peer, route.key)
 
     # --- tree membership --------------------------------------------------------------------
 
@@ -765,10 +772,11 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
     def _complete_pending(self, now: float, stream: Stream) -> None:
         """Now that we carry ``stream``, answer the searches for it still running through us
         instead of letting them wander on: this coalesces concurrent joins."""
-        for uid in list(self._routes_by_key.get(stream.key, ())):
-            route = self.routes[uid]
+        routes = self.searches.routes
+        for uid in self.searches.uids_for(stream.key):
+            route = routes[uid]
             if route.upstream is None or self.restarts.may_accept(stream, uid, route.must_beat):
-                self._drop_route(route)
+                self.searches.drop_route(route)
                 self._answer(now, stream, route, new_root=False)
 
     def _answer(
@@ -812,7 +820,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
         # is caught up anyway (refilled first): a restarting sender drops what came before.
         known = peer in stream.children
         owes = not new_root and not (known and last_seen is None)
-        if wait and owes and not self._may_catch_up(now, stream, peer, uid, last_seen):
+        if wait and owes and not self.admission.may_catch_up(now, stream, peer, uid, last_seen):
             return
         if (
             wait
@@ -823,7 +831,7 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
         ):
             return
         stream.children[peer] = None
-        self._unkeep(stream)
+        self.keeping.unkeep(stream)
         reply = None if new_root else self.flow.success(uid, stream, last_seen, head_known)
         self._send(peer, reply or SubscribeSucceededNewRoot(uid, stream.key, stream.high))
         after = owed_after(reply, last_seen)
@@ -841,49 +849,10 @@ class Node(Hops, Liveness, Probes, Leaving, Keeping):
         self.flow.reported(now, stream, last_seen)
         self.refills.ask_newcomer(stream, peer, last_seen, own)
 
-    def _may_catch_up(
-        self, now: float, stream: Stream, peer: PeerId, uid: int, last_seen: int | None
-    ) -> bool:
-        """Whether ``peer``'s budget (``catch_up_budget``) holds the catch-up its search
-        ``uid`` would get here; it is charged for it if so. If not, the search is refused
-        with RejectOverload, before anything is adopted, waited for or asked upward.
-
-        Refused, not cut short with the rest announced missed: a subscriber told
-        PacketsMissed records the numbers lost and its consumer skips them for good, though
-        the tree holds them; refused, it loses nothing. RejectOverload is the protocol's
-        answer to a node that cannot take a search on (PROTOCOL.md, "Overload" and
-        "Catch-up budget"): the asker backtracks to its next peer, whose budget for it is
-        its own, so an honest joiner finds its way into the tree elsewhere, and a hostile
-        one gets a 20-byte answer for its 70-byte request instead of a window."""
-        span = catch_up_span(stream, last_seen)
-        if span is None:
-            return True
-        verdict = self.catch_ups.charge(now, peer, stream.window, *span)
-        if verdict is Verdict.SERVE:
-            return True
-        self.stats.overloads += 1
-        self._send(peer, RejectOverload(uid, stream.key))
-        self._over_catch_up_budget(peer, verdict)
-        return False
-
-    def _over_catch_up_budget(self, peer: PeerId, verdict: Verdict) -> None:
-        """``peer`` was refused a catch-up or a replay for its budget: counted, and cut off
-        as a fault the operator hears of once refused far past what a refusal teaches an
-        honest peer (``catch_up_budget.MAX_STRIKES``)."""
-        self.stats.catch_ups_refused += 1
-        if verdict is Verdict.CUT_OFF:
-            reason = "asked for catch-ups far beyond its budget, again and again"
-            self.out.drop(peer, reason)
-
-    # --- forwarders: removed once every caller is a component ----------------------------
-
-    def _child_gone(self, now: float, stream: Stream, peer: PeerId) -> None:
-        # forwarder: removed once every caller is a component
-        self.restarts.child_gone(now, stream, peer)
-
-    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
-        # forwarder: removed once every caller is a component
-        self.merges.start_look(now, stream, uid)
+    @property
+    def routes(self) -> dict[int, Route]:
+        """The searches in flight here, by uid (``searches``)."""
+        return self.searches.routes
 
     # --- plumbing -------------------------------------------------------------------------
 

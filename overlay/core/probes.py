@@ -42,7 +42,7 @@ grandchild, looked in vain for minutes). Every node that relays a probe notes th
 came from under the probe's uid with the ``_BACK`` bit flipped, and every node that relays
 a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
 look takes the flipped uid (the probe's own uid is a loop wherever it passed) and each of
-its hops tries the noted peer first (``Hops._first_hop``; a member of another tree sends it
+its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends it
 up that tree before that), then greedy order: back to the
 closer root that crossed it, or on to the closer root that answered. Without a trail, a
 root's look tries first its closest peer that is closer than itself and not its child.
@@ -67,20 +67,21 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from keyspace.location import is_closer, key_location
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.merges import RELOOKS
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
-from overlay.core.routing import advance
+from overlay.core.routing import Route, advance
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
-from overlay.messages import Message, ProbeAnswer, RootProbe
+from overlay.messages import ProbeAnswer, RootProbe
 
 # Probes in flight through one node whose state it keeps; the oldest is forgotten past this
 # (its answer is then dropped here, and its root simply probes again next time).
@@ -108,60 +109,72 @@ class ProbeHop:
     current: PeerId | None = None
 
 
-class _NodeParts(Protocol):
-    """What these methods use of the ``Node`` they are mixed into (for the type checker)."""
-
-    location: float
-    config: NodeConfig
-    rng: random.Random
-    stats: NodeStats
-    peers: PeerTable
-    streams: dict[bytes, Stream]
-    flow: PacketFlow
-    _seen: RecentIds
-    _beats: int
-    _probes: OrderedDict[int, ProbeHop]
-    _trails: OrderedDict[int, PeerId]
-    _lost_a_link: bool
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _start_look(self, now: float, stream: Stream, uid: int | None = None) -> None: ...
-    def _probe_on(self, hop: ProbeHop) -> None: ...
-    def _probe(self, now: float, stream: Stream) -> None: ...
-    def _closer_stranger(self, stream: Stream) -> bool: ...
-    def _closest_stranger(self, stream: Stream) -> PeerId | None: ...
-    def _look_past(self, now: float, stream: Stream) -> None: ...
-    def _probe_look(
-        self,
-        now: float,
-        stream: Stream,
-        relooks: int,
-        uid: int | None = None,
-        found: bool = True,
-    ) -> None: ...
-    def _trail(self, uid: int, peer: PeerId) -> None: ...
-
-
 class Probes:
-    """Mixed into ``Node``; each method's ``self`` is the node (``_NodeParts``)."""
+    """The root probes passing through this node, the trails looks follow, and whether a
+    link was ever lost."""
 
-    def _probe_roots(self: _NodeParts, now: float) -> None:
-        """Called once per heartbeat round: every ``probe_interval``, probe from each root
-        that is settled (no takeover grace, look or restart running)."""
-        interval = self.config.probe_interval
-        every = max(1, round(interval / self.config.heartbeat_interval))
-        if interval <= 0 or self._beats % every:
+    def __init__(
+        self,
+        location: float,
+        config: NodeConfig,
+        rng: random.Random,
+        stats: NodeStats,
+        peers: PeerTable,
+        streams: dict[bytes, Stream],
+        out: Outbox,
+        flow: PacketFlow,
+        seen: RecentIds,  # uids seen lately, for loops (shared with ``searches``)
+        start_look: Callable[[float, Stream, int | None], None],  # (``merges``)
+    ) -> None:
+        self._location = location
+        self._config = config
+        self._rng = rng
+        self._stats = stats
+        self._peers = peers
+        self._streams = streams
+        self._out = out
+        self._flow = flow
+        self._seen = seen
+        self._start_look = start_look
+        self._probes: OrderedDict[int, ProbeHop] = OrderedDict()  # root probes via us
+        self.trails: OrderedDict[int, PeerId] = OrderedDict()  # looks' first hops
+        self.lost_a_link = False  # whether a peer ever went away (``probe_new_links``)
+
+    @property
+    def in_flight(self) -> int:
+        """How many probes through this node it keeps state for (at most ``_PATHS``)."""
+        return len(self._probes)
+
+    def first_hop(self, route: Route) -> PeerId | None:
+        """Where a look goes before greedy order: the peer a probe's trail names for its
+        uid, or, for a root's own look without one, the closest peer closer than the root
+        that is not its child (greedy order would go into its own tree)."""
+        trail = self.trails.get(route.uid)
+        if trail is not None or route.upstream is not None:
+            return trail
+        stream = self._streams.get(route.key)
+        if stream is None or stream.state is not State.ROOT:
+            return None
+        return self._closest_stranger(stream)
+
+    def probe_roots(self, now: float, beats: int) -> None:
+        """Called once per heartbeat round (``beats``: rounds so far): every
+        ``probe_interval``, probe from each root that is settled (no takeover grace, look
+        or restart running)."""
+        interval = self._config.probe_interval
+        every = max(1, round(interval / self._config.heartbeat_interval))
+        if interval <= 0 or beats % every:
             return
-        round_ = self._beats // every
-        for stream in list(self.streams.values()):
+        round_ = beats // every
+        for stream in list(self._streams.values()):
             if not _settled_root(stream) or round_ % (1 << stream.probe_misses):
                 continue
-            if self._closer_stranger(stream):
+            if self.closer_stranger(stream):
                 self._look_past(now, stream)
             else:
                 self._probe(now, stream)
 
-    def _closer_stranger(self: _NodeParts, stream: Stream) -> bool:
+    def closer_stranger(self, stream: Stream) -> bool:
         """Whether a peer that is not our child is closer to the key than we are. Greedy
         routing from it would not end here: it may be a member of another tree of the
         stream, whose root is farther than we are and so never answers our probe (chaos:
@@ -169,18 +182,18 @@ class Probes:
         closer root's peer among them, and no probe ever met the other root)."""
         return self._closest_stranger(stream) is not None
 
-    def _closest_stranger(self: _NodeParts, stream: Stream) -> PeerId | None:
+    def _closest_stranger(self, stream: Stream) -> PeerId | None:
         """The peer closest to the key among those closer than we are that are not our
-        children, if any: where a root's look goes first (``Hops._first_hop``)."""
+        children, if any: where a root's look goes first (``first_hop``)."""
         target = stream.target
         best: PeerId | None = None
-        best_loc = self.location
-        for peer in self.peers:
+        best_loc = self._location
+        for peer in self._peers:
             if peer.id not in stream.children and is_closer(target, peer.location, best_loc):
                 best, best_loc = peer.id, peer.location
         return best
 
-    def _look_past(self: _NodeParts, now: float, stream: Stream) -> None:
+    def _look_past(self, now: float, stream: Stream) -> None:
         """Look (``merges``) instead of probing: its search, must-beat our location, goes
         to that closer peer, which accepts it if it is in another tree, and our tree joins
         that one. If it is in ours (the look's label makes it refuse) the look finds
@@ -191,7 +204,7 @@ class Probes:
         self._probe_look(now, stream, relooks=RELOOKS, found=False)
 
     def _probe_look(
-        self: _NodeParts,
+        self,
         now: float,
         stream: Stream,
         relooks: int,
@@ -205,18 +218,18 @@ class Probes:
         cannot reach the other tree is not made every round."""
         stream.relooks = relooks
         _count_look(now, stream, found)
-        self.flow.hold(now, stream)
+        self._flow.hold(now, stream)
         self._start_look(now, stream, uid)
 
-    def _trail(self: _NodeParts, uid: int, peer: PeerId) -> None:
-        """Remember ``peer`` as the first hop of the look with ``uid`` (``Hops._first_hop``
+    def _trail(self, uid: int, peer: PeerId) -> None:
+        """Remember ``peer`` as the first hop of the look with ``uid`` (``first_hop``
         prefers it), for at most ``_PATHS`` trails."""
-        self._trails[uid] = peer
-        self._trails.move_to_end(uid)
-        if len(self._trails) > _PATHS:
-            self._trails.popitem(last=False)
+        self.trails[uid] = peer
+        self.trails.move_to_end(uid)
+        if len(self.trails) > _PATHS:
+            self.trails.popitem(last=False)
 
-    def _probe_new_links(self: _NodeParts, now: float) -> None:
+    def probe_new_links(self, now: float) -> None:
         """A peer we had no link to says Hello, and we have lost links before: probe from
         each settled root now, not at the next round. A partition that heals comes back
         this way, and until a probe's look merges the other side's root, both roots number
@@ -225,39 +238,41 @@ class Probes:
         interval per root, and none from a root whose looks keep failing to reach the
         closer one (``probe_misses``), so link churn cannot multiply them. A node that
         never lost a link is still growing its first links, which cut nothing apart."""
-        if not self._lost_a_link:
+        if not self.lost_a_link:
             return
-        for stream in self.streams.values():
+        for stream in self._streams.values():
             if (
                 _settled_root(stream)
                 and not stream.probe_misses
                 and (
                     stream.probed_at is None
-                    or now - stream.probed_at >= self.config.heartbeat_interval
+                    or now - stream.probed_at >= self._config.heartbeat_interval
                 )
             ):
                 self._probe(now, stream)
 
-    def _probe(self: _NodeParts, now: float, stream: Stream) -> None:
-        uid = self.rng.getrandbits(64)
+    def _probe(self, now: float, stream: Stream) -> None:
+        uid = self._rng.getrandbits(64)
         self._seen.add(uid, now)
-        self.stats.probes += 1
+        self._stats.probes += 1
         stream.probed_at = now
-        probe = RootProbe(uid, stream.key, self.config.check_htl, self.location, self.location)
+        location = self._location
+        probe = RootProbe(uid, stream.key, self._config.check_htl, location, location)
         self._probe_on(ProbeHop(probe, None))
 
-    def _on_probe(self: _NodeParts, now: float, peer: PeerId, probe: RootProbe) -> None:
-        stream = self.streams.get(probe.key)
+    def on_probe(self, now: float, peer: PeerId, probe: RootProbe) -> None:
+        stream = self._streams.get(probe.key)
+        location = self._location
         if (
             stream is not None
             and stream.state is State.ROOT
-            and is_closer(stream.target, self.location, probe.must_beat)
+            and is_closer(stream.target, location, probe.must_beat)
         ):
-            self._send(peer, ProbeAnswer(probe.uid, probe.key, self.location, 0))
+            self._out.send(peer, ProbeAnswer(probe.uid, probe.key, location, 0))
             return
         if self._seen.contains(probe.uid, now):
             # A loop: the sender tries its next peer with the same budget.
-            self._send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
+            self._out.send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
             return
         self._seen.add(probe.uid, now)
         self._trail(probe.uid ^ _BACK, peer)
@@ -266,20 +281,20 @@ class Probes:
         # hops past it when churn has taken that root's ring links (chaos:
         # each probe reset to 10 at that node and ran out two hops short, every round).
         best_loc, htl, _ = advance(
-            self.location,
+            location,
             key_location(probe.key),
             probe.best_loc,
             probe.htl,
-            self.config.check_htl,
-            self.config.check_htl,
+            self._config.check_htl,
+            self._config.check_htl,
         )
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))
         if (
             stream is not None
             and stream.state is State.ROOT
-            and is_closer(stream.target, probe.must_beat, self.location)
-            and _may_trail(now, stream, self.config.probe_interval)
+            and is_closer(stream.target, probe.must_beat, location)
+            and _may_trail(now, stream, self._config.probe_interval)
         ):
             # The probe of a root closer than we are crossed us: that root exists, and the
             # way back to it is the probe's way here. Our own probes would never learn of
@@ -291,7 +306,7 @@ class Probes:
             # (``Merges._start_look``, ``Merges._looked``; in a grace with no look due, one
             # becomes due): a look already running may miss the other tree (chaos: a
             # partition healed while a root made on its far side looked; both numbered 0).
-            self.stats.splits_found += 1
+            self._stats.splits_found += 1
             if _settled_root(stream):
                 self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
             else:
@@ -300,24 +315,25 @@ class Probes:
                 if stream.looking is None and stream.recover_until is not None:
                     stream.look_due = True  # looked at the grace's end (``merges``)
 
-    def _probe_on(self: _NodeParts, hop: ProbeHop) -> None:
+    def _probe_on(self, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
         budget left, answer "none" to whoever sent it."""
         probe = hop.probe
-        nxt = self.peers.closest(key_location(probe.key), hop.tried) if probe.htl > 0 else None
+        peers = self._peers
+        nxt = peers.closest(key_location(probe.key), hop.tried) if probe.htl > 0 else None
         if nxt is None:
             self._probes.pop(probe.uid, None)
-            if hop.upstream is not None and hop.upstream in self.peers:
-                self._send(hop.upstream, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
+            if hop.upstream is not None and hop.upstream in peers:
+                self._out.send(hop.upstream, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
             return
         hop.tried.add(nxt.id)
         hop.current = nxt.id
         self._probes[probe.uid] = hop
         if len(self._probes) > _PATHS:
             self._probes.popitem(last=False)
-        self._send(nxt.id, probe)
+        self._out.send(nxt.id, probe)
 
-    def _on_probe_answer(self: _NodeParts, now: float, peer: PeerId, answer: ProbeAnswer) -> None:
+    def on_answer(self, now: float, peer: PeerId, answer: ProbeAnswer) -> None:
         hop = self._probes.get(answer.uid)
         if hop is None or hop.current != peer or hop.probe.key != answer.key:
             return  # not one we wait for from this peer (late, forgotten, or made up)
@@ -329,18 +345,18 @@ class Probes:
         del self._probes[answer.uid]
         self._trail(answer.uid ^ _AHEAD, peer)
         if hop.upstream is not None:
-            if hop.upstream in self.peers:
-                self._send(hop.upstream, answer)
+            if hop.upstream in self._peers:
+                self._out.send(hop.upstream, answer)
             return
-        stream = self.streams.get(answer.key)
+        stream = self._streams.get(answer.key)
         if (
             stream is None
             or not _settled_root(stream)
-            or not is_closer(stream.target, answer.root, self.location)
+            or not is_closer(stream.target, answer.root, self._location)
         ):
             return
         # A closer root exists: look for its tree, as after a takeover (``merges``).
-        self.stats.splits_found += 1
+        self._stats.splits_found += 1
         self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
 
 
