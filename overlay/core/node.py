@@ -35,7 +35,6 @@ from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
-from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.hops import ROUTE_TIMER, Hops
@@ -48,12 +47,11 @@ from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.probes import ProbeHop, Probes
-from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
+from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import FILL_TIMER, Refills
 from overlay.core.restarts import RESTART_TIMER, Restarts, label_of, new_head, success_of
 from overlay.core.routing import Route, advance, may_become_root
-from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
 from overlay.core.takeover import RECOVER_TIMER
@@ -154,19 +152,14 @@ class Node(LocalClients, Hops, Restarts, Merges, Refills, Liveness, Probes, Leav
             self.streams,
             self._timers,
             self.stats,
-            self.out.send,
-            self.out.deliver,
-            self.out.drop,
+            self.out,
             self.memory,
+            self.peers,  # (whom a publisher's node tells: ``peer_witnesses``)
         )
-        self.flow.peers = self.peers  # (whom a publisher's node tells: ``peer_witnesses``)
         timers = self._timers
         timers.on(ROUTE_TIMER, self._on_route_timeout)
-        timers.on(PUBLISH_TIMER, self.flow.on_timer)
-        timers.on(MARK_TIMER, self.flow.on_mark_timer)
         timers.on(RESTART_TIMER, self._on_restart_timer)
         timers.on(RECOVER_TIMER, self._on_recover_timer)
-        timers.on(EARLY_TIMER, self.flow.on_early_timer)
         timers.on(FILL_TIMER, self._on_fill_timer)
         timers.on(LINGER_TIMER, self._on_linger_timer)
         timers.on(KEEP_TIMER, self._on_keep_timer)

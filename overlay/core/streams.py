@@ -36,7 +36,6 @@ from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData, PublishSucceeded
 
 if TYPE_CHECKING:
-    from overlay.core.confirming import Pending
     from overlay.core.refills import Fill
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
@@ -97,6 +96,16 @@ def next_state(state: State | None, change: Change) -> State | None:
 
 # Who a publish came from: a peer (bytes) or a local client (int).
 Source = PeerId | ClientId
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """A publish a root numbered and has not sent down yet (``confirming``)."""
+
+    source: Source
+    message: PublishData
+    confirmed: bool
+
 
 _DEFAULTS = NodeConfig()
 
