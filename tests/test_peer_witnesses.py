@@ -173,7 +173,11 @@ def test_a_peer_floods_only_its_own_share_and_never_makes_relayed_publishes_busy
     assert uid in flow.witnesses.relayed and not flow.witnesses.relayed[uid].peer
     net.disconnect(b"B", b"D")
     flow.witnesses.expire_relays(net.now + 1e6)
-    assert flow.peer_witnesses.peer_count == 0 and flow.peer_witnesses.by_peer == {} and flow.witnesses.retained == 0
+    assert (
+        flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+        and flow.witnesses.retained == 0
+    )
 
 
 def test_a_peers_witness_payloads_stay_within_its_share_of_witness_bytes() -> None:
@@ -183,10 +187,18 @@ def test_a_peers_witness_payloads_stay_within_its_share_of_witness_bytes() -> No
     net.inject(b"D", b"B", witness(101, 1, b"6789"))  # 9 > 8: the older goes
     net.inject(b"D", b"B", witness(102, 2, b"123456789"))  # over the share: ignored
     assert [u for u, r in flow.witnesses.relayed.items() if r.peer] == [101]
-    assert flow.witnesses.retained == 4 and flow.peer_witnesses.peer_bytes == {b"D": 4} and flow.peer_witnesses.peer_count == 1
+    assert (
+        flow.witnesses.retained == 4
+        and flow.peer_witnesses.peer_bytes == {b"D": 4}
+        and flow.peer_witnesses.peer_count == 1
+    )
     assert {p: list(held) for p, held in flow.peer_witnesses.by_peer.items()} == {b"D": [101]}
     flow.witnesses.expire_relays(net.now + 1e6)  # (every share given back)
-    assert flow.peer_witnesses.peer_count == 0 and flow.peer_witnesses.by_peer == {} and flow.peer_witnesses.peer_bytes == {}
+    assert (
+        flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+        and flow.peer_witnesses.peer_bytes == {}
+    )
 
 
 def test_bad_peer_witnesses_are_ignored_and_disturb_nothing() -> None:
@@ -229,7 +241,11 @@ def test_a_peer_witness_expires_like_a_relay_entry() -> None:
         net.now + config.publish_timeout * config.publish_attempts + 2 * config.heartbeat_interval
     )
     assert uid not in flow.witnesses.relayed and uid not in flow.witnesses.witnessed
-    assert flow.witnesses.retained == 0 and flow.peer_witnesses.peer_count == 0 and flow.peer_witnesses.by_peer == {}
+    assert (
+        flow.witnesses.retained == 0
+        and flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+    )
 
 
 def test_a_forged_peer_witness_kept_before_its_holder_knew_the_signer_is_never_pushed() -> None:
@@ -259,7 +275,9 @@ def test_a_peer_witness_of_a_publish_already_held_is_not_kept() -> None:
     assert (0, b"mine") in packets(net, b"E") and root is not None and root.window.get(0)
     for holder, peer in ((b"R", b"B"), (b"E", b"A")):
         flow = net.nodes[holder].flow
-        flow.witnesses.expire_relays(net.now + 1e6)  # (E kept A's witness: it came before the packet)
+        flow.witnesses.expire_relays(
+            net.now + 1e6
+        )  # (E kept A's witness: it came before the packet)
         net.inject(peer, holder, witness(uid, 0, b"mine"))
         assert uid not in flow.witnesses.relayed and flow.witnesses.retained == 0
 
@@ -275,7 +293,9 @@ def test_peer_witnesses_together_leave_relays_half_of_witness_bytes() -> None:
         net.add(name, 0.5 + 0.01 * i, config)
         net.connect(name, b"B")
         net.inject(name, b"B", witness(1000 + i, i, b"x" * 8))
-    assert flow.peer_witnesses.peer_count == 4 and flow.witnesses.retained == 32  # the other four: not kept
+    assert (
+        flow.peer_witnesses.peer_count == 4 and flow.witnesses.retained == 32
+    )  # the other four: not kept
     net.hold(b"R")
     uid = net.publish(b"A", KEY, b"mine")
     assert flow.witnesses.relayed[uid].message is not None  # B can still witness A's publish
@@ -295,5 +315,9 @@ def test_a_peer_witness_weighed_by_its_holder_turned_root_leaves_the_relay_table
     e = net.stream(b"E", KEY)
     assert e is not None and e.state is State.ROOT
     net.advance(net.now + GRACE + 1.0)
-    assert 4242 not in flow.witnesses.relayed and flow.peer_witnesses.peer_count == 0 and flow.witnesses.retained == 0
+    assert (
+        4242 not in flow.witnesses.relayed
+        and flow.peer_witnesses.peer_count == 0
+        and flow.witnesses.retained == 0
+    )
     assert packets(net, b"E")[:1] == [(0, b"w")]

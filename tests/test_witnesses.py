@@ -62,7 +62,10 @@ def claims(net: CoreNet, name: bytes) -> list[tuple[int, int | None, bool, bool,
     stream = net.stream(name, KEY)
     assert stream is not None
     flow = net.nodes[name].flow
-    return [(m.uid, m.packet, m.pushed, m.claim, m.data) for _, m in flow.witnesses.witness_claims(stream)]
+    return [
+        (m.uid, m.packet, m.pushed, m.claim, m.data)
+        for _, m in flow.witnesses.witness_claims(stream)
+    ]
 
 
 def test_a_relay_keeps_a_confirmed_publish_as_a_witness_until_its_answer_comes_down() -> None:
@@ -93,7 +96,10 @@ def test_a_relay_keeps_payloads_only_within_witness_bytes_and_counts_them_back()
     small = net.publish(b"A", KEY, b"1234")
     big = net.publish(b"A", KEY, b"5")
     assert flow.witnesses.retained == 4
-    assert flow.witnesses.relayed[small].message is not None and flow.witnesses.relayed[big].message is None
+    assert (
+        flow.witnesses.relayed[small].message is not None
+        and flow.witnesses.relayed[big].message is None
+    )
     for uid, number in ((small, 0), (big, 1)):
         net.inject(b"R", b"B", PublishNumbered(uid, KEY, number))
     assert [(uid, packet) for uid, packet, *_ in claims(net, b"B")] == [(small, 0)]
@@ -217,7 +223,11 @@ def test_a_relay_that_relays_no_more_lets_expired_payloads_go_on_a_heartbeat() -
     net.advance(
         net.now + config.publish_timeout * config.publish_attempts + 2 * config.heartbeat_interval
     )
-    assert flow.witnesses.retained == 0 and uid not in flow.witnesses.relayed and uid not in flow.witnesses.witnessed
+    assert (
+        flow.witnesses.retained == 0
+        and uid not in flow.witnesses.relayed
+        and uid not in flow.witnesses.witnessed
+    )
 
 
 def test_a_witness_on_a_publish_held_under_another_number_is_stale() -> None:

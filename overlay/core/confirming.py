@@ -384,7 +384,7 @@ class Confirming:
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
             if entry is None or stream.window.get(number) is not None:
-                continue  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
+                continue  # (a claim leaves with its publish: ``PacketFlow``)
             claims.append(
                 dataclasses.replace(
                     entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True

@@ -12,13 +12,13 @@ How. Per stream, at most ``publish_credit_packets`` local publishes, and at most
 numbering, at a root) and not yet answered. One more is always allowed when none is out,
 whatever its size. The rest wait here in ``Credit.held``, in the order their clients sent
 them, as entries of ``PacketFlow.local`` that are neither routed nor timed: each answer
-that settles an out publish (``free_credit``, from ``PacketFlow._drop_local``) lets the oldest
+that settles an out publish (``free_credit``, as ``PacketFlow`` forgets it) lets the oldest
 held ones go, after the event (``release_held``, from ``Node._flush``), with their own
 ``publish_timeout`` counted from then. The answers come once the root has committed a
 packet, so the tree's pace, not the client's, sets how fast publishes go up.
 
 A publish that comes back for a number this node already claimed (a client's retry of a
-lapsed one, ``PacketFlow._lapse``) goes up at once: its claim is pushed up the tree anyway
+lapsed one, whose claim ``PacketFlow`` kept) goes up at once: its claim is pushed up the tree anyway
 (``confirming``), and holding the publish would not hold its claim.
 
 Bounds and faults. Held publishes count in ``PacketFlow.local``, so the node-wide bound on
