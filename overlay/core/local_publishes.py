@@ -1,4 +1,4 @@
-"""A local client's publish, from its start until its answer (``publishing``)."""
+"""A local client's publish, from its start until its answer (``local_publishing``)."""
 
 from __future__ import annotations
 

@@ -43,28 +43,18 @@ link carries a packet twice.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 
 from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
-from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
-from overlay.core.early_packets import EARLY_TIMER, EarlyPackets
-from overlay.core.effects import ClientId, PeerId
+from overlay.core.early_waits import EarlyWaits
+from overlay.core.effects import PeerId
 from overlay.core.epochs import malformed
-from overlay.core.events import (
-    EXPLAIN,
-    ClientEvent,
-    PublishAcked,
-    PublishCollided,
-    PublishFailed,
-    explain,
-)
 from overlay.core.gathering import Gathering
 from overlay.core.joining import Joining
-from overlay.core.local_publishes import LocalPublish
+from overlay.core.local_publishing import LocalPublishes
 from overlay.core.memory import Memory
 from overlay.core.outbox import Outbox
 from overlay.core.peer_witnesses import PeerWitnesses
@@ -103,8 +93,6 @@ from overlay.messages import (
     SubscribeData,
 )
 
-PUBLISH_TIMER = "publish"
-
 Answer = PublishSucceeded | PublishCollision | PublishRejected
 # A root's decision: an answer, a number to confirm first, or None (answered later).
 Decision = Answer | PublishNumbered | None
@@ -113,10 +101,13 @@ Decision = Answer | PublishNumbered | None
 class PacketFlow:
     """The publish and broadcast half of a node, a facade over the components that own
     its parts. The node owns the streams and the tree; this object moves packets through
-    them, its effects through the node's ``Outbox``. It keeps the local publishes, the
-    routing of publishes up the tree and the root's ordering of them, and packets coming
-    down; the rest is its components':
+    them, its effects through the node's ``Outbox``. It keeps the routing of publishes up
+    the tree, the root's ordering of them, and packets coming down; the rest is its
+    components':
 
+    * ``publishes``: the local clients' publishes in flight (``LocalPublishes``), with
+      ``credit``, those out per stream (``PublishCredit``); ``early``: the questions to a
+      new parent about a gap, and the packets waiting for their answer (``EarlyWaits``);
     * ``takeover``: a root's graces (``Takeover``); ``pushing``: packets pushed up
       (``Pushes``); ``gathering``: questions down for what a root lacks (``Gathering``);
     * ``confirming``: numbers waiting for their publisher's node, and claims
@@ -124,7 +115,6 @@ class PacketFlow:
       witness claims in it (``Witnesses``, ``PeerWitnesses``);
     * ``commits``: a root's commit point (``Commits``); ``showing``: the marks
       (``Showing``); ``backlog``: publishes a full root holds back (``Backlog``);
-      ``credit``: local publishes out per stream (``PublishCredit``);
     * ``joining``: what a new child is told and sent, and a node that took a parent
       (``Joining``).
 
@@ -151,14 +141,15 @@ class PacketFlow:
         self.memory = memory
         self.signatures = SignatureChecker(config.signature_cache)
         self._signature_ok = self.signatures.packet_ok
-        self.local: dict[int, LocalPublish] = {}
-        # Claims of local publishes that timed out (uid -> key, number), bounded: a client
-        # that retries the uid takes its claim back (``publish``; see ``_fail_local``).
-        self.lapsed: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
-        self.early_waits: dict[int, bytes] = {}  # questions to a parent, by timer token
-        self.tokens = Tokens()  # (shared with ``takeover``'s graces)
+        tokens = Tokens()  # (one counter: graces and questions to a parent)
 
-        local = self.local
+        publishes = self.publishes = LocalPublishes(
+            config, streams, stats, timers, out, self._route
+        )
+        local, credit = publishes.local, publishes.credit
+        early = self.early = EarlyWaits(
+            config, streams, stats, timers, tokens, self._store, self._missing
+        )
         witnesses = self.witnesses = Witnesses(config, stats, local, self._signature_ok)
         peer_witnesses = self.peer_witnesses = PeerWitnesses(
             config, stats, streams, peers, out, witnesses, local, self._signature_ok
@@ -166,9 +157,6 @@ class PacketFlow:
         witnesses.unhold = peer_witnesses.unhold
         showing = self.showing = Showing(config, streams, stats, timers, out, self.pump)
         backlog = self.backlog = Backlog(config, streams, stats, local, self._reply, self._route)
-        credit = self.credit = PublishCredit(
-            config, streams, stats, local, self._arm, self._route, self._fail_local
-        )
         confirming = self.confirming = Confirming(
             config,
             streams,
@@ -187,7 +175,7 @@ class PacketFlow:
             streams,
             stats,
             out,
-            self._answer_local,
+            publishes.answer,
             self._reply,
             self.pump,
             confirming.orphaned_pending,
@@ -202,7 +190,7 @@ class PacketFlow:
             timers,
             stats,
             memory,
-            self.tokens,
+            tokens,
             confirming,
             gathering.ask_down,
             self._missing,
@@ -211,18 +199,24 @@ class PacketFlow:
             self._wait,
             self.carried,
             self.pump,
-            self.release_early,
+            early.release,
         )
         joining = self.joining = Joining(
-            out, pushing, confirming, gathering, showing, self.release_early
+            out, pushing, confirming, gathering, showing, early.release
         )
+        self.credit = credit  # (``publishes``')
         # Bound once: called for every packet that comes down.
+        self.release_early = early.release
         self._stamp = showing.stamp
         self._stored_at_root = commits.stored_at_root
         self._mark_moved = showing.mark_moved
         self._release = commits.release
 
         # What the node calls (``self.flow.<name>``), the components' own methods.
+        self.publish = publishes.publish
+        self.join = publishes.join
+        self.forget_client = publishes.forget_client
+        self.expect_fill = early.expect_fill
         self.became_root = takeover.became_root
         self.reported = takeover.reported
         self.hold = takeover.hold
@@ -247,40 +241,14 @@ class PacketFlow:
         self.subscribed = joining.subscribed
         # The components' state the node reads (forwarder: removed once every caller is a
         # component).
+        self.local = local
         self.recovering = takeover.recovering
         self.marks_sent = showing.marks_sent
         self.marks_due = showing.marks_due
         self.released = credit.released
         self.backlogged = backlog.backlogged
 
-        timers.on(PUBLISH_TIMER, self.on_timer)
-        timers.on(EARLY_TIMER, self.on_early_timer)
-
-    # --- local publishes --------------------------------------------------------------------
-
-    def publish(self, now: float, stream: Stream, client: ClientId, message: PublishData) -> None:
-        """Start a local client's publish. The node checked the request, its signature
-        included (``clients.py``, before joining a tree for it)."""
-        self.local[message.uid] = LocalPublish(client, message)
-        lapsed = self.lapsed.get(message.uid)
-        if lapsed is not None and lapsed[0] == message.key:
-            del self.lapsed[message.uid]
-            stream.claims.setdefault(message.uid, lapsed[1])
-        self.credit.send_or_hold(now, stream, client, message)  # (``credit``)
-
-    def on_timer(self, now: float, uid: int, attempt: int) -> None:
-        entry = self.local.get(uid)
-        if entry is None or entry.attempt != attempt:
-            return
-        stream = self.streams.get(entry.message.key)
-        if stream is None or attempt >= self.config.publish_attempts:
-            self._fail_local(entry.client, entry.message, PublishError.TIMEOUT)
-            self.credit.fail_held(entry.message.key, PublishError.TIMEOUT)  # (``credit``)
-            return
-        entry.attempt += 1
-        self.stats.publish_retries += 1
-        self._arm(now, uid, entry.attempt)
-        self._route(now, stream, entry.client, entry.message)
+    # --- the node's rounds and dispatch ------------------------------------------------------
 
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""
@@ -300,61 +268,6 @@ class PacketFlow:
             self.confirming.on_confirmed(peer, message)
         else:
             self.peer_witnesses.on_peer_witness(now, peer, message)
-
-    def join(self, uid: int, client: ClientId) -> None:
-        """Another client published ``uid`` while it is in flight: it gets the same answer."""
-        entry = self.local[uid]
-        if client not in entry.clients:
-            entry.also.append(client)
-
-    def forget_client(self, client: ClientId) -> None:
-        for uid, entry in list(self.local.items()):
-            if client in entry.also:
-                entry.also.remove(client)
-            elif entry.client == client:
-                if entry.also:
-                    entry.client = entry.also.pop(0)  # still wanted: keep it going
-                else:
-                    self._lapse(entry.message)  # (a client that comes back may retry it)
-                    self._drop_local(uid)
-
-    def _arm(self, now: float, uid: int, attempt: int) -> None:
-        self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
-
-    def _drop_local(self, uid: int) -> LocalPublish | None:
-        """Forget a local publish, and its claim on a number (``confirming``) with it."""
-        entry = self.local.pop(uid, None)
-        if entry is not None:
-            self.credit.free_credit(entry.message.key, uid)  # (``credit``)
-            stream = self.streams.get(entry.message.key)
-            if stream is not None:
-                stream.claims.pop(uid, None)
-        return entry
-
-    def _lapse(self, message: PublishData) -> None:
-        """Keep the claim of a publish we give up without an answer (a timeout, or its
-        client went) for a retry of its uid (``publish``). The root, or a root cut off
-        with it, may hold the packet under that number and acknowledge the retry with it;
-        kept, the claim goes up to the next root as before (``push_claims``). Dropped, our
-        side of a cut announced the number missed while the other side kept the uid under
-        it (chaos: 2 and 4 acknowledged after the heal to retries, that subscribers on
-        the publisher's side had been told were missed)."""
-        stream = self.streams.get(message.key)
-        number = None if stream is None else stream.claims.get(message.uid)
-        if number is None:
-            return
-        self.lapsed[message.uid] = (message.key, number)
-        self.lapsed.move_to_end(message.uid)
-        while len(self.lapsed) > self.config.max_queued_publishes:
-            self.lapsed.popitem(last=False)
-
-    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
-        if error is PublishError.TIMEOUT:
-            self._lapse(message)  # (any other failure is an answer: no number stands)
-        entry = self._drop_local(message.uid)
-        failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
-        for waiting in [client] if entry is None else entry.clients:
-            self._deliver(waiting, failed)
 
     # --- publishes from peers ---------------------------------------------------------------
 
@@ -558,26 +471,7 @@ class PacketFlow:
         if isinstance(source, bytes):
             self._send(source, answer)
         else:
-            self._answer_local(source, answer)
-
-    def _answer_local(self, client: ClientId, answer: Answer) -> None:
-        entry = self._drop_local(answer.uid)
-        if entry is None:
-            return  # answered already (a resend crossed the first answer)
-        key, uid = answer.key, answer.uid
-        event: ClientEvent
-        if isinstance(answer, PublishSucceeded):
-            event = PublishAcked(key, uid, answer.packet)
-        elif isinstance(answer, PublishCollision):
-            event = PublishCollided(key, uid, answer.packet, answer.suggested_next)
-        else:
-            try:
-                error = PublishError(answer.reason)
-            except ValueError:
-                error = PublishError.INVALID
-            event = PublishFailed(key, uid, error, explain(answer.reason))
-        for client in entry.clients:
-            self._deliver(client, event)
+            self.publishes.answer(source, answer)
 
     def _reject(self, peer: PeerId, message: PublishData, error: PublishError) -> None:
         self.stats.publish_rejected += 1
@@ -729,49 +623,6 @@ class PacketFlow:
         self._store(stream, packet)
         if stream.early is not None:
             self.release_early(stream)
-
-    def expect_fill(self, now: float, stream: Stream, first: int, last: int) -> None:
-        """We asked our new parent for ``first..last`` (``Restarts._hang_from``): packets
-        above the gap wait for the answer (``early_packets``)."""
-        self.release_early(stream, give_up=True)  # (an earlier question is over)
-        token = self.tokens.take()
-        config = self.config
-        stream.early = EarlyPackets(first, last, token, config.window_packets, config.window_bytes)
-        self.early_waits[token] = stream.key
-        self.timers.add(now + config.fill_timeout, (EARLY_TIMER, token, 0))
-
-    def on_early_timer(self, now: float, token: int, attempt: int) -> None:
-        """A question to the parent has waited ``fill_timeout``: give it up."""
-        key = self.early_waits.pop(token, None)
-        stream = None if key is None else self.streams.get(key)
-        if stream is not None and stream.early is not None and stream.early.token == token:
-            self.release_early(stream, give_up=True)
-
-    def release_early(self, stream: Stream, give_up: bool = False) -> None:
-        """Take the waiting packets that are next in order; with ``give_up``, all of them,
-        each gap before one announced missed (as it would have been without the wait)."""
-        early = stream.early
-        if early is None:
-            return
-        if give_up:
-            stream.early = None
-            self.early_waits.pop(early.token, None)
-        while (lowest := early.lowest()) is not None:
-            next_in = stream.next_in
-            if next_in is not None and lowest < next_in:
-                early.pop_lowest()
-                self.stats.duplicates += 1
-                continue
-            if next_in is not None and lowest > next_in:
-                if not give_up and early.covers(next_in):
-                    return  # still asked for: the answer comes
-                self._missing(stream, next_in, lowest - 1)
-            packet = early.pop_lowest()
-            assert packet is not None
-            self._store(stream, packet)
-        if stream.early is early and (stream.next_in is None or stream.next_in > early.last):
-            stream.early = None  # the whole question is answered
-            self.early_waits.pop(early.token, None)
 
     def from_parent(self, now: float, stream: Stream, message: Committed | PastQuery) -> None:
         """A mark or a question from ``stream``'s parent (the node checked the sender)."""
