@@ -204,7 +204,7 @@ class PacketFlow:
         joining = self.joining = Joining(
             out, pushing, confirming, gathering, showing, early.release
         )
-        self.credit = credit  # (``publishes``')
+        self.credit = credit  # (owned by ``publishes``)
         # Bound once: called for every packet that comes down.
         self.release_early = early.release
         self._stamp = showing.stamp
