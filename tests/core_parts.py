@@ -52,10 +52,7 @@ class Parts:
         self.calls: list[tuple[Any, ...]] = []
         self.catch_ups = self._catch_ups()
         memory = Memory(config.remembered_streams, out.append)
-        self.flow = PacketFlow(
-            config, self.streams, timers, stats, out.send, out.deliver, out.drop, memory
-        )
-        self.flow.peers = peers
+        self.flow = PacketFlow(config, self.streams, timers, stats, out, memory, peers)
         self.keeping = Keeping(config, self.streams, timers, lambda s: self.leaving.forget(s))
         self.probes = Probes(
             location,

@@ -33,9 +33,7 @@ class Parts:
         self.out = Outbox(self.stats)
         config, out = self.config, self.out
         memory = Memory(config.remembered_streams, out.append, None)
-        self.flow = PacketFlow(
-            config, self.streams, self.timers, self.stats, out.send, out.deliver, out.drop, memory
-        )
+        self.flow = PacketFlow(config, self.streams, self.timers, self.stats, out, memory)
         self.searches: list[tuple[bytes, float | None, int | None]] = []
         self.pruned: list[bytes] = []
         self.unkept: list[bytes] = []

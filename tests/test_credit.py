@@ -95,7 +95,7 @@ def test_when_the_tree_does_not_answer_the_held_publishes_fail_with_the_out_ones
     assert [(e.uid, e.error) for e in failed if isinstance(e, PublishFailed)] == [
         (UID + n, PublishError.TIMEOUT) for n in (0, 2, 3, 1)
     ]
-    assert not node.flow.local and not node.flow.credits
+    assert not node.flow.local and not node.flow.publishes.credit.credits
 
 
 def test_a_client_that_goes_forgets_its_held_publishes_and_frees_their_place() -> None:
@@ -108,7 +108,7 @@ def test_a_client_that_goes_forgets_its_held_publishes_and_frees_their_place() -
     assert up(node.remove_client(0.55, 1)) == [UID + 2]
     assert set(node.flow.local) == {UID + 2}
     assert events(answer(node, UID + 2, 1), 2) == [PublishAcked(KEY, UID + 2, 1)]
-    assert not node.flow.credits
+    assert not node.flow.publishes.credit.credits
 
 
 def test_a_retry_of_a_held_uid_waits_with_it_and_both_get_the_answer() -> None:

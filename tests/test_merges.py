@@ -49,9 +49,7 @@ class Parts:
         self.uids = iter(range(100, 200))
         config, out = self.config, self.out
         memory = Memory(config.remembered_streams, out.append, None)
-        self.flow = PacketFlow(
-            config, self.streams, self.timers, self.stats, out.send, out.deliver, out.drop, memory
-        )
+        self.flow = PacketFlow(config, self.streams, self.timers, self.stats, out, memory)
         refills = Refills(
             config,
             self.stats,

@@ -59,7 +59,7 @@ def told(net: CoreNet) -> list[tuple[bytes, int, int, bytes]]:
 def claims(net: CoreNet, name: bytes, key: bytes = KEY) -> list[tuple[int, int | None]]:
     stream = net.stream(name, key)
     assert stream is not None
-    return [(m.uid, m.packet) for _, m in net.nodes[name].flow.witness_claims(stream)]
+    return [(m.uid, m.packet) for _, m in net.nodes[name].flow.witnesses.witness_claims(stream)]
 
 
 def witness(uid: int, number: int, data: bytes = b"w", key: bytes = KEY) -> PublishWitness:
@@ -89,7 +89,7 @@ def test_witness_peers_bounds_how_many_are_told_and_zero_tells_none() -> None:
 def test_a_told_peer_keeps_the_publish_under_its_number_as_a_witness_claim() -> None:
     net = scene()
     uid = confirmed(net, 4)
-    relay = net.nodes[b"E"].flow.relayed[uid]
+    relay = net.nodes[b"E"].flow.witnesses.relayed[uid]
     assert (relay.source, relay.number, relay.peer) == (b"A", 4, True)
     assert claims(net, b"E") == [(uid, 4)] and net.nodes[b"E"].stats.peer_witnesses == 1
     assert claims(net, b"A") == []  # (the publisher's node has its own claim)
@@ -109,7 +109,7 @@ def test_a_peer_witness_is_pushed_when_a_new_root_asks_beyond_its_head() -> None
     ]
     # The answer coming back down ends it, and goes on to the (dead) publisher harmlessly.
     net.inject(b"R", b"E", PublishSucceeded(uid, KEY, 4))
-    assert claims(net, b"E") == [] and uid not in net.nodes[b"E"].flow.relayed
+    assert claims(net, b"E") == [] and uid not in net.nodes[b"E"].flow.witnesses.relayed
 
 
 def test_a_peer_witness_is_pushed_on_attaching_to_a_new_parent() -> None:
@@ -123,7 +123,7 @@ def test_a_peer_witness_is_pushed_on_attaching_to_a_new_parent() -> None:
     assert d is not None and d.state is State.JOINED and d.parent == b"E"
     ups = [m for s, r, m in net.sent(PublishData) if (s, r) == (b"D", b"E") and m.claim]
     assert [(m.uid, m.packet) for m in ups] == [(uid, 4)]
-    assert net.nodes[b"D"].flow.relayed[uid].upstream == b"E"
+    assert net.nodes[b"D"].flow.witnesses.relayed[uid].upstream == b"E"
 
 
 def test_a_peer_witness_is_weighed_as_the_publishers_claim_by_a_holder_turned_root() -> None:
@@ -154,7 +154,7 @@ def test_a_renumbered_publish_replaces_its_peer_witness() -> None:
     net = scene()
     uid = confirmed(net, 4)
     net.inject(b"R", b"B", PublishNumbered(uid, KEY, 6))
-    assert claims(net, b"E") == [(uid, 6)] and net.nodes[b"E"].flow.peer_count == 1
+    assert claims(net, b"E") == [(uid, 6)] and net.nodes[b"E"].flow.peer_witnesses.peer_count == 1
     net.inject(b"D", b"E", witness(uid, 9))  # (another peer's word on it: ignored)
     assert claims(net, b"E") == [(uid, 6)]
 
@@ -165,14 +165,18 @@ def test_a_peer_floods_only_its_own_share_and_never_makes_relayed_publishes_busy
     for uid in (100, 101, 102):
         net.inject(b"D", b"B", witness(uid, uid))
     # Its oldest went: the newest matter, should the peer die now.
-    assert [u for u, r in flow.relayed.items() if r.peer] == [101, 102]
-    assert flow.peer_count == 2 and flow.peer_bytes == {b"D": 2}
+    assert [u for u, r in flow.witnesses.relayed.items() if r.peer] == [101, 102]
+    assert flow.peer_witnesses.peer_count == 2 and flow.peer_witnesses.peer_bytes == {b"D": 2}
     net.hold(b"R")
     uid = net.publish(b"A", KEY, b"mine")  # relayed by B: not refused BUSY
-    assert uid in flow.relayed and not flow.relayed[uid].peer
+    assert uid in flow.witnesses.relayed and not flow.witnesses.relayed[uid].peer
     net.disconnect(b"B", b"D")
-    flow.expire_relays(net.now + 1e6)
-    assert flow.peer_count == 0 and flow.by_peer == {} and flow.retained == 0
+    flow.witnesses.expire_relays(net.now + 1e6)
+    assert (
+        flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+        and flow.witnesses.retained == 0
+    )
 
 
 def test_a_peers_witness_payloads_stay_within_its_share_of_witness_bytes() -> None:
@@ -181,11 +185,19 @@ def test_a_peers_witness_payloads_stay_within_its_share_of_witness_bytes() -> No
     net.inject(b"D", b"B", witness(100, 0, b"12345"))
     net.inject(b"D", b"B", witness(101, 1, b"6789"))  # 9 > 8: the older goes
     net.inject(b"D", b"B", witness(102, 2, b"123456789"))  # over the share: ignored
-    assert [u for u, r in flow.relayed.items() if r.peer] == [101]
-    assert flow.retained == 4 and flow.peer_bytes == {b"D": 4} and flow.peer_count == 1
-    assert {p: list(held) for p, held in flow.by_peer.items()} == {b"D": [101]}
-    flow.expire_relays(net.now + 1e6)  # (every share given back)
-    assert flow.peer_count == 0 and flow.by_peer == {} and flow.peer_bytes == {}
+    assert [u for u, r in flow.witnesses.relayed.items() if r.peer] == [101]
+    assert (
+        flow.witnesses.retained == 4
+        and flow.peer_witnesses.peer_bytes == {b"D": 4}
+        and flow.peer_witnesses.peer_count == 1
+    )
+    assert {p: list(held) for p, held in flow.peer_witnesses.by_peer.items()} == {b"D": [101]}
+    flow.witnesses.expire_relays(net.now + 1e6)  # (every share given back)
+    assert (
+        flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+        and flow.peer_witnesses.peer_bytes == {}
+    )
 
 
 def test_bad_peer_witnesses_are_ignored_and_disturb_nothing() -> None:
@@ -194,16 +206,16 @@ def test_bad_peer_witnesses_are_ignored_and_disturb_nothing() -> None:
     net.hold(b"R")
     uid = net.publish(b"D", KEY, b"routed")  # B's relay entry: live routing state
     net.inject(b"A", b"B", witness(uid, 9))
-    assert not net.nodes[b"B"].flow.relayed[uid].peer
+    assert not net.nodes[b"B"].flow.witnesses.relayed[uid].peer
     # An epoch marker without its epoch; a signed stream's publish without a signature.
     net.inject(b"A", b"E", PublishWitness(7, KEY, 0, b"", None, PacketKind.EPOCH_CLOSED, None))
     net.inject(b"A", b"E", PublishWitness(8, SKEY, 0, b"x", None, PacketKind.DATA, None))
-    assert 7 not in flow.relayed and 8 not in flow.relayed
+    assert 7 not in flow.witnesses.relayed and 8 not in flow.witnesses.relayed
     # A stream E does not carry: kept until expiry, sends nothing.
     other = bytes(31) + b"\x02"
     sent = len(net.effects)
     net.inject(b"A", b"E", witness(9, 3, key=other))
-    assert 9 in flow.witnessed
+    assert 9 in flow.witnesses.witnessed
     assert not [e for n, e in net.effects[sent:] if n == b"E" and isinstance(e, Send)]
 
 
@@ -212,9 +224,9 @@ def test_a_signed_peer_witness_under_another_number_than_signed_is_ignored() -> 
     net.connect(b"A", b"E")
     good = sign(0, b"genuine")
     net.inject(b"A", b"E", PublishWitness(77, SKEY, 5, b"genuine", None, DATA, good))
-    assert 77 not in net.nodes[b"E"].flow.relayed
+    assert 77 not in net.nodes[b"E"].flow.witnesses.relayed
     net.inject(b"A", b"E", PublishWitness(77, SKEY, 0, b"genuine", None, DATA, good))
-    assert 77 in net.nodes[b"E"].flow.witnessed
+    assert 77 in net.nodes[b"E"].flow.witnesses.witnessed
     assert net.dropped == []
 
 
@@ -227,8 +239,12 @@ def test_a_peer_witness_expires_like_a_relay_entry() -> None:
     net.advance(
         net.now + config.publish_timeout * config.publish_attempts + 2 * config.heartbeat_interval
     )
-    assert uid not in flow.relayed and uid not in flow.witnessed
-    assert flow.retained == 0 and flow.peer_count == 0 and flow.by_peer == {}
+    assert uid not in flow.witnesses.relayed and uid not in flow.witnesses.witnessed
+    assert (
+        flow.witnesses.retained == 0
+        and flow.peer_witnesses.peer_count == 0
+        and flow.peer_witnesses.by_peer == {}
+    )
 
 
 def test_a_forged_peer_witness_kept_before_its_holder_knew_the_signer_is_never_pushed() -> None:
@@ -242,10 +258,10 @@ def test_a_forged_peer_witness_kept_before_its_holder_knew_the_signer_is_never_p
     forged = sign(3, b"forged", private=INTRUDER)
     net.inject(b"A", b"F", PublishWitness(70, SKEY, 3, b"forged", None, DATA, forged))
     net.inject(b"A", b"F", PublishWitness(71, SKEY, 4, b"genuine", None, DATA, sign(4, b"genuine")))
-    assert {70, 71} <= set(net.nodes[b"F"].flow.witnessed)
+    assert {70, 71} <= set(net.nodes[b"F"].flow.witnesses.witnessed)
     net.subscribe(b"F", SKEY, descriptor=DESCRIPTOR)
     ups = [m.uid for s, _, m in net.sent(PublishData) if s == b"F" and m.claim]
-    assert ups == [71] and 70 not in net.nodes[b"F"].flow.witnessed
+    assert ups == [71] and 70 not in net.nodes[b"F"].flow.witnesses.witnessed
     assert net.dropped == []
 
 
@@ -258,9 +274,11 @@ def test_a_peer_witness_of_a_publish_already_held_is_not_kept() -> None:
     assert (0, b"mine") in packets(net, b"E") and root is not None and root.window.get(0)
     for holder, peer in ((b"R", b"B"), (b"E", b"A")):
         flow = net.nodes[holder].flow
-        flow.expire_relays(net.now + 1e6)  # (E kept A's witness: it came before the packet)
+        flow.witnesses.expire_relays(
+            net.now + 1e6
+        )  # (E kept A's witness: it came before the packet)
         net.inject(peer, holder, witness(uid, 0, b"mine"))
-        assert uid not in flow.relayed and flow.retained == 0
+        assert uid not in flow.witnesses.relayed and flow.witnesses.retained == 0
 
 
 def test_peer_witnesses_together_leave_relays_half_of_witness_bytes() -> None:
@@ -274,10 +292,12 @@ def test_peer_witnesses_together_leave_relays_half_of_witness_bytes() -> None:
         net.add(name, 0.5 + 0.01 * i, config)
         net.connect(name, b"B")
         net.inject(name, b"B", witness(1000 + i, i, b"x" * 8))
-    assert flow.peer_count == 4 and flow.retained == 32  # the other four: not kept
+    assert (
+        flow.peer_witnesses.peer_count == 4 and flow.witnesses.retained == 32
+    )  # the other four: not kept
     net.hold(b"R")
     uid = net.publish(b"A", KEY, b"mine")
-    assert flow.relayed[uid].message is not None  # B can still witness A's publish
+    assert flow.witnesses.relayed[uid].message is not None  # B can still witness A's publish
 
 
 def test_a_peer_witness_weighed_by_its_holder_turned_root_leaves_the_relay_table() -> None:
@@ -288,11 +308,15 @@ def test_a_peer_witness_weighed_by_its_holder_turned_root_leaves_the_relay_table
     net.connect(b"E", b"G")
     net.inject(b"G", b"E", witness(4242, 0))
     flow = net.nodes[b"E"].flow
-    assert flow.peer_count == 1
+    assert flow.peer_witnesses.peer_count == 1
     net.disconnect(b"A", b"E")
     net.disconnect(b"R", b"E")
     e = net.stream(b"E", KEY)
     assert e is not None and e.state is State.ROOT
     net.advance(net.now + GRACE + 1.0)
-    assert 4242 not in flow.relayed and flow.peer_count == 0 and flow.retained == 0
+    assert (
+        4242 not in flow.witnesses.relayed
+        and flow.peer_witnesses.peer_count == 0
+        and flow.witnesses.retained == 0
+    )
     assert packets(net, b"E")[:1] == [(0, b"w")]

@@ -53,9 +53,7 @@ class Parts:
         )
         memory = Memory(config.remembered_streams, self.out.append, None)
         out = self.out
-        self.flow = PacketFlow(
-            config, self.streams, self.timers, self.stats, out.send, out.deliver, out.drop, memory
-        )
+        self.flow = PacketFlow(config, self.streams, self.timers, self.stats, out, memory)
         self.adopted: list[tuple[PeerId, int, int | None, bool]] = []
         self.pruned: list[bytes] = []
         self.over: list[tuple[PeerId, Verdict]] = []

@@ -41,7 +41,7 @@ def relay_that_pushed() -> Node:
         node.receive(
             0.0, PARENT, SubscribeData(KEY, n, b"p%d" % n, None, PacketKind.DATA, None, None, n)
         )
-    node.flow.push_up(node.streams[KEY], 19)
+    node.flow.pushing.push_up(node.streams[KEY], 19)
     assert pushed_to_parent(node._flush(0.0)) == [20, 21]
     return node
 
@@ -72,7 +72,7 @@ def test_an_unanswered_push_is_sent_again_up_to_publish_attempts() -> None:
     assert [n for _, n in resent] == [20, 21] * (attempts - 1)
     times = sorted({at for at, _ in resent})
     assert times[0] >= timeout and all(b - a >= timeout for a, b in itertools.pairwise(times))
-    assert node.stats.pushes_resent == 2 * (attempts - 1) and not node.flow.pushes
+    assert node.stats.pushes_resent == 2 * (attempts - 1) and not node.flow.pushing.pushes
 
 
 def test_an_answered_push_is_not_sent_again_but_a_busy_one_is() -> None:
@@ -88,19 +88,19 @@ def test_a_push_is_not_sent_again_once_the_relay_restarts() -> None:
     node = relay_that_pushed()
     node.link_down(1.0, PARENT)
     assert resent_over(node, 10 * node.config.publish_timeout) == []
-    assert not node.flow.pushes
+    assert not node.flow.pushing.pushes
 
 
 def test_only_the_parent_a_push_went_to_answers_it_or_gets_it_again() -> None:
     node = relay_that_pushed()
     node.receive(1.0, CHILD, PublishSucceeded(20, KEY, 20))  # not from where 20 went
-    assert set(node.flow.pushes) == {20, 21}
+    assert set(node.flow.pushing.pushes) == {20, 21}
     # N hangs from another parent now (REPARENTED keeps it JOINED): that parent was told
     # what N lacks when N attached (``push_up``); the old pushes are not sent there.
     meet(node, b"Q", 0.48)
     node.streams[KEY].parent = b"Q"
     assert resent_over(node, 10 * node.config.publish_timeout) == []
-    assert not node.flow.pushes
+    assert not node.flow.pushing.pushes
 
 
 def test_a_push_sent_again_after_the_grace_still_fills_the_open_tail() -> None:

@@ -55,7 +55,10 @@ def claims(net: CoreNet, name: bytes) -> list[tuple[int, int | None, bool, bool,
     stream = net.stream(name, KEY)
     assert stream is not None
     flow = net.nodes[name].flow
-    return [(m.uid, m.packet, m.pushed, m.claim, m.data) for _, m in flow.witness_claims(stream)]
+    return [
+        (m.uid, m.packet, m.pushed, m.claim, m.data)
+        for _, m in flow.witnesses.witness_claims(stream)
+    ]
 
 
 def test_a_relay_keeps_a_confirmed_publish_as_a_witness_until_its_answer_comes_down() -> None:
@@ -64,7 +67,7 @@ def test_a_relay_keeps_a_confirmed_publish_as_a_witness_until_its_answer_comes_d
     assert net.nodes[b"B"].stats.witnesses == 1 and net.nodes[b"A"].stats.witnesses == 0
     assert claims(net, b"A") == []  # (the publisher's node has its own claim)
     net.inject(b"R", b"B", PublishSucceeded(uid, KEY, 0))
-    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnessed
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnesses.witnessed
 
 
 def test_a_relay_keeps_no_witness_for_a_number_that_came_another_way() -> None:
@@ -85,13 +88,16 @@ def test_a_relay_keeps_payloads_only_within_witness_bytes_and_counts_them_back()
     flow = net.nodes[b"B"].flow
     small = net.publish(b"A", KEY, b"1234")
     big = net.publish(b"A", KEY, b"5")
-    assert flow.retained == 4
-    assert flow.relayed[small].message is not None and flow.relayed[big].message is None
+    assert flow.witnesses.retained == 4
+    assert (
+        flow.witnesses.relayed[small].message is not None
+        and flow.witnesses.relayed[big].message is None
+    )
     for uid, number in ((small, 0), (big, 1)):
         net.inject(b"R", b"B", PublishNumbered(uid, KEY, number))
     assert [(uid, packet) for uid, packet, *_ in claims(net, b"B")] == [(small, 0)]
     net.inject(b"R", b"B", PublishSucceeded(small, KEY, 0))
-    assert flow.retained == 0 and small not in flow.relayed
+    assert flow.witnesses.retained == 0 and small not in flow.witnesses.relayed
 
 
 def test_a_relay_whose_publisher_died_pushes_its_witness_when_asked_beyond_its_head() -> None:
@@ -122,9 +128,9 @@ def test_a_relay_that_attaches_to_a_new_parent_pushes_its_witness_and_hears_back
     assert b is not None and b.state is State.JOINED and b.parent == b"E"
     ups = [m for s, d, m in net.sent(PublishData) if (s, d) == (b"B", b"E")]
     assert [(m.uid, m.packet, m.claim) for m in ups] == [(uid, 4, True)]
-    assert net.nodes[b"B"].flow.relayed[uid].upstream == b"E"
+    assert net.nodes[b"B"].flow.witnesses.relayed[uid].upstream == b"E"
     net.inject(b"E", b"B", PublishSucceeded(uid, KEY, 4))
-    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.relayed
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnesses.relayed
 
 
 def test_a_relay_that_takes_the_tree_over_weighs_its_witness_claim() -> None:
@@ -186,9 +192,9 @@ def test_a_confirmation_of_another_number_than_a_signed_publish_names_is_no_witn
     sig = sign(0, b"genuine")
     net.inject(b"A", b"B", PublishData(77, SKEY, 0, 0.0, 10, b"genuine", None, DATA, sig))
     net.inject(b"A", b"B", PublishConfirmed(77, SKEY, 5))
-    assert 77 not in net.nodes[b"B"].flow.witnessed
+    assert 77 not in net.nodes[b"B"].flow.witnesses.witnessed
     net.inject(b"A", b"B", PublishConfirmed(77, SKEY, 0))
-    assert 77 in net.nodes[b"B"].flow.witnessed
+    assert 77 in net.nodes[b"B"].flow.witnesses.witnessed
 
 
 def test_a_busy_refusal_of_a_pushed_witness_keeps_it_for_the_next_question() -> None:
@@ -205,12 +211,16 @@ def test_a_relay_that_relays_no_more_lets_expired_payloads_go_on_a_heartbeat() -
     net, uid = witnessed(4)
     net.disconnect(b"B", b"A")  # (no retry renews the entry)
     flow = net.nodes[b"B"].flow
-    assert flow.retained == len(b"mine")
+    assert flow.witnesses.retained == len(b"mine")
     config = NodeConfig()
     net.advance(
         net.now + config.publish_timeout * config.publish_attempts + 2 * config.heartbeat_interval
     )
-    assert flow.retained == 0 and uid not in flow.relayed and uid not in flow.witnessed
+    assert (
+        flow.witnesses.retained == 0
+        and uid not in flow.witnesses.relayed
+        and uid not in flow.witnesses.witnessed
+    )
 
 
 def test_a_witness_on_a_publish_held_under_another_number_is_stale() -> None:
@@ -218,4 +228,4 @@ def test_a_witness_on_a_publish_held_under_another_number_is_stale() -> None:
     # way, 0: what we hold says so, and the witness on 4 is not pushed.
     net, uid = witnessed(4)
     net.inject(b"R", b"B", SubscribeData(KEY, 0, b"mine", None, PacketKind.DATA, None, None, uid))
-    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnessed
+    assert claims(net, b"B") == [] and uid not in net.nodes[b"B"].flow.witnesses.witnessed

@@ -34,25 +34,13 @@ publish is not numbered before their retries.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from overlay.core.config import NodeConfig
+from overlay.core.local_publishes import LocalPublish
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
 from overlay.messages import PublishData, PublishError, PublishRejected
-
-
-class _FlowParts(Protocol):
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    stats: NodeStats
-    local: dict[int, Any]
-    backlogged: dict[bytes, None]
-    draining: bytes | None
-
-    def _reply(self, source: Source, answer: Any) -> None: ...
-    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
-    def _gone(self, stream: Stream, source: Source, uid: int) -> bool: ...
 
 
 def full(stream: Stream) -> bool:
@@ -74,12 +62,27 @@ def full(stream: Stream) -> bool:
 
 
 class Backlog:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """The publishes roots hold back until their window has room (see the notes)."""
 
-    backlogged: dict[bytes, None]
-    draining: bytes | None  # the stream whose backlog ``drain`` is letting go on
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        stats: NodeStats,
+        local: dict[int, LocalPublish],
+        reply: Callable[[Source, PublishRejected], None],
+        route: Callable[[float, Stream, Source, PublishData], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.stats = stats
+        self.local = local
+        self.reply = reply
+        self.route = route
+        self.backlogged: dict[bytes, None] = {}  # roots holding publishes back
+        self.draining: bytes | None = None  # the stream whose backlog ``drain`` lets go on
 
-    def held_back(self: _FlowParts, stream: Stream, source: Source, message: PublishData) -> bool:
+    def held_back(self, stream: Stream, source: Source, message: PublishData) -> bool:
         """At a root out of its grace, about to number ``message``: hold it in the backlog
         if it must wait. True if it was held (or refused for want of room)."""
         if message.pushed or (stream.uids is not None and message.uid in stream.uids):
@@ -94,14 +97,14 @@ class Backlog:
             return True
         if len(stream.backlog) >= self.config.max_queued_publishes:
             self.stats.publish_rejected += 1
-            self._reply(source, PublishRejected(message.uid, message.key, PublishError.BUSY))
+            self.reply(source, PublishRejected(message.uid, message.key, PublishError.BUSY))
             return True
         stream.backlog[message.uid] = (source, message)
         self.stats.held_back += 1
         self.backlogged[stream.key] = None
         return True
 
-    def drain(self: _FlowParts, now: float) -> None:
+    def drain(self, now: float) -> None:
         """After an event: let each root's backlog go on while its window has room; a
         stream no longer a root out of its grace routes its backlog afresh."""
         for key in list(self.backlogged):
@@ -118,21 +121,19 @@ class Backlog:
                 for source, message in waiting:
                     if self._gone(stream, source, message.uid):
                         continue
-                    self._route(now, stream, source, message)
+                    self.route(now, stream, source, message)
             self.draining = key
             while backlog and not full(stream):
                 uid = next(iter(backlog))
                 source, message = backlog.pop(uid)
                 if self._gone(stream, source, uid):
                     continue
-                self._route(now, stream, source, message)
+                self.route(now, stream, source, message)
             self.draining = None
             if not backlog:
                 del self.backlogged[key]
 
-    def requeue(
-        self: _FlowParts, stream: Stream, dropped: list[tuple[Source, PublishData]]
-    ) -> None:
+    def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None:
         """Local publishes whose pending numbers were dropped (``confirming``) go back to
         the front of the backlog, in their old order, ahead of what their clients
         published after them (a client's publish held back behind them was numbered
@@ -143,7 +144,7 @@ class Backlog:
         stream.backlog = {**front, **{u: e for u, e in stream.backlog.items() if u not in front}}
         self.backlogged[stream.key] = None
 
-    def _gone(self: _FlowParts, stream: Stream, source: Source, uid: int) -> bool:
+    def _gone(self, stream: Stream, source: Source, uid: int) -> bool:
         """Whether a held publish has nobody to answer: its local client gave up or went
         away, or the child it came through left (a number sent that way could not be
         confirmed, and would stall what is pending behind it). Its node retries."""

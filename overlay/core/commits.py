@@ -37,41 +37,26 @@ would hold every acknowledgement of a root with one or two children back by
 answer matters as much: a child that was slow once (a loaded link) would otherwise stop
 counting for good, and a root whose only child it is would commit what only it holds.
 
-These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
+``Commits`` is a component of ``PacketFlow`` (``overlay.core.publishing``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
-from overlay.messages import Held, HeldQuery, Message, PublishData, PublishSucceeded
+from overlay.messages import Held, HeldQuery, PublishData, PublishSucceeded
 
 # Children that must hold a packet before it is committed (fewer if the root has fewer).
 HOLDERS = 2
 # Children asked at once: one more than needed, so one slow child does not hold up the rest.
 ASKED = HOLDERS + 1
-
-
-class _FlowParts(Protocol):
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    stats: NodeStats
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _answer_local(self, client: ClientId, answer: Any) -> None: ...
-    def _reply(self, source: Source, answer: Any) -> None: ...
-    def pump(self, stream: Stream) -> None: ...
-    def _ask(self, stream: Stream, number: int) -> None: ...
-    def _commit(self, stream: Stream) -> None: ...
-    def _advance(self, stream: Stream) -> None: ...
-    def release(self, stream: Stream, lost_child: bool = False) -> None: ...
-    def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None: ...
-    def orphaned_pending(self, stream: Stream) -> None: ...
 
 
 def held_by_enough(stream: Stream) -> int | None:
@@ -106,9 +91,30 @@ def waits_for(stream: Stream, child: PeerId | None = None) -> bool:
 
 
 class Commits:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """A root's commit point: what enough children hold, and the answers that wait for it.
+    Its state is the streams' (``holds``, ``silent``, ``committed``, ``asked``, ``unacked``)."""
 
-    def stored_at_root(self: _FlowParts, stream: Stream, number: int) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        stats: NodeStats,
+        out: Outbox,
+        answer_local: Callable[[ClientId, Any], None],
+        reply: Callable[[Source, Any], None],
+        pump: Callable[[Stream], None],
+        orphaned_pending: Callable[[Stream], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.stats = stats
+        self.send = out.send
+        self.answer_local = answer_local
+        self.reply = reply
+        self.pump = pump
+        self.orphaned_pending = orphaned_pending
+
+    def stored_at_root(self, stream: Stream, number: int) -> None:
         """The root stored packet ``number`` and sent it to its children. It waits for
         them even with no client of its own to shield: every member's clients are shown
         only what it commits (``showing``)."""
@@ -125,7 +131,7 @@ class Commits:
         if stream.asked is None or stream.asked <= stream.committed:
             self._ask(stream, number)
 
-    def ack_local(self: _FlowParts, stream: Stream, client: ClientId, answer: Any) -> None:
+    def ack_local(self, stream: Stream, client: ClientId, answer: Any) -> None:
         """Tell a local publisher at the root its publish is acknowledged, once committed."""
         committed = stream.committed
         if (
@@ -136,11 +142,9 @@ class Commits:
         ):
             self._hold_back(stream, client, answer)
         else:
-            self._answer_local(client, answer)
+            self.answer_local(client, answer)
 
-    def ack_child(
-        self: _FlowParts, stream: Stream, child: PeerId, message: PublishData, answer: Any
-    ) -> None:
+    def ack_child(self, stream: Stream, child: PeerId, message: PublishData, answer: Any) -> None:
         """Answer a child's publish; a success waits until another child holds the packet
         too (see the module docstring). Packets pushed up in a takeover are answered at
         once: the pusher's branch held them. Not a publisher's node's claim, which may never
@@ -152,31 +156,31 @@ class Commits:
             or stream.next_in is None
             or not waits_for(stream, child)
         ):
-            self._send(child, answer)
+            self.send(child, answer)
             return
         if stream.committed is None:
             if answer.packet != stream.next_in - 1:
                 # Not the packet just numbered (a retry of an older one): it spread long
                 # ago, or the wait for it timed out.
-                self._send(child, answer)
+                self.send(child, answer)
                 return
             stream.committed = answer.packet - 1
         if answer.packet <= stream.committed:
-            self._send(child, answer)
+            self.send(child, answer)
             return
         self._hold_back(stream, child, answer)  # a retry's answer replaces the first
         if stream.asked is None or stream.asked <= stream.committed:
             self._ask(stream, stream.next_in - 1)
 
-    def on_held_query(self: _FlowParts, peer: PeerId, query: HeldQuery) -> None:
+    def on_held_query(self, peer: PeerId, query: HeldQuery) -> None:
         """Our parent, a root, asks what we hold: everything we processed."""
         stream = self.streams.get(query.key)
         if stream is None or stream.parent != peer or not stream.next_in:
             self.stats.ignored += 1  # the root's question times out; it shows its clients
             return
-        self._send(peer, Held(query.key, stream.next_in - 1))
+        self.send(peer, Held(query.key, stream.next_in - 1))
 
-    def on_held(self: _FlowParts, peer: PeerId, message: Held) -> None:
+    def on_held(self, peer: PeerId, message: Held) -> None:
         """A child holds everything up to ``message.packet``."""
         stream = self.streams.get(message.key)
         if stream is None or stream.state is not State.ROOT or peer not in stream.children:
@@ -188,7 +192,7 @@ class Commits:
         stream.holds[peer] = max(stream.holds[peer], min(message.packet, stream.next_in - 1))
         self._advance(stream)
 
-    def children_changed(self: _FlowParts, stream: Stream) -> None:
+    def children_changed(self, stream: Stream) -> None:
         """A root lost a child or stopped being root: it may have fewer to wait for, or
         nobody, and commits all."""
         if stream.pending:
@@ -212,7 +216,7 @@ class Commits:
         if stream.unacked:
             self.release(stream, lost_child=True)  # a publisher may be the only child left
 
-    def overdue(self: _FlowParts) -> None:
+    def overdue(self) -> None:
         """One heartbeat round passed: a question unanswered for ``confirm_timeout`` is
         given up, and the root shows what it holds."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
@@ -230,7 +234,7 @@ class Commits:
                 )
                 self._commit(stream)
 
-    def _advance(self: _FlowParts, stream: Stream) -> None:
+    def _advance(self, stream: Stream) -> None:
         """Move the commit point up to what enough children hold; ask about the newest
         packet if the question was answered and something still waits."""
         committed = stream.committed
@@ -248,7 +252,7 @@ class Commits:
             self._ask(stream, head)
         self.pump(stream)
 
-    def _ask(self: _FlowParts, stream: Stream, number: int) -> None:
+    def _ask(self, stream: Stream, number: int) -> None:
         stream.asked = number
         stream.ask_rounds = 0
         query = HeldQuery(stream.key, number)
@@ -257,10 +261,10 @@ class Commits:
             del stream.holds[child]  # not asked now: neither counted nor found silent
         for child in chosen:
             stream.holds.setdefault(child, -1)
-            self._send(child, query)
+            self.send(child, query)
             self.stats.held_queries += 1
 
-    def _commit(self: _FlowParts, stream: Stream) -> None:
+    def _commit(self, stream: Stream) -> None:
         """Everything held may be shown: deliver it and release the held acknowledgements.
         The next packet with someone to wait for asks afresh."""
         stream.holds.clear()
@@ -270,7 +274,7 @@ class Commits:
         stream.asked = None
         self.pump(stream)
 
-    def release(self: _FlowParts, stream: Stream, lost_child: bool = False) -> None:
+    def release(self, stream: Stream, lost_child: bool = False) -> None:
         """Send the acknowledgements that are committed now, and (``lost_child``) a
         publishing child's once no other child is left to hold its packet."""
         committed = stream.committed if stream.state is State.ROOT else None
@@ -283,9 +287,9 @@ class Commits:
             if committed is not None and answer.packet > committed and not alone:
                 self._hold_back(stream, source, answer)
             else:
-                self._reply(source, answer)
+                self.reply(source, answer)
 
-    def _hold_back(self: _FlowParts, stream: Stream, source: Source, answer: Any) -> None:
+    def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None:
         stream.unacked[(source, answer.uid)] = answer
         if stream.unacked_low is None or answer.packet < stream.unacked_low:
             stream.unacked_low = answer.packet

@@ -58,24 +58,26 @@ tells the number to a few direct peers other than its parent as it confirms, and
 witness it the same way (``peer_witnesses``). What is left: every witness dies or is cut
 off too.
 
-These methods are mixed into ``PacketFlow`` (``overlay.core.publishing``).
+``Confirming`` is a component of ``PacketFlow`` (``overlay.core.publishing``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.local_publishes import LocalPublish
+from overlay.core.outbox import Outbox
+from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Source, State, Stream
-from overlay.core.witnesses import Relay
+from overlay.core.streams import Pending, Source, State, Stream
+from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
     MAX_WIRE_HTL,
-    Message,
     PacketKind,
     PublishConfirmed,
     PublishData,
@@ -85,54 +87,47 @@ from overlay.messages import (
 )
 
 
-@dataclass(slots=True, eq=False)
-class Pending:
-    """A publish a root numbered and has not sent down yet."""
-
-    source: Source
-    message: PublishData
-    confirmed: bool
-
-
-class _FlowParts(Protocol):
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    stats: NodeStats
-    local: dict[int, Any]
-    relayed: Any
-    witnessed: dict[int, Relay]
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _store_new(self, stream: Stream, message: PublishData, number: int) -> None: ...
-    def _reply_root(
-        self, stream: Stream, source: Source, message: PublishData, answer: Any
-    ) -> None: ...
-    def _flush(self, stream: Stream) -> None: ...
-    def drop_pending(self, stream: Stream, first: int | None = None) -> None: ...
-    def _confirm(self, stream: Stream, pending: Pending) -> None: ...
-    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
-    def _live_claims(self, stream: Stream) -> list[PublishData]: ...
-    def all_claims(self, stream: Stream) -> list[tuple[Relay | None, PublishData]]: ...
-    def witness(self, peer: PeerId, message: PublishConfirmed) -> None: ...
-    def drop_kept(self, relay: Relay) -> None: ...
-    def tell_peers(self, stream: Stream, message: PublishData, number: int) -> None: ...
-    def requeue(self, stream: Stream, dropped: list[tuple[Source, PublishData]]) -> None: ...
-
-
 class Confirming:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """Numbers that wait for their publisher's confirmation at a root (``Stream.pending``),
+    and, at a publisher's node and relays, the claims pushed up to a new root."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        stats: NodeStats,
+        out: Outbox,
+        local: dict[int, LocalPublish],
+        witnesses: Witnesses,
+        peer_witnesses: PeerWitnesses,
+        requeue: Callable[[Stream, list[tuple[Source, PublishData]]], None],
+        store_new: Callable[[Stream, PublishData, int], None],
+        reply_root: Callable[[Stream, Source, PublishData, Any], None],
+        route: Callable[[float, Stream, Source, PublishData], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.stats = stats
+        self.send = out.send
+        self.local = local
+        self.witnesses = witnesses
+        self.peer_witnesses = peer_witnesses
+        self.requeue = requeue
+        self.store_new = store_new
+        self.reply_root = reply_root
+        self.route = route
 
     # --- at the root ---------------------------------------------------------------------
 
     def number_new(
-        self: _FlowParts, stream: Stream, source: Source, message: PublishData, number: int
+        self, stream: Stream, source: Source, message: PublishData, number: int
     ) -> PublishSucceeded | PublishNumbered | None:
         """A new publish numbered ``number`` at the root: sent down at once if nothing is
         pending and its publisher is local (or the root does not confirm publishes),
         otherwise held until confirmed."""
         local = not isinstance(source, bytes)
         if (local or not self.config.confirm_publishes) and not stream.pending:
-            self._store_new(stream, message, number)
+            self.store_new(stream, message, number)
             return PublishSucceeded(message.uid, message.key, number)
         stream.pending[number] = Pending(source, message, confirmed=local)
         if len(stream.pending) == 1:
@@ -141,7 +136,7 @@ class Confirming:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
 
-    def refusal(self: _FlowParts, stream: Stream, message: PublishData) -> PublishError | None:
+    def refusal(self, stream: Stream, message: PublishData) -> PublishError | None:
         """Why the root cannot order ``message`` next, counting the pending packets before
         it: the frontier follows only packets sent down (an epoch closed by a pending
         marker is closed for the publishes after it)."""
@@ -184,7 +179,7 @@ class Confirming:
         return None
 
     def renumbered(
-        self: _FlowParts, stream: Stream, source: Source, message: PublishData, number: int
+        self, stream: Stream, source: Source, message: PublishData, number: int
     ) -> PublishSucceeded | PublishNumbered | None:
         """A publish retried while pending as ``number``: told its number again, unless the
         retry comes from here (our own publish had come back to us through a peer), which
@@ -199,7 +194,7 @@ class Confirming:
             return None
         return PublishSucceeded(message.uid, message.key, number)
 
-    def pushed_over(self: _FlowParts, stream: Stream, message: PublishData) -> None:
+    def pushed_over(self, stream: Stream, message: PublishData) -> None:
         """A packet pushed up while publishes are pending here. Under a pending number by
         the same publish (its node pushes its claim), it confirms it. Anything else was
         numbered by another root and may have gone down there: everything pending is
@@ -212,7 +207,7 @@ class Confirming:
         else:
             self.drop_pending(stream)
 
-    def on_confirmed(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
+    def on_confirmed(self, peer: PeerId, message: PublishConfirmed) -> None:
         """A publisher's node holds its publish under the number we gave it; a relay passes
         that up to its parent."""
         stream = self.streams.get(message.key)
@@ -220,8 +215,8 @@ class Confirming:
             self.stats.ignored += 1
             return
         if stream.state is State.JOINED and stream.parent is not None:
-            self.witness(peer, message)  # (``witnesses``: should its publisher die)
-            self._send(stream.parent, message)
+            self.witnesses.witness(peer, message)  # (``witnesses``: should its publisher die)
+            self.send(stream.parent, message)
             return
         pending = stream.pending.get(message.packet) if stream.state is State.ROOT else None
         if pending is None or pending.message.uid != message.uid:
@@ -229,13 +224,13 @@ class Confirming:
             return
         self._confirm(stream, pending)
 
-    def _confirm(self: _FlowParts, stream: Stream, pending: Pending) -> None:
+    def _confirm(self, stream: Stream, pending: Pending) -> None:
         if not pending.confirmed:
             pending.confirmed = True
             self.stats.confirmed += 1
         self._flush(stream)
 
-    def _flush(self: _FlowParts, stream: Stream) -> None:
+    def _flush(self, stream: Stream) -> None:
         """Send down, in order, the pending packets that are confirmed."""
         pending = stream.pending
         while pending:
@@ -250,11 +245,11 @@ class Confirming:
                 return
             del pending[number]
             stream.pending_rounds = 0
-            self._store_new(stream, entry.message, number)
+            self.store_new(stream, entry.message, number)
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
-            self._reply_root(stream, entry.source, entry.message, answer)
+            self.reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(self: _FlowParts, stream: Stream, first: int | None = None) -> None:
+    def drop_pending(self, stream: Stream, first: int | None = None) -> None:
         """Forget the pending packets from ``first`` on (all of them by default): their
         numbers are free again, and their publishers, retrying, are numbered afresh."""
         uids = stream.uids
@@ -267,7 +262,7 @@ class Confirming:
             dropped.append((entry.source, entry.message))
         self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
 
-    def orphaned_pending(self: _FlowParts, stream: Stream) -> None:
+    def orphaned_pending(self, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish
         that came through a child no longer ours is dropped now, not after
         ``confirm_timeout``. Its confirmation can only come through that child (one from
@@ -281,7 +276,7 @@ class Confirming:
                 self.drop_pending(stream, number)
                 return
 
-    def confirm_overdue(self: _FlowParts) -> None:
+    def confirm_overdue(self) -> None:
         """One heartbeat round passed: a root whose oldest pending packet has waited
         ``confirm_timeout`` for its publisher drops it and everything after it."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
@@ -294,7 +289,7 @@ class Confirming:
 
     # --- at the publisher's node, and on the way ---------------------------------------------
 
-    def on_numbered(self: _FlowParts, peer: PeerId, message: PublishNumbered) -> None:
+    def on_numbered(self, peer: PeerId, message: PublishNumbered) -> None:
         """The root numbered a publish: pass that on toward its publisher, or, at the
         publisher's node, keep the claim and confirm it."""
         entry = self.local.get(message.uid)
@@ -303,10 +298,12 @@ class Confirming:
             # Ours (checked first: our own publish may also have come back to us through a
             # detached ancestor's queue, and been relayed up again).
             stream.claims[message.uid] = message.packet
-            self._send(peer, PublishConfirmed(message.uid, message.key, message.packet))
-            self.tell_peers(stream, entry.message, message.packet)  # (``peer_witnesses``)
+            self.send(peer, PublishConfirmed(message.uid, message.key, message.packet))
+            self.peer_witnesses.tell_peers(
+                stream, entry.message, message.packet
+            )  # (``peer_witnesses``)
             return
-        relay = self.relayed.get(message.uid)
+        relay = self.witnesses.relayed.get(message.uid)
         if (
             relay is not None
             and relay.upstream == peer
@@ -321,13 +318,11 @@ class Confirming:
             # became root keeps it until its next relay prunes it), and stale entries can
             # close a cycle: the number went round it for ever (chaos: a root numbered a
             # dead publisher's queued publishes; 25 -> 9 -> 30 -> 4 -> 25, each by its entry).
-            self._send(relay.source, message)  # the entry stays for the answer to follow
+            self.send(relay.source, message)  # the entry stays for the answer to follow
             return
         self.stats.ignored += 1
 
-    def push_claims(
-        self: _FlowParts, stream: Stream, after: int | None, last: int | None = None
-    ) -> None:
+    def push_claims(self, stream: Stream, after: int | None, last: int | None = None) -> None:
         """Push up, to our parent, the claims of our publishes numbered beyond ``after`` (up
         to ``last``): an earlier root numbered them and may have sent them down. We push
         on attaching under a new parent (beyond its head), and when a root that took our
@@ -352,9 +347,9 @@ class Confirming:
                 relay.upstream = parent
                 self.stats.witness_claims += 1
             self.stats.pushed_up += 1
-            self._send(parent, claim)
+            self.send(parent, claim)
 
-    def own_claims(self: _FlowParts, now: float, stream: Stream) -> None:
+    def own_claims(self, now: float, stream: Stream) -> None:
         """We became root holding claims of our own publishes: an earlier root numbered
         them, we confirmed, and it may have sent them down. They go to our own numbering as
         a child's pushed claims would (``Takeover.on_claim``: in a grace they wait for its
@@ -369,19 +364,19 @@ class Confirming:
                 # A witness claim (``witnesses``): weighed as if the child it came through
                 # had pushed it, so the answer goes down to that child; it is ours no more.
                 relay.number = None
-                self.drop_kept(relay)  # (its entry stays, for answers on their way)
-                if relay.peer and self.relayed.get(relay.uid) is relay:
+                self.witnesses.drop_kept(relay)  # (its entry stays, for answers on their way)
+                if relay.peer and self.witnesses.relayed.get(relay.uid) is relay:
                     # (Not a peer's: its answers go to the peer from us now, and kept it
                     # would take a relayed publish's room, ``_relay``, uncounted.)
-                    del self.relayed[relay.uid]
+                    del self.witnesses.relayed[relay.uid]
                 self.stats.witness_claims += 1
-                self._route(now, stream, relay.source, claim)
+                self.route(now, stream, relay.source, claim)
                 continue
             entry = self.local.get(claim.uid)  # (an earlier one's answer may settle others)
             if entry is not None:
-                self._route(now, stream, entry.client, claim)
+                self.route(now, stream, entry.client, claim)
 
-    def _live_claims(self: _FlowParts, stream: Stream) -> list[PublishData]:
+    def live_claims(self, stream: Stream) -> list[PublishData]:
         """Our claims as pushed (``PublishData.claim``), in number order: those whose
         publish is still ours to answer and whose packet we do not hold (that one goes up
         as the packet, ``push_up``)."""
@@ -389,7 +384,7 @@ class Confirming:
         for uid, number in sorted(stream.claims.items(), key=lambda item: item[1]):
             entry = self.local.get(uid)
             if entry is None or stream.window.get(number) is not None:
-                continue  # (a claim leaves with its publish: ``PacketFlow._drop_local``)
+                continue  # (a claim leaves with its publish: ``PacketFlow``)
             claims.append(
                 dataclasses.replace(
                     entry.message, packet=number, htl=MAX_WIRE_HTL, pushed=True, claim=True
@@ -397,7 +392,7 @@ class Confirming:
             )
         return claims
 
-    def renew_claim(self: _FlowParts, now: float, stream: Stream, message: PublishData) -> None:
+    def renew_claim(self, now: float, stream: Stream, message: PublishData) -> None:
         """Our own root refused our claim (``own_claims``): as at a publisher's node whose
         claim a root refused (``PacketFlow.on_answer``), the number is not ours, and the
         publish is numbered afresh; its client sees only the final acknowledgement."""
@@ -407,4 +402,18 @@ class Confirming:
         if stream.claims.get(message.uid) == message.packet:
             del stream.claims[message.uid]
             self.stats.claims_renewed += 1
-        self._route(now, stream, entry.client, entry.message)
+        self.route(now, stream, entry.client, entry.message)
+
+    def all_claims(self, stream: Stream) -> list[tuple[Relay | None, PublishData]]:
+        """Our own claims (with None) and our witness claims, in number order; a witness on
+        a number or uid one of our own claims has is left out (ours says it already)."""
+        own = self.live_claims(stream)
+        numbers = {claim.packet for claim in own}
+        uids = {claim.uid for claim in own}
+        claims: list[tuple[Relay | None, PublishData]] = [(None, claim) for claim in own]
+        for relay, claim in self.witnesses.witness_claims(stream):
+            if claim.packet not in numbers and claim.uid not in uids:
+                numbers.add(claim.packet)
+                claims.append((relay, claim))
+        claims.sort(key=lambda item: item[1].packet or 0)
+        return claims

@@ -12,13 +12,13 @@ How. Per stream, at most ``publish_credit_packets`` local publishes, and at most
 numbering, at a root) and not yet answered. One more is always allowed when none is out,
 whatever its size. The rest wait here in ``Credit.held``, in the order their clients sent
 them, as entries of ``PacketFlow.local`` that are neither routed nor timed: each answer
-that settles an out publish (``free_credit``, from ``PacketFlow._drop_local``) lets the oldest
+that settles an out publish (``free_credit``, as ``PacketFlow`` forgets it) lets the oldest
 held ones go, after the event (``release_held``, from ``Node._flush``), with their own
 ``publish_timeout`` counted from then. The answers come once the root has committed a
 packet, so the tree's pace, not the client's, sets how fast publishes go up.
 
 A publish that comes back for a number this node already claimed (a client's retry of a
-lapsed one, ``PacketFlow._lapse``) goes up at once: its claim is pushed up the tree anyway
+lapsed one, whose claim ``PacketFlow`` kept) goes up at once: its claim is pushed up the tree anyway
 (``confirming``), and holding the publish would not hold its claim.
 
 Bounds and faults. Held publishes count in ``PacketFlow.local``, so the node-wide bound on
@@ -32,11 +32,12 @@ and keep their clients waiting for minutes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId
+from overlay.core.local_publishes import LocalPublish
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, Stream
 from overlay.messages import PublishData, PublishError
@@ -67,27 +68,31 @@ class Credit:
         return not self.out and not self.held
 
 
-class _FlowParts(Protocol):
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    stats: NodeStats
-    local: dict[int, Any]
-    credits: dict[bytes, Credit]
-    released: dict[bytes, None]
-
-    def _arm(self, now: float, uid: int, attempt: int) -> None: ...
-    def _route(self, now: float, stream: Stream, source: Source, message: PublishData) -> None: ...
-    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None: ...
-
-
 class PublishCredit:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """Each stream's credit of local publishes out, and those held for it."""
 
-    credits: dict[bytes, Credit]
-    released: dict[bytes, None]  # streams whose credit moved since the last ``release_held``
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        stats: NodeStats,
+        local: dict[int, LocalPublish],
+        arm: Callable[[float, int, int], None],
+        route: Callable[[float, Stream, Source, PublishData], None],
+        fail_local: Callable[[ClientId, PublishData, PublishError], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.stats = stats
+        self.local = local
+        self.arm = arm
+        self.route = route
+        self.fail_local = fail_local
+        self.credits: dict[bytes, Credit] = {}  # local publishes out and held, by stream
+        self.released: dict[bytes, None] = {}  # streams whose credit moved since ``release_held``
 
     def send_or_hold(
-        self: _FlowParts, now: float, stream: Stream, client: ClientId, message: PublishData
+        self, now: float, stream: Stream, client: ClientId, message: PublishData
     ) -> None:
         """A new local publish (its entry is in ``local``): up now if the stream's credit
         has room and nothing waits before it, else held."""
@@ -105,10 +110,10 @@ class PublishCredit:
             self.stats.held_up += 1
             return
         credit.take(message.uid, size)
-        self._arm(now, message.uid, 1)
-        self._route(now, stream, client, message)
+        self.arm(now, message.uid, 1)
+        self.route(now, stream, client, message)
 
-    def free_credit(self: _FlowParts, key: bytes, uid: int) -> None:
+    def free_credit(self, key: bytes, uid: int) -> None:
         """Local publish ``uid`` of ``key`` is answered or given up: its credit is free."""
         credit = self.credits.get(key)
         if credit is None:
@@ -123,7 +128,7 @@ class PublishCredit:
         if credit.idle:
             del self.credits[key]
 
-    def fail_held(self: _FlowParts, key: bytes, error: PublishError) -> None:
+    def fail_held(self, key: bytes, error: PublishError) -> None:
         """Fail every publish ``key`` holds: its out ones got no answer (see the notes)."""
         credit = self.credits.get(key)
         if credit is None:
@@ -133,11 +138,11 @@ class PublishCredit:
             if entry is None:
                 credit.held.pop(uid, None)  # (cannot be: ``free_credit`` removes it first)
                 continue
-            self._fail_local(entry.client, entry.message, error)
+            self.fail_local(entry.client, entry.message, error)
         if key in self.credits and self.credits[key].idle:
             del self.credits[key]
 
-    def release_held(self: _FlowParts, now: float) -> None:
+    def release_held(self, now: float) -> None:
         """After an event: send up the oldest held publishes of each stream whose credit
         moved, while it has room."""
         config = self.config
@@ -160,11 +165,11 @@ class PublishCredit:
                 del credit.held[uid]
                 if stream is None:
                     # (A stream with a local publisher is kept: this is a safety net.)
-                    self._fail_local(entry.client, entry.message, PublishError.NOT_CARRIED)
+                    self.fail_local(entry.client, entry.message, PublishError.NOT_CARRIED)
                     continue
                 credit.take(uid, size)
-                self._arm(now, uid, entry.attempt)
-                self._route(now, stream, entry.client, entry.message)
+                self.arm(now, uid, entry.attempt)
+                self.route(now, stream, entry.client, entry.message)
                 credit = self.credits.get(key)  # (an answer at once may have settled it)
             if credit is not None and credit.idle:
                 del self.credits[key]

@@ -34,36 +34,39 @@ query from a peer that is not our parent is answered with Unsubscribe, as its pa
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.refills import Span, gaps
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
-from overlay.messages import MAX_WIRE_HTL, Message, PastQuery
+from overlay.messages import MAX_WIRE_HTL, PastQuery
 
 # Spans one query round asks for, per child: a root's lacks come in a few runs (what one
 # lost branch had), so the first few cover them; the rest is announced missed as before.
 _SPANS = 8
 
 
-class _FlowParts(Protocol):
-    """What these methods use of the ``PacketFlow`` they are mixed into."""
-
-    config: NodeConfig
-    stats: NodeStats
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
-    def push_claims(self, stream: Stream, after: int | None, last: int | None = None) -> None: ...
-    def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None: ...
-
-
 class Gathering:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """The questions (``PastQuery``) for packets a root lacks, down its subtree."""
 
-    def ask_down(self: _FlowParts, stream: Stream) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        stats: NodeStats,
+        out: Outbox,
+        push_one: Callable[[Stream, PeerId, int], None],
+        push_claims: Callable[[Stream, int | None, int | None], None],
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.send = out.send
+        self.push_one = push_one
+        self.push_claims = push_claims
+
+    def ask_down(self, stream: Stream) -> None:
         """At a root in its grace: ask every child for what we lack below our head, and for
         what lies one window beyond it."""
         if stream.state is not State.ROOT or not stream.children or stream.next_in is None:
@@ -82,17 +85,15 @@ class Gathering:
         beyond = (top + 1, top + self.config.window_packets)
         self.ask_spans(stream, [*_merged(lacking)[: _SPANS - 1], beyond])
 
-    def ask_spans(
-        self: _FlowParts, stream: Stream, spans: list[Span], child: PeerId | None = None
-    ) -> None:
+    def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None:
         """Ask every child (or just ``child``) for the packets of ``spans`` (the lowest
         ``_SPANS`` of them)."""
         for peer in stream.children if child is None else (child,):
             for first, last in _merged(spans)[:_SPANS]:
                 self.stats.past_queries += 1
-                self._send(peer, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
+                self.send(peer, PastQuery(stream.key, first, last, MAX_WIRE_HTL))
 
-    def ask_claimed(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
+    def ask_claimed(self, stream: Stream, theirs: int | None) -> None:
         """We (re)attached under a parent that has processed up to ``theirs``, while our
         subtree has more than it: packets our subtree claims beyond what we hold
         (``Stream.claim``: a resubscriber we adopted, a confirmation), or ones we count as
@@ -119,7 +120,7 @@ class Gathering:
         if spans:
             self.ask_spans(stream, spans)
 
-    def on_past_query(self: _FlowParts, stream: Stream, query: PastQuery) -> None:
+    def on_past_query(self, stream: Stream, query: PastQuery) -> None:
         """Our parent asks for ``first..last``: push up what we hold of it, and ask our
         children for the rest."""
         parent = stream.parent
@@ -146,7 +147,7 @@ class Gathering:
         for child in stream.children:
             for first, last in rest[:_SPANS]:
                 self.stats.past_queries += 1
-                self._send(child, PastQuery(stream.key, first, last, query.htl - 1))
+                self.send(child, PastQuery(stream.key, first, last, query.htl - 1))
 
 
 def _merged(spans: list[Span]) -> list[Span]:

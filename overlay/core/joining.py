@@ -1,45 +1,54 @@
 """Where a member that joins the tree starts: what a parent tells a new child, what the
 child catches up on, and where a node's fresh clients are placed.
 
-Split from ``overlay.core.publishing``; ``PacketFlow`` inherits this class, and each
-method's ``self`` is that flow. A parent answers a new child with the newest packet it has
-processed (``success``) and sends it what it lacks after its ``last_seen`` (``catch_up``). A
-node that took a parent learns the tree's head from that answer (``attached``), a new root's
-answer included: a root that continues numbering (after a resubscriber's ``last_seen``, or
-what it remembered, ``memory``) names where, and the nodes on its path start their fresh
-clients after it. A restarted node holding more than its new parent sends it up
-(``push_up``, ``push_claims``). A child told a head below its ``last_seen`` resumes there,
-and is owed what lies between (``owed_after``).
+A component of ``PacketFlow`` (``overlay.core.publishing``). A parent answers a new child
+with the newest packet it has processed (``success``) and sends it what it lacks after its
+``last_seen`` (``catch_up``). A node that took a parent learns the tree's head from that
+answer (``attached``), a new root's answer included: a root that continues numbering (after
+a resubscriber's ``last_seen``, or what it remembered, ``memory``) names where, and the
+nodes on its path start their fresh clients after it. A restarted node holding more than its
+new parent sends it up (``push_up``, ``push_claims``). A child told a head below its
+``last_seen`` resumes there, and is owed what lies between (``owed_after``).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
+from overlay.core.confirming import Confirming
 from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
+from overlay.core.gathering import Gathering
+from overlay.core.outbox import Outbox
+from overlay.core.pushes import Pushes
 from overlay.core.refills import gaps
+from overlay.core.showing import Showing
 from overlay.core.streams import State, Stream
 from overlay.core.takeover import next_number
-from overlay.messages import Message, PacketsMissed, SubscribeData, SubscribeSucceeded
-
-
-class _FlowParts(Protocol):
-    """What these methods use of the ``PacketFlow`` they are mixed into."""
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def push_up(self, stream: Stream, theirs: int | None) -> None: ...
-    def push_claims(self, stream: Stream, theirs: int | None) -> None: ...
-    def ask_claimed(self, stream: Stream, theirs: int | None) -> None: ...
-    def settle(self, stream: Stream) -> None: ...
-    def release_early(self, stream: Stream, give_up: bool = False) -> None: ...
+from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 
 
 class Joining:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """What a parent tells and sends a new child, and what a node that took a parent does."""
+
+    def __init__(
+        self,
+        out: Outbox,
+        pushes: Pushes,
+        confirming: Confirming,
+        gathering: Gathering,
+        showing: Showing,
+        release_early: Callable[[Stream, bool], None],
+    ) -> None:
+        self.send = out.send
+        self.pushes = pushes
+        self.confirming = confirming
+        self.gathering = gathering
+        self.showing = showing
+        self.release_early = release_early
 
     def success(
-        self: _FlowParts,
+        self,
         uid: int,
         stream: Stream,
         last_seen: int | None = None,
@@ -78,7 +87,7 @@ class Joining:
             stream.restart_origin,
         )
 
-    def catch_up(self: _FlowParts, stream: Stream, child: PeerId, last_seen: int | None) -> None:
+    def catch_up(self, stream: Stream, child: PeerId, last_seen: int | None) -> None:
         """Send a newly adopted child what it lacks of what we have processed: everything
         after ``last_seen``, or for a fresh child the open epochs we hold whole."""
         span = catch_up_span(stream, last_seen)
@@ -86,12 +95,12 @@ class Joining:
             return
         for item in stream.window.replay(*span):
             if isinstance(item, SubscribeData):
-                self._send(child, item)
+                self.send(child, item)
             else:
-                self._send(child, PacketsMissed(stream.key, item[0], item[1]))
+                self.send(child, PacketsMissed(stream.key, item[0], item[1]))
 
     def attached(
-        self: _FlowParts,
+        self,
         stream: Stream,
         reply: SubscribeSucceeded | None,
         last_seen: int | None,
@@ -101,14 +110,14 @@ class Joining:
         numbers on after ``root_head`` if it names one), and ``last_seen`` what our search
         asked to resume after."""
         theirs = None if reply is None else reply.last_packet
-        self.release_early(stream, give_up=True)  # (a question to the old parent is over)
-        self.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
+        self.release_early(stream, True)  # (a question to the old parent is over)
+        self.showing.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
         if stream.next_in is not None:
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.
-            self.push_up(stream, theirs)
-        self.push_claims(stream, theirs)  # (ours and our witnesses': ``confirming``)
-        self.ask_claimed(stream, theirs)
+            self.pushes.push_up(stream, theirs)
+        self.confirming.push_claims(stream, theirs)  # (ours and our witnesses': ``confirming``)
+        self.gathering.ask_claimed(stream, theirs)
         if reply is not None:
             if reply.last_packet is not None and (
                 stream.high is None or reply.last_packet > stream.high
@@ -137,7 +146,7 @@ class Joining:
                 # (chaos: packets 0..2 acknowledged twice, for different publishes).
                 stream.high = start
 
-    def resume_point(self: _FlowParts, stream: Stream) -> int | None:
+    def resume_point(self, stream: Stream) -> int | None:
         """The ``last_seen`` our own search for ``stream`` asks to resume after."""
         if stream.next_in is not None:
             claim = claimed(stream, former=True)
@@ -155,7 +164,7 @@ class Joining:
             wanted.append(stream.start - 1)
         return min(wanted) if wanted else None
 
-    def subscribed(self: _FlowParts, stream: Stream, root: bool) -> Subscribed:
+    def subscribed(self, stream: Stream, root: bool) -> Subscribed:
         """Place the clients waiting for a position at the stream's head, and the event that
         tells them where that is."""
         head = next_number(stream)

@@ -35,7 +35,6 @@ from overlay.core.catch_up_budget import CatchUpBudget
 from overlay.core.child_drops import WINDOW, ChildDrops
 from overlay.core.clients import LocalClients
 from overlay.core.config import NodeConfig
-from overlay.core.early_packets import EARLY_TIMER
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.events import ClientEvent, SubscribeFailed
 from overlay.core.joining import owed_after
@@ -47,7 +46,7 @@ from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.probes import Probes
-from overlay.core.publishing import PUBLISH_TIMER, PacketFlow
+from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import Refills
 from overlay.core.restarts import (
@@ -60,7 +59,6 @@ from overlay.core.restarts import (
 )
 from overlay.core.routing import Route, advance, may_become_root
 from overlay.core.searches import Searches
-from overlay.core.showing import MARK_TIMER
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
 from overlay.core.timers import TimerQueue
@@ -137,10 +135,8 @@ class Node:
         self._announced: float | None = None
         self.out = out = Outbox(stats)
         self.memory = Memory(config.remembered_streams, out.append, remembered)
-        self.flow = flow = PacketFlow(
-            config, streams, timers, stats, out.send, out.deliver, out.drop, self.memory
-        )
-        flow.peers = peers  # (whom a publisher's node tells: ``peer_witnesses``)
+        # (``peers``: whom a publisher's node tells, ``peer_witnesses``)
+        self.flow = flow = PacketFlow(config, streams, timers, stats, out, self.memory, peers)
         # The components, each built with what it uses. Where two need each other, the
         # later one is reached through a lambda (bound when called).
         seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)  # (searches, probes)
@@ -247,9 +243,6 @@ class Node:
             self.keeping.unkeep,
             self.admission.has_room,
         )
-        timers.on(PUBLISH_TIMER, flow.on_timer)
-        timers.on(MARK_TIMER, flow.on_mark_timer)
-        timers.on(EARLY_TIMER, flow.on_early_timer)
 
     # --- driver entry points ------------------------------------------------------------
 

@@ -38,74 +38,56 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from keyspace.location import distance
 from keyspace.stream_key import key_is_signed
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.local_publishes import LocalPublish
+from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.relays import Relay
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
+from overlay.core.witnesses import Witnesses
 from overlay.messages import (
     MAX_WIRE_HTL,
-    Message,
     PacketKind,
-    PublishConfirmed,
     PublishData,
-    PublishNumbered,
     PublishWitness,
 )
 
 
-class _FlowParts(Protocol):
-    config: NodeConfig
-    stats: NodeStats
-    streams: dict[bytes, Stream]
-    peers: PeerTable | None
-    local: dict[int, Any]
-    relayed: OrderedDict[int, Relay]
-    witnessed: dict[int, Relay]
-    by_peer: dict[PeerId, OrderedDict[int, Relay]]
-    peer_bytes: dict[PeerId, int]
-    peer_count: int
-    peer_retained: int
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _retain(self, message: PublishData) -> PublishData | None: ...
-    def _signature_ok(self, stream: Stream, packet: PublishData) -> bool: ...
-    def drop_kept(self, relay: Relay) -> None: ...
-    def expire_relays(self, now: float) -> None: ...
-    def on_numbered(self, peer: PeerId, message: PublishNumbered) -> None: ...
-    def on_confirmed(self, peer: PeerId, message: PublishConfirmed) -> None: ...
-    def on_peer_witness(self, now: float, peer: PeerId, message: PublishWitness) -> None: ...
-
-
 class PeerWitnesses:
-    """Mixed into ``PacketFlow`` (through ``Witnesses``); ``self`` is the flow."""
+    """The peer witnesses we keep, by peer, in the relay table (``witnesses``), and the
+    numbers of our own publishes we tell peers."""
 
-    peers: PeerTable | None = None  # the node's (set by ``Node``): whom to tell
-    peer_count = 0  # relay entries that are peer witnesses, all peers together
-    peer_retained = 0  # their payload bytes, all peers together (half ``witness_bytes``)
-    by_peer: dict[PeerId, OrderedDict[int, Relay]]  # each peer's, oldest first
-    peer_bytes: dict[PeerId, int]  # the payload bytes of each peer's
-
-    def on_confirming(
-        self: _FlowParts,
-        now: float,
-        peer: PeerId,
-        message: PublishNumbered | PublishConfirmed | PublishWitness,
+    def __init__(
+        self,
+        config: NodeConfig,
+        stats: NodeStats,
+        streams: dict[bytes, Stream],
+        peers: PeerTable | None,
+        out: Outbox,
+        witnesses: Witnesses,
+        local: dict[int, LocalPublish],
+        signature_ok: Callable[[Stream, PublishData], bool],
     ) -> None:
-        """The node's dispatch for the messages of confirming (one case there)."""
-        if isinstance(message, PublishNumbered):
-            self.on_numbered(peer, message)
-        elif isinstance(message, PublishConfirmed):
-            self.on_confirmed(peer, message)
-        else:
-            self.on_peer_witness(now, peer, message)
+        self.config = config
+        self.stats = stats
+        self.streams = streams
+        self.peers = peers  # the node's: whom to tell
+        self.send = out.send
+        self.witnesses = witnesses
+        self.local = local
+        self.signature_ok = signature_ok
+        self.peer_count = 0  # relay entries that are peer witnesses, all peers together
+        self.peer_retained = 0  # their payload bytes, all peers together (half ``witness_bytes``)
+        self.by_peer: dict[PeerId, OrderedDict[int, Relay]] = {}  # each peer's, oldest first
+        self.peer_bytes: dict[PeerId, int] = {}  # the payload bytes of each peer's
 
-    def tell_peers(self: _FlowParts, stream: Stream, message: PublishData, number: int) -> None:
+    def tell_peers(self, stream: Stream, message: PublishData, number: int) -> None:
         """We confirm ``number`` for our own publish ``message``: tell up to
         ``witness_peers`` live peers other than our parent, the closest to the stream's
         location first (the likeliest next root or its neighbours)."""
@@ -123,11 +105,9 @@ class PeerWitnesses:
         )
         for peer in chosen:
             self.stats.peer_witnesses_sent += 1
-            self._send(peer.id, witness)
+            self.send(peer.id, witness)
 
-    def on_peer_witness(
-        self: _FlowParts, now: float, peer: PeerId, message: PublishWitness
-    ) -> None:
+    def on_peer_witness(self, now: float, peer: PeerId, message: PublishWitness) -> None:
         """Peer ``peer`` confirmed ``message.packet`` for its publish: keep it as a witness
         claim (see the module docstring for what is refused, and the bounds)."""
         uid, key, size = message.uid, message.key, len(message.data)
@@ -144,14 +124,16 @@ class PeerWitnesses:
             message.sig,
         )
         budget = self.config.witness_bytes // 8
-        self.expire_relays(now)  # (first: an expired entry of that uid must not refuse it)
-        old = self.relayed.get(uid)
+        self.witnesses.expire_relays(
+            now
+        )  # (first: an expired entry of that uid must not refuse it)
+        old = self.witnesses.relayed.get(uid)
         if old is not None and old.peer and (old.source, old.key) == (peer, key):
             # The root dropped the number it gave before, unsent, and numbered a retry: the
             # newer number stands (as a relay's witness takes the newer confirmation).
-            self.drop_kept(self.relayed.pop(uid))
+            self.witnesses.drop_kept(self.witnesses.relayed.pop(uid))
         if (
-            uid in self.relayed  # routing state (or a witness already): never replaced
+            uid in self.witnesses.relayed  # routing state (or a witness already): never replaced
             or uid in self.local  # our own: ours is a claim already
             or (stream is not None and _holds(stream, uid, message.packet))
             or (key_is_signed(key) and message.sig is None)
@@ -160,7 +142,7 @@ class PeerWitnesses:
             or (
                 stream is not None
                 and stream.signer is not None
-                and not self._signature_ok(stream, claim)
+                and not self.signature_ok(stream, claim)
             )
         ):
             self.stats.ignored += 1
@@ -171,12 +153,16 @@ class PeerWitnesses:
             or self.peer_bytes.get(peer, 0) + size > budget
         ):
             oldest = next(iter(held.values()))  # (its oldest go first: the newest matter)
-            self.drop_kept(self.relayed.pop(oldest.uid, oldest))  # (``unhold``: out of held)
+            self.witnesses.drop_kept(
+                self.witnesses.relayed.pop(oldest.uid, oldest)
+            )  # (``unhold``: out of held)
         if self.peer_retained + size > self.config.witness_bytes // 2:
             self.stats.ignored += 1  # (the other half is the relays')
             return
         expires = now + self.config.publish_timeout * self.config.publish_attempts
-        relay = Relay(uid, key, peer, peer, expires, self._retain(claim), message.packet, True)
+        relay = Relay(
+            uid, key, peer, peer, expires, self.witnesses.retain(claim), message.packet, True
+        )
         if relay.message is None:
             self.stats.ignored += 1  # (past ``witness_bytes``: keeping it would take a relay's)
             return
@@ -185,11 +171,11 @@ class PeerWitnesses:
         self.peer_bytes[peer] = self.peer_bytes.get(peer, 0) + size
         self.peer_count += 1
         self.peer_retained += size
-        self.relayed[uid] = relay
-        self.witnessed[uid] = relay
+        self.witnesses.relayed[uid] = relay
+        self.witnesses.witnessed[uid] = relay
         self.stats.peer_witnesses += 1
 
-    def unhold(self: _FlowParts, relay: Relay, size: int) -> None:
+    def unhold(self, relay: Relay, size: int) -> None:
         """Peer witness ``relay``, of ``size`` payload bytes, leaves the table (or has been
         weighed): its peer's share is freed. Harmless twice."""
         held = self.by_peer.get(relay.source)

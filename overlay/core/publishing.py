@@ -43,36 +43,28 @@ link carries a packet twice.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from overlay.core.backlog import Backlog
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
-from overlay.core.credit import PublishCredit
 from overlay.core.delivery import pump
-from overlay.core.early_packets import EARLY_TIMER, EarlyPackets
-from overlay.core.effects import ClientId, PeerId
+from overlay.core.early_waits import EarlyWaits
+from overlay.core.effects import PeerId
 from overlay.core.epochs import malformed
-from overlay.core.events import (
-    EXPLAIN,
-    ClientEvent,
-    PublishAcked,
-    PublishCollided,
-    PublishFailed,
-    explain,
-)
 from overlay.core.gathering import Gathering
 from overlay.core.joining import Joining
+from overlay.core.local_publishing import LocalPublishes
 from overlay.core.memory import Memory
+from overlay.core.outbox import Outbox
+from overlay.core.peer_witnesses import PeerWitnesses
+from overlay.core.peers import PeerTable
+from overlay.core.pushes import Pushes
 from overlay.core.showing import Showing, root_stamp
 from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
 from overlay.core.takeover import (
-    Push,
     Takeover,
     backfills,
     continues,
@@ -82,59 +74,52 @@ from overlay.core.takeover import (
     next_number,
 )
 from overlay.core.timers import TimerQueue
+from overlay.core.tokens import Tokens
 from overlay.core.uid_table import content_digest
 from overlay.core.window import NOTHING_OWED
 from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
     Committed,
-    Message,
     PacketsMissed,
     PastQuery,
     PublishCollision,
+    PublishConfirmed,
     PublishData,
     PublishError,
     PublishNumbered,
     PublishRejected,
     PublishSucceeded,
+    PublishWitness,
     SubscribeData,
 )
-
-PUBLISH_TIMER = "publish"
 
 Answer = PublishSucceeded | PublishCollision | PublishRejected
 # A root's decision: an answer, a number to confirm first, or None (answered later).
 Decision = Answer | PublishNumbered | None
 
 
-@dataclass(slots=True, eq=False)
-class LocalPublish:
-    """A local client's publish awaiting its answer; resent on timeout with the same uid."""
+class PacketFlow:
+    """The publish and broadcast half of a node, a facade over the components that own
+    its parts. The node owns the streams and the tree; this object moves packets through
+    them, its effects through the node's ``Outbox``. It keeps the routing of publishes up
+    the tree, the root's ordering of them, and packets coming down; the rest is its
+    components':
 
-    client: ClientId
-    message: PublishData
-    attempt: int = 1
-    # Other clients that published the same uid while it was in flight (a Spark task and
-    # its speculative copy): one publish, so they wait for the same answer.
-    also: list[ClientId] = field(default_factory=list)
+    * ``publishes``: the local clients' publishes in flight (``LocalPublishes``), with
+      ``credit``, those out per stream (``PublishCredit``); ``early``: the questions to a
+      new parent about a gap, and the packets waiting for their answer (``EarlyWaits``);
+    * ``takeover``: a root's graces (``Takeover``); ``pushing``: packets pushed up
+      (``Pushes``); ``gathering``: questions down for what a root lacks (``Gathering``);
+    * ``confirming``: numbers waiting for their publisher's node, and claims
+      (``Confirming``); ``witnesses`` and ``peer_witnesses``: the relay table and the
+      witness claims in it (``Witnesses``, ``PeerWitnesses``);
+    * ``commits``: a root's commit point (``Commits``); ``showing``: the marks
+      (``Showing``); ``backlog``: publishes a full root holds back (``Backlog``);
+    * ``joining``: what a new child is told and sent, and a node that took a parent
+      (``Joining``).
 
-    @property
-    def clients(self) -> list[ClientId]:
-        return [self.client, *self.also]
-
-
-class PacketFlow(
-    Takeover,
-    Gathering,
-    Commits,
-    Showing,
-    Backlog,
-    PublishCredit,
-    Confirming,
-    Witnesses,
-    Joining,
-):
-    """The publish and broadcast half of a node. The node owns the streams and the tree;
-    this object moves packets through them, speaking only through the callables given."""
+    The node calls the components' methods it needs through this object, bound once here.
+    """
 
     def __init__(
         self,
@@ -142,128 +127,147 @@ class PacketFlow(
         streams: dict[bytes, Stream],
         timers: TimerQueue,
         stats: NodeStats,
-        send: Callable[[PeerId, Message], None],
-        deliver: Callable[[ClientId, ClientEvent], None],
-        drop: Callable[[PeerId, str], None],
+        out: Outbox,
         memory: Memory,
+        peers: PeerTable | None = None,
     ) -> None:
         self.config = config
         self.streams = streams
         self.timers = timers
         self.stats = stats
-        self._send = send
-        self._deliver = deliver
-        self._drop = drop
+        self._send = out.send
+        self._deliver = out.deliver
+        self._drop = out.drop
         self.memory = memory
         self.signatures = SignatureChecker(config.signature_cache)
-        self.local: dict[int, LocalPublish] = {}
-        # Claims of local publishes that timed out (uid -> key, number), bounded: a client
-        # that retries the uid takes its claim back (``publish``; see ``_fail_local``).
-        self.lapsed: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
-        self.relayed: OrderedDict[int, Relay] = OrderedDict()
-        self.witnessed: dict[int, Relay] = {}  # relay entries with a number (``witnesses``)
-        self.retained = 0  # payload bytes the relay entries keep (``witnesses``)
-        self.by_peer, self.peer_bytes = {}, {}  # peer witnesses by peer (``peer_witnesses``)
-        self.pushes: OrderedDict[int, Push] = OrderedDict()  # ours, unanswered (``takeover``)
-        # Roots in their takeover grace, by timer token.
-        self.recovering: dict[int, bytes] = {}
-        self._tokens = 0
-        # Roots whose mark went down on a packet in this event, and whose mark moved with no
-        # packet to take it down (``showing``); when the mark timer is armed for.
-        self.marks_sent: dict[bytes, None] = {}
-        self.marks_due: dict[bytes, None] = {}
-        self.mark_timer: float | None = None
-        self.backlogged: dict[bytes, None] = {}  # roots holding publishes back (``backlog``)
-        self.early_waits: dict[int, bytes] = {}  # questions to a parent, by timer token
-        self.draining: bytes | None = None
-        self.credits = {}  # local publishes out and held, by stream (``credit``)
-        self.released = {}
+        self._signature_ok = self.signatures.packet_ok
+        tokens = Tokens()  # (one counter: graces and questions to a parent)
 
-    # --- local publishes --------------------------------------------------------------------
+        publishes = self.publishes = LocalPublishes(
+            config, streams, stats, timers, out, self._route
+        )
+        local, credit = publishes.local, publishes.credit
+        early = self.early = EarlyWaits(
+            config, streams, stats, timers, tokens, self._store, self._missing
+        )
+        witnesses = self.witnesses = Witnesses(config, stats, local, self._signature_ok)
+        peer_witnesses = self.peer_witnesses = PeerWitnesses(
+            config, stats, streams, peers, out, witnesses, local, self._signature_ok
+        )
+        witnesses.unhold = peer_witnesses.unhold
+        showing = self.showing = Showing(config, streams, stats, timers, out, self.pump)
+        backlog = self.backlog = Backlog(config, streams, stats, local, self._reply, self._route)
+        confirming = self.confirming = Confirming(
+            config,
+            streams,
+            stats,
+            out,
+            local,
+            witnesses,
+            peer_witnesses,
+            backlog.requeue,
+            self._store_new,
+            self._reply_root,
+            self._route,
+        )
+        commits = self.commits = Commits(
+            config,
+            streams,
+            stats,
+            out,
+            publishes.answer,
+            self._reply,
+            self.pump,
+            confirming.orphaned_pending,
+        )
+        pushing = self.pushing = Pushes(config, streams, stats, out)
+        gathering = self.gathering = Gathering(
+            config, stats, out, pushing.push_one, confirming.push_claims
+        )
+        takeover = self.takeover = Takeover(
+            config,
+            streams,
+            timers,
+            stats,
+            memory,
+            tokens,
+            confirming,
+            gathering.ask_down,
+            self._missing,
+            self._serialize,
+            self._reply_root,
+            self._wait,
+            self.carried,
+            self.pump,
+            early.release,
+        )
+        joining = self.joining = Joining(
+            out, pushing, confirming, gathering, showing, early.release
+        )
+        self.credit = credit  # (owned by ``publishes``)
+        # Bound once: called for every packet that comes down.
+        self.release_early = early.release
+        self._stamp = showing.stamp
+        self._stored_at_root = commits.stored_at_root
+        self._mark_moved = showing.mark_moved
+        self._release = commits.release
 
-    def publish(self, now: float, stream: Stream, client: ClientId, message: PublishData) -> None:
-        """Start a local client's publish. The node checked the request, its signature
-        included (``clients.py``, before joining a tree for it)."""
-        self.local[message.uid] = LocalPublish(client, message)
-        lapsed = self.lapsed.get(message.uid)
-        if lapsed is not None and lapsed[0] == message.key:
-            del self.lapsed[message.uid]
-            stream.claims.setdefault(message.uid, lapsed[1])
-        self.send_or_hold(now, stream, client, message)  # (``credit``)
+        # What the node calls (``self.flow.<name>``), the components' own methods.
+        self.publish = publishes.publish
+        self.join = publishes.join
+        self.forget_client = publishes.forget_client
+        self.expect_fill = early.expect_fill
+        self.became_root = takeover.became_root
+        self.reported = takeover.reported
+        self.hold = takeover.hold
+        self.reserve = takeover.reserve
+        self.on_recover_timer = takeover.on_recover_timer
+        self.send_mark = showing.send_mark
+        self.settle = showing.settle
+        self.tell_marks = showing.tell_marks
+        self.repeat_marks = showing.repeat_marks
+        self.on_held_query = commits.on_held_query
+        self.on_held = commits.on_held
+        self.children_changed = commits.children_changed
+        self.overdue = commits.overdue
+        self.confirm_overdue = confirming.confirm_overdue
+        self.release_held = credit.release_held
+        self.drain = backlog.drain
+        self.ask_spans = gathering.ask_spans
+        self.success = joining.success
+        self.catch_up = joining.catch_up
+        self.attached = joining.attached
+        self.resume_point = joining.resume_point
+        self.subscribed = joining.subscribed
+        # The components' state the node reads (forwarder: removed once every caller is a
+        # component).
+        self.local = local
+        self.recovering = takeover.recovering
+        self.marks_sent = showing.marks_sent
+        self.marks_due = showing.marks_due
+        self.released = credit.released
+        self.backlogged = backlog.backlogged
 
-    def on_timer(self, now: float, uid: int, attempt: int) -> None:
-        entry = self.local.get(uid)
-        if entry is None or entry.attempt != attempt:
-            return
-        stream = self.streams.get(entry.message.key)
-        if stream is None or attempt >= self.config.publish_attempts:
-            self._fail_local(entry.client, entry.message, PublishError.TIMEOUT)
-            self.fail_held(entry.message.key, PublishError.TIMEOUT)  # (``credit``)
-            return
-        entry.attempt += 1
-        self.stats.publish_retries += 1
-        self._arm(now, uid, entry.attempt)
-        self._route(now, stream, entry.client, entry.message)
+    # --- the node's rounds and dispatch ------------------------------------------------------
 
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""
-        self.resend_pushes(now)
-        self.expire_relays(now)
+        self.pushing.resend_pushes(now)
+        self.witnesses.expire_relays(now)
 
-    def join(self, uid: int, client: ClientId) -> None:
-        """Another client published ``uid`` while it is in flight: it gets the same answer."""
-        entry = self.local[uid]
-        if client not in entry.clients:
-            entry.also.append(client)
-
-    def forget_client(self, client: ClientId) -> None:
-        for uid, entry in list(self.local.items()):
-            if client in entry.also:
-                entry.also.remove(client)
-            elif entry.client == client:
-                if entry.also:
-                    entry.client = entry.also.pop(0)  # still wanted: keep it going
-                else:
-                    self._lapse(entry.message)  # (a client that comes back may retry it)
-                    self._drop_local(uid)
-
-    def _arm(self, now: float, uid: int, attempt: int) -> None:
-        self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
-
-    def _drop_local(self, uid: int) -> LocalPublish | None:
-        """Forget a local publish, and its claim on a number (``confirming``) with it."""
-        entry = self.local.pop(uid, None)
-        if entry is not None:
-            self.free_credit(entry.message.key, uid)  # (``credit``)
-            stream = self.streams.get(entry.message.key)
-            if stream is not None:
-                stream.claims.pop(uid, None)
-        return entry
-
-    def _lapse(self, message: PublishData) -> None:
-        """Keep the claim of a publish we give up without an answer (a timeout, or its
-        client went) for a retry of its uid (``publish``). The root, or a root cut off
-        with it, may hold the packet under that number and acknowledge the retry with it;
-        kept, the claim goes up to the next root as before (``push_claims``). Dropped, our
-        side of a cut announced the number missed while the other side kept the uid under
-        it (chaos: 2 and 4 acknowledged after the heal to retries, that subscribers on
-        the publisher's side had been told were missed)."""
-        stream = self.streams.get(message.key)
-        number = None if stream is None else stream.claims.get(message.uid)
-        if number is None:
-            return
-        self.lapsed[message.uid] = (message.key, number)
-        self.lapsed.move_to_end(message.uid)
-        while len(self.lapsed) > self.config.max_queued_publishes:
-            self.lapsed.popitem(last=False)
-
-    def _fail_local(self, client: ClientId, message: PublishData, error: PublishError) -> None:
-        if error is PublishError.TIMEOUT:
-            self._lapse(message)  # (any other failure is an answer: no number stands)
-        entry = self._drop_local(message.uid)
-        failed = PublishFailed(message.key, message.uid, error, EXPLAIN[error])
-        for waiting in [client] if entry is None else entry.clients:
-            self._deliver(waiting, failed)
+    def on_confirming(
+        self,
+        now: float,
+        peer: PeerId,
+        message: PublishNumbered | PublishConfirmed | PublishWitness,
+    ) -> None:
+        """The node's dispatch for the messages of confirming (one case there)."""
+        if isinstance(message, PublishNumbered):
+            self.confirming.on_numbered(peer, message)
+        elif isinstance(message, PublishConfirmed):
+            self.confirming.on_confirmed(peer, message)
+        else:
+            self.peer_witnesses.on_peer_witness(now, peer, message)
 
     # --- publishes from peers ---------------------------------------------------------------
 
@@ -287,7 +291,7 @@ class PacketFlow(
         """Serialize at the root, answer from what we hold, or pass the publish up."""
         if stream.state is State.ROOT:
             if message.claim and message.pushed and message.packet is not None:
-                self.on_claim(now, stream, source, message)  # (``takeover``)
+                self.takeover.on_claim(now, stream, source, message)  # (``takeover``)
                 return
             number = message.packet
             uids = stream.uids
@@ -311,7 +315,7 @@ class PacketFlow(
                 # this very publish (a publisher's node that attached to a new parent
                 # pushes its claims, ``confirming``): pending here still, it is no news,
                 # and a grace for it would stall the stream and drop what is pending.
-                self.reported(now, stream, number)
+                self.takeover.reported(now, stream, number)
             if stream.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
@@ -320,12 +324,12 @@ class PacketFlow(
                     # A push past the grace (a resend: ``resend_pushes``) still brings a
                     # packet of the open tail: taken in its place, as at the grace's end,
                     # what it skipped announced missed.
-                    self.open_tail_to(stream, number)
+                    self.takeover.open_tail_to(stream, number)
                 else:
                     # Past the grace, a publish naming a number in the open tail is a new
                     # one (a signed publisher's guess), not the lost packet: it is missed.
-                    self.close_tail(stream)
-            if not self.held_back(stream, source, message):  # (``backlog``)
+                    self.takeover.close_tail(stream)
+            if not self.backlog.held_back(stream, source, message):  # (``backlog``)
                 self._reply_root(stream, source, message, self._serialize(stream, message, source))
             return
         if stream.state is not State.JOINED or stream.parent is None:
@@ -380,14 +384,17 @@ class PacketFlow(
             stream.queued.append((source, message))
 
     def _relay(self, now: float, stream: Stream, source: PeerId, message: PublishData) -> bool:
-        self.expire_relays(now)  # (``witnesses``)
-        relayed, room = self.relayed, self.config.max_relayed_publishes + self.peer_count
+        self.witnesses.expire_relays(now)  # (``witnesses``)
+        relayed, room = (
+            self.witnesses.relayed,
+            self.config.max_relayed_publishes + self.peer_witnesses.peer_count,
+        )
         if message.uid not in relayed and len(relayed) >= room:  # (peer witnesses aside)
             return False
         assert stream.parent is not None
         expires = now + self.config.publish_timeout * self.config.publish_attempts
         relay = Relay(message.uid, stream.key, source, stream.parent, expires, message)
-        self.enter(relay)  # (``witnesses``)
+        self.witnesses.enter(relay)  # (``witnesses``)
         return True
 
     def carried(self, now: float, stream: Stream) -> None:
@@ -407,11 +414,11 @@ class PacketFlow(
     # --- answers coming back down -------------------------------------------------------------
 
     def on_answer(self, now: float, peer: PeerId, answer: Answer) -> None:
-        self.push_answered(peer, answer)
-        relay = self.relayed.get(answer.uid)
+        self.pushing.push_answered(peer, answer)
+        relay = self.witnesses.relayed.get(answer.uid)
         if relay is not None and relay.upstream == peer and relay.key == answer.key:
-            if not self.keeps_witness(relay, answer):
-                self.drop_kept(self.relayed.pop(answer.uid))
+            if not self.witnesses.keeps_witness(relay, answer):
+                self.witnesses.drop_kept(self.witnesses.relayed.pop(answer.uid))
             self._send(relay.source, answer)
             if answer.uid not in self.local:
                 return
@@ -456,34 +463,15 @@ class PacketFlow(
             self._send(source, answer)
             return
         if isinstance(source, bytes):
-            self.ack_child(stream, source, message, answer)
+            self.commits.ack_child(stream, source, message, answer)
         else:
-            self.ack_local(stream, source, answer)
+            self.commits.ack_local(stream, source, answer)
 
     def _reply(self, source: Source, answer: Answer) -> None:
         if isinstance(source, bytes):
             self._send(source, answer)
         else:
-            self._answer_local(source, answer)
-
-    def _answer_local(self, client: ClientId, answer: Answer) -> None:
-        entry = self._drop_local(answer.uid)
-        if entry is None:
-            return  # answered already (a resend crossed the first answer)
-        key, uid = answer.key, answer.uid
-        event: ClientEvent
-        if isinstance(answer, PublishSucceeded):
-            event = PublishAcked(key, uid, answer.packet)
-        elif isinstance(answer, PublishCollision):
-            event = PublishCollided(key, uid, answer.packet, answer.suggested_next)
-        else:
-            try:
-                error = PublishError(answer.reason)
-            except ValueError:
-                error = PublishError.INVALID
-            event = PublishFailed(key, uid, error, explain(answer.reason))
-        for client in entry.clients:
-            self._deliver(client, event)
+            self.publishes.answer(source, answer)
 
     def _reject(self, peer: PeerId, message: PublishData, error: PublishError) -> None:
         self.stats.publish_rejected += 1
@@ -510,7 +498,7 @@ class PacketFlow(
         number = uids.get(message.uid)
         if message.pushed and not message.claim and stream.pending and number != message.packet:
             # (not a resend of a push we took already: ``resend_pushes``)
-            self.pushed_over(stream, message)
+            self.confirming.pushed_over(stream, message)
             number = uids.get(message.uid)
         if fills_hole(stream, message) and number != message.packet:
             # Pushed up under the number a branch holds it as: taken in that place even if
@@ -521,7 +509,7 @@ class PacketFlow(
             if self._reused(stream, message):
                 return _rejection(message, PublishError.UID_REUSED)
             if number in stream.pending:  # a retry, not yet sent down (``confirming``)
-                return self.renumbered(stream, source, message, number)
+                return self.confirming.renumbered(stream, source, message, number)
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):
             return self._backfill(stream, message)
@@ -531,18 +519,18 @@ class PacketFlow(
                 self._remember(stream, message, known.packet)
                 return known
             return PublishCollision(message.uid, message.key, message.packet, next_number(stream))
-        refusal = self.refusal(stream, message)
+        refusal = self.confirming.refusal(stream, message)
         if refusal is not None:
             self.stats.publish_rejected += 1
             return _rejection(message, refusal)
         self.stats.published += 1
-        self.close_tail(stream)
+        self.takeover.close_tail(stream)
         if message.pushed:
             return self._take(stream, message, next_number(stream))
         number = next_number(stream)
         self.stats.numbered += 1
         self._remember(stream, message, number)
-        return self.number_new(stream, source, message, number)
+        return self.confirming.number_new(stream, source, message, number)
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:
         """Take a packet the old root ordered that this root lacks, in its order. The old
@@ -572,7 +560,7 @@ class PacketFlow(
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
         """Store ``message``, numbered elsewhere, as packet ``number``. What is pending
         (``confirming``) was shown to nobody: it is dropped, rather than go down after it."""
-        self.drop_pending(stream)
+        self.confirming.drop_pending(stream)
         self._store_new(stream, message, number)
         self._remember(stream, message, number)
         return PublishSucceeded(message.uid, message.key, number)
@@ -636,57 +624,12 @@ class PacketFlow(
         if stream.early is not None:
             self.release_early(stream)
 
-    def expect_fill(self, now: float, stream: Stream, first: int, last: int) -> None:
-        """We asked our new parent for ``first..last`` (``Restarts._hang_from``): packets
-        above the gap wait for the answer (``early_packets``)."""
-        self.release_early(stream, give_up=True)  # (an earlier question is over)
-        self._tokens += 1
-        config = self.config
-        stream.early = EarlyPackets(
-            first, last, self._tokens, config.window_packets, config.window_bytes
-        )
-        self.early_waits[self._tokens] = stream.key
-        self.timers.add(now + config.fill_timeout, (EARLY_TIMER, self._tokens, 0))
-
-    def on_early_timer(self, now: float, token: int, attempt: int) -> None:
-        """A question to the parent has waited ``fill_timeout``: give it up."""
-        key = self.early_waits.pop(token, None)
-        stream = None if key is None else self.streams.get(key)
-        if stream is not None and stream.early is not None and stream.early.token == token:
-            self.release_early(stream, give_up=True)
-
-    def release_early(self, stream: Stream, give_up: bool = False) -> None:
-        """Take the waiting packets that are next in order; with ``give_up``, all of them,
-        each gap before one announced missed (as it would have been without the wait)."""
-        early = stream.early
-        if early is None:
-            return
-        if give_up:
-            stream.early = None
-            self.early_waits.pop(early.token, None)
-        while (lowest := early.lowest()) is not None:
-            next_in = stream.next_in
-            if next_in is not None and lowest < next_in:
-                early.pop_lowest()
-                self.stats.duplicates += 1
-                continue
-            if next_in is not None and lowest > next_in:
-                if not give_up and early.covers(next_in):
-                    return  # still asked for: the answer comes
-                self._missing(stream, next_in, lowest - 1)
-            packet = early.pop_lowest()
-            assert packet is not None
-            self._store(stream, packet)
-        if stream.early is early and (stream.next_in is None or stream.next_in > early.last):
-            stream.early = None  # the whole question is answered
-            self.early_waits.pop(early.token, None)
-
     def from_parent(self, now: float, stream: Stream, message: Committed | PastQuery) -> None:
         """A mark or a question from ``stream``'s parent (the node checked the sender)."""
         if isinstance(message, Committed):
-            self.on_committed(now, message, stream)
+            self.showing.on_committed(now, message, stream)
         else:
-            self.on_past_query(stream, message)
+            self.gathering.on_past_query(stream, message)
 
     def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
         if message.first > message.last:
@@ -719,7 +662,7 @@ class PacketFlow(
         number = packet.packet
         self.memory.saw(stream.key, number)
         self.stats.stored += 1
-        packet = self.stamp(stream, packet)  # the mark it brings, and ours (``showing``)
+        packet = self._stamp(stream, packet)  # the mark it brings, and ours (``showing``)
         stream.window.add(packet)
         stream.frontier.observe(packet)
         stream.next_in = number + 1
@@ -730,7 +673,7 @@ class PacketFlow(
         for child in stream.fed:
             self._send(child, packet)
         if stream.state is State.ROOT:
-            self.stored_at_root(stream, number)
+            self._stored_at_root(stream, number)
         self.pump(stream)
 
     def pump(self, stream: Stream) -> None:
@@ -739,7 +682,7 @@ class PacketFlow(
         at a member, what the root said it committed (``overlay.core.showing``)."""
         root = stream.state is State.ROOT
         if root:
-            self.mark_moved(stream)
+            self._mark_moved(stream)
         until = stream.committed if root else stream.shown_upto
         shows = root or until is not None  # (a member with no mark yet shows nothing)
         window, owed = stream.window, NOTHING_OWED
@@ -752,16 +695,7 @@ class PacketFlow(
                 owed = member.cursor
         window.keep_from = owed  # (kept past the window's bounds: ``showing``)
         if stream.unacked:
-            self.release(stream)
-
-    def _signature_ok(self, stream: Stream, packet: PublishData | SubscribeData) -> bool:
-        signer = stream.signer
-        assert signer is not None
-        if packet.packet is None:
-            return False
-        return self.signatures.check(
-            signer, packet.sig, packet.key, packet.packet, packet.epoch, packet.kind, packet.data
-        )
+            self._release(stream)
 
 
 def _numbered(

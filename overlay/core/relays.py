@@ -20,6 +20,8 @@ class Relay:
     source: PeerId
     upstream: PeerId
     expires: float
-    message: PublishData | None  # kept for a witness, within ``witness_bytes`` (``_retain``)
+    message: (
+        PublishData | None
+    )  # kept for a witness, within ``witness_bytes`` (``Witnesses.retain``)
     number: int | None = None
     peer: bool = False  # a peer witness: ``source`` told us directly (``peer_witnesses``)

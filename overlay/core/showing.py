@@ -55,36 +55,21 @@ more (below).
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from collections.abc import Callable
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
-from overlay.messages import Committed, FillRequest, Message, SubscribeData
+from overlay.messages import Committed, FillRequest, SubscribeData
 
 # Quiet heartbeat rounds a root repeats its mark after it last moved. In the simulator's
 # worst weather (1% of frames dropped) a notice and all three repeats are lost on one link
 # about once in 10**8; while packets flow, each one carries the mark again anyway.
 REPEATS = 3
 MARK_TIMER = "mark"  # a root's deferred notices are due (one timer for the node)
-
-
-class _FlowParts(Protocol):
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    stats: NodeStats
-    timers: TimerQueue
-    marks_sent: dict[bytes, None]
-    marks_due: dict[bytes, None]
-    mark_timer: float | None
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def pump(self, stream: Stream) -> None: ...
-    def _notify(self, stream: Stream, children: list[PeerId] | None = None) -> None: ...
-    def _tell_due(self, now: float) -> None: ...
-    def _ask_below(self, now: float, stream: Stream, parent: PeerId, upto: int) -> None: ...
 
 
 def root_mark(stream: Stream) -> int | None:
@@ -108,13 +93,31 @@ def _below(mark: int | None) -> int:
 
 
 class Showing:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """The marks: what each member may show its clients, and telling its children."""
 
-    marks_sent: dict[bytes, None]
-    marks_due: dict[bytes, None]
-    mark_timer: float | None
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        stats: NodeStats,
+        timers: TimerQueue,
+        out: Outbox,
+        pump: Callable[[Stream], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.stats = stats
+        self.timers = timers
+        self.send = out.send
+        self.pump = pump
+        # Roots whose mark went down on a packet in this event, and whose mark moved with no
+        # packet to take it down; when the mark timer is armed for.
+        self.marks_sent: dict[bytes, None] = {}
+        self.marks_due: dict[bytes, None] = {}
+        self.mark_timer: float | None = None
+        timers.on(MARK_TIMER, self.on_mark_timer)
 
-    def stamp(self: _FlowParts, stream: Stream, packet: SubscribeData) -> SubscribeData:
+    def stamp(self, stream: Stream, packet: SubscribeData) -> SubscribeData:
         """``packet`` is about to be stored and sent down: take a parent's mark from it,
         and return it carrying ours (the same object if it already does)."""
         if stream.state is State.ROOT:
@@ -134,13 +137,13 @@ class Showing:
                     stream.shown_upto = mark = theirs  # shown by the ``pump`` that follows
         return packet if packet.mark == mark else dataclasses.replace(packet, mark=mark)
 
-    def mark_moved(self: _FlowParts, stream: Stream) -> None:
+    def mark_moved(self, stream: Stream) -> None:
         """At a root (every ``pump``): a mark no packet took down is due as a notice."""
         mark = root_mark(stream)
         if mark is not None and mark > _below(stream.shown_upto):
             self.marks_due[stream.key] = None
 
-    def tell_marks(self: _FlowParts, now: float) -> None:
+    def tell_marks(self, now: float) -> None:
         """The node's event is done (``Node._flush``): note when marks went down on
         packets, and send the notices due or arm the timer for them."""
         if self.marks_sent:
@@ -152,11 +155,11 @@ class Showing:
         if self.marks_due:
             self._tell_due(now)
 
-    def on_mark_timer(self: _FlowParts, now: float, token: int, attempt: int) -> None:
+    def on_mark_timer(self, now: float, token: int, attempt: int) -> None:
         self.mark_timer = None
         self._tell_due(now)
 
-    def _tell_due(self: _FlowParts, now: float) -> None:
+    def _tell_due(self, now: float) -> None:
         """Send each due mark that waited ``mark_delay`` since the last went down; wait on
         for the others, lest a packet take them down first."""
         delay = self.config.mark_delay
@@ -181,7 +184,7 @@ class Showing:
             self.mark_timer = later
             self.timers.add(later, (MARK_TIMER, 0, 0))
 
-    def on_committed(self: _FlowParts, now: float, message: Committed, stream: Stream) -> None:
+    def on_committed(self, now: float, message: Committed, stream: Stream) -> None:
         """Our parent's mark: show our clients up to it, and pass it on."""
         mark = stream.shown_upto
         if stream.state is State.ROOT or (mark is not None and message.upto < mark):
@@ -197,7 +200,7 @@ class Showing:
             self.pump(stream)
         self._notify(stream)  # a repeat too: a child may have lost the first
 
-    def _ask_below(self: _FlowParts, now: float, stream: Stream, parent: PeerId, upto: int) -> None:
+    def _ask_below(self, now: float, stream: Stream, parent: PeerId, upto: int) -> None:
         """Our parent's mark is past what we have processed: over a FIFO link a mark comes
         after the packets it covers, so the parent will never send us ``next_in..upto`` by
         itself (it entered the tree past them, or named a head past them when it took us).
@@ -216,14 +219,14 @@ class Showing:
             first = max(first, asked[0] + 1)
         if first <= upto:
             stream.asked_below = (upto, now)
-            self._send(parent, FillRequest(stream.key, first, upto))
+            self.send(parent, FillRequest(stream.key, first, upto))
 
-    def send_mark(self: _FlowParts, stream: Stream, child: PeerId) -> None:
+    def send_mark(self, stream: Stream, child: PeerId) -> None:
         """Tell a child just adopted and caught up (or whose held-back catch-up was just
         sent: ``refills``) how far it may show."""
         self._notify(stream, [child])
 
-    def settle(self: _FlowParts, stream: Stream) -> None:
+    def settle(self, stream: Stream) -> None:
         """We took a parent: our mark drops to what we have processed, so no packet we get
         from the new tree comes under it uncommitted (``joining.attached``)."""
         stream.asked_below = None  # (``_ask_below``: a new parent is asked afresh)
@@ -234,7 +237,7 @@ class Showing:
         else:
             stream.shown_upto = min(stream.shown_upto, stream.next_in - 1)
 
-    def repeat_marks(self: _FlowParts) -> None:
+    def repeat_marks(self) -> None:
         """One heartbeat round: a root repeats its mark, if nothing took it down in the
         last round, ``REPEATS`` times after it last moved."""
         for stream in self.streams.values():
@@ -246,11 +249,11 @@ class Showing:
             stream.mark_rounds += 1
             self._notify(stream)
 
-    def _notify(self: _FlowParts, stream: Stream, children: list[PeerId] | None = None) -> None:
+    def _notify(self, stream: Stream, children: list[PeerId] | None = None) -> None:
         mark = stream.shown_upto
         if mark is None:
             return
         notice = Committed(stream.key, mark)
         for child in stream.fed if children is None else children:
-            self._send(child, notice)
+            self.send(child, notice)
             self.stats.commit_notices += 1

@@ -14,9 +14,13 @@ entries out cheaply, and a node that sent one is dropped anyway.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from keyspace.stream_key import verify_packet
-from overlay.messages import PacketKind
+from overlay.messages import PacketKind, PublishData, SubscribeData
+
+if TYPE_CHECKING:
+    from overlay.core.streams import Stream
 
 _Fields = tuple[bytes, bytes, int, int | None, PacketKind, bytes]
 
@@ -50,3 +54,14 @@ class SignatureChecker:
         if len(self._good) > self._capacity:
             self._good.popitem(last=False)
         return True
+
+    def packet_ok(self, stream: Stream, packet: PublishData | SubscribeData) -> bool:
+        """Whether ``packet`` carries the signature of signed ``stream``'s publisher over
+        its number and content (a publish that names no number has none)."""
+        signer = stream.signer
+        assert signer is not None
+        if packet.packet is None:
+            return False
+        return self.check(
+            signer, packet.sig, packet.key, packet.packet, packet.epoch, packet.kind, packet.data
+        )

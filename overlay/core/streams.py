@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from keyspace.location import key_location
 from overlay.core.config import NodeConfig
@@ -35,9 +34,6 @@ from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
 from overlay.messages import PublishData, PublishSucceeded
-
-if TYPE_CHECKING:
-    from overlay.core.confirming import Pending
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
 # its link, so a handful covers every restart still travelling through the subtree.
@@ -97,6 +93,16 @@ def next_state(state: State | None, change: Change) -> State | None:
 
 # Who a publish came from: a peer (bytes) or a local client (int).
 Source = PeerId | ClientId
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """A publish a root numbered and has not sent down yet (``confirming``)."""
+
+    source: Source
+    message: PublishData
+    confirmed: bool
+
 
 _DEFAULTS = NodeConfig()
 

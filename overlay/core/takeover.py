@@ -1,39 +1,35 @@
 """A root taking over a tree that already carried packets, and the packets it needs back.
 
-Split from ``overlay.core.publishing`` (see its "Taking over" notes); ``PacketFlow`` inherits
-this class, and each method's ``self`` is that flow. A node that becomes root of an existing
-tree (its root died, or a closer node took its place), or a root that lost a child, holds
-numbering for ``takeover_grace`` (``hold``): the old root's other children are still
-reporting what they have seen (``reported``), and restarted subtrees push up, with their
-original uids and numbers, the packets their new parent lacks (``push_up``); the root also
-asks its whole subtree for what it lacks (``gathering``). When the grace ends
-(``on_recover_timer``) the root takes what was brought in order, each hole before a packet
-brought announced as missed, and numbers what waited. The root continues numbering above
-the newest number any child reported, so no number is given twice; what it still lacks
-below that is announced missed just before it numbers the next packet (``close_tail``).
+A component of ``PacketFlow`` (``overlay.core.publishing``; see its "Taking over" notes). A
+node that becomes root of an existing tree (its root died, or a closer node took its place),
+or a root that lost a child, holds numbering for ``takeover_grace`` (``hold``): the old
+root's other children are still reporting what they have seen (``reported``), and restarted
+subtrees push up, with their original uids and numbers, the packets their new parent lacks
+(``pushes``); the root also asks its whole subtree for what it lacks (``gathering``). When
+the grace ends (``on_recover_timer``) the root takes what was brought in order, each hole
+before a packet brought announced as missed, and numbers what waited. The root continues
+numbering above the newest number any child reported, so no number is given twice; what it
+still lacks below that is announced missed just before it numbers the next packet
+(``close_tail``).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from overlay.core.config import NodeConfig
-from overlay.core.effects import PeerId
+from overlay.core.confirming import Confirming
 from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
-from overlay.core.streams import State, Stream
+from overlay.core.streams import Source, State, Stream
 from overlay.core.timers import TimerQueue
+from overlay.core.tokens import Tokens
 from overlay.core.uid_table import UidTable, content_digest
 from overlay.messages import (
     MAX_PACKET,
-    MAX_WIRE_HTL,
-    Message,
     PublishCollision,
     PublishData,
-    PublishError,
-    PublishRejected,
     PublishSucceeded,
 )
 
@@ -52,46 +48,46 @@ def next_number(stream: Stream) -> int:
     return after if stream.next_in is None else max(after, stream.next_in)
 
 
-class _FlowParts(Protocol):
-    """What these methods use of the ``PacketFlow`` they are mixed into."""
-
-    config: NodeConfig
-    streams: dict[bytes, Stream]
-    timers: TimerQueue
-    stats: NodeStats
-    memory: Memory
-    pushes: OrderedDict[int, Push]
-    recovering: dict[int, bytes]
-    _tokens: int
-
-    def _send(self, peer: PeerId, message: Message) -> None: ...
-    def _missing(self, stream: Stream, first: int, last: int) -> None: ...
-    def _reply(self, source: Any, answer: Any) -> None: ...
-    def _reply_root(
-        self, stream: Stream, source: Any, message: PublishData, answer: Any
-    ) -> None: ...
-    def _serialize(self, stream: Stream, message: PublishData, source: Any) -> Any: ...
-    def carried(self, now: float, stream: Stream) -> None: ...
-    def gather(self, now: float, stream: Stream) -> None: ...
-    def hold(self, now: float, stream: Stream, grace: float | None = None) -> None: ...
-    def reserve(self, stream: Stream) -> None: ...
-    def _continue_after(self, stream: Stream, last_seen: int) -> None: ...
-    def _wait(self, stream: Stream, source: Any, message: PublishData) -> None: ...
-    def renumbered(self, stream: Stream, source: Any, message: PublishData, number: int) -> Any: ...
-    def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None: ...
-    def own_claims(self, now: float, stream: Stream) -> None: ...
-    def renew_claim(self, now: float, stream: Stream, message: PublishData) -> None: ...
-    def push_one(self, stream: Stream, parent: PeerId, number: int) -> None: ...
-    def ask_down(self, stream: Stream) -> None: ...
-    def pump(self, stream: Stream) -> None: ...
-    def release_early(self, stream: Stream, give_up: bool = False) -> None: ...
-
-
 class Takeover:
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+    """A root's graces, by timer token, and what it takes in at their end."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        streams: dict[bytes, Stream],
+        timers: TimerQueue,
+        stats: NodeStats,
+        memory: Memory,
+        tokens: Tokens,
+        confirming: Confirming,
+        ask_down: Callable[[Stream], None],
+        missing: Callable[[Stream, int, int], None],
+        serialize: Callable[[Stream, PublishData, Source], Any],
+        reply_root: Callable[[Stream, Source, PublishData, Any], None],
+        wait: Callable[[Stream, Source, PublishData], None],
+        carried: Callable[[float, Stream], None],
+        pump: Callable[[Stream], None],
+        release_early: Callable[[Stream, bool], None],
+    ) -> None:
+        self.config = config
+        self.streams = streams
+        self.timers = timers
+        self.stats = stats
+        self.memory = memory
+        self.tokens = tokens
+        self.confirming = confirming
+        self.ask_down = ask_down
+        self.missing = missing
+        self.serialize = serialize
+        self.reply_root = reply_root
+        self.wait = wait
+        self.carried = carried
+        self.pump = pump
+        self.release_early = release_early
+        self.recovering: dict[int, bytes] = {}  # roots in their takeover grace, by token
 
     def became_root(
-        self: _FlowParts,
+        self,
         now: float,
         stream: Stream,
         last_seen: int | None,
@@ -101,7 +97,7 @@ class Takeover:
         """``stream`` is rooted here now. ``last_seen`` is what the search that made us root
         had seen; ``takeover``: the tree existed before (a restart made us root); ``ours``:
         that search started here (no peer asked)."""
-        self.release_early(stream, give_up=True)  # (nobody above us answers a question now)
+        self.release_early(stream, True)  # (nobody above us answers a question now)
         stream.committed = stream.asked = None  # what it holds is shown (``commits``)
         stream.holds.clear()
         if stream.uids is None:
@@ -116,7 +112,7 @@ class Takeover:
         if stream.next_in is None and last_seen is not None and 0 <= last_seen <= _LAST_CLAIM:
             # (a search's word, as a child's report is: beyond ``_LAST_CLAIM`` it is ignored,
             # or numbering and the questions a grace asks would run past MAX_PACKET)
-            self._continue_after(stream, last_seen)
+            self.continue_after(stream, last_seen)
         if stream.next_in is None:
             stream.next_in = next_number(stream)
         if stream.contiguous_from is None:
@@ -143,10 +139,10 @@ class Takeover:
             stream.look_due = True  # before numbering, look for another tree (merges)
             stream.relooks = 0
             self.gather(now, stream)
-        self.own_claims(now, stream)  # (``confirming``)
+        self.confirming.own_claims(now, stream)  # (``confirming``)
         self.pump(stream)  # a member's clients waited for marks; a root's are its own
 
-    def reported(self: _FlowParts, now: float, stream: Stream, last_seen: int | None) -> None:
+    def reported(self, now: float, stream: Stream, last_seen: int | None) -> None:
         """A child we adopted has seen up to ``last_seen``. At a root that is behind it (it
         took over a tree, and this subtree got packets it did not), numbering continues
         above it, after a grace in which the child brings what it holds. A claim far
@@ -161,7 +157,7 @@ class Takeover:
             if stream.next_in is not None and stream.next_in > last_seen:
                 return  # we are past it already (we joined at ``next_in`` and hold nothing)
             if stream.next_in is None:
-                self._continue_after(stream, last_seen)
+                self.continue_after(stream, last_seen)
             else:
                 # Our tree has had none of ``next_in..last_seen`` (a merge: the other side
                 # numbered while we were apart). They are holes, filled by the child's push
@@ -178,12 +174,12 @@ class Takeover:
             stream.high = min(last_seen, limit)
         self.gather(now, stream)
 
-    def _continue_after(self: _FlowParts, stream: Stream, last_seen: int) -> None:
+    def continue_after(self, stream: Stream, last_seen: int) -> None:
         """Nothing held yet: continue the stream's numbering after ``last_seen``."""
         stream.high = last_seen
         stream.next_in = stream.contiguous_from = last_seen + 1
 
-    def gather(self: _FlowParts, now: float, stream: Stream) -> None:
+    def gather(self, now: float, stream: Stream) -> None:
         """Hold numbering for a grace and ask the subtree for what we lack; ask again
         halfway through, for what is still lacking then. A question has no answer of its
         own when a member holds nothing of it, so a lost one (the simulator drops frames; a
@@ -195,7 +191,7 @@ class Takeover:
             now + self.config.takeover_grace / 2, (RECOVER_TIMER, stream.recover_token, 1)
         )
 
-    def hold(self: _FlowParts, now: float, stream: Stream, grace: float | None = None) -> None:
+    def hold(self, now: float, stream: Stream, grace: float | None = None) -> None:
         """Number nothing new until ``grace`` (by default ``takeover_grace``) from now (see
         the module notes)."""
         until = now + (self.config.takeover_grace if grace is None else grace)
@@ -203,15 +199,14 @@ class Takeover:
         stream.recover_until = max(until, stream.recover_until or until)
         self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
 
-    def reserve(self: _FlowParts, stream: Stream) -> None:
+    def reserve(self, stream: Stream) -> None:
         """Give ``stream`` a grace of its own (a token its timers name), if it has none: its
         caller sets how long it lasts (``hold``, or a new root's look)."""
         if stream.recover_until is None:
-            self._tokens += 1
-            stream.recover_token = self._tokens
-            self.recovering[self._tokens] = stream.key
+            token = stream.recover_token = self.tokens.take()
+            self.recovering[token] = stream.key
 
-    def on_recover_timer(self: _FlowParts, now: float, token: int, again: int = 0) -> None:
+    def on_recover_timer(self, now: float, token: int, again: int = 0) -> None:
         """A root's takeover grace may be over: give up what nobody brought (reported as
         missed, never silent) and number what waited. ``again``: the halfway timer of a
         grace, which asks the subtree once more (``gather``)."""
@@ -245,8 +240,8 @@ class Takeover:
         for source, message in held:
             assert message.packet is not None and stream.next_in is not None
             if message.packet > stream.next_in:
-                self._missing(stream, stream.next_in, message.packet - 1)
-            self._reply_root(stream, source, message, self._serialize(stream, message, source))
+                self.missing(stream, stream.next_in, message.packet - 1)
+            self.reply_root(stream, source, message, self.serialize(stream, message, source))
         # Then the claims beyond the head, in number order, so that a run of them is taken
         # whole (``on_claim``); then what waited.
         claims = sorted(
@@ -261,9 +256,7 @@ class Takeover:
         # that 24 was missed, which the other side had acknowledged).
         self.carried(now, stream)
 
-    def on_claim(
-        self: _FlowParts, now: float, stream: Stream, source: Any, message: PublishData
-    ) -> None:
+    def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None:
         """A publisher's node pushes its claim (``PublishData.claim``, ``push_claims``): its
         publish, under the number an earlier root gave it. That root may have sent it
         down, and then every number before it too (packets go down in number order,
@@ -284,13 +277,13 @@ class Takeover:
         if known is not None and known != number:
             # Numbered here already, under the number a retry got: that one stands.
             if known in stream.pending:
-                answer: Any = self.renumbered(stream, source, message, known)
+                answer: Any = self.confirming.renumbered(stream, source, message, known)
             else:
                 answer = PublishSucceeded(message.uid, message.key, known)
-            self._reply_root(stream, source, message, answer)
+            self.reply_root(stream, source, message, answer)
             return
         if stream.recover_until is not None:
-            self._wait(stream, source, message)
+            self.wait(stream, source, message)
             return
         next_in = stream.next_in
         if (
@@ -301,130 +294,26 @@ class Takeover:
         ):
             answer = PublishCollision(message.uid, message.key, number, next_number(stream))
         else:
-            answer = self._serialize(stream, message, source)
+            answer = self.serialize(stream, message, source)
         if isinstance(answer, PublishCollision):
             self.stats.claims_refused += 1
             if not isinstance(source, bytes):
-                self.renew_claim(now, stream, message)  # our own (``own_claims``)
+                self.confirming.renew_claim(now, stream, message)  # our own (``own_claims``)
                 return
-        self._reply_root(stream, source, message, answer)
+        self.reply_root(stream, source, message, answer)
 
-    def open_tail_to(self: _FlowParts, stream: Stream, number: int) -> None:
+    def open_tail_to(self, stream: Stream, number: int) -> None:
         """A packet of the open tail came after the grace: what it skipped is missed, so it
         is the next in order (``fills_hole``)."""
         if stream.next_in is not None and number > stream.next_in:
-            self._missing(stream, stream.next_in, number - 1)
+            self.missing(stream, stream.next_in, number - 1)
 
-    def close_tail(self: _FlowParts, stream: Stream) -> None:
+    def close_tail(self, stream: Stream) -> None:
         """We are about to number a new packet: whatever the tree had before it that we
         lack is reported missed first, so every branch sees the same numbers."""
         high, next_in = stream.high, stream.next_in
         if high is not None and next_in is not None and next_in <= high:
-            self._missing(stream, next_in, high)
-
-    def push_up(self: _FlowParts, stream: Stream, theirs: int | None) -> None:
-        """We attached under a parent that has processed up to ``theirs``: send up, in
-        order and with their original uids, the packets we hold beyond it. They reached
-        our branch before the tree broke and may have reached nobody else; the root takes
-        each as the next packet or acknowledges one it has (``_fill``)."""
-        parent = stream.parent
-        if parent is None or stream.next_in is None:
-            return
-        first = 0 if theirs is None else theirs + 1
-        for number in stream.window.packets.irange(first, stream.next_in - 1):
-            self.push_one(stream, parent, number)
-
-    def push_one(self: _FlowParts, stream: Stream, parent: PeerId, number: int) -> None:
-        """Send packet ``number`` of our window up to ``parent``, as the publish it was,
-        under its number: the root takes it in that place, or acknowledges it has it.
-        Until an answer comes back it is sent again (``resend_pushes``)."""
-        message = _pushed(stream, number)
-        if message is None:
-            return  # numbered before uids travelled with packets: no publish to send
-        self.stats.pushed_up += 1
-        self._send(parent, message)
-        pushes = self.pushes
-        pushes.pop(message.uid, None)
-        pushes[message.uid] = Push(stream.key, number, parent)
-        if len(pushes) > self.config.max_relayed_publishes:
-            pushes.popitem(last=False)  # (bounded, as relayed publishes are)
-
-    def resend_pushes(self: _FlowParts, now: float) -> None:
-        """Every heartbeat round: send again each push that has gone unanswered for
-        ``publish_timeout`` (so between that and two heartbeat intervals more after it was
-        sent), up to ``publish_attempts`` times in all, to the parent it went to. A relay does not
-        store what it passes up, so a push lost with a link beyond it was lost for good,
-        and with it, where a push alone carried a claim, the claim (a state-changing
-        request, which the issue says must be confirmed). The root takes a resend once
-        (its uid table), and a relay or a root in its grace holds one copy."""
-        for uid, push in list(self.pushes.items()):
-            if push.since is None:
-                push.since = now  # (noticed at this round; due a timeout from now)
-                continue
-            if now - push.since < self.config.publish_timeout:
-                continue
-            stream = self.streams.get(push.key)
-            message = None if stream is None else _pushed(stream, push.number, uid)
-            if (
-                stream is None
-                or message is None
-                or stream.state is not State.JOINED
-                or stream.parent != push.parent
-                or push.attempt >= self.config.publish_attempts
-            ):
-                # Gone, or no longer ours to push to that parent: a restart or a new parent
-                # pushes anew what the new parent lacks (``push_up``).
-                del self.pushes[uid]
-                continue
-            push.attempt += 1
-            push.since = now
-            self.stats.pushes_resent += 1
-            self._send(push.parent, message)
-
-    def push_answered(self: _FlowParts, peer: PeerId, answer: Any) -> None:
-        """An answer to a publish came down from ``peer``: if it answers a push of ours to
-        that peer, that is done. BUSY and NOT_CARRIED say the tree is changing: the push is
-        sent again."""
-        push = self.pushes.get(answer.uid)
-        if push is None or push.key != answer.key or push.parent != peer:
-            return
-        if isinstance(answer, PublishRejected) and answer.reason in (
-            PublishError.BUSY,
-            PublishError.NOT_CARRIED,
-        ):
-            return
-        del self.pushes[answer.uid]
-
-
-@dataclass(slots=True)
-class Push:
-    """A packet we pushed up, not yet answered."""
-
-    key: bytes
-    number: int
-    parent: PeerId  # where it went: resent only there, answered only from there
-    attempt: int = 1
-    since: float | None = None  # the heartbeat round that first saw it, then the last resend
-
-
-def _pushed(stream: Stream, number: int, uid: int | None = None) -> PublishData | None:
-    """Packet ``number`` of ``stream``'s window as the publish it was (None if we no longer
-    hold it, it has no uid, or it is no longer the packet ``uid`` names)."""
-    packet = stream.window.get(number)
-    if packet is None or packet.uid is None or (uid is not None and packet.uid != uid):
-        return None
-    return PublishData(
-        packet.uid,
-        stream.key,
-        number,
-        stream.target,
-        MAX_WIRE_HTL,
-        packet.data,
-        packet.epoch,
-        packet.kind,
-        packet.sig,
-        pushed=True,
-    )
+            self.missing(stream, next_in, high)
 
 
 # --- what a root in (or after) a takeover takes from a publish ------------------------------

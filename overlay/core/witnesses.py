@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
-from overlay.core.peer_witnesses import PeerWitnesses
+from overlay.core.local_publishes import LocalPublish
 from overlay.core.relays import Relay as Relay
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
@@ -57,26 +58,32 @@ from overlay.messages import (
 )
 
 
-class _FlowParts(Protocol):
-    config: NodeConfig
-    stats: NodeStats
-    retained: int
-    local: dict[int, Any]
-    relayed: OrderedDict[int, Relay]
-    witnessed: dict[int, Relay]
-
-    def _live_claims(self, stream: Stream) -> list[PublishData]: ...
-    def _retain(self, message: PublishData) -> PublishData | None: ...
-    def drop_kept(self, relay: Relay) -> None: ...
-    def witness_claims(self, stream: Stream) -> list[tuple[Relay, PublishData]]: ...
-    def unhold(self, relay: Relay, size: int) -> None: ...
-    def _signature_ok(self, stream: Stream, packet: PublishData) -> bool: ...
+def _unwired(relay: Relay, size: int) -> None:
+    raise AssertionError("Witnesses.unhold is wired by its owner after construction")
 
 
-class Witnesses(PeerWitnesses):
-    """Mixed into ``PacketFlow``; each method's ``self`` is the flow (``_FlowParts``)."""
+class Witnesses:
+    """The relay table: whom each answer goes back to, and the witness claims it keeps."""
 
-    def _retain(self: _FlowParts, message: PublishData) -> PublishData | None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        stats: NodeStats,
+        local: dict[int, LocalPublish],
+        signature_ok: Callable[[Stream, PublishData], bool],
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.local = local
+        self.signature_ok = signature_ok
+        self.relayed: OrderedDict[int, Relay] = OrderedDict()
+        self.witnessed: dict[int, Relay] = {}  # relay entries with a number
+        self.retained = 0  # payload bytes the relay entries keep
+        # A peer witness leaves its peer's share (``PeerWitnesses.unhold``; wired after
+        # construction, as that component uses this table).
+        self.unhold: Callable[[Relay, int], None] = _unwired
+
+    def retain(self, message: PublishData) -> PublishData | None:
         """The publish a new relay entry keeps, should its confirmation pass through us, or
         None past ``witness_bytes``: a child that floods publishes its root never answers
         must not make us hold ``max_relayed_publishes`` payloads (a GiB at 64 KiB)."""
@@ -86,7 +93,7 @@ class Witnesses(PeerWitnesses):
         self.retained += size
         return message
 
-    def drop_kept(self: _FlowParts, relay: Relay) -> None:
+    def drop_kept(self, relay: Relay) -> None:
         """``relay`` leaves the table (answered, expired or replaced): its publish and its
         witness too. Every way out comes here, so no sweep of ``witnessed`` is needed."""
         if relay.message is not None:
@@ -97,7 +104,7 @@ class Witnesses(PeerWitnesses):
         if self.witnessed.get(relay.uid) is relay:
             del self.witnessed[relay.uid]
 
-    def witness(self: _FlowParts, peer: PeerId, message: PublishConfirmed) -> None:
+    def witness(self, peer: PeerId, message: PublishConfirmed) -> None:
         """We pass ``message`` up from child ``peer``: if its publish came up through us
         from that child (and we kept it), keep its number as a witness claim."""
         relay = self.relayed.get(message.uid)
@@ -115,7 +122,7 @@ class Witnesses(PeerWitnesses):
             self.witnessed[message.uid] = relay
             self.stats.witnesses += 1
 
-    def enter(self: _FlowParts, relay: Relay) -> None:
+    def enter(self, relay: Relay) -> None:
         """``relay`` (its ``message`` not yet kept) is the entry of its uid from now on. A
         retry of a publish replaces its entry: through the same child, the number we
         witnessed for it still stands (its publisher's node keeps its claim)."""
@@ -124,7 +131,7 @@ class Witnesses(PeerWitnesses):
         old = self.relayed.pop(uid, None)
         if old is not None:
             self.drop_kept(old)
-        relay.message = self._retain(relay.message)
+        relay.message = self.retain(relay.message)
         self.relayed[uid] = relay
         if (
             old is not None
@@ -136,7 +143,7 @@ class Witnesses(PeerWitnesses):
             relay.number = old.number
             self.witnessed[uid] = relay
 
-    def expire_relays(self: _FlowParts, now: float) -> None:
+    def expire_relays(self, now: float) -> None:
         """Forget the relay entries whose time is up (the oldest first: each lasts as long),
         their kept publishes and witnesses with them. As a relay adds one, and every
         heartbeat round, so a node that relays no more lets their payloads go too. Only
@@ -148,7 +155,7 @@ class Witnesses(PeerWitnesses):
                 break
             self.drop_kept(relayed.pop(uid))
 
-    def keeps_witness(self: _FlowParts, relay: Relay, answer: Any) -> bool:
+    def keeps_witness(self, relay: Relay, answer: Any) -> bool:
         """Whether ``relay`` outlives ``answer``, which we pass on down: a witness outlives a
         busy or not-carried refusal of its push (a parent still settling), or nothing would
         claim a dead publisher's number again."""
@@ -158,11 +165,11 @@ class Witnesses(PeerWitnesses):
             and answer.reason in (PublishError.BUSY, PublishError.NOT_CARRIED)
         )
 
-    def witness_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay, PublishData]]:
+    def witness_claims(self, stream: Stream) -> list[tuple[Relay, PublishData]]:
         """Our witness claims on ``stream`` as pushed (``PublishData.claim``), in number
         order, each with its relay entry (one that left the table took its witness with it,
         ``drop_kept``): those whose packet we do not hold, and whose publish is not one of
-        our own (``_live_claims``)."""
+        our own (``Confirming.live_claims``)."""
         claims = []
         held: set[int | None] | None = None  # the uids of the packets we hold
         for uid, relay in list(self.witnessed.items()):
@@ -186,7 +193,7 @@ class Witnesses(PeerWitnesses):
                 or (
                     relay.peer
                     and stream.signer is not None
-                    and not self._signature_ok(stream, claim)
+                    and not self.signature_ok(stream, claim)
                 )
             ):
                 # Stored under another number: the root dropped ours unsent and numbered a
@@ -195,19 +202,5 @@ class Witnesses(PeerWitnesses):
                 del self.witnessed[uid]
                 continue
             claims.append((relay, claim))
-        claims.sort(key=lambda item: item[1].packet or 0)
-        return claims
-
-    def all_claims(self: _FlowParts, stream: Stream) -> list[tuple[Relay | None, PublishData]]:
-        """Our own claims (with None) and our witness claims, in number order; a witness on
-        a number or uid one of our own claims has is left out (ours says it already)."""
-        own = self._live_claims(stream)
-        numbers = {claim.packet for claim in own}
-        uids = {claim.uid for claim in own}
-        claims: list[tuple[Relay | None, PublishData]] = [(None, claim) for claim in own]
-        for relay, claim in self.witness_claims(stream):
-            if claim.packet not in numbers and claim.uid not in uids:
-                numbers.add(claim.packet)
-                claims.append((relay, claim))
         claims.sort(key=lambda item: item[1].packet or 0)
         return claims
