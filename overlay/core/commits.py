@@ -3,8 +3,8 @@
 A root numbers a packet, stores it and sends it to its children. Were it to tell a publisher
 at once that the packet is acknowledged, and show it to its own subscribers, the root might
 be the only node that holds it: if the root dies then, the next root knows nothing of that
-number and gives it to another packet (chaos: a subscriber at the root had packet 20 with
-one content, the rest of the tree with another). So a packet counts as committed once two
+number and gives it to another packet, so a subscriber at the root would hold one content
+under that number and the rest of the tree another. So a packet counts as committed once two
 children hold it (one, if the root has only one child), and until then:
 
 * the root's local subscribers are not shown it, nor are any other member's: the root
@@ -13,11 +13,11 @@ children hold it (one, if the root has only one child), and until then:
 * a child's publish (its node's, or one it relayed up) is not answered either, while the
   root has another child: until then the packet is held only by the root and the one
   branch it came up, and a root's death with one cut or crash in that branch loses it
-  (chaos: a partition cut the rest of the tree off, and the root and the publisher's node
-  died within seconds of each other; a cut-off subscriber never had the acknowledged
-  packet). A relayed publish gets no exception for the relays holding the packet too: the
-  root can die, a partition cut the relay off with its branch, and the publisher's node
-  die, and the rest of the tree would give the acknowledged number to another publish.
+  (a partition cuts the rest of the tree off, the root and the publisher's node die, and
+  the cut-off subscribers never get the acknowledged packet). A relayed publish gets no
+  exception for the relays holding the packet too: the root can die, a partition cut the
+  relay off with its branch, and the publisher's node die, and the rest of the tree would
+  give the acknowledged number to another publish.
 
 The root asks three of its children (``HeldQuery``) to say what they hold, and keeps each
 one's answer (``Held``, cumulative). One question is outstanding at a time; once it is

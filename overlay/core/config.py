@@ -18,8 +18,8 @@ class NodeConfig:
     # The budget a root starts its own checks for another root with: a look (``merges``) and
     # a probe (``probes``); None: twice max_htl (``check_htl``). A root is where a search
     # ran out of budget, so a check with the same budget explores little beyond what that
-    # search did; after heavy churn greedy routing has many local minima, and two roots of
-    # one connected network missed each other (chaos: both numbered 3..14). Checks are
+    # search did; after heavy churn greedy routing has many local minima, where two roots of
+    # one connected network can miss each other and number the same packets. Checks are
     # rare (once per repair, once per probe round), so a wider one costs little. Progress
     # resets a search, a look among them, to max_htl, and a probe to this budget again.
     repair_htl: int | None = None
@@ -78,8 +78,8 @@ class NodeConfig:
     lost_child_grace: float = 1.0
     # A node whose last child died (not one that left) while it holds packets stays in the
     # tree this long before it leaves: if its parent dies too, its window may be the only
-    # copy of packets a new root must gather (chaos: a relay whose only child died left,
-    # and with it packets 11 and 12, which a subscriber below a dead branch then never got).
+    # copy of packets a new root must gather (were it to leave, the subscribers below a dead
+    # branch would never get them).
     # Long enough for its parent's loss to be noticed and a takeover to gather; 0: leave at
     # once, as a node whose last child unsubscribes does.
     linger: float = 30.0
@@ -140,7 +140,8 @@ class NodeConfig:
     # Direct peers (not the stream's parent, the closest to its location first) that a
     # publisher's node tells the number it confirms for its own publish, so they claim it
     # should it die before its claim reaches a new root (``peer_witnesses``). 0: none.
-    # Three, not two: a chaos scenario had the two closest dead or cut off as well.
+    # Three, not two: the failure that takes the publisher's node may take the two closest
+    # peers too (dead, or cut off with it).
     witness_peers: int = 3
     max_queued_publishes: int = 1024
     # Local publishes one stream sends up and awaits the answers of at once, by count and
