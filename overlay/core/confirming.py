@@ -8,8 +8,8 @@ Why. A root numbers a publish and sends it down its tree. If a partition cuts th
 part of its tree) off from the publisher just then, the acknowledgement is lost on the way,
 and the publishers' side of the cut never hears of that number: its new root gives it to
 another publish, which it acknowledges. The side that was cut off has delivered the first
-packet under that number, and nothing can take a delivery back (chaos: subscribers cut off
-with the root had packet 17 with one content; the acknowledged packet 17 had another).
+packet under that number, and nothing can take a delivery back: the subscribers cut off with
+the root hold one content under that number, the acknowledged packet has another.
 
 How. The number reaches the publisher's side before the packet reaches anyone:
 
@@ -29,7 +29,7 @@ A number goes down only along relays still in the tree (the sender is the relay'
 the publish's source still its child), as a confirmation comes back up: a number that
 crosses a change of the tree is dropped, and the root's pending packet with it after
 ``confirm_timeout`` (or at once, if it lost that child), its publisher's retry numbered
-afresh. Stale relay entries had closed a cycle that a number went round for ever.
+afresh. Otherwise stale relay entries can close a cycle that a number goes round for ever.
 
 Packets go down in number order, so a confirmed packet waits for the pending ones before
 it. A local publisher at the root needs no confirmation, but its packet waits behind
@@ -147,8 +147,9 @@ class Confirming:
             return frontier.refusal(epoch, message.kind)
         # The frontier as it will be once the pending packets go down, in order. An epoch
         # not open and no newer than one a pending marker closes is done then, as
-        # ``Frontier.is_done`` has it (chaos: epoch 1's data, numbered after a pending
-        # marker closed epoch 2, was passed over, and epoch 1 was delivered empty).
+        # ``Frontier.is_done`` has it. Otherwise an older epoch's data, numbered after a
+        # pending marker that closes a newer epoch, is passed over and its epoch delivered
+        # empty.
         opened = set(frontier.open)
         closed: set[int] = set()
         newest: int | None = None
@@ -316,8 +317,8 @@ class Confirming:
             # Only along a relay still in the tree, the way ``on_confirmed`` comes back up.
             # A relay entry outlives the tree it was made in (a node that left the stream or
             # became root keeps it until its next relay prunes it), and stale entries can
-            # close a cycle: the number went round it for ever (chaos: a root numbered a
-            # dead publisher's queued publishes; 25 -> 9 -> 30 -> 4 -> 25, each by its entry).
+            # close a cycle that the number would go round for ever, each node forwarding it
+            # by its own entry.
             self.send(relay.source, message)  # the entry stays for the answer to follow
             return
         self.stats.ignored += 1
@@ -328,9 +329,9 @@ class Confirming:
         on attaching under a new parent (beyond its head), and when a root that took our
         tree over asks for what lies beyond its head (``Gathering.on_past_query``): our
         parent may never change while a root above us does, and a claim that never
-        reached the new root let it give the number to another publish (chaos: a
-        partition cut the root off just after it sent 14..16 down; the publisher's
-        ancestor took the tree over, knew only of 13, and numbered the retries in another
+        reached the new root lets it give the number to another publish (a partition cuts
+        the root off just after it sent packets down; the ancestor that takes the tree
+        over knows only the numbers before them, and would number the retries in another
         order). A claim on a packet we hold goes up as that packet (``push_up``). Our
         witness claims go with ours, in number order (``witnesses``)."""
         parent = stream.parent
@@ -354,8 +355,8 @@ class Confirming:
         them, we confirmed, and it may have sent them down. They go to our own numbering as
         a child's pushed claims would (``Takeover.on_claim``: in a grace they wait for its
         end, then are taken in number order as the next new numbers, or refused), never
-        numbered afresh as plain retries (chaos: root 8 sent down 0 for node 5's publish as
-        a cut came; 5, on the other side, became its root and gave 0 to another publish).
+        numbered afresh as plain retries: the earlier root may have sent the number down
+        on the far side of a cut, and we must not give it to another publish.
         Our witness claims with them, in number order (``witnesses``): a new root that had
         carried a dead publisher's confirmations up would otherwise refuse the claims after
         its numbers."""
