@@ -5,9 +5,8 @@ may lack packets below that parent's head, and asks for them (``FillRequest``). 
 catch-up for the search, already on its way, can overtake that question: its packets come
 above the gap before the answer does. Taken as they came, the first of them would announce
 the gap missed (``PacketFlow.on_data``), and the answer, arriving later, would be an old
-number nobody waits for: a subscriber told ``Missed`` for a packet the tree held and had
-acknowledged (chaos: a partition and two nodes added; a subscriber below the moved member
-never got packet 19).
+number nobody waits for: a subscriber below the moved member told ``Missed`` for a packet
+the tree held and had acknowledged.
 
 So while the question covers the member's next number, packets above it wait here, in
 number order, and go on once the gap is filled (the answer's packets), announced by the

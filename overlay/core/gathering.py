@@ -5,9 +5,8 @@ Why. A root that took over holds what reached it, and a subtree that restarts pu
 its new parent lacks (``push_up``). But a packet the old root numbered, and acknowledged, may
 survive only further down: at a leaf of a branch whose path to the root died, or below a
 relay that joined after it. Such nodes are not resubscribers, so they push nothing; refills
-ask only up the tree; and when the grace ends the root announces the packet missed to every
-branch (chaos: a side that merged was told packets 0..2 were missed, which a node of the
-other tree held).
+ask only up the tree; and when the grace ends the root would announce the packet missed to
+every branch, though a node of the tree holds it (after a merge, a node of the other side).
 
 How. When a root's grace begins, or a child's claim moves its head and extends the grace
 (``Takeover.reported``), the root sends each child one PastQuery per span of numbers it
@@ -98,8 +97,8 @@ class Gathering:
         subtree has more than it: packets our subtree claims beyond what we hold
         (``Stream.claim``: a resubscriber we adopted, a confirmation), or ones we count as
         processed and never held. Those packets are down there, and only pushes carry
-        them, and so the claim, up to the root: ask our children for them (chaos: a relay
-        at 2 whose child had seen 20 reattached under a new root, which numbered 3 on).
+        them, and so the claim, up to the root: ask our children for them. Otherwise a new
+        root that hears only our head numbers on from it, over packets our subtree holds.
         At most one window of each."""
         if not stream.children:
             return
@@ -110,8 +109,8 @@ class Gathering:
         if head > after:
             # What we count as processed but never held: we joined on a resubscriber's word
             # that the tree had it (``attached``), so the parent, which lacks it, hears of
-            # it only from our subtree (chaos: a relay at 12 holding nothing reattached
-            # under a root that had numbered nothing, which then numbered 0 and 1 again).
+            # it only from our subtree (else a root that numbered nothing yet numbers those
+            # packets again).
             spans += gaps(stream.window, max(after + 1, head - window + 1), head)
         claim = stream.subtree_high
         first = max(after, head) + 1

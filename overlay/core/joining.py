@@ -69,8 +69,8 @@ class Joining:
                 # A root in its takeover grace that continued numbering after someone's
                 # ``last_seen`` lacks the tree's past. A resubscriber is told where that gap
                 # starts, so it pushes up what it holds from there (kept by ``_backfill``).
-                # Chaos: told "2", the only holder of 0..2 pushed nothing, and a side
-                # merging later was told they were missed.
+                # Told our head instead, the only holder of the packets below it pushes
+                # nothing, and a side merging later is told they were missed.
                 lacking = gaps(stream.window, 0, min(last, last_seen))
                 if lacking:
                     last = lacking[0][0] - 1 if lacking[0][0] > 0 else None
@@ -142,8 +142,8 @@ class Joining:
             stream.next_in = stream.contiguous_from = start + 1
             if start >= 0 and (stream.high is None or start > stream.high):
                 # The tree numbered up to ``start`` at least. A relay on a new root's path
-                # that kept no head would, becoming root itself, number from 0 again
-                # (chaos: packets 0..2 acknowledged twice, for different publishes).
+                # that kept no head would, becoming root itself, number from 0 again and
+                # acknowledge the same numbers twice, for different publishes.
                 stream.high = start
 
     def resume_point(self, stream: Stream) -> int | None:
@@ -159,8 +159,8 @@ class Joining:
         wanted = [m.cursor - 1 for m in stream.local.values() if m.cursor is not None]
         if stream.start is not None:
             # A relay whose parent was lost before any packet came: its children were told
-            # the stream starts there (chaos: a relay resuming "anywhere" had its
-            # subscriber told the packets published meanwhile were missed).
+            # the stream starts there. Resuming "anywhere" would tell their subscribers
+            # that the packets published meanwhile were missed.
             wanted.append(stream.start - 1)
         return min(wanted) if wanted else None
 
@@ -181,9 +181,8 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
     on, restarting or looking) what a search of ours reports, so the tree it joins numbers
     above it. None otherwise. Only a remembered claim: a claim a resubscriber or a push
     made names packets the subtree is still owed, and reporting it as seen would cost
-    them (chaos: a root that took over with claims 1..12 reported 12 in its look, and the
-    root that took its tree kept the claimed packets pushed up to it as a past its members
-    had, sending them to nobody)."""
+    them: the root that takes its tree would keep the claimed packets pushed up to it as a
+    past its members already had, and send them to nobody."""
     if stream.remembered is None or stream.high != stream.remembered or len(stream.window):
         return None  # (a claim beyond it, a parent's head, or packets: ours is old news)
     if not former and stream.state is not State.ROOT:
@@ -213,10 +212,10 @@ def owed_after(reply: SubscribeSucceeded | None, last_seen: int | None) -> int |
     ``last_seen`` is a claim (its subtree's, or remembered) more than packets, then expects
     the packets after the named head, and what comes up is kept as a past every child is
     beyond (``_backfill``). So it is owed them, and its catch-up waits for them as a
-    search's does (``refills``). Chaos: after a partition healed, a new
-    root told the branch holding packet 0 that its head was 0, took 1..12 in from a
-    resubscriber 12 ms later and sent them down to nobody; packet 13 then reached a
-    subscriber there as a gap, and it was told 1..12 were missed."""
+    search's does (``refills``). Otherwise a root that named a low head to the branch
+    holding the tree's past, and then took later packets in from another resubscriber,
+    sends them down to nobody on that branch: the next new packet reaches its subscribers
+    as a gap, and they are told the packets between were missed."""
     if reply is None or reply.last_packet is None or last_seen is None:
         return last_seen  # (told no head, it resumes after ``last_seen``)
     return min(last_seen, reply.last_packet)
