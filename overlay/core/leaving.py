@@ -11,12 +11,11 @@ on that peer, if we still are not its child.
 Why the linger. A node whose last child *died* (not one that unsubscribed) may hold the only
 live copies of recent packets: the branch below it is gone, and if its parent dies next,
 the new root gathers the stream's past from whoever is left in the tree. Leaving at once
-took those packets out of reach (chaos: a relay whose children had both died left; the root
-died 0.3 s later, and packets 11 and 12 then reached no subscriber, though the relay held
-them). So such a node stays for ``linger`` seconds, an ordinary member with no children:
-it takes packets, answers queries, and restarts like any other if its parent dies. Then it
-leaves, if nobody needs it by then. Only a node holding packets lingers: one without has
-nothing to keep.
+takes those packets out of reach: should the root die soon after, they reach no subscriber,
+though the relay held them. So such a node stays for ``linger`` seconds, an ordinary member
+with no children: it takes packets, answers queries, and restarts like any other if its
+parent dies. Then it leaves, if nobody needs it by then. Only a node holding packets
+lingers: one without has nothing to keep.
 """
 
 from __future__ import annotations
@@ -117,8 +116,8 @@ class Leaving:
             self.leave(stream.parent, stream.key)
         del self._streams[stream.key]
         # Our own search for it that waits for a peer to come up (``searches``) serves
-        # nobody now: it would join the tree only to leave it. A node cut off from every
-        # peer kept one for good (chaos: a relay whose five neighbours all died).
+        # nobody now: it would join the tree only to leave it. Kept, it would stay for good
+        # on a node cut off from every peer.
         self._searches.drop_parked(stream.key)
 
     def linger(self, now: float, stream: Stream) -> None:

@@ -5,15 +5,15 @@ numbering stood. When every node that carried a stream's state is gone (a root f
 idle stream after ``keep_idle``; or every holder crashed, and one came back with a new boot
 id), the next root founds the stream afresh and numbers from 0 again: numbers given before
 are given a second time, and a consumer that keeps the last number it processed skips the
-new packets (chaos: the root, the node that took over from it, the publisher's node and
-two members crashed within 20 s; the restarted publisher's node numbered from 0).
+new packets. A crash of the root, its successor and the publisher's node within seconds
+is enough.
 
 What. Every node notes the highest number it has seen given for each stream: a packet
 stored (at the root, once it goes down), or a range announced missed. Not a number a root
 gave a publish still waiting for its publisher's confirmation (``confirming``): nobody was
-shown it, and remembered it came back as a claim that nobody pushed, announced missed to
-subscribers who had lost nothing (a testnet's churn run); the publisher's node pushes its
-claim up if it holds one (``push_claims``), and a root takes a push beyond its head. The
+shown it, and, remembered, it would come back as a claim that nobody pushes, announced
+missed to subscribers who lost nothing; the publisher's node pushes its claim up if it
+holds one (``push_claims``), and a root takes a push beyond its head. The
 note outlives the stream (the core keeps it, bounded, least recently raised dropped
 first), and each raise is also an effect, ``Remember``, that a driver may keep on disk and
 hand back to the next start (``Node(remembered=...)``). A node that becomes a stream's
