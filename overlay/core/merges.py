@@ -4,8 +4,8 @@ before it numbers anything, and joins that tree if one does. One tree per stream
 Why. When a root dies, each of its orphaned subtrees restarts at once and routes a
 resubscribe. Two of them can miss each other: one's search passes the other while that one
 is detached and refuses it (``restarts``, race 3), or has not yet joined anything, or spends
-its HTL inside its own labelled subtree; both end as root of a split tree (chaos seed 4,
-two roots that were each other's peers). Nothing in the spec merges them afterwards.
+its HTL inside its own labelled subtree; both end as root of a split tree, even when the
+two roots are each other's peers. Nothing in the spec merges them afterwards.
 
 How. A takeover already holds numbering for ``takeover_grace`` (``publishing``, "Taking
 over"). When the grace ends, before numbering anything, the root *looks again*: it repeats
@@ -25,7 +25,9 @@ A new tree looks too, at once and before it numbers anything (``Merges.first_loo
 search that made its root may have lost a branch to a dead link. A look, like a probe,
 starts with a wider budget than a subscribe (``NodeConfig.check_htl``).
 
-A look joins only through a node closer to the key than its root (must-beat); while two
+A look joins only through a node closer to the key than its root (must-beat; Spec: "If we
+have the key, and our location is closer to the target key than the must-beat location, we
+send a SubscribeSucceeded"); while two
 roots look at once, the members of each carry its label and accept only the search of a root
 farther than their own (``restarts``), so the two never join each other. A root looks once
 per takeover: a look that finds nothing is not repeated, so a root with a closer member of
@@ -37,7 +39,7 @@ each, with a fresh uid:
   meanwhile, which the closer root's look, routing toward the key, never finds.
 * A look that a closer peer outside our tree (not our child) may have refused: that peer can
   be in another tree whose root looked at the same moment, and whose label refused us, while
-  its own look missed us (chaos: two roots that took over from one dead root). Our labels
+  its own look missed us (typically two roots that took over from one dead root). Our labels
   come off, and we look again after a random pause of up to a heartbeat interval, so that
   the two looks part. A root whose closer peer is in its own tree pays these extra looks,
   holding numbering meanwhile, whenever a look after a takeover, a lost child or a new
@@ -49,13 +51,11 @@ each, with a fresh uid:
   location, or that tree's root, which takes any look once its own is over, but detached
   or looking under an origin no closer than ours: ``restarts``, race 3), which also comes
   back ``lost``. That tree's root is looking at the same moment, and its own look, which
-  our members would take, may miss us (chaos: two roots that took over from one dead
-  root, neither with a closer peer outside its tree, looked 0.14 s apart after their
-  graces as they had restarted, each look spent in the other's labelled tree or its own,
-  and both numbered 22..24; and the closer of two such roots, whose look the farther
-  root's own look label refused, both numbering 0..9). After the pause its labels are
-  off, and our look joins its tree. It costs a root whose look meets a restarting or
-  looking subtree one more look, numbering held meanwhile.
+  our members would take, may miss us: two roots that took over from one dead root look
+  at about the same time, each look is spent in the other's labelled tree or its own, and
+  both number the same packets. After the pause its labels are off, and our look joins
+  its tree. It costs a root whose look meets a restarting or looking subtree one more
+  look, numbering held meanwhile.
 
 As for the first case, a root that loses a child to death or restart at any time (not by
 Unsubscribe) holds numbering for a grace and looks, as after a takeover: the subtree's new
@@ -66,7 +66,8 @@ looks, so both trees still share the dead root's numbering: a merge never puts t
 under one number. Packets the old root numbered that only the joining side holds reach the
 other side through ``push_up`` under their own numbers, and publishers' acks from the old
 root keep their meaning. (A split that outlives a takeover's look, two sides of a partition
-each numbering under its own root, is not merged here: see the chaos report.)
+each numbering under its own root, is not merged here but by the roots' probes:
+``probes``.)
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class Merges:
                 self._hold_numbers(now, stream)  # the search is still out
                 return True
             # Neither confirming nor searching: the search ended on a path that did not
-            # report back (chaos: a root that held numbering for ever). It found nothing.
+            # report back. It found nothing; waiting on would hold numbering for ever.
             self._stats.lost_looks += 1
             self.looked(now, stream)
             return True
@@ -170,11 +171,11 @@ class Merges:
         stream before it numbers anything, at once: there is no old tree to report in a
         grace (a resubscribe that makes us root brings one: a takeover, which has its
         grace and then looks; ``Takeover.became_root``). The search that ended here may
-        have lost a branch that reached a closer root (chaos: a link cut while the search
-        waited beyond it, and two roots numbered 0..14). Called once whoever asked is
-        adopted, so that the look's label reaches it too: unlabelled, that child would
-        refuse the look's success on its way back through it. A node with no peer is the
-        whole network (``hops``): there is nowhere to look."""
+        have lost a branch that reached a closer root (a link cut while the search waited
+        beyond it), leaving two roots that number the same packets. Called once whoever
+        asked is adopted, so that the look's label reaches it too: unlabelled, that child
+        would refuse the look's success on its way back through it. A node with no peer is
+        the whole network (``hops``): there is nowhere to look."""
         if not route.is_resubscribe and self._peers and not stream.look_due:
             # (look_due: a root that took a remembered claim, ``Takeover.became_root``, has a
             # grace for its subtree to push up the claimed numbers first, and looks after it)
@@ -200,7 +201,7 @@ class Merges:
         """A child of ``stream`` died or restarted. At a root, its subtree is coming off,
         and a member closer to the key than us may become a root of its own, whose look,
         routing toward the key, will not find us: so we hold numbering for a grace and look,
-        as after a takeover (chaos: two roots numbering the same numbers). A link that
+        as after a takeover; otherwise two roots number the same packets. A link that
         closed (``at_once``) closed for the subtree's top at the same moment, and its
         restart is a few round trips: the grace is ``lost_child_grace``. A child lost to
         silence may be noticed by its subtree a heartbeat interval later than by us: the
@@ -235,19 +236,17 @@ class Merges:
         if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
             # search: a closer member of it may since have become a root, and a fresh uid
-            # is one it will accept (chaos: two roots, both numbering from 0).
+            # is one it will accept. Otherwise two roots both number from the same point.
             stream.relooks += 1
             self.start_look(now, stream)
             return
         self._restarts.take_label(stream, None, None)
         stranger = stream.state is State.ROOT and (lost or self._closer_stranger(stream))
         if stranger and stream.relooks < RELOOKS:
-            # See the module notes (chaos: two roots that took over from one dead root
-            # looked together, missed each other, and both numbered 17 on). Our labels
-            # are off now, so the other root's look can reach us. A search lost beyond a
-            # broken link may have reached another tree, whose answer died with the link
-            # (chaos: a look that found a closer root, the success dropped on the way
-            # back, and two roots numbered 0..14 side by side): the pause lets it redial.
+            # See the module notes: two roots that look together can miss each other and
+            # number the same packets. Our labels are off now, so the other root's look can
+            # reach us. A search lost beyond a broken link may have found a closer root
+            # whose success died with the link: the pause lets it redial.
             stream.relooks += 1
             stream.look_due = True
             stream.recover_until = now + self._rng.uniform(0.0, self._config.heartbeat_interval)
