@@ -4,27 +4,27 @@ merges its tree into that one's if so. One tree per stream, whatever happened be
 Why. A takeover's look (``merges``) runs once, right after the takeover. A split that
 outlives it stays: two sides of a partition each make a root, and when the partition heals
 nothing else brings them together; the same holds for a node cut off alone, which becomes
-the root of a tree of one. The issue asks for a periodic, cheap check.
+the root of a tree of one. So a root checks, periodically and cheaply.
 
 How. Every ``probe_interval`` (in whole heartbeat rounds, so no timer of its own) a root
 that is not in the middle of a repair routes a RootProbe toward its key, by the rules of a
 search (``routing``): greedy, the HTL rule, and backtracking to the next-closest peer when
 the way below one ends (ProbeAnswer with no root carries the budget left, as DataNotFound
 does). A root closer to the key than the asker answers it (ProbeAnswer with its location),
-settled or in a repair (a look of its own may miss the asker's tree: chaos, a partition
-healed while the closer root looked, and both roots numbered 0); every other node passes
-it on, tree member or not, keeping only what backtracking needs,
-for at most ``_PATHS`` probes at once. A node that sees the same probe twice answers "none"
-with the budget it got (as RejectedLoop does). Backtracking matters: a root is often a
-local minimum of greedy routing, and a node that joined late may hang off the graph by a
-link or two, which a single greedy path misses (chaos: two roots that no probe joined).
+settled or in a repair (a look of its own may miss the asker's tree, say when a partition
+heals while the closer root looks, and both roots would go on numbering); every other node
+passes it on, tree member or not, keeping only what backtracking needs, for at most
+``_PATHS`` probes at once. A node that sees the same probe twice answers "none" with the
+budget it got (as RejectedLoop does). Backtracking matters: a root is often a local minimum
+of greedy routing, and a node that joined late may hang off the graph by a link or two,
+which a single greedy path misses, so that two roots never find each other.
 
 A root with a peer closer to the key that is not its child looks at its probe round instead
 of probing: greedy routing from that peer would not end at us, and it may hang in another
-tree whose root is *farther* than we are, which our probes never meet (chaos: two roots that
-took over from one dead root, each with members closer than either). Its look, must-beat
-our location, is accepted there, and our tree joins that one. A look that finds nothing
-counts as a miss, as below.
+tree whose root is *farther* than we are, which our probes never meet (as with two roots
+that took over from one dead root, each with members closer than either). Its look,
+must-beat our location, is accepted there, and our tree joins that one. A look that finds
+nothing counts as a miss, as below.
 
 Only a strictly closer root answers a probe, so of two roots only the farther one learns of
 the other, and it alone acts: it *looks*, exactly as after a takeover (``merges``): it labels
@@ -36,9 +36,9 @@ Trails. A farther root also learns of a closer one when the closer one's probe c
 the probe's must-beat is that root's location. Then it looks too, at once if settled, or as
 its next look if in a repair (as often as the backoff below allows). Either way the look follows
 the probe's path rather than greedy order, since greedy order from a farther root often
-leads into its own tree, whose members refuse the look and use up its budget (chaos: a
-root beside a closer one across the 0/1 wrap, and a root whose one closer peer was its own
-grandchild, looked in vain for minutes). Every node that relays a probe notes the peer it
+leads into its own tree, whose members refuse the look and use up its budget (a root
+beside a closer one across the 0/1 wrap, or one whose only closer peer is its own member,
+would look in vain indefinitely). Every node that relays a probe notes the peer it
 came from under the probe's uid with the ``_BACK`` bit flipped, and every node that relays
 a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
 look takes the flipped uid (the probe's own uid is a loop wherever it passed) and each of
@@ -177,9 +177,9 @@ class Probes:
     def closer_stranger(self, stream: Stream) -> bool:
         """Whether a peer that is not our child is closer to the key than we are. Greedy
         routing from it would not end here: it may be a member of another tree of the
-        stream, whose root is farther than we are and so never answers our probe (chaos:
-        two roots took over from one dead root; each had members closer than either, the
-        closer root's peer among them, and no probe ever met the other root)."""
+        stream, whose root is farther than we are and so never answers our probe (two
+        roots that took over from one dead root, each with members closer than either,
+        would otherwise never meet)."""
         return self._closest_stranger(stream) is not None
 
     def _closest_stranger(self, stream: Stream) -> PeerId | None:
@@ -233,8 +233,8 @@ class Probes:
         """A peer we had no link to says Hello, and we have lost links before: probe from
         each settled root now, not at the next round. A partition that heals comes back
         this way, and until a probe's look merges the other side's root, both roots number
-        publishes (chaos: a root made while cut off numbered a publisher's packets 0..10 in
-        the 15 s before its next round's probe). At most one such probe per heartbeat
+        publishes: waiting for the next round would leave a whole probe interval of
+        packets numbered twice. At most one such probe per heartbeat
         interval per root, and none from a root whose looks keep failing to reach the
         closer one (``probe_misses``), so link churn cannot multiply them. A node that
         never lost a link is still growing its first links, which cut nothing apart."""
@@ -278,8 +278,8 @@ class Probes:
         self._trail(probe.uid ^ _BACK, peer)
         # Progress resets a probe to the budget it started with, not a subscribe's: the
         # closest node may sit in the other tree, with the closer root more than max_htl
-        # hops past it when churn has taken that root's ring links (chaos:
-        # each probe reset to 10 at that node and ran out two hops short, every round).
+        # hops past it when churn has taken that root's ring links; reset to max_htl, the
+        # probe would run out short of that root every round.
         best_loc, htl, _ = advance(
             location,
             key_location(probe.key),
@@ -299,13 +299,13 @@ class Probes:
             # The probe of a root closer than we are crossed us: that root exists, and the
             # way back to it is the probe's way here. Our own probes would never learn of
             # it (only a closer root answers), and our looks, routed toward the key, may
-            # spend their budget inside our own tree (chaos: two roots, the farther one's
-            # looks refused by its own members every round). Counted as a miss until the
+            # spend their budget inside our own tree, refused by our own members every
+            # round. Counted as a miss until the
             # look merges, so forged probes buy looks only as often as the probe backoff
             # allows (``_may_trail``). A root in a repair makes its next look this one
             # (``Merges._start_look``, ``Merges._looked``; in a grace with no look due, one
-            # becomes due): a look already running may miss the other tree (chaos: a
-            # partition healed while a root made on its far side looked; both numbered 0).
+            # becomes due): a look already running may miss the other tree (a partition
+            # that heals while a root made on its far side looks), and both would number.
             self._stats.splits_found += 1
             if _settled_root(stream):
                 self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
@@ -364,10 +364,9 @@ def _count_look(now: float, stream: Stream, found: bool = True) -> None:
     """A probe-made look starts (or is due): a miss until it merges (``Merges._merged``
     clears the count), and, if a probe ``found`` a closer root, the time the backoff of the
     next crossing's look is measured from. A look past a closer peer is a guess, and does
-    not hold back a crossing: a closer root's probe is news it had not (chaos: a root whose
-    closer peers were its own members looked past them at each of its probe rounds, just
-    before the closer root's probe crossed it, every time; the crossing was always inside
-    the backoff its own guess had just started, and the two roots never merged)."""
+    not hold back a crossing: a closer root's probe is news it had not. Otherwise a root
+    whose closer peers are its own members, looking past them at each probe round, can
+    start a backoff just before every crossing and never merge with the closer root."""
     if found:
         stream.trailed_at = now
     stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
