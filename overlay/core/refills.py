@@ -4,7 +4,7 @@ A node that enters a tree as a relay of someone else's search starts where that 
 to resume: a resubscribe that had seen up to packet 19 makes the relay expect 20, and it
 holds nothing below. A second resubscribe that coalesces there having seen only up to 18
 needs 19, which the tree above still holds. Telling it "19 missed" (catch-up's answer for
-anything not held) loses a packet the tree has: the chaos runs found exactly that.
+anything not held) loses a packet the tree has.
 
 So a node that must serve a child numbers it *never had* (below the point it joined at, not
 holes its parent reported, not evicted) first asks its parent for them (FillRequest), and
@@ -12,16 +12,16 @@ serves the child once they are in: the parent answers in order with each packet 
 and PacketsMissed for the rest, after asking its own parent for what it never had either.
 The root has nobody above to ask, but a branch below may hold what it never had: a root
 that continued numbering after a resubscriber's ``last_seen`` holds nothing of the tree's
-past, and a subtree that attached below it since may hold it (chaos: a root that had
-forgotten the stream told a late resubscriber three packets were missed that another branch
-held). So the root asks its whole subtree (``PastQuery``, ``overlay.core.gathering``);
+past, and a subtree that attached below it since may hold it; told they were missed, a late
+resubscriber loses packets another branch holds. So the root asks its whole subtree
+(``PastQuery``, ``overlay.core.gathering``);
 holders push the packets up (``PacketFlow.push_one``), and the root keeps those it asked
 for (``PacketFlow._backfill``). In its takeover grace the resubscribers themselves push up
 what they have too (``PacketFlow.push_up``). A child that needs those numbers waits until
 they are in, or until the root's own wait ends: half of ``fill_timeout``, so its answer
-reaches the waiters below it before their timeouts, and never before its grace ends (chaos:
-a new root told a resubscriber nine packets were missed that the subtree which made it root
-held); a grace or a look under way when their wait ends holds them a few timeouts more,
+reaches the waiters below it before their timeouts, and never before its grace ends (before
+it, the subtree that made it root may still be pushing up the very packets a resubscriber
+waits for); a grace or a look under way when their wait ends holds them a few timeouts more,
 while a search waiting there would still wait for its answer (a waiter at a relay below
 may give up first; it is told the numbers were missed, as before), and a search waiting at
 the root itself is held so at any time: a partition may hide the branch that holds them. A
@@ -206,8 +206,8 @@ class Refills:
         root = stream.state is State.ROOT
         if stream.next_in is None and stream.start is not None and first < stream.start:
             # A fresh join placed us at ``start`` and nothing has come yet: we never had the
-            # numbers before it, though the tree has them (chaos: a relay that joined at 3
-            # adopted a resubscribe from -1, which was told 0..2 were missed).
+            # numbers before it, though the tree has them: a resubscriber that had seen less
+            # must not be told they were missed.
             stream.next_in = stream.contiguous_from = stream.start
         if stream.next_in is None:
             return False
@@ -243,10 +243,10 @@ class Refills:
         root lacks the tree's past, and the subtree beyond ``peer`` is what brings it up, so
         ``peer`` cannot wait to be adopted (as a search does) until we have it. But if we
         never had some of what it must be caught up on, we ask our parent, and its catch-up
-        (and everything live meanwhile) waits until that is in, or the wait times out
-        (chaos: a relay that joined after packet 25 told such a child 25 was missed, and
-        then dropped 25 as old when the root, which gathered it 0.3 s later, sent it down).
-        Its wait, if the catch-up waits (``_finish_fill`` sends it); None if not."""
+        (and everything live meanwhile) waits until that is in, or the wait times out.
+        Otherwise the child is told a packet was missed that the root is about to gather,
+        and then drops it as old when it comes down. Returns its wait, if the catch-up
+        waits (``_finish_fill`` sends it); None if not."""
         if last_seen is None or not self.serve_later(
             now, stream, peer, last_seen + 1, None, None, None
         ):
@@ -297,8 +297,8 @@ class Refills:
                 self._over_catch_up_budget(peer, verdict)
                 return
         # A fresh relay that no packet has reached yet asks on too, for numbers before its
-        # start (chaos: one that ignored the request left its child to report packet 0
-        # missed, which the root held).
+        # start: ignoring the request would leave its child to report missed packets that
+        # the root holds.
         if self.serve_later(now, stream, peer, message.first, message.last, None, None):
             return
         if stream.next_in is None:
@@ -309,10 +309,10 @@ class Refills:
     def check_fills(self, now: float, stream: Stream) -> None:
         """Serve every waiter none of whose asked-for numbers we still lack (each is held
         or known missing). Not "the last number asked is in" (a parent answers in order):
-        that number may be the answer to another waiter's narrower ask, sent earlier (chaos:
-        a relay asked its parent for 19 for one resubscribe, then 17..19 for another; 19
-        came, and the second was told 17 and 18 were missed 25 ms before they arrived). At
-        a root in its grace the numbers come from below, from any child, the same way."""
+        that number may be the answer to another waiter's narrower ask, sent earlier, and
+        the wider waiter would be told the numbers below it were missed just before they
+        arrive. At a root in its grace the numbers come from below, from any child, the
+        same way."""
         for fill in list(stream.fills or ()):
             # (the first test is the cheap one: while the last number is lacking, so is one)
             if not stream.window.accepts(fill.asked[1]) and not gaps(stream.window, *fill.asked):
@@ -321,8 +321,7 @@ class Refills:
     def refill(self, now: float, stream: Stream) -> None:
         """We have a new parent (or became root): ask it for what our waiters still lack.
         Their clocks start again, as for any ask: the wait they had ran while nobody could
-        answer (chaos: a relay restarting for 5 s of its waiter's 10 asked the new root,
-        whose answer came after the waiter had been told seven packets were missed)."""
+        answer, and what is left of it may be shorter than the new parent's answer takes."""
         if not stream.fills:
             return
         if stream.state is State.ROOT:
@@ -354,33 +353,20 @@ class Refills:
                 # too below a restarting ancestor: our parent holds our ask and asks again
                 # once its origin is back, and our clock starts again then
                 # (``restart_fill_clocks``). Served now, the waiter would be told the
-                # numbers were missed (chaos: a relay below a root that died with the ask
-                # reported packet 6 missed 0.2 s before its origin, the new root, fetched 6
-                # from a branch that held it). That wait is bounded: a label whose
+                # numbers were missed just before the new root fetches them from a branch
+                # that holds them. That wait is bounded (``MAX_HOLDS``): a label whose
                 # RestartEnded was lost would hold the waiter for ever.
                 below = stream.state is State.JOINED and stream.restart_uid is not None
                 # So too at a root in a grace (a subtree it lost may come back and push up
                 # what it holds) or a look (it may be about to join a tree that holds it),
-                # while the search that waits here would still be waiting for the answer:
-                # each hop gives it ``request_timeout`` from its Accepted, and the root's
-                # answer must still get down the path. Chaos: a root that had continued
-                # after a merging root's claim lost the pushes to a broken link; while it
-                # looked, the claimant, a root again, held 0..14, and a subscriber that had
-                # waited through a partition was told they were missed. A search waiting
-                # here is held so at any time, grace or not: past them a root still cannot
-                # tell a packet every holder lost from one a partition hides, whose tree it
-                # joins once the cut heals (chaos: a root cut off with part of its
-                # tree told two subscribers that packet 0, held and acknowledged across the
-                # cut, was missed, 5 s after its look and 4 s before the heal). Not a child's
-                # FillRequest: the relay that asks waits only its own ``fill_timeout``, unless
-                # a search held here waits for some of the same numbers: the root has not
-                # given up on them (``_finish_fill`` records them lost only once nobody here
-                # waits for them), and a child told they were missed records them so and tells
-                # every later asker, the root itself too if it rejoins a tree through that
-                # branch (chaos, with peer witnesses: a root cut off by a partition
-                # told relay 20 packet 0 was missed while node 1's search still waited for it;
-                # after the heal it joined another tree through 20's old branch, which
-                # answered its ask for 0 with "missed" though the other side held 0).
+                # while the search that waits here would still wait for the answer: each
+                # hop gives it ``request_timeout`` from its Accepted, and the answer must
+                # still get down the path. A search waiting here is held so at any time:
+                # a root cannot tell a packet every holder lost from one a partition hides.
+                # A child's FillRequest waits only its own ``fill_timeout``, unless such a
+                # search waits for some of the same numbers (``with_search``): a child told
+                # they were missed records them lost and tells every later asker, the root
+                # too if it rejoins through that branch, while the far side holds them.
                 patience = (self._config.request_timeout - self._config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
@@ -450,9 +436,9 @@ class Refills:
             ):
                 # Not ``Restarts.may_accept``: the search may have ended beyond us, at a tree member
                 # that took it, and we relay that success; what may have changed while it
-                # waited is only whether we restarted since (chaos: a relay refused a look
-                # its own root had taken, which must-beat it could never have accepted
-                # itself; the look failed, and two roots numbered 14).
+                # waited is only whether we restarted since. Judged by must-beat here, a
+                # relay would refuse a look its root had taken, and the two roots would stay
+                # apart and number the same packets.
                 self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, None, False)
             else:
                 # We may no longer take it (we restarted meanwhile, or left): the search
@@ -470,17 +456,15 @@ class Refills:
         """We adopted ``peer``'s resubscribe, having seen up to ``last_seen``, while our
         waiters lack older numbers, or (at a root) after we recorded older numbers lost: its
         subtree was not here when those were asked for, and may hold them. Ask it as well;
-        what it holds is pushed up to the root, which asked for it too (chaos: a root told a
-        waiter that packet 0 was missed 0.2 s after a subtree holding 0 attached below the
-        waiter's relay)."""
+        what it holds is pushed up to the root, which asked for it too. Otherwise the waiter
+        is told a packet was missed that the newly attached subtree holds."""
         if last_seen is None:
             return
         spans: list[Span] = []
         if stream.state is State.ROOT:
             # What we recorded lost up to ``last_seen`` may be down there too: nobody brought
-            # it while we asked, but this subtree was not here then (chaos: a root recorded
-            # 5..15 lost at the end of its look, 0.2 s before a restarting branch that held
-            # them attached, and subscribers rejoining after a partition were told so).
+            # it while we asked, but this subtree was not here then (a restarting branch
+            # that attaches just after a look ends, holding what the look gave up on).
             # Asked again, and taken in if it comes (``gathered``); the newest few only.
             reopened = stream.window.reopen(last_seen, REOPEN)
             if reopened:
