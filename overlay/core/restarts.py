@@ -4,7 +4,7 @@ Spec, "When something changes": the node that lost its parent (the *origin*) sen
 SubscribeRestarted down its subtree and routes a ResubscribeRequest whose must-beat location
 is its own; "a node with the stream accepts it only if it is closer to the key than must_beat
 and has not seen a SubscribeRestarted with that uid", so the subtree never adopts its own
-ancestor. That rule alone leaves three races, each seen as a cycle in the simulator:
+ancestor. That rule alone leaves three races, each of which can close a cycle:
 
 1. The resubscribe can overtake the SubscribeRestarted it depends on: the one goes down the
    subtree hop by hop, the other takes any route, and a deep member that has not yet heard
@@ -125,10 +125,10 @@ class Restarts:
         key than must-beat (race 3 above). Then another tree of the stream is restarting or
         looking at this very moment, and the search's origin, told so (DataNotFound
         ``lost``), looks again once it may have settled (``merges``). A looking root counts
-        though it is farther than must-beat: chaos, two roots that took over from one dead
-        root looked at once; the closer one's look reached the farther root, which refused
-        it only for its look's label, and came back a plain "not found", while the farther
-        root's look never reached the closer tree; both numbered 0..9."""
+        though it is farther than must-beat: when two roots look at once, the farther one
+        refuses the closer one's look only for its own label, and a plain "not found" would
+        end that look while the farther root's own look may miss the closer tree, leaving
+        two roots that number the same packets."""
         origin = stream.restart_origin
         return (
             must_beat is not None
@@ -152,9 +152,9 @@ class Restarts:
         success = success_of(reply)
         # ``last_seen`` is the search's, not ours. A member that has processed nothing yet
         # has its own point all the same (its clients' cursors, the start its children were
-        # told): it resumes there, never past it, and asks for the rest below (chaos: a
-        # member holding nothing, its client owed 0.., moved for a resubscriber that had 29,
-        # entered at 30 and told its client 0..29 were missed, which the tree held).
+        # told): it resumes there, never past it, and asks for the rest below. Resuming at
+        # the search's point would tell its clients that packets the tree holds were
+        # missed.
         own = self._flow.resume_point(stream)
         if own is not None and (last_seen is None or own < last_seen):
             last_seen = own
@@ -163,16 +163,15 @@ class Restarts:
         self._flow.attached(stream, success, last_seen, new_head(reply))
         # ``peer`` may be the old parent itself: the search went up through it (it routed
         # the ancestor's resubscribe on too) before leaving the subtree. Leaving it then
-        # orphans us (chaos: a child naming a parent that had dropped it, its publishes
-        # refused there for ever).
+        # orphans us: a child naming a parent that has dropped it, its publishes refused
+        # there for ever.
         if old is not None and old != peer and old in self._peers:
             self._leave(old, stream.key)
         head = None if success is None else success.last_packet
         if stream.next_in is not None and head is not None and stream.next_in <= head:
             # The success answered the search's own resume point, not ours: ask for what we
-            # lack below the new parent's head, as a child's FillRequest (chaos: a member
-            # that held up to 16 moved below a parent at 17 for a resubscriber that had 17,
-            # and told its subtree 17 was missed at the next packet).
+            # lack below the new parent's head, as a child's FillRequest. Otherwise the next
+            # packet reaches our subtree as a gap, and it is told those numbers were missed.
             self._out.send(peer, FillRequest(stream.key, stream.next_in, head))
             self._flow.expect_fill(now, stream, stream.next_in, head)
         self._refills.refill(now, stream)
@@ -259,8 +258,8 @@ class Restarts:
         ever. It is confirmed at once, unless it is our label and our subtree has not yet
         confirmed it: then the confirmation follows once it has. Answering the repeat
         early would tell the origin our subtree is labelled while a deep member still is
-        not, and its search could then be accepted there (chaos: a duplicated restart,
-        and a look that joined a member of its own tree, closing a cycle with no root)."""
+        not, and its search could then be accepted there: a look that joins a member of its
+        own tree closes a cycle with no root."""
         key = message.key
         stream = self._streams.get(key)
         if stream is None or stream.parent != peer or not stream.carried:
@@ -285,8 +284,8 @@ class Restarts:
         ):
             stream.confirming.discard(peer)
             # Passed up with our own confirmation: an origin whose own search makes it root
-            # numbers above what its subtree holds (chaos: a lagging member, at 18, became
-            # root of a subtree that held up to 25, and numbered 19 again).
+            # numbers above what its subtree holds: an origin lagging behind its subtree
+            # would otherwise number again packets its subtree already holds.
             stream.claim(message.last_seen)
             self._check_confirmed(now, stream)
 
@@ -361,7 +360,7 @@ def may_hang_below(stream: Stream, uid: int, must_beat: float | None) -> bool:
     """Whether a search we routed on, which found a tree beyond us, may be answered
     from here (joining our tree, not the one it found: we carry the stream). While we
     are detached that is race 3 again: only a subtree whose origin is farther than ours
-    may hang below us (chaos: answering regardless closed a cycle with no root). Our
+    may hang below us (answering regardless can close a cycle with no root). Our
     own location does not matter here: the tree that accepted it was close enough."""
     origin = stream.restart_origin
     if must_beat is None or origin is None:
@@ -379,18 +378,18 @@ def may_move_to(
     our label (a detached or looking tree, farther from the key than the search's
     origin) forbids hanging the origin below us. Then we move, with our subtree, to
     the tree it found, and answer it from there. Refusing would end the search as
-    "nothing found" while a tree was found (chaos: the closest node's look, routed
-    through a looking far root's members to a third root, was refused on its way back,
-    and the two nearer roots numbered one range twice). Only a member moves, and only
+    "nothing found" while a tree was found (a look routed through a looking root's
+    members to a third root, refused on its way back, leaves two roots that number the
+    same packets). Only a member moves, and only
     below an existing, unlabelled tree: a labelled one may hang below our own tree, and
     our root still looks, so it finds the tree we moved to.
 
     An unlabelled answer is outside our subtree only if every member of it carried our
     label before the search left us: so our label must have been confirmed by then
-    (``route.labelled``; chaos: a member that the label had not reached yet answered,
-    and the relay hung below its own descendant, a cycle with no root). And never for
-    a restart we relayed: its origin is our ancestor, or was (a newer restart may have
-    moved us since), and it comes to hang below us (chaos: a cycle, too)."""
+    (``route.labelled``): should a member the label has not reached yet answer, the relay
+    would hang below its own descendant, a cycle with no root. And never for a restart we
+    relayed: its origin is our ancestor, or was (a newer restart may have moved us since),
+    and it comes to hang below us: a cycle, too."""
     if stream.state is not State.JOINED or peer in stream.children:
         return False
     if route.labelled is None or route.labelled != stream.restart_uid:
