@@ -1,11 +1,10 @@
 """Peer witnesses: a publisher's node tells a few direct peers the number it confirms.
 
 Relay witnesses (``witnesses``) close the double fault only where a relay between the
-publisher and the root survives the cut. A publisher that is the root's own child has none
-(chaos: a publisher directly under the root), and a relay may die with the island that
-holds the packet (chaos: the only relay cut off with it). Both times the publisher had live
-direct peers that are not its tree parent, on the new root's side and in its tree when it
-asked for claims.
+publisher and the root survives the cut. A publisher that is the root's own child has none,
+and a relay may die with the island that holds the packet, or be the only one cut off with
+it. In both cases the publisher may still have live direct peers that are not its tree
+parent, on the new root's side and in its tree when it asks for claims.
 
 So as a publisher's node confirms the number a root gave its own publish (``on_numbered``)
 it also sends the publish under that number (``PublishWitness``) to up to

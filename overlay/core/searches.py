@@ -11,9 +11,9 @@ spending its budget inside it.
 A search of our own with no peer at all to go to *waits* (it is parked, and goes on at the
 next peer's Hello) if this node is part of a network: it had a peer since it started, or its
 driver dials some (``NodeConfig.wait_for_peers``). Ended there, it would make us the root of
-a tree of one, which numbers our local publishes beside the real tree's root (chaos: a
-restarted node whose client published before its links were up; a node whose peers all
-died). A node alone from the start is the whole network, and its search ends at once.
+a tree of one, which numbers our local publishes beside the real tree's root (a restarted
+node whose client publishes before its links are up; a node whose peers all died). A node
+alone from the start is the whole network, and its search ends at once.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class Searches:
         """A resubscribe we carry the stream for but may not accept goes to our parent first:
         up an attached tree it reaches that tree's root, which takes any (``_may_accept``),
         where greedy routing from inside another tree may spend its budget without finding
-        the one node that would (chaos: a look that never found the root its probe found).
+        the one node that would, and a look would miss the root its probe found.
         Not if the search is from our own ancestors (their label): up is back to them."""
         stream = self._streams.get(route.key)
         if (

@@ -1,11 +1,12 @@
 """Showing: every member shows its local clients only what the root has committed.
 
 A root counts a packet committed once two of its children hold it (``commits``), and until
-then neither shows it to its own clients nor acknowledges it. Every other member used to
-show a packet as soon as it came down. Chaos: publisher 7, subscribed too, was shown its
-own packet 12 while only root 1 and relay 0 held it; 1 died, 0 was cut off, 7 died, and
-the rest of the tree gave 12 to another publish. A member cut off with such a packet that
-stayed alive would have shown its subscribers a packet the stream does not have.
+then neither shows it to its own clients nor acknowledges it. Another member that showed a
+packet as soon as it came down could show a publisher that also subscribes its own packet
+while only the root and one relay hold it: should the root die, the relay be cut off and
+the publisher die, the rest of the tree gives that number to another publish. A member cut
+off with such a packet that stays alive would show its subscribers a packet the stream
+does not have.
 
 So the root tells its children how far it has committed, each member passes that on to
 its children, and shows its local clients packets, and gaps announced missed, only up to
@@ -208,10 +209,10 @@ class Showing:
         has them, asking up the tree if it never had them), before its next packet meets
         them as a gap. Each number once per parent, while the ask may still be answered
         (the root repeats its mark); after ``fill_timeout`` all of them again, as the ask or
-        its answer may have been lost. Chaos: a relay that entered the tree
-        holding nothing, after a search that claimed 12, resumed after 12 with its child
-        holding only 0; the child met 13 as a gap 8 s later and told its subscriber that
-        acknowledged 1..12 were missed, though the marks had said 12 all along."""
+        its answer may have been lost. Otherwise a relay that entered the tree holding
+        nothing, after a search that claimed a higher head, resumes there while its child
+        lags behind; the child meets the next packet as a gap and tells its subscriber
+        that acknowledged packets were missed, though the marks announced them all along."""
         assert stream.next_in is not None
         first = stream.next_in
         asked = stream.asked_below

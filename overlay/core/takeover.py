@@ -127,9 +127,9 @@ class Takeover:
             # a stream coming back numbers on, never from 0 again. What went down up to
             # there may be held below us, so it is a claim, as a resubscriber's is
             # (``reported``): holes to be filled by pushes in a grace, the rest announced
-            # missed, new packets numbered after it (chaos: a restarted root that continued
-            # after its remembered 20 took 2..19 pushed up to it as a past its members had,
-            # and sent them to nobody). Numbers it gave that never went down are not
+            # missed, new packets numbered after it. Taken as a head instead, the packets
+            # below it pushed up would be kept as a past its members had, sent to nobody.
+            # Numbers it gave that never went down are not
             # remembered; a publisher's node that confirmed one pushes it up as a claim.
             stream.high = stream.recover_base = stream.remembered = remembered
             # A search of our own, and no child: nobody below can hold any of it, so no
@@ -252,8 +252,8 @@ class Takeover:
             self.on_claim(now, stream, source, message)
         # What is still lacking at the end (``next_in..high``) stays open until we number
         # a new packet (``close_tail``): nothing after it waits, and a tree this one merges
-        # into later may hold it (chaos: a root cut off by a partition told its subscriber
-        # that 24 was missed, which the other side had acknowledged).
+        # into later may hold it: a root cut off by a partition must not tell its
+        # subscribers a packet was missed that the other side acknowledged.
         self.carried(now, stream)
 
     def on_claim(self, now: float, stream: Stream, source: Any, message: PublishData) -> None:
@@ -268,9 +268,9 @@ class Takeover:
         a collision, and the publisher's node publishes it afresh (``PacketFlow.on_answer``).
         Had the old root sent it down, a member would hold the numbers before it, or their
         publishers would claim them. Unlike a held packet's push, a claim never moves the
-        head: taken as one, a claim on a number its root had dropped announced every number
-        before it missed (chaos: real-process churn). In a grace it waits for
-        the held packets, and the grace's end takes the claims in number order."""
+        head: taken as one, a claim on a number its root had dropped would announce every
+        number before it missed. In a grace it waits for the held packets, and the grace's
+        end takes the claims in number order."""
         number, uids = message.packet, stream.uids
         assert number is not None and uids is not None
         known = uids.get(message.uid)

@@ -4,8 +4,8 @@ A publisher's node keeps a claim on the number a root gave its publish and pushe
 whichever root takes the tree over (``confirming``). If that node dies just after a cut,
 before its claim reaches the new root, nobody on its side of the cut knows the number: the
 new root gives it to another publish, or refuses the next claim after it, while the side
-cut off holds the old packet under it (chaos: the new root was the very
-relay that had carried the dead publisher's confirmations up, and kept only routing state).
+cut off holds the old packet under it. The new root may even be the very relay that
+carried the dead publisher's confirmations up, if it kept only routing state.
 
 So a relay that passes a ``PublishConfirmed`` up from the child its publish came through
 keeps that publish, with its number, as a *witness claim* in its relay entry (``Relay``)
