@@ -2,11 +2,11 @@
 
 Why. Members show their clients only what the root has committed (``showing``), so a
 member's mark trails the newest packet it holds by everything numbered and not yet
-committed. Nothing else bounds that: a fast publisher (the forwarding bench, 4,096 packets
-in flight) drove it past a window, a member's window evicted packets its clients had not
-been shown, and they were told those were missed though every one was acknowledged. The
-root's own clients had that flaw before members waited for marks: a root shows only what
-it committed, and its window is no larger than anyone's.
+committed. Nothing else bounds that: a fast publisher (thousands of packets in flight)
+drives it past a window, a member's window evicts packets its clients have not been shown,
+and they are told those were missed though every one was acknowledged. The root's own
+clients are exposed the same way: a root shows only what it committed, and its window is
+no larger than anyone's.
 
 How. A root whose window is at its bounds (packets or bytes) and holds no committed packet
 (``full``) holds a new publish in ``Stream.backlog`` instead of numbering it; each event

@@ -2,9 +2,9 @@
 
 Why. A client may keep a thousand publishes in flight (``max_in_flight`` is its own bound,
 not the tree's). Passed up at once, a thousand 60 KB publishes are 60 MB queued on the link
-to the parent, whose send queue holds 16 MiB: the link was cut as "send queue full", the
-subtree below it restarted, and its subscribers were told ``Missed`` for packets the tree
-had carried. Nothing upstream can slow a publish already on the wire, so the publisher's
+to the parent, whose send queue holds 16 MiB: the link is cut as "send queue full", the
+subtree below it restarts, and its subscribers are told ``Missed`` for packets the tree
+carried. Nothing upstream can slow a publish already on the wire, so the publisher's
 node, where it enters the tree, is where it must wait.
 
 How. Per stream, at most ``publish_credit_packets`` local publishes, and at most

@@ -66,7 +66,7 @@ class Pushes:
         sent), up to ``publish_attempts`` times in all, to the parent it went to. A relay does not
         store what it passes up, so a push lost with a link beyond it was lost for good,
         and with it, where a push alone carried a claim, the claim (a state-changing
-        request, which the issue says must be confirmed). The root takes a resend once
+        request, which must be confirmed). The root takes a resend once
         (its uid table), and a relay or a root in its grace holds one copy."""
         for uid, push in list(self.pushes.items()):
             if push.since is None:

@@ -43,9 +43,9 @@ more (below).
   and caught up (``send_mark``), so a new or moved member need not wait for a commit.
 * Packets a local client has not been shown yet stay in the window beyond its bounds, up
   to twice them (``Window.keep_from``): the mark trails a member's head by what is in
-  flight between the root and it, which a fast publisher makes more than a window. The
-  forwarding bench (2048 packets in flight, windows of 1024) had its child's window
-  evict packets before they could be shown; its client was told they were missed.
+  flight between the root and it, which a fast publisher makes more than a window.
+  Otherwise a child's window evicts packets before they can be shown, and its client is
+  told they were missed.
 * A message can be lost (the simulator drops them). The root sends its mark again in each
   heartbeat round in which nothing took it down, ``REPEATS`` times after it last moved,
   and a member passes on every notice that does not lower its mark, so one repeat mends a

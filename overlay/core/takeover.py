@@ -129,8 +129,8 @@ class Takeover:
             # (``reported``): holes to be filled by pushes in a grace, the rest announced
             # missed, new packets numbered after it. Taken as a head instead, the packets
             # below it pushed up would be kept as a past its members had, sent to nobody.
-            # Numbers it gave that never went down are not
-            # remembered; a publisher's node that confirmed one pushes it up as a claim.
+            # Numbers it gave that never went down are not remembered; a publisher's node
+            # that confirmed one pushes it up as a claim.
             stream.high = stream.recover_base = stream.remembered = remembered
             # A search of our own, and no child: nobody below can hold any of it, so no
             # grace (a lone node restarted numbers its first publish at once).
