@@ -1,11 +1,12 @@
 """Keeping: a root holds on to a stream nobody is in any more, for ``keep_idle`` seconds.
 
 Why. A stream's numbering, its uid table (a retried publish is acknowledged with its first
-number, not stored twice) and its epochs live at its root. When the last member left
-(a script's publisher disconnected, the last subscriber unsubscribed), every node pruned
-the stream, the root too, and all of that went with it: the next publisher started again
-at packet 0, a Spark task retried after that point was stored a second time, and a
-subscriber that came a minute after a publisher left found nothing to catch up from.
+number, not stored twice) and its epochs live at its root. When the last member leaves
+(a script's publisher disconnects, the last subscriber unsubscribes), were every node to
+prune the stream, the root too, all of that would go with it: the next publisher would
+start again at packet 0, a Spark task retried after that point would be stored a second
+time, and a subscriber that comes a minute after a publisher left would find nothing to
+catch up from.
 
 How. A root whose stream has a history (it numbered a packet, or holds uids) stays when it
 goes idle: an ordinary root with no members. A subscriber or publisher that comes within
