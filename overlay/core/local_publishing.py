@@ -128,9 +128,9 @@ class LocalPublishes:
         client went) for a retry of its uid (``publish``). The root, or a root cut off
         with it, may hold the packet under that number and acknowledge the retry with it;
         kept, the claim goes up to the next root as before (``push_claims``). Dropped, our
-        side of a cut announced the number missed while the other side kept the uid under
-        it (chaos: 2 and 4 acknowledged after the heal to retries, that subscribers on
-        the publisher's side had been told were missed)."""
+        side of a cut would announce the number missed while the other side keeps the uid
+        under it, and after the heal acknowledges a retry with a number our subscribers
+        were told was missed."""
         stream = self.streams.get(message.key)
         number = None if stream is None else stream.claims.get(message.uid)
         if number is None:
