@@ -42,8 +42,8 @@ class Network:
         self._rng = rng
         self._points = [(rng.random(), rng.random()) for _ in range(n)]
         # FIFO bookkeeping: the last arrival time on each link. Kept in calm weather too, or
-        # a frame sent after a jittery spell ends could overtake one sent during it (chaos:
-        # packet 3 arrived after 4..13 and its subscriber was told it was missed).
+        # a frame sent after a jittery spell ends could overtake one sent during it, and a
+        # subscriber would be told the overtaken packet was missed (links are FIFO).
         self._last: dict[tuple[int, int], float] = {}
         self._scale = model.latency_spread / math.sqrt(2.0)
 

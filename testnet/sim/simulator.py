@@ -301,11 +301,11 @@ class Simulator:
     def _tell_downs(self) -> None:
         """Tell the ends of links that closed while effects were being carried out. Not at
         once: a node's effects go out in order, as the runtime's do (a closed link's task
-        reports it later). Told in the middle of its effects, a node reacted to a link
-        lost by its third send before its fourth and fifth left (chaos: a relay sent its
-        restart label to a child ahead of the success that made that child attach below
-        it; the child, not yet attached, refused the label and later accepted the relay's
-        resubscribe from its own subtree, closing a cycle)."""
+        reports it later). Told in the middle of its effects, a node would react to a link
+        lost by one send before its later sends left, an order the runtime never produces:
+        a relay's restart label could then reach a child ahead of the success that attaches
+        it, and the child, refusing the label, could accept that relay's resubscribe from
+        its own subtree and close a cycle."""
         while self._downs:
             x, y = self._downs.pop(0)
             if self.alive[x] and self.ids[y] in self.nodes[x].peers:
@@ -392,8 +392,8 @@ class Simulator:
         if not self.alive[i]:
             return
         # Dead first: a killed process handles nothing more, not even its own sockets
-        # closing (chaos: a dying root, told its links were down, numbered a waiting
-        # publish and delivered it to its local subscriber as it died).
+        # closing. Otherwise a dying root, told its links are down, could number a waiting
+        # publish and deliver it to its local subscriber as it dies.
         self.alive[i] = False
         if not silent:
             for j in sorted(self.links[i]):
@@ -432,8 +432,8 @@ class Simulator:
         for j in peers:
             if any(j in side for side in self._sides):
                 # A node that joins during a partition is on the rest's side: a link to
-                # the side cut off would bridge the cut (chaos: the side's root got
-                # publishes from the rest through a node added meanwhile). Dialled at heal.
+                # the side cut off would bridge the cut, carrying the rest's publishes to
+                # that side's root. Dialled at heal.
                 self.links[i].add(j)
                 self.links[j].add(i)
                 self._cut.add((j, i))
