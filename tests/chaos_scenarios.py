@@ -373,8 +373,9 @@ def failures(outcome: Outcome) -> list[str]:
     return found
 
 
-# A scenario the chaos run found (test_sim_chaos_memory tells what went wrong there);
-# test_hunt_chaos replays it from a file.
+# Every node that held a stream's newest packets dies, the root among them
+# (test_sim_chaos_memory states the guarantee it guards); test_hunt_chaos replays it from a
+# file.
 EVERY_HOLDER_DIED = Scenario(
     seed=10778,
     nodes=54,
