@@ -319,7 +319,7 @@ def test_data_of_an_epoch_older_than_one_a_pending_marker_closes_is_refused() ->
     # Publishers number epochs upward, so once epoch 2 is closed an epoch 1 that is not
     # open is an old one (``Frontier.is_done``). With the marker pending, epoch 1's data was
     # numbered after it; sent down, the frontier passed it over and an atomic subscriber
-    # was handed epoch 1 empty (found by test_sim_publishing's property).
+    # would be handed epoch 1 empty.
     net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"", epoch=2, kind=PacketKind.EPOCH_CLOSED)  # 0, pending
