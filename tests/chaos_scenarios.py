@@ -182,8 +182,8 @@ def run(scenario: Scenario) -> Outcome:
 
 def _isolated(sim: Simulator, pubs: list[int]) -> frozenset[int]:
     """The live nodes cut off for good once every fault is over (all their peers died): a
-    crash can cut a subscriber's node off as a partition can, and for ever (chaos seed 0:
-    all five peers of one node died). Everyone outside the largest group of nodes that
+    crash can cut a subscriber's node off as a partition can, and for ever (all
+    five peers of one node may die). Everyone outside the largest group of nodes that
     reach one another and the live publishers' group: never most of the network, so the
     checks always cover most of it."""
     live = [i for i in range(len(sim.nodes)) if sim.alive[i]]
@@ -373,9 +373,8 @@ def failures(outcome: Outcome) -> list[str]:
     return found
 
 
-# Every node that held a stream's newest packets dies, the root among them
-# (test_sim_chaos_memory states the guarantee it guards); test_hunt_chaos replays it from a
-# file.
+# Every node holding a packet dies (test_sim_chaos_memory tells what must hold there);
+# test_hunt_chaos replays it from a file.
 EVERY_HOLDER_DIED = Scenario(
     seed=10778,
     nodes=54,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from corenet import key_at
+
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Send
 from overlay.core.outbox import Outbox
@@ -14,7 +16,9 @@ from overlay.core.streams import State, Stream, new_stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import Message, PacketKind, PublishData, SubscribeData
 
-KEY = b"k" * 31 + b"\x00"  # (an unsigned stream: its last bit is clear)
+# The key the node tests use (``nodes.KEY``), so a file may hold both kinds of test; an
+# unsigned stream: its last bit is clear.
+KEY = key_at(0.5)
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The refill scene (``overlay.core.refills``, the chaos run's seeds 1 and 12) and its message
-helpers: N (0.45) joined late below P (0.49) as the relay of A's resubscribe (last seen 19),
-then B's resubscribe, having seen only up to 18, coalesces at N, which never had 19.
+"""The refill scene (``overlay.core.refills``) and its message helpers: N (0.45) joined
+late below P (0.49) as the relay of A's resubscribe (last seen 19), then B's resubscribe,
+having seen only up to 18, coalesces at N, which never had 19.
 
 Also a root that lacks packet 19 and one rooted by a resubscribe, pushed packets by
 PublishData, for the refill and takeover-push tests."""

@@ -85,7 +85,7 @@ def test_no_packet_number_is_acked_for_two_publishes() -> None:
 @pytest.mark.parametrize("seed", [1, 12])
 def test_a_coalescing_resubscribe_gets_what_the_tree_holds(seed: int) -> None:
     # (The relay now starts no later than its parent's head, so these seeds no longer need
-    # a refill; tests/test_node_refills.py pins the refill itself.)
+    # a refill; tests/test_refills_relays.py pins the refill itself.)
     healthy(experiment(seed))
 
 

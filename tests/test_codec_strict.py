@@ -1,6 +1,6 @@
 """The codec's strictness beyond field checks: CBOR features no message uses (tags, trailing
 bytes, deep nesting, huge headers) are refused; and a relay's forwarded frames (encode hands
-back the frame decode saw). Split from test_codec.py, which checks messages and fields."""
+back the frame decode saw). Messages and their fields are ``test_codec``."""
 
 from __future__ import annotations
 

@@ -5,16 +5,24 @@ given.
 The scene is ``test_publishing``'s tree: root R with children B and E; B with children A
 and D; client 1 subscribed at A, D and E. A publishes; ``net.hold`` parks what is sent to a
 node, as a slow or cut-off link would.
+
+The tests at the end build ``Confirming`` alone, without a Node (``flowkit``): numbers a root holds
+for its publisher's node, and claims.
 """
 
 from __future__ import annotations
 
 from corenet import CoreNet
+from flowkit import Calls, Kit, publish
 from publish_tree import KEY, packets, tree
 
 from overlay.core.config import NodeConfig
+from overlay.core.confirming import Confirming
 from overlay.core.events import PublishAcked, PublishFailed
-from overlay.core.streams import Stream
+from overlay.core.local_publishes import LocalPublish
+from overlay.core.peer_witnesses import PeerWitnesses
+from overlay.core.streams import State, Stream
+from overlay.core.witnesses import Witnesses
 from overlay.messages import (
     PacketKind,
     PublishCollision,
@@ -319,7 +327,7 @@ def test_data_of_an_epoch_older_than_one_a_pending_marker_closes_is_refused() ->
     # Publishers number epochs upward, so once epoch 2 is closed an epoch 1 that is not
     # open is an old one (``Frontier.is_done``). With the marker pending, epoch 1's data was
     # numbered after it; sent down, the frontier passed it over and an atomic subscriber
-    # was handed epoch 1 empty (found by test_sim_publishing's property).
+    # would be handed epoch 1 empty.
     net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"", epoch=2, kind=PacketKind.EPOCH_CLOSED)  # 0, pending
@@ -362,3 +370,87 @@ def test_a_push_sent_again_after_it_was_taken_leaves_pending_publishes_alone() -
     assert net.answers(b"A") == [PublishAcked(KEY, 1, 1)]
     answers = [m for s, d, m in net.sent(PublishSucceeded) if (s, d) == (b"R", b"E")]
     assert answers == [PublishSucceeded(99, KEY, 0)] * 2
+
+
+# --- ``Confirming`` built alone -------------------------------------------------------------------
+
+
+class Setup:
+    def __init__(self, kit: Kit) -> None:
+        self.local: dict[int, LocalPublish] = {}
+        ok = Calls(result=True)
+        self.witnesses = Witnesses(kit.config, kit.stats, self.local, ok)
+        peers = PeerWitnesses(
+            kit.config, kit.stats, kit.streams, None, kit.out, self.witnesses, self.local, ok
+        )
+        self.witnesses.unhold = peers.unhold
+        self.requeue, self.store_new, self.reply_root, self.route = (
+            Calls(),
+            Calls(),
+            Calls(),
+            Calls(),
+        )
+        self.part = Confirming(
+            kit.config,
+            kit.streams,
+            kit.stats,
+            kit.out,
+            self.local,
+            self.witnesses,
+            peers,
+            self.requeue,
+            self.store_new,
+            self.reply_root,
+            self.route,
+        )
+
+
+def test_a_peers_publish_is_held_pending_until_its_node_confirms() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = kit.stream(State.ROOT, children=(b"C",))
+    message = publish(7)
+    assert setup.part.number_new(stream, b"C", message, 0) == PublishNumbered(7, KEY, 0)
+    assert list(stream.pending) == [0] and setup.store_new.calls == []
+    setup.part.on_confirmed(b"C", PublishConfirmed(7, KEY, 0))
+    assert setup.store_new.calls == [(stream, message, 0)]
+    assert setup.reply_root.calls == [(stream, b"C", message, PublishSucceeded(7, KEY, 0))]
+    assert not stream.pending and kit.stats.confirmed == 1
+
+
+def test_a_local_publish_with_nothing_pending_goes_down_at_once() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = kit.stream(State.ROOT, children=(b"C",))
+    answer = setup.part.number_new(stream, 1, publish(7), 0)
+    assert answer == PublishSucceeded(7, KEY, 0) and len(setup.store_new.calls) == 1
+
+
+def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_requeued() -> None:
+    kit = Kit(config=NodeConfig(confirm_timeout=1.0, heartbeat_interval=1.0))
+    setup = Setup(kit)
+    stream = kit.stream(State.ROOT, children=(b"C",))
+    setup.part.number_new(stream, b"C", publish(7), 0)
+    setup.part.number_new(stream, 1, publish(8), 1)
+    setup.part.confirm_overdue()
+    assert stream.pending
+    setup.part.confirm_overdue()
+    assert not stream.pending and kit.stats.unconfirmed == 2
+    [(_, dropped)] = setup.requeue.calls
+    assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]
+
+
+def test_a_publishers_node_keeps_the_number_as_a_claim_and_confirms_it() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = kit.stream(State.JOINED, parent=b"P")
+    setup.local[7] = LocalPublish(1, publish(7))
+    setup.part.on_numbered(b"P", PublishNumbered(7, KEY, 4))
+    assert stream.claims == {7: 4}
+    assert kit.sent() == [(b"P", PublishConfirmed(7, KEY, 4))]
+    setup.part.push_claims(stream, 2)
+    [(to, claim)] = kit.sent()
+    assert to == b"P" and isinstance(claim, PublishData)
+    assert (claim.packet, claim.pushed, claim.claim) == (4, True, True)
+    setup.part.push_claims(stream, 4)  # the parent is past it
+    assert kit.sent() == []

@@ -1,13 +1,19 @@
 """A root in its takeover grace asking its subtree for what it never had
 (``overlay.core.gathering``): the spans a root asks for, what a member pushes up and passes
-down, the hop budget, and a query from a peer that is not our parent."""
+down, the hop budget, and a query from a peer that is not our parent.
+
+The tests at the end build ``Gathering`` alone, without a Node (``flowkit``): a root's questions
+down, and a member's answer to one.
+"""
 
 from __future__ import annotations
 
+from flowkit import Calls, Kit, store
 from nodes import KEY, MAX_HTL, joined_node, make, meet, root_with_children, sends
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect
+from overlay.core.gathering import Gathering
 from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
@@ -219,3 +225,43 @@ def test_a_relay_whose_subtree_claims_nothing_beyond_it_asks_nothing() -> None:
     [(_, search)] = sends(node.receive(1.0, b"C", RestartConfirmed(restarted.uid, KEY, 2)))
     assert isinstance(search, ResubscribeRequest)
     assert queries(node.receive(1.1, b"Q", SubscribeSucceeded(search.uid, KEY, 2))) == []
+
+
+# --- ``Gathering`` built alone --------------------------------------------------------------------
+
+
+def gathering(kit: Kit) -> tuple[Gathering, Calls, Calls]:
+    push_one, push_claims = Calls(), Calls()
+    return Gathering(kit.config, kit.stats, kit.out, push_one, push_claims), push_one, push_claims
+
+
+def test_spans_asked_are_merged_and_go_to_every_child() -> None:
+    kit = Kit()
+    part, _, _ = gathering(kit)
+    stream = kit.stream(State.ROOT, children=(b"A", b"B"))
+    part.ask_spans(stream, [(5, 6), (1, 2), (3, 4)])
+    assert kit.sent() == [
+        (b"A", PastQuery(KEY, 1, 6, MAX_WIRE_HTL)),
+        (b"B", PastQuery(KEY, 1, 6, MAX_WIRE_HTL)),
+    ]
+
+
+def test_a_root_in_its_grace_asks_for_its_holes_and_the_window_beyond() -> None:
+    kit = Kit()
+    part, _, _ = gathering(kit)
+    stream = kit.stream(State.ROOT, children=(b"A",))
+    store(stream, 0, 3)  # 1 and 2 never came
+    part.ask_down(stream)
+    spans = [(m.first, m.last) for _, m in kit.sent()]
+    assert spans[0] == (1, 2) and spans[-1] == (4, 3 + kit.config.window_packets)
+
+
+def test_a_member_pushes_what_it_holds_and_asks_its_children_for_the_rest() -> None:
+    kit = Kit()
+    part, push_one, push_claims = gathering(kit)
+    stream = kit.stream(State.JOINED, parent=b"P", children=(b"C",))
+    store(stream, 0, 2)
+    part.on_past_query(stream, PastQuery(KEY, 0, 4, 3))
+    assert push_one.calls == [(stream, b"P", 0), (stream, b"P", 2)]
+    assert push_claims.calls == [(stream, 2, 4)]
+    assert kit.sent() == [(b"C", PastQuery(KEY, 1, 1, 2)), (b"C", PastQuery(KEY, 3, 4, 2))]

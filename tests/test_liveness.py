@@ -4,7 +4,7 @@ Every ``heartbeat_interval`` a node sends each peer a Heartbeat and drops any pe
 heard nothing from for more than ``dead_after``; any message counts as hearing. Time is
 explicit throughout: single-node tests call ``receive``/``handle_timer`` at chosen times,
 network tests move ``CoreNet``'s clock, and a silent peer is one whose messages ``hold``
-parks. Split from test_node.py (same helpers); the key sits at 0.5 as there.
+parks. The key sits at 0.5 (``nodes.KEY``).
 """
 
 from __future__ import annotations

@@ -126,9 +126,9 @@ def test_a_fresh_child_of_a_root_with_a_claim_starts_after_it(own_search: bool) 
 
 
 def test_a_root_founded_again_by_a_peer_looks_after_its_grace_and_then_probes() -> None:
-    # Found by the review: a root founded by a peer's search with a claim held a grace
-    # and looked at once as well; nothing then cleared ``look_due``, and a root with a
-    # look due never sends its probes (``probes``): its splits would never be found.
+    # A root founded by a peer's search with a claim holds a grace and looks at once as
+    # well; were ``look_due`` never cleared, a root with a look due would never send its
+    # probes (``probes``): its splits would never be found.
     net = net_with_history()
     net.advance(net.now + KEEP + 1)
     net.publish(b"A", KEY, b"later", client=2, uid=99)
@@ -164,7 +164,7 @@ def test_a_root_with_a_claim_that_merges_takes_its_claim_into_the_other_tree() -
 
 
 def test_a_claim_beyond_the_remembered_one_is_the_head_a_fresh_child_is_told() -> None:
-    # Found by the review: C roots the stream on its remembered 20, B then resubscribes
+    # C roots the stream on its remembered 20, B then resubscribes
     # having seen 30. Once the tail is closed (0..30 missed) and 31 numbered (pending: A
     # has not confirmed it yet), a fresh child must be told 30, not the remembered 20 (it
     # would start inside numbers already announced missed).

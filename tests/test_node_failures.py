@@ -1,6 +1,9 @@
 """The core under failure: timeouts, Accepted, losing the parent, restarts through a subtree.
 
-Split from test_node.py (same helpers), one concern per file.
+A search that is never accepted or answered backtracks at its deadline; a node that loses
+its parent labels its subtree with a restart and resubscribes, never closing a cycle
+through its own subtree; a detached subtree's members move to an attached tree their relay
+found.
 """
 
 from __future__ import annotations
@@ -383,7 +386,7 @@ def test_parent_searching_through_its_child_is_not_adopted_by_it() -> None:
     assert b"B" not in node.streams[KEY].children
 
 
-# --- bugs: restarts through a node's own subtree --------------------------------------------------
+# --- restarts through a node's own subtree --------------------------------------------------------
 
 
 def test_restarting_node_can_resubscribe_through_its_own_child() -> None:
@@ -452,7 +455,7 @@ def test_child_adopted_while_restarting_does_not_close_a_cycle() -> None:
     assert net.tree_problems(KEY) == []
 
 
-# --- bug: link loss while searches finish each other ----------------------------------------------
+# --- link loss while searches finish each other ---------------------------------------------------
 
 
 def test_link_down_that_completes_a_join_does_not_touch_finished_routes() -> None:
@@ -476,7 +479,7 @@ def test_link_down_that_completes_a_join_does_not_touch_finished_routes() -> Non
     assert list(node.streams[KEY].children) == [b"U"]
 
 
-# --- bug: every hop of a search has the same deadline ---------------------------------------------
+# --- every hop of a search has the same deadline --------------------------------------------------
 
 
 def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
@@ -534,9 +537,9 @@ def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found(
 def test_a_member_holding_nothing_that_moves_resumes_at_its_own_point() -> None:
     """N holds nothing yet, its client and child D owed packet 0 on; W's search (fresh)
     found X at head 4. N must not start X's tree at 5: X sends it nothing before 5, and its
-    client would be told 0..4 were missed (chaos, seed 690: a partitioned member, moved for
-    a resubscriber that had seen 29, entered at 30 and told its client 0..29 were missed,
-    which the tree held). It resumes at 0 and asks X for 0..4."""
+    client would be told 0..4 were missed (as a partitioned member, moved for a resubscriber
+    that had seen 29, would enter at 30 and tell its client 0..29 were missed, which the
+    tree held). It resumes at 0 and asks X for 0..4."""
     node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4))
     assert (b"X", FillRequest(KEY, 0, 4)) in effects
     stream = node.streams[KEY]

@@ -96,7 +96,7 @@ def test_explicit_held_number_with_the_same_content_is_acked_again(publisher: by
     if publisher == b"A":
         # A holds packet 0 itself but still asks the root: after a takeover the root may
         # lack a packet a relay holds, and only a publish that reaches it keeps it from
-        # giving that number to another packet (the chaos run's double-numbered packet).
+        # giving that number to another packet (two packets under one number).
         assert len([m for m in net.trace if m[1] == b"R"]) == to_root + 1
     assert window(net, b"R") == [0, 1]
     for name in SUBSCRIBERS:
@@ -515,7 +515,7 @@ def test_subscriber_whose_parent_dies_before_packet_zero_still_gets_it() -> None
     """A node that joined an empty stream waits for packet 0. If its parent dies before
     anything arrives, its resubscribe must ask for everything from 0 (last_seen -1): asking
     as a fresh member would place it at the head and skip what was published meanwhile,
-    with no Missed to say so (found by the real-TCP restart test)."""
+    with no Missed to say so."""
     key = key_at(0.1)
     net = CoreNet(seed=5)
     for name, location in ((b"R", 0.1), (b"A", 0.3), (b"B", 0.35), (b"S", 0.6)):

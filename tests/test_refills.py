@@ -1,6 +1,8 @@
 """Refills (``overlay.core.refills``) built alone, without a Node: a relay that never had
 the numbers a child needs asks its parent, holds the child, and serves it once they are in
-or its wait runs out. The node's behaviour in whole trees is ``test_node_refills*``."""
+or its wait runs out. A Node's refills are ``test_refills_relays`` (a relay asks its parent),
+``test_refills_roots`` (a root asks its subtree), ``test_refills_grace`` (a root in its
+takeover grace) and ``test_refills_holds`` (waiters held while nobody can answer)."""
 
 from __future__ import annotations
 

@@ -85,9 +85,9 @@ def _check(scenario: Scenario) -> None:
 # more module changed which scenarios a derandomized sample held. A change to
 # ``draw_scenario`` draws another sample (``SAMPLE_FINGERPRINTS`` says so). The property is
 # not proven by it: wider hunts may still draw scenarios that break it
-# (``tests/hunt_chaos.py`` draws thousands more). Failing examples
-# whose cause was found and fixed are strict regression tests in test_sim_chaos_found.py
-# and its siblings.
+# (``tests/hunt_chaos.py`` draws thousands more). Failing examples are strict regression
+# tests in test_sim_chaos_*.py, one file per concept (test_sim_chaos_repairs.py,
+# test_sim_chaos_refills.py, ...).
 SAMPLE = sample("chaos", 200)
 # Its own sample with ``confirm_publishes`` off. Besides the causes above, that mode meets
 # a race that confirmation closes: a packet numbered just as a partition begins, whose

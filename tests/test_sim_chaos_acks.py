@@ -90,3 +90,97 @@ ONE_BRANCH_HELD_IT = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_root_that_dies_before_a_child_holds_its_packet_showed_it_to_nobody() -> None:
+    # Root 1 numbered a child's publish as packet 20, showed it to its own subscriber and
+    # died 21 ms later, before any child had it; root 23 then gave 20 to another publish.
+    # A root now shows its own clients only what a child holds (``overlay.core.commits``).
+    outcome = run(ROOT_DIES_FIRST)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+ROOT_DIES_FIRST = Scenario(
+    seed=3127,
+    nodes=39,
+    streams=2,
+    subscribers=6,
+    faults=(
+        Fault(at=4.708190458798927, kind="loud-crash", arg=2388, until=None),
+        Fault(at=7.733383893698173, kind="loud-crash", arg=230, until=32.372228926819766),
+        Fault(at=8.947211190022445, kind="add", arg=3, until=None),
+        Fault(at=20.54453593604149, kind="loud-crash", arg=462, until=None),
+    ),
+    weather=NetworkModel(jitter=0.2),
+    confirm=False,
+)
+
+
+def test_a_packet_is_acknowledged_only_once_a_third_node_holds_it() -> None:
+    # A partition cut root 26 off from all its tree but child 20. 26 numbered its own
+    # client's packet 6, waited for 20 to hold it (the one child that answered) and
+    # acknowledged it; then 26 died, and 20 died before anyone else had it. A subscriber
+    # behind the cut never got the acknowledged packet. A root now waits for two children.
+    outcome = run(THIRD_COPY_AT_THE_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_a_childs_own_publish_is_acknowledged_only_once_a_third_node_holds_it() -> None:
+    # The same, for a publisher one hop below the root: a partition cut root 10 off from
+    # all but node 14, which published 6 and 7; 10 acknowledged them at once (14 held them
+    # by then), and both died three seconds later. The root now answers a child that
+    # published a packet itself only once another child holds it too.
+    outcome = run(THIRD_COPY_BELOW_THE_ROOT)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+THIRD_COPY_AT_THE_ROOT = Scenario(
+    seed=682,
+    nodes=37,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.5, kind="loud-crash", arg=431, until=None),
+        Fault(at=5.974595960900652, kind="crash", arg=58418, until=6.974595960900652),
+        Fault(at=7.317839782098956, kind="crash", arg=38324, until=15.37775559389013),
+        Fault(at=7.821534500820657, kind="crash", arg=316, until=None),
+        Fault(at=8.527473487269827, kind="crash", arg=120623, until=41.541852909418765),
+        Fault(at=9.88670140728138, kind="loud-crash", arg=4920, until=None),
+        Fault(at=10.503917197451946, kind="weather", arg=0, until=29.98052459096938),
+        Fault(at=12.301773751930169, kind="loud-crash", arg=2990, until=14.301783751930168),
+        Fault(at=14.275446392112558, kind="crash", arg=27, until=24.275446392112556),
+        Fault(at=15.0, kind="loud-crash", arg=22039, until=None),
+        Fault(at=18.093305453445627, kind="crash", arg=0, until=None),
+        Fault(at=27.08307868299877, kind="add", arg=3, until=None),
+        Fault(at=30.0, kind="loud-crash", arg=19153, until=34.27565146741864),
+    ),
+    partition=(6.1644718242544485, 23.003097696064383, 0.313407941250439),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=False,
+)
+
+
+THIRD_COPY_BELOW_THE_ROOT = Scenario(
+    seed=1443,
+    nodes=29,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=1.0, kind="crash", arg=33, until=14.40187157448146),
+        Fault(at=6.424455138878799, kind="crash", arg=250, until=10.07951727993812),
+        Fault(at=14.055641062107032, kind="add", arg=5, until=None),
+        Fault(at=15.0, kind="crash", arg=697, until=None),
+        Fault(at=15.748995068673594, kind="crash", arg=1606, until=None),
+        Fault(at=15.910431501859053, kind="crash", arg=15177, until=None),
+        Fault(at=19.48100221601177, kind="crash", arg=5614, until=43.11559271210939),
+        Fault(at=19.65131395480046, kind="crash", arg=140, until=30.569799868905633),
+        Fault(at=20.770972868851086, kind="crash", arg=20, until=None),
+    ),
+    partition=(12.499384235855066, 39.93008788514676, 0.2519651708326218),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.2
+    ),
+    confirm=False,
+)

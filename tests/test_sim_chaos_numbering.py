@@ -1,8 +1,7 @@
-"""Examples the chaos search (``test_sim_chaos``) found in which two publishes got one
-number, or a root numbered below what its tree had already given: each traced to its
-cause and fixed in the core, replayed exactly (the simulation is deterministic). Split
-from ``test_sim_chaos_found``; each says what goes wrong without the rule it guards. All
-run with ``confirm_publishes`` off and replay that way."""
+"""Chaos scenarios (``test_sim_chaos``) in which two publishes got one number, or a root
+numbered below what its tree had already given, replayed exactly (the simulation is
+deterministic); each says what goes wrong without the rule it guards. All run with
+``confirm_publishes`` off and replay that way."""
 
 from __future__ import annotations
 

@@ -197,3 +197,107 @@ MARK_PAST_WHAT_A_MEMBER_HOLDS = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_root_asks_its_subtree_for_what_a_late_resubscriber_lacks() -> None:
+    # Node 7, cut off for 26 s after packet 0, resubscribed with last_seen 0. The root, 51,
+    # had forgotten the stream when its last child left; made root again, it held nothing of
+    # 0..3; a branch below it (29, 42, 59) held all four. Asked for 1..3, the root told 7 they
+    # were missed. A root now asks its subtree for what a waiter lacks before saying so.
+    outcome = run(PAST_IN_A_BRANCH)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+PAST_IN_A_BRANCH = Scenario(
+    seed=487168,
+    nodes=60,
+    streams=3,
+    subscribers=3,
+    faults=(
+        Fault(at=3.48516201483149e-26, kind="crash", arg=626, until=None),
+        Fault(at=0.9154254455564306, kind="add", arg=4, until=None),
+        Fault(at=0.99999, kind="loud-crash", arg=141496, until=None),
+        Fault(at=7.459512171294215, kind="crash", arg=76468, until=None),
+        Fault(at=15.894272092320293, kind="weather", arg=0, until=29.93165012181117),
+        Fault(at=29.6795150011775, kind="crash", arg=9492, until=30.6795150011775),
+        Fault(at=30.0, kind="crash", arg=360210, until=None),
+    ),
+    partition=(2.0508761143890513, 38.088530068278395, 0.1497499671647161),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=False,
+)
+
+
+def test_a_relay_that_reattaches_gives_its_waiter_the_new_parents_answer() -> None:
+    # Node 19 held node 16's resubscribe (seen up to 0) waiting for 1..7, and restarted 5 s
+    # into that 10 s wait. Attached again, it asked the new root, which gathered 4..7 from
+    # 19's own child 14 but answered only when its wait for 1..3 ended: 19's timer had run
+    # out just before, and 16 was told 1..7 were missed. A waiter's clock now starts again
+    # with each ask.
+    outcome = run(WAITER_OUTLIVED)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+WAITER_OUTLIVED = Scenario(
+    seed=11209,
+    nodes=27,
+    streams=3,
+    subscribers=2,
+    faults=(
+        Fault(at=0.06123345699752038, kind="add", arg=4, until=None),
+        Fault(at=0.5815779359682117, kind="crash", arg=5518, until=21.567827423034736),
+        Fault(at=9.591717303128013, kind="add", arg=5, until=None),
+        Fault(at=11.118137599502015, kind="crash", arg=963, until=46.50221002578354),
+        Fault(at=22.626933806636774, kind="crash", arg=999999, until=None),
+        Fault(at=23.07321501275535, kind="crash", arg=239, until=None),
+        Fault(at=23.227739317184678, kind="loud-crash", arg=1833, until=None),
+        Fault(at=23.910098979366616, kind="loud-crash", arg=171, until=None),
+        Fault(at=25.55835345648527, kind="loud-crash", arg=13181, until=40.55835345648527),
+    ),
+    partition=(0.8876588496627493, 25.84103493260043, 0.2587657310170949),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.02
+    ),
+    confirm=False,
+)
+
+
+def test_a_detached_relay_keeps_its_waiter_until_it_can_ask_again() -> None:
+    # Node 12, a relay holding nothing below packet 6, held node 28's resubscribe (seen
+    # nothing) and asked its parent 33, which had died silently. Noticing that, 12
+    # restarted, and stayed detached past the waiter's 10 s: 28 and its subscriber 10 were
+    # told 0..5 were missed, which 12's own subtree held. A waiter's clock now stands still
+    # while its node has nobody to ask.
+    outcome = run(DETACHED_WAITER)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+DETACHED_WAITER = Scenario(
+    seed=1895,
+    nodes=48,
+    streams=3,
+    subscribers=5,
+    faults=(
+        Fault(at=1.192092896e-07, kind="add", arg=3, until=None),
+        Fault(at=4.928651983193145, kind="add", arg=4, until=None),
+        Fault(at=10.0, kind="loud-crash", arg=3666, until=None),
+        Fault(at=13.073706279789702, kind="add", arg=3, until=None),
+        Fault(at=15.094193070109572, kind="loud-crash", arg=53804, until=None),
+        Fault(at=16.021762346370377, kind="loud-crash", arg=4267, until=21.140420866218797),
+        Fault(at=16.57653708228193, kind="crash", arg=2530, until=32.05031008016685),
+        Fault(at=17.684218060428716, kind="crash", arg=0, until=50.238173916547424),
+        Fault(at=21.303763420219315, kind="weather", arg=0, until=22.303763420219315),
+        Fault(at=21.43873077417771, kind="crash", arg=6072, until=43.98012005659028),
+        Fault(at=25.310141197901135, kind="loud-crash", arg=6075, until=48.31504478543418),
+        Fault(at=25.64138542852277, kind="crash", arg=4003, until=None),
+        Fault(at=26.575470491282978, kind="crash", arg=262144, until=None),
+        Fault(at=26.59176332234078, kind="crash", arg=262144, until=35.880321144327056),
+    ),
+    partition=(1.0671050184320865, 19.619415512964718, 0.31047506145698434),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.05, jitter=0.0
+    ),
+    confirm=False,
+)

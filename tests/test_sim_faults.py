@@ -204,8 +204,8 @@ def test_crashed_node_does_nothing_more(silent: bool) -> None:
 
 
 def test_client_calls_on_a_crashed_node_do_nothing_and_run_still_ends() -> None:
-    # Found by the chaos run: a publish scheduled before its node was killed ran the dead
-    # core, which then counted as busy for ever, so run() never returned.
+    # A publish scheduled before its node was killed must not run the dead core, which
+    # would then count as busy for ever, so run() would never return.
     sim = subscribed(small())
     victim = SUBSCRIBERS[0]
     node = sim.nodes[victim]

@@ -251,9 +251,9 @@ def test_a_late_atomic_joiner_gets_an_open_epoch_whole_or_skips_it() -> None:
 
 
 def test_a_new_roots_first_child_gets_the_publishes_that_waited_for_the_root() -> None:
-    # Found by hypothesis: node 0 joins and holds a local publish while its search is out;
-    # node 1's search reaches it and makes it root. Numbering the held publish before
-    # adopting node 1 left node 1 without packet 0 (a new root's child gets no catch-up).
+    # Node 0 joins and holds a local publish while its search is out; node 1's search
+    # reaches it and makes it root. Numbering the held publish before adopting node 1 would
+    # leave node 1 without packet 0 (a new root's child gets no catch-up).
     run = build(2, 2, 0)
     run.log.expect(0, 0, KEYS[0], atomic=False, last_seen=None)
     run.sim.subscribe_from(0, KEYS[0], 0, None, False)

@@ -10,6 +10,9 @@ Most tests run on one tree drawn around the key at 0.5 (``diverged``)::
 
 Packets 0..2 reach everybody; 3 and 4 reach C's branch only (they were still on the R - X
 link when it broke), so after R goes, X (the closest node left) lacks what C holds.
+
+The tests at the end build ``Takeover`` alone, without a Node (``flowkit``): a root's grace, its
+tokens and timers, and a claim that moves its head.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 
 import pytest
 from corenet import CoreNet, key_at
+from flowkit import Calls, Kit, store
 from nodes import KEY2, make, meet, own_uid, sends
 from takeovers import (
     ACCEPT,
@@ -42,8 +46,11 @@ from takeovers import (
 
 from overlay.core.admission import PEER_SHARE
 from overlay.core.events import Missed
+from overlay.core.memory import Memory
 from overlay.core.node import Node
-from overlay.core.streams import RESTARTS_REMEMBERED, State
+from overlay.core.streams import RESTARTS_REMEMBERED, State, Stream
+from overlay.core.takeover import RECOVER_TIMER, Takeover
+from overlay.core.tokens import Tokens
 from overlay.messages import (
     Accepted,
     Committed,
@@ -588,3 +595,78 @@ def test_flood_of_resubscribes_for_many_keys_stays_within_max_streams() -> None:
     assert len(node.streams.keys() | node.searches.by_key.keys()) <= 4
     assert node.stats.overloads == 200 - 2
     assert snapshot(node) == before
+
+
+# --- ``Takeover`` built alone ---------------------------------------------------------------------
+
+
+class Setup:
+    def __init__(self, kit: Kit) -> None:
+        self.tokens = Tokens()
+        self.ask_down, self.carried, self.missing = Calls(), Calls(), Calls()
+        self.fired: list[tuple[int, int]] = []
+        kit.timers.on(RECOVER_TIMER, lambda now, token, again: self.fired.append((token, again)))
+        confirming = Calls()  # (not reached by these tests)
+        self.part = Takeover(
+            kit.config,
+            kit.streams,
+            kit.timers,
+            kit.stats,
+            Memory(8, Calls()),
+            self.tokens,
+            confirming,  # type: ignore[arg-type]
+            self.ask_down,
+            self.missing,
+            Calls(),
+            Calls(),
+            Calls(),
+            self.carried,
+            Calls(),
+            Calls(),
+        )
+
+
+def root(kit: Kit) -> Stream:
+    stream = kit.stream(State.ROOT, children=(b"C",))
+    store(stream, 0, 1)
+    return stream
+
+
+def test_a_grace_takes_a_token_from_the_shared_counter() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    setup.tokens.take()  # (a question to a parent took one)
+    stream = root(kit)
+    setup.part.hold(0.0, stream)
+    assert stream.recover_token == 2 and setup.part.recovering == {2: KEY}
+    assert stream.recover_until == kit.config.takeover_grace
+
+
+def test_a_childs_claim_beyond_the_head_holds_numbering_and_asks_the_subtree() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = root(kit)
+    setup.part.reported(0.0, stream, 5)
+    assert stream.high == 5 and stream.recover_until is not None
+    assert setup.ask_down.calls == [(stream,)]
+    kit.timers.run(kit.config.takeover_grace / 2)
+    assert setup.fired == [(stream.recover_token, 1)]
+
+
+def test_a_claim_is_moved_at_most_one_window() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = root(kit)
+    setup.part.reported(0.0, stream, 10 * kit.config.window_packets)
+    assert stream.high == 1 + kit.config.window_packets
+
+
+def test_the_graces_end_sends_what_waited() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = root(kit)
+    setup.part.hold(0.0, stream)
+    token = stream.recover_token
+    setup.part.on_recover_timer(kit.config.takeover_grace, token)
+    assert stream.recover_until is None and not setup.part.recovering
+    assert setup.carried.calls == [(kit.config.takeover_grace, stream)]

@@ -1,7 +1,7 @@
 """Pushes (``Takeover.push_one``, ``resend_pushes``): a packet a node pushes up is sent again
 until the parent it went to answers, and a root takes a resend once, in its place, also
-after its grace. Split from ``test_takeover`` and ``test_node_refills``, whose scenes these
-reuse."""
+after its grace. The scenes are ``refills``': N, rooted by C's resubscribe, takes the
+tree's past pushed up from below."""
 
 from __future__ import annotations
 

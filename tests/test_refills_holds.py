@@ -1,14 +1,29 @@
-"""A root's waiters (``overlay.core.refills``) held through a grace or a look that began
-after they asked: the subtree that would bring what they lack may be on its way back, or
-the look may join a tree that holds it. Served at their first timeout, they were told the
-numbers were missed (chaos seed 690, ``test_sim_chaos_refills``)."""
+"""Refills (``overlay.core.refills``) held while nobody can answer: a waiter is not told
+the numbers it lacks were missed while whoever may bring them is away — its relay detached
+or below a restarting ancestor, or, at a root, the lost subtree that may come back in the
+takeover grace, the tree a look may join, or a subtree a partition hid. Each hold is
+bounded (``MAX_HOLDS``), and a held search is answered while it still waits."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from nodes import meet, sends
-from refills import FILL, KEY, A, B, C, b_resubscribes, data, push, root_that_lacks_19, to
+from refills import (
+    FILL,
+    KEY,
+    A,
+    B,
+    C,
+    P,
+    b_resubscribes,
+    data,
+    joined_late,
+    push,
+    restart,
+    root_that_lacks_19,
+    to,
+)
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Effect
@@ -17,19 +32,106 @@ from overlay.core.refills import MAX_HOLDS
 from overlay.core.streams import State, Stream
 from overlay.messages import (
     MAX_WIRE_HTL,
+    Accepted,
     FillRequest,
     Hello,
     Message,
     PacketsMissed,
     PastQuery,
     PublishSucceeded,
+    RestartEnded,
     ResubscribeRequest,
     SubscribeData,
+    SubscribeRestarted,
     SubscribeSucceeded,
 )
 
+# --- a relay's waiter, while the relay or an ancestor is out of the tree ---------------------
+
+
 Q = b"Q"
+
+
+def detached_with_a_waiter() -> tuple[Node, ResubscribeRequest]:
+    """A waits on N for 19 (asked at 1.0); P dies at 2.0 and N's resubscribe goes to Q."""
+    node = joined_late()
+    meet(node, Q, 0.48)
+    node.receive(1.0, A, FillRequest(KEY, 19, 19))
+    [search] = to(restart(node, 2.0), Q)
+    assert isinstance(search, ResubscribeRequest)
+    return node, search
+
+
+def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> None:
+    # N's parent dies while A waits for 19; N is back in the tree 6 s later, under Q, and
+    # asks Q. The 10 s A had ran mostly while nobody could answer: measured from the new
+    # ask, Q's answer is in time (chaos: seven packets reported missed that Q brought).
+    node, search = detached_with_a_waiter()
+    effects = node.receive(7.0, Q, SubscribeSucceeded(search.uid, KEY, 21))
+    assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
+    assert to(node.handle_timer(1.0 + FILL), A) == []
+    assert to(node.receive(1.0 + FILL + 1.0, Q, data(19)), A) == [data(19)]
+
+
+def test_a_detached_relay_keeps_its_waiter_past_the_timeout_until_it_can_ask() -> None:
+    # N restarts and is detached longer than fill_timeout: telling A that 19 was missed
+    # then would lose what the tree may well hold (chaos: six packets reported missed that
+    # the restarting relay's own subtree held).
+    node, search = detached_with_a_waiter()
+    node.receive(2.1, Q, Accepted(search.uid))  # Q's answer takes long (request_timeout)
+    assert to(node.handle_timer(1.0 + FILL), A) == []
+    assert node.streams[KEY].fills
+    later = 1.0 + 1.5 * FILL
+    effects = node.receive(later, Q, SubscribeSucceeded(search.uid, KEY, 21))
+    assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
+    assert to(node.handle_timer(later + FILL - 0.1), A) == []
+    assert to(node.receive(later + 1.0, Q, data(19)), A) == [data(19)]
+
+
+def below_a_restart() -> Node:
+    """B waits on N for 19 (asked of P at 1.0); at 1.2 P's own parent dies, and P's restart
+    (origin 0.49, closer to the key than B's must-beat) labels N's subtree."""
+    node = joined_late()
+    b_resubscribes(node)
+    assert sends(node.receive(1.2, P, SubscribeRestarted(77, KEY, 0.49))) == [
+        (A, SubscribeRestarted(77, KEY, 0.49))
+    ]
+    return node
+
+
+def test_a_waiter_below_a_restarting_ancestor_waits_until_the_origin_is_back() -> None:
+    # P holds N's ask and asks again once it is back in the tree, which may hold 19 (chaos:
+    # a relay told a resubscriber packet 6 was missed 0.2 s before the restart's origin, the
+    # new root, fetched 6 from a branch that held it).
+    node = below_a_restart()
+    assert to(node.handle_timer(1.0 + FILL), B) == []
+    assert node.streams[KEY].fills
+    back = 1.0 + FILL + 0.5
+    assert sends(node.receive(back, P, RestartEnded(77, KEY))) == [(A, RestartEnded(77, KEY))]
+    # The wait starts again when the label ends, without a second ask.
+    assert to(node.handle_timer(back + FILL - 0.1), B) == []
+    effects = node.receive(back + 1.0, P, data(19))
+    assert to(effects, B) == [SubscribeSucceeded(2, KEY, 21), data(19), data(20), data(21)]
+    assert B in node.streams[KEY].children and not node.refills.waiting
+
+
+def test_a_label_that_never_ends_holds_a_waiter_only_so_long() -> None:
+    node = below_a_restart()
+    for timeout in range(1, MAX_HOLDS + 1):
+        assert to(node.handle_timer(1.0 + timeout * FILL), B) == []
+    effects = node.handle_timer(1.0 + (MAX_HOLDS + 1) * FILL)
+    assert to(effects, B)[:2] == [
+        SubscribeSucceeded(2, KEY, 21, restart=77, origin=0.49),
+        PacketsMissed(KEY, 19, 19),
+    ]
+
+
+# --- a root's waiter, while the subtree that may hold what it lacks is away ----------------
+
+
 REQUEST = NodeConfig().request_timeout
+
+
 # A's link closes in these tests, yet its subtree comes back seconds later: its loss is
 # held for the whole takeover grace, as one found by silence is (``merges``).
 LONG = {"lost_child_grace": NodeConfig().takeover_grace}

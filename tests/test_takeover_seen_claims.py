@@ -2,9 +2,9 @@
 claim moves the root's head, a merging tree's past taken as holes to fill, and the claims
 a detached node keeps for the case its search makes it root.
 
-Split from test_takeover.py, whose constants it shares. N (0.45) is the root of KEY for its
-local client 1 (``root_with_packets``); U (0.2) is a peer about to join. In the later tests
-N is a relay that lost its parent P (``detached_holding_nothing``).
+The constants are ``takeovers``'. N (0.45) is the root of KEY for its local client 1
+(``root_with_packets``); U (0.2) is a peer about to join. In the later tests N is a relay
+that lost its parent P (``detached_holding_nothing``).
 """
 
 from __future__ import annotations
