@@ -68,28 +68,21 @@ from overlay.messages import (
     PublishWitness,
 )
 
+Confirmation = PublishNumbered | PublishConfirmed | PublishWitness  # (``on_confirming``)
+
 
 class PacketFlow:
     """The publish and broadcast half of a node: the routing of publishes up the tree and
-    of their answers back, and a facade over the components that own the rest. The node
-    owns the streams and the tree; this object moves packets through them, its effects
-    through the node's ``Outbox``. Its components:
-
-    * ``ordering``: the root's numbering, collisions and uids (``Ordering``);
-      ``broadcast``: packets coming down, gaps, and delivery to local clients
-      (``Broadcast``);
-    * ``publishes``: the local clients' publishes in flight (``LocalPublishes``), with
-      ``credit``, those out per stream (``PublishCredit``); ``early``: the questions to a
-      new parent about a gap, and the packets waiting for their answer (``EarlyWaits``);
-    * ``takeover``: a root's graces (``Takeover``); ``pushing``: packets pushed up
-      (``Pushes``); ``gathering``: questions down for what a root lacks (``Gathering``);
-    * ``confirming``: numbers waiting for their publisher's node, and claims
-      (``Confirming``); ``witnesses`` and ``peer_witnesses``: the relay table and the
-      witness claims in it (``Witnesses``, ``PeerWitnesses``);
-    * ``commits``: a root's commit point (``Commits``); ``showing``: the marks
-      (``Showing``); ``backlog``: publishes a full root holds back (``Backlog``);
-    * ``joining``: what a new child is told and sent, and a node that took a parent
-      (``Joining``).
+    of their answers back, and a facade over the components that own the rest (each in the
+    module named for it): ``ordering`` (the root's numbers, collisions, uids), ``broadcast``
+    (packets coming down, gaps, delivery to local clients), ``publishes`` (local clients'
+    publishes in flight, with their ``credit``), ``early`` (a gap asked of a new parent),
+    ``takeover`` (a root's graces), ``pushing`` (packets pushed up), ``gathering``
+    (questions down for what a root lacks), ``confirming`` (numbers waiting for their
+    publisher's node, and claims), ``witnesses`` and ``peer_witnesses`` (the relay table
+    and its witness claims), ``commits`` (a root's commit point), ``showing`` (the marks),
+    ``backlog`` (publishes a full root holds back) and ``joining`` (what a new child is told
+    and sent). The node owns the streams and the tree; effects go through its ``Outbox``.
 
     The node calls the components' methods it needs through this object, bound once here
     (``on_data``, every packet, is ``Broadcast.on_data`` itself).
@@ -237,12 +230,7 @@ class PacketFlow:
         self.pushing.resend_pushes(now)
         self.witnesses.expire_relays(now)
 
-    def on_confirming(
-        self,
-        now: float,
-        peer: PeerId,
-        message: PublishNumbered | PublishConfirmed | PublishWitness,
-    ) -> None:
+    def on_confirming(self, now: float, peer: PeerId, message: Confirmation) -> None:
         """The node's dispatch for the messages of confirming (one case there)."""
         if isinstance(message, PublishNumbered):
             self.confirming.on_numbered(peer, message)
