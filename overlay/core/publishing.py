@@ -100,11 +100,9 @@ class PacketFlow:
     ) -> None:
         self.config = config
         self.streams = streams
-        self.timers = timers
         self.stats = stats
         self._send = out.send
         self._drop = out.drop
-        self.memory = memory
         self.signatures = SignatureChecker(config.signature_cache)
         self._signature_ok = signature_ok = self.signatures.packet_ok
         tokens = Tokens()  # (one counter: graces and questions to a parent)
