@@ -1,5 +1,6 @@
 """Small real collaborators for building ``PacketFlow``'s components alone, without a Node
-or a flow: a config, stats, timers, an outbox, a streams table, and streams in a state."""
+or a flow: a config, stats, timers, an outbox, a streams table, the highest numbers seen
+(``memory``), a signature check, and streams in a state."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from corenet import key_at
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Send
+from overlay.core.memory import Memory
 from overlay.core.outbox import Outbox
+from overlay.core.signatures import SignatureChecker
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, new_stream
 from overlay.core.timers import TimerQueue
@@ -28,9 +31,13 @@ class Kit:
     timers: TimerQueue = field(default_factory=TimerQueue)
     streams: dict[bytes, Stream] = field(default_factory=dict)
     out: Outbox = field(init=False)
+    memory: Memory = field(init=False)
+    signatures: SignatureChecker = field(init=False)
 
     def __post_init__(self) -> None:
         self.out = Outbox(self.stats)
+        self.memory = Memory(self.config.remembered_streams, self.out.append)
+        self.signatures = SignatureChecker(self.config.signature_cache)
 
     def stream(
         self,

@@ -70,9 +70,9 @@ def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None
 
 def test_a_child_told_a_head_below_its_own_gets_what_is_pushed_up_after_it() -> None:
     # Y relays a resubscribe that claims 2 but holds nothing: told "0", it resumes after 0.
-    # What C pushes up next is a past every other child is beyond (``_backfill``), but not
-    # Y: it gets 1 and 2, then how far it may show (chaos: a root in its grace told
-    # a relay its head was 0, and 1..12, pushed up 12 ms later, went down to nobody).
+    # What C pushes up next is a past every other child is beyond (``Ordering._backfill``),
+    # but not Y: it gets 1 and 2, then how far it may show. Otherwise a relay told a head
+    # below its own during the grace would never get the packets pushed up after it.
     node = rooted_by_a_resubscribe()
     node.receive(0.2, C, push(0))
     meet(node, Y, 0.35)

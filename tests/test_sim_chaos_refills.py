@@ -145,7 +145,7 @@ def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None
     # the heal, 39 became root through 27's resubscribe (last_seen 12), holding none of
     # 1..12. In its grace it told relay 43 (relaying 7's resubscribe, last_seen 12, a claim)
     # that its head was 0, where its gap starts; 12 ms later 27's pushes brought 1..12 in,
-    # kept only for the root's waiters (``_backfill``), so 43's branch (30) never got them.
+    # kept only for the root's waiters (``Ordering._backfill``), so 43's branch (30) never got them.
     # Relay 5 had entered the tree holding nothing after a search that claimed 12, and
     # resumed after 12 with child 4 holding only 0. Both subscribers met 13 as a gap 8 s
     # later and were told acknowledged 1..12 were missed, though their parents' marks had

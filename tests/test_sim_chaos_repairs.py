@@ -174,7 +174,7 @@ def test_a_root_made_by_a_resubscribe_gets_the_past_it_never_had() -> None:
     # The root was cut off; node 12, holding nothing of the stream, became root through a
     # resubscribe that had seen up to 22, and told a later one (seen up to 13) that 14..22
     # were missed, though the first held them. It now takes them from below first
-    # (``PacketFlow._backfill``).
+    # (``Ordering._backfill``).
     outcome = run(ROOT_WITHOUT_PAST)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -1,0 +1,181 @@
+"""Packets coming down the tree: storing, gaps announced missed, and delivery to local clients.
+
+Spec (seeds/003): a packet the root accepts "is broadcast to all nodes in the tree and
+thereby all subscribers". The rules:
+
+* **Down.** The root stores a new packet (``ordering``) and sends it as SubscribeData to
+  every child; each node stores what it has not seen and sends it on. Over a FIFO link from
+  one parent the numbers arrive in order, so a number past the one expected means the ones
+  between are gone: they become a hole, passed down as PacketsMissed, never a silent gap.
+* **Signatures.** On a signed stream a node checks a packet before it stores or forwards
+  it, once (``signatures.py``). A peer that sends a bad one is dropped; the packet is not
+  stored, so the genuine packet of that number is still accepted when it comes.
+* **Delivery.** A local client is given what it can have (``pump``): at a root, what
+  enough children hold too (``commits``); at a member, what the root said it committed
+  (``showing``).
+
+Invariant: a node stores each packet number at most once and sends each stored packet to
+each child at most once (plus catch-up, which only a newly adopted child gets, ``joining``),
+so no tree link carries a packet twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from overlay.core.delivery import pump
+from overlay.core.effects import PeerId
+from overlay.core.epochs import malformed
+from overlay.core.memory import Memory
+from overlay.core.outbox import Outbox
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.window import NOTHING_OWED
+from overlay.messages import PacketsMissed, PublishData, SubscribeData
+
+
+class Broadcast:
+    """What a node does with each SubscribeData and PacketsMissed from a stream's parent,
+    and with each packet its root stores.
+
+    The components that take ``store``, ``missing`` and ``pump`` from this one (``showing``,
+    ``commits``, ``early_waits``) give it their per-packet methods by ``attach``, after
+    construction; they are bound once, since every packet uses them."""
+
+    def __init__(
+        self,
+        stats: NodeStats,
+        memory: Memory,
+        out: Outbox,
+        signature_ok: Callable[[Stream, PublishData | SubscribeData], bool],
+    ) -> None:
+        self.stats = stats
+        self.memory = memory
+        self._send = out.send
+        self._deliver = out.deliver
+        self._drop = out.drop
+        self._signature_ok = signature_ok
+        self._release_early: Callable[[Stream, bool], None]
+        self._stamp: Callable[[Stream, SubscribeData], SubscribeData]
+        self._mark_moved: Callable[[Stream], None]
+        self._stored_at_root: Callable[[Stream, int], None]
+        self._release: Callable[[Stream], None]
+
+    def attach(
+        self,
+        release_early: Callable[[Stream, bool], None],  # ``EarlyWaits.release``
+        stamp: Callable[[Stream, SubscribeData], SubscribeData],  # ``Showing.stamp``
+        mark_moved: Callable[[Stream], None],  # ``Showing.mark_moved``
+        stored_at_root: Callable[[Stream, int], None],  # ``Commits.stored_at_root``
+        release: Callable[[Stream], None],  # ``Commits.release``
+    ) -> None:
+        self._release_early = release_early
+        self._stamp = stamp
+        self._mark_moved = mark_moved
+        self._stored_at_root = stored_at_root
+        self._release = release
+
+    def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> None:
+        """A packet from ``stream``'s parent ``peer``."""
+        problem = malformed(packet)
+        if problem is not None:
+            self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
+            return
+        number = packet.packet
+        old = stream.next_in is not None and number < stream.next_in
+        if (old and stream.fills is None) or not stream.window.accepts(number):
+            self.stats.duplicates += 1
+            return
+        if stream.signer is not None and not self._signature_ok(stream, packet):
+            self.stats.forged += 1
+            self._drop(peer, f"forged signature on packet {number}")
+            return
+        if old:
+            # One we never had, asked for (``refills``): kept for the child waiting for it;
+            # every other child and local client is past it.
+            self.stats.filled += 1
+            stream.window.add(packet)
+            return
+        early = stream.early
+        if early is not None and stream.next_in is not None and number > stream.next_in:
+            # Above a gap we asked the parent to fill: it waits for the answer.
+            if early.covers(stream.next_in) and early.hold(packet):
+                return
+            self._release_early(stream, True)  # (give up: past the bounds, as without a wait)
+            if stream.next_in is not None and number < stream.next_in:
+                self.stats.duplicates += 1
+                return
+        if stream.next_in is not None and number > stream.next_in:
+            self.missing(stream, stream.next_in, number - 1)
+        self.store(stream, packet)
+        if stream.early is not None:
+            self._release_early(stream, False)
+
+    def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
+        if message.first > message.last:
+            self._drop(peer, f"PacketsMissed with first {message.first} > last {message.last}")
+            return
+        first = message.first
+        if stream.next_in is not None:
+            if stream.fills is not None and first < stream.next_in:
+                # The answer to a FillRequest (``refills``): the tree lost these too.
+                stream.window.mark_missing(first, min(message.last, stream.next_in - 1))
+            first = max(first, stream.next_in)
+        if first <= message.last:
+            self.missing(stream, first, message.last)
+        if stream.early is not None:
+            # (the parent's answer: what the gap lacks is lost)
+            self._release_early(stream, False)
+
+    def missing(self, stream: Stream, first: int, last: int) -> None:
+        """Packets ``first``..``last`` are lost: a hole here, announced to every child."""
+        self.memory.saw(stream.key, last)  # (first, so a driver keeps it before it is sent)
+        for a, b in stream.window.mark_missing(first, last):
+            self.stats.gaps += 1
+            for child in stream.fed:
+                self._send(child, PacketsMissed(stream.key, a, b))
+        stream.next_in = max(stream.next_in or 0, last + 1)
+        stream.contiguous_from = max(stream.contiguous_from or 0, last + 1)
+        if stream.high is None or last > stream.high:
+            stream.high = last
+        self.pump(stream)
+
+    def store(self, stream: Stream, packet: SubscribeData) -> None:
+        """Store ``packet``, the next in order, and send it to every child."""
+        number = packet.packet
+        self.memory.saw(stream.key, number)
+        self.stats.stored += 1
+        packet = self._stamp(stream, packet)  # the mark it brings, and ours (``showing``)
+        stream.window.add(packet)
+        stream.frontier.observe(packet)
+        stream.next_in = number + 1
+        if stream.contiguous_from is None:
+            stream.contiguous_from = number
+        if stream.high is None or number > stream.high:
+            stream.high = number
+        for child in stream.fed:
+            self._send(child, packet)
+        if stream.state is State.ROOT:
+            self._stored_at_root(stream, number)
+        self.pump(stream)
+
+    def pump(self, stream: Stream) -> None:
+        """Deliver to every local client of ``stream`` what it can now have: at a root, what
+        enough children hold too (``overlay.core.commits``), which it tells its children;
+        at a member, what the root said it committed (``overlay.core.showing``)."""
+        root = stream.state is State.ROOT
+        if root:
+            self._mark_moved(stream)
+        until = stream.committed if root else stream.shown_upto
+        shows = root or until is not None  # (a member with no mark yet shows nothing)
+        window, owed = stream.window, NOTHING_OWED
+        for client, member in stream.local.items():
+            if shows:
+                for event in pump(stream.key, member, window, stream.contiguous_from, until):
+                    self.stats.delivered += 1
+                    self._deliver(client, event)
+            if member.receives and member.cursor is not None and member.cursor < owed:
+                owed = member.cursor
+        window.keep_from = owed  # (kept past the window's bounds: ``showing``)
+        if stream.unacked:
+            self._release(stream)
