@@ -4,7 +4,7 @@ A member that moves below a new parent for a search routed past it (``Restarts._
 may lack packets below that parent's head, and asks for them (``FillRequest``). The parent's
 catch-up for the search, already on its way, can overtake that question: its packets come
 above the gap before the answer does. Taken as they came, the first of them would announce
-the gap missed (``PacketFlow.on_data``), and the answer, arriving later, would be an old
+the gap missed (``Broadcast.on_data``), and the answer, arriving later, would be an old
 number nobody waits for: a subscriber below the moved member told ``Missed`` for a packet
 the tree held and had acknowledged.
 

@@ -15,9 +15,9 @@ that continued numbering after a resubscriber's ``last_seen`` holds nothing of t
 past, and a subtree that attached below it since may hold it; told they were missed, a late
 resubscriber loses packets another branch holds. So the root asks its whole subtree
 (``PastQuery``, ``overlay.core.gathering``);
-holders push the packets up (``PacketFlow.push_one``), and the root keeps those it asked
-for (``PacketFlow._backfill``). In its takeover grace the resubscribers themselves push up
-what they have too (``PacketFlow.push_up``). A child that needs those numbers waits until
+holders push the packets up (``Pushes.push_one``), and the root keeps those it asked
+for (``Ordering._backfill``). In its takeover grace the resubscribers themselves push up
+what they have too (``Pushes.push_up``). A child that needs those numbers waits until
 they are in, or until the root's own wait ends: half of ``fill_timeout``, so its answer
 reaches the waiters below it before their timeouts, and never before its grace ends (before
 it, the subtree that made it root may still be pushing up the very packets a resubscriber

@@ -10,7 +10,7 @@ does not have.
 
 So the root tells its children how far it has committed, each member passes that on to
 its children, and shows its local clients packets, and gaps announced missed, only up to
-that mark (``PacketFlow.pump``). It costs a packet about one round trip from the root to
+that mark (``Broadcast.pump``). It costs a packet about one round trip from the root to
 two of its children more before it is shown, and under load up to one packet interval
 more (below).
 
