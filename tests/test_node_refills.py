@@ -89,7 +89,7 @@ def test_before_refills_the_child_was_told_a_held_packet_was_missed() -> None:
     """The bug itself, pinned: without waiting (``wait=False``) the catch-up says 19 missed."""
     node = joined_late()
     stream = node.streams[KEY]
-    node._adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
+    node.membership.adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
     effects = node._flush(1.0)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
 
@@ -324,7 +324,7 @@ def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> Non
     node.link_up(now, C)
     node.receive(now, C, Hello(0.35, 100))
     b_resubscribes(node, now)
-    node._adopt(now + 1, node.streams[KEY], C, 3, True, 21)
+    node.membership.adopt(now + 1, node.streams[KEY], C, 3, True, 21)
     assert to(node._flush(now + 1), C) == [
         SubscribeSucceededNewRoot(3, KEY, 21),
         Committed(KEY, 21),
