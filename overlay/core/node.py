@@ -8,10 +8,11 @@ imports no I/O, reads no clock and draws every random number from the ``random.R
 was handed, so a seeded simulator replays it exactly and the trio runtime runs the very same
 code.
 
-The node holds the shared tables (peers, streams, timers, the outbox), builds the components
-and dispatches each message to the one that handles it: subscribe searches to
-``overlay.core.subscribing``, the tree to ``overlay.core.membership``, packets to
-``overlay.core.publishing``.
+The node holds the shared tables (peers, streams, timers, the outbox), has
+``overlay.core.assembly`` build the components over them, and dispatches each message to
+the one that handles it: a peer's Hello to ``overlay.core.links``, subscribe searches to
+``overlay.core.subscribing`` (the tree they join is ``overlay.core.membership``'s), packets
+to ``overlay.core.publishing``. A packet from a parent skips the dispatch (``receive``).
 """
 
 from __future__ import annotations
