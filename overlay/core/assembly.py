@@ -63,7 +63,7 @@ class Components:
             out,
             catch_ups,
             flow,
-            lambda *a, **k: self.membership.adopt(*a, **k),
+            lambda *a: self.membership.adopt(*a),
             lambda now, stream: self.leaving.prune(now, stream),
             lambda peer, verdict: self.admission.over_catch_up_budget(peer, verdict),
             may_hang_below,
