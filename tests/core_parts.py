@@ -14,21 +14,28 @@ from corenet import key_at
 
 from overlay.core.admission import Admission
 from overlay.core.catch_up_budget import CatchUpBudget
+from overlay.core.child_drops import ChildDrops
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Send
 from overlay.core.keeping import Keeping
 from overlay.core.leaving import Leaving
+from overlay.core.links import Links
 from overlay.core.liveness import Liveness
+from overlay.core.membership import Membership
 from overlay.core.memory import Memory
+from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.probes import Probes
 from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
+from overlay.core.refills import Refills
+from overlay.core.restarts import Restarts, may_hang_below
 from overlay.core.routing import Route
 from overlay.core.searches import Searches
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, new_stream
+from overlay.core.subscribing import Subscribing
 from overlay.core.timers import TimerQueue
 from overlay.messages import Message
 
@@ -141,3 +148,119 @@ class Parts:
 
     def run(self, now: float) -> None:
         self.timers.run(now)
+
+
+class TreeParts(Parts):
+    """``Parts`` plus the tree side, real and wired as the node wires them: refills,
+    restarts, merges, membership, subscribing and links. A search that ends here ends in
+    ``subscribing`` (still recorded in ``calls``); a root's look, a silent peer forgotten
+    and a child leaving (``Parts``) are still fakes."""
+
+    def __init__(self, location: float = OWN, **config: Any) -> None:
+        super().__init__(location, **config)
+        c, stats, streams, peers, timers, out = (
+            self.config,
+            self.stats,
+            self.streams,
+            self.peers,
+            self.timers,
+            self.out,
+        )
+        flow = self.flow
+        self.child_drops = ChildDrops()
+        self.refills = Refills(
+            c,
+            stats,
+            streams,
+            peers,
+            timers,
+            out,
+            self.catch_ups,
+            flow,
+            lambda *a: self.membership.adopt(*a),
+            self.leaving.prune,
+            self.admission.over_catch_up_budget,
+            may_hang_below,
+        )
+        self.restarts = Restarts(
+            location,
+            c,
+            stats,
+            streams,
+            peers,
+            timers,
+            out,
+            flow,
+            self.refills,
+            lambda stream, change, parent: self.membership.change(stream, change, parent),
+            lambda now, stream, must_beat, uid: self.subscribing.start_own_search(
+                now, stream, must_beat, uid
+            ),
+            self.searches.fresh_uid,
+            self.leaving.leave,
+            self.leaving.linger,
+            self.leaving.prune,
+        )
+        self.restarts.awaiting = self.awaiting  # (one table, shared with ``searches``)
+        self.merges = Merges(
+            location,
+            c,
+            self.rng,
+            stats,
+            streams,
+            self.searches.routes,
+            peers,
+            timers,
+            flow,
+            self.child_drops,
+            self.restarts,
+            self.refills,
+            self.searches.fresh_uid,
+            self.probes.closer_stranger,
+        )
+        self.membership = Membership(
+            c,
+            stats,
+            streams,
+            peers,
+            out,
+            flow,
+            self.searches,
+            self.restarts,
+            self.refills,
+            self.admission,
+            self.keeping,
+        )
+        self.subscribing = Subscribing(
+            location,
+            c,
+            stats,
+            streams,
+            peers,
+            out,
+            flow,
+            self.child_drops,
+            self.searches,
+            self.restarts,
+            self.refills,
+            self.admission,
+            self.leaving,
+            self.merges,
+            self.membership,
+        )
+        self.links = Links(
+            location,
+            streams,
+            peers,
+            self.catch_ups,
+            self.liveness,
+            self.probes,
+            self.searches,
+            self.restarts,
+            self.leaving,
+            self.merges,
+        )
+
+    def _end_route(self, now: float, route: Route) -> None:
+        self.calls.append(("end", route.uid))
+        self.subscribing.end_route(now, route)

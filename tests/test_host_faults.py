@@ -115,7 +115,7 @@ async def test_a_message_the_core_raises_on_closes_only_its_link(
     core: Node = host.core
     calls: list[str] = []
     monkeypatch.setattr(
-        core.leaving, "on_unsubscribe", raising(calls, lambda: core._send(B, Heartbeat(99)))
+        core.leaving, "on_unsubscribe", raising(calls, lambda: core.out.send(B, Heartbeat(99)))
     )
     host.received(a, Unsubscribe(KEY))
     assert calls == ["called"]

@@ -20,6 +20,7 @@ from nodes import KEY, MAX_HTL, make, meet, one_send, own_uid, proto, sends
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, DropPeer, Effect, Send, SetTimer
 from overlay.core.events import Subscribed
+from overlay.core.links import Links
 from overlay.core.node import Node
 from overlay.core.streams import State
 from overlay.messages import (
@@ -452,11 +453,11 @@ def test_a_fault_while_dropping_a_silent_peer_does_not_stop_the_rounds(
     """Dropping a dead peer raises (a bug of ours, contained by the driver): the next round
     is armed already, so the node goes on beating its other peers and finding the dead."""
 
-    def broken(self: Node, now: float, peer: bytes, at_once: bool = True) -> None:
+    def broken(self: Links, now: float, peer: bytes, at_once: bool = True) -> None:
         raise RuntimeError("a bug while forgetting a peer")
 
-    # (on the class: the node hands its liveness the bound method as it is built)
-    monkeypatch.setattr(Node, "_forget_peer", broken)
+    # (on the class: the node's liveness reaches its links' method when it calls it)
+    monkeypatch.setattr(Links, "forget_peer", broken)
     node = beating()
     meet(node, b"P", 0.3)
     meet(node, b"Q", 0.4, boot_id=101)

@@ -66,7 +66,7 @@ def test_a_restart_uid_reused_by_a_child_for_another_stream_is_refused() -> None
     """Root N sends SubscribeRestarted(U) to child H before routing its resubscribe U. H
     answers ResubscribeRequest(U, KEY2): were it routed, N's own resubscribe would later
     find U taken, leave KEY2's table naming a search that is gone, and the route timer
-    that makes N root of KEY2 would raise (KeyError in ``_complete_pending``). H is
+    that makes N root of KEY2 would raise (KeyError in ``Membership.complete_pending``). H is
     refused instead, and N's restart goes on as if H had said nothing."""
     node, uid = restarting_root()
     effects = node.receive(0.3, b"H", ResubscribeRequest(uid, KEY2, 5, 0.2, 0.2, None))

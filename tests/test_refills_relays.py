@@ -72,7 +72,7 @@ def test_before_refills_the_child_was_told_a_held_packet_was_missed() -> None:
     P holds it: what a relay that does not ask its parent tells a child."""
     node = joined_late()
     stream = node.streams[KEY]
-    node._adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
+    node.membership.adopt(1.0, stream, B, 2, False, 18, 0.3, wait=False)
     effects = node._flush(1.0)
     assert to(effects, B)[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
 

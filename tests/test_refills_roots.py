@@ -101,7 +101,7 @@ def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> Non
     node.link_up(now, C)
     node.receive(now, C, Hello(0.35, 100))
     b_resubscribes(node, now)
-    node._adopt(now + 1, node.streams[KEY], C, 3, True, 21)
+    node.membership.adopt(now + 1, node.streams[KEY], C, 3, True, 21)
     assert to(node._flush(now + 1), C) == [
         SubscribeSucceededNewRoot(3, KEY, 21),
         Committed(KEY, 21),

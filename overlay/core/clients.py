@@ -55,8 +55,8 @@ class LocalClients:
         self._streams = streams
         self._out = out
         self._flow = flow
-        self._new_stream = new_stream  # (``Node._new_stream``)
-        self._start_own_search = start_own_search  # (``Node._start_own_search``)
+        self._new_stream = new_stream  # (``Membership.new_stream``)
+        self._start_own_search = start_own_search  # (``Subscribing.start_own_search``)
         self._prune = prune  # (``leaving``)
         self._unkeep = unkeep  # (``keeping``)
         self._has_room = has_room  # (``keeping``)

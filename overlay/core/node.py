@@ -1,4 +1,4 @@
-"""The sans-IO protocol core of one node.
+"""The sans-IO protocol core of one node: a facade over the components that own its parts.
 
 Inputs: ``link_up``/``link_down`` (a driver opened or lost a link), ``receive`` (a decoded
 message from a peer), ``handle_timer`` (a deadline passed), and the local client calls
@@ -8,19 +8,11 @@ imports no I/O, reads no clock and draws every random number from the ``random.R
 was handed, so a seeded simulator replays it exactly and the trio runtime runs the very same
 code.
 
-Subscribing follows the Freenet 0.7 specification (seeds/003): a search routed greedily
-toward the key (``overlay.core.routing``) coalesces into the tree at the first node that
-carries the stream; "SubscribeSucceededNewRoot is forwarded back to the originator just as
-SubscribeSucceeded is", and every node on the way back joins the tree, so the tree is the
-union of the successful search paths. Packets move through the tree in
-``overlay.core.publishing``; this module keeps the tree.
-
-Invariants (checked by the simulator's tree checker at quiescence):
-* a node takes a parent only while childless, so parent links never close a cycle;
-* a node never adopts its own parent as a child;
-* when a node enters a tree it completes its other searches for that key at once, and a
-  success that arrives for a search it no longer runs is answered with Unsubscribe, so no
-  node stays listed as a child of a parent it does not name.
+The node holds the shared tables (peers, streams, timers, the outbox), has
+``overlay.core.assembly`` build the components over them, and dispatches each message to
+the one that handles it: a peer's Hello to ``overlay.core.links``, subscribe searches to
+``overlay.core.subscribing`` (the tree they join is ``overlay.core.membership``'s), packets
+to ``overlay.core.publishing``. A packet from a parent skips the dispatch (``receive``).
 """
 
 from __future__ import annotations
@@ -28,41 +20,19 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from keyspace.location import is_closer, key_location
-from keyspace.stream_key import descriptor_matches, key_is_signed
-from overlay.core.admission import Admission
+from overlay.core.assembly import Components
 from overlay.core.catch_up_budget import CatchUpBudget
-from overlay.core.child_drops import WINDOW, ChildDrops
-from overlay.core.clients import LocalClients
+from overlay.core.child_drops import ChildDrops
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
-from overlay.core.events import ClientEvent, SubscribeFailed
-from overlay.core.joining import owed_after
-from overlay.core.keeping import Keeping
-from overlay.core.leaving import Leaving
-from overlay.core.liveness import Liveness
 from overlay.core.memory import Memory
-from overlay.core.merges import Merges
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
-from overlay.core.probes import Probes
 from overlay.core.publishing import PacketFlow
-from overlay.core.recent import RecentIds
-from overlay.core.refills import Refills
-from overlay.core.restarts import (
-    Restarts,
-    label_of,
-    may_hang_below,
-    may_move_to,
-    new_head,
-    success_of,
-)
-from overlay.core.routing import Route, advance, may_become_root
-from overlay.core.searches import Searches
+from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Change, State, Stream, new_stream, next_state
+from overlay.core.streams import Stream
 from overlay.core.timers import TimerQueue
-from overlay.errors import LocalProtocolError
 from overlay.messages import (
     Accepted,
     Committed,
@@ -81,7 +51,6 @@ from overlay.messages import (
     PublishCollision,
     PublishConfirmed,
     PublishData,
-    PublishError,
     PublishNumbered,
     PublishRejected,
     PublishSucceeded,
@@ -123,9 +92,9 @@ class Node:
         self.streams: dict[bytes, Stream] = {}
         streams = self.streams
         self.stats = stats = NodeStats()
-        self.child_drops = ChildDrops()  # (``merges``: a root's lost children, per peer)
+        self.child_drops = drops = ChildDrops()  # (``merges``: a root's lost children, per peer)
         # What each peer may draw in catch-ups, in the config's windows (``config``).
-        self.catch_ups = CatchUpBudget(
+        self.catch_ups = catch_ups = CatchUpBudget(
             config.catch_up_rate * config.window_packets,
             config.catch_up_rate * config.window_bytes,
             config.catch_up_burst * config.window_packets,
@@ -137,129 +106,28 @@ class Node:
         self.memory = Memory(config.remembered_streams, out.append, remembered)
         # (``peers``: whom a publisher's node tells, ``peer_witnesses``)
         self.flow = flow = PacketFlow(config, streams, timers, stats, out, self.memory, peers)
-        # The components, each built with what it uses. Where two need each other, the
-        # later one is reached through a lambda (bound when called).
-        seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)  # (searches, probes)
-        self.keeping = Keeping(config, streams, timers, lambda s: self.leaving.forget(s))
-        self.refills = Refills(
-            config,
-            stats,
-            streams,
-            peers,
-            timers,
-            out,
-            self.catch_ups,
-            flow,
-            self._adopt,
-            lambda now, stream: self.leaving.prune(now, stream),
-            lambda peer, verdict: self.admission.over_catch_up_budget(peer, verdict),
-            may_hang_below,
+        # The components, each built with what it uses (``assembly``); the node keeps each
+        # as an attribute of its own, so a message reaches its handler in one lookup.
+        parts = Components(
+            location, config, rng, stats, streams, peers, timers, out, flow, catch_ups, drops
         )
-        self.restarts = Restarts(
-            location,
-            config,
-            stats,
-            streams,
-            peers,
-            timers,
-            out,
-            flow,
-            self.refills,
-            self._change,
-            self._start_own_search,
-            lambda: self.searches.fresh_uid(),
-            lambda peer, key: self.leaving.leave(peer, key),
-            lambda now, stream: self.leaving.linger(now, stream),
-            lambda now, stream: self.leaving.prune(now, stream),
-        )
-        self.probes = Probes(
-            location,
-            config,
-            rng,
-            stats,
-            peers,
-            streams,
-            out,
-            flow,
-            seen,
-            lambda now, stream, uid: self.merges.start_look(now, stream, uid),
-        )
-        self.liveness = Liveness(
-            config, peers, stats, timers, out, flow, self.catch_ups, self.probes, self._forget_peer
-        )
-        self.searches = Searches(
-            config,
-            peers,
-            stats,
-            streams,
-            timers,
-            out,
-            rng,
-            seen,
-            self.restarts.awaiting,
-            self.liveness,
-            self.probes,
-            self._end_route,
-            lambda peer, key: self.leaving.settle(peer, key),
-        )
-        self.leaving = Leaving(
-            config,
-            peers,
-            streams,
-            timers,
-            out,
-            self.searches,
-            self.keeping,
-            self.restarts.child_gone,
-        )
-        self.admission = Admission(
-            config, stats, streams, out, self.catch_ups, self.searches, self.keeping, self.leaving
-        )
-        self.merges = Merges(
-            location,
-            config,
-            rng,
-            stats,
-            streams,
-            self.searches.routes,
-            peers,
-            timers,
-            flow,
-            self.child_drops,
-            self.restarts,
-            self.refills,
-            self.searches.fresh_uid,
-            self.probes.closer_stranger,
-        )
-        self.clients = LocalClients(
-            location,
-            config,
-            streams,
-            out,
-            flow,
-            self._new_stream,
-            self._start_own_search,
-            self.leaving.prune,
-            self.keeping.unkeep,
-            self.admission.has_room,
-        )
+        self.keeping, self.refills, self.restarts = parts.keeping, parts.refills, parts.restarts
+        self.probes, self.liveness, self.searches = parts.probes, parts.liveness, parts.searches
+        self.leaving, self.admission, self.merges = parts.leaving, parts.admission, parts.merges
+        self.membership, self.subscribing = parts.membership, parts.subscribing
+        self.links, self.clients = parts.links, parts.clients
 
     # --- driver entry points ------------------------------------------------------------
 
     def link_up(self, now: float, peer: PeerId) -> list[Effect]:
         """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
         once its own Hello arrives."""
-        self._send(peer, Hello(self.location, self.boot_id))
+        self.out.send(peer, Hello(self.location, self.boot_id))
         return self._flush(now)
 
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
-        if self.peers.remove(peer) is not None:
-            # Its budget goes with the link, not with a new boot id (``_forget_peer``): a
-            # Hello costs nothing, a new link a handshake.
-            self.catch_ups.forget(peer)
-            self._forget_peer(now, peer)
-            self.liveness.links_changed(now)
+        self.links.link_down(now, peer)
         return self._flush(now)
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
@@ -278,7 +146,7 @@ class Node:
                 if stream.fills is not None:
                     self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):
-            self._on_hello(now, peer, message)
+            self.links.on_hello(now, peer, message)
         elif record is None:
             self.out.drop(peer, f"sent {type(message).__name__} before Hello")
         else:
@@ -384,11 +252,11 @@ class Node:
     def _dispatch(self, now: float, peer: PeerId, message: Message) -> None:
         match message:
             case SubscribeRequest() | ResubscribeRequest():
-                self._on_request(now, peer, message)
+                self.subscribing.on_request(now, peer, message)
             case Accepted():
                 self.searches.on_accepted(now, peer, message.uid)
             case SubscribeSucceeded() | SubscribeSucceededNewRoot():
-                self._on_success(now, peer, message)
+                self.subscribing.on_success(now, peer, message)
             case DataNotFound() | RejectOverload() | RejectedLoop():
                 self.searches.on_failure(now, peer, message)
             case SubscribeRestarted():
@@ -400,10 +268,7 @@ class Node:
             case Unsubscribe():
                 self.leaving.on_unsubscribe(now, peer, message.key)
             case Neighbours():
-                record = self.peers.get(peer)
-                if record is not None:
-                    own = self.location
-                    record.neighbours = tuple(sorted(x for x in message.locations if x != own))
+                self.links.on_neighbours(peer, message)
             case PacketsMissed():
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
@@ -444,416 +309,12 @@ class Node:
             return None
         return stream
 
-    def _on_hello(self, now: float, peer: PeerId, hello: Hello) -> None:
-        previous = self.peers.add(peer, hello.location, hello.boot_id, now)
-        self.liveness.start(now)
-        if previous is None or previous.location != hello.location:
-            self.liveness.links_changed(now)
-        if previous is not None and previous.boot_id != hello.boot_id:
-            # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
-            # streams to which it was subscribed."
-            self._forget_peer(now, peer)
-        if previous is None:
-            # Spec: "when a new node is added ... we restart the subscription". Only a root
-            # has reason to: a closer peer means the tree belongs further on, and routing
-            # our resubscribe (must beat: us) moves it there. Elsewhere the tree stays valid.
-            for stream in list(self.streams.values()):
-                if stream.state is State.ROOT and is_closer(
-                    stream.target, hello.location, self.location
-                ):
-                    self.restarts.restart(now, stream, Change.CLOSER_NODE)
-            self.probes.probe_new_links(now)
-        if self.searches.parked:
-            self.searches.resume_parked(now)
-
-    def _forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None:
-        """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
-        ``at_once``: its link closed or it came back anew, which the peers on its other
-        links saw at the same moment; not: it fell silent (``liveness``)."""
-        self.probes.lost_a_link = True  # a new link may now be a way back (``probes``)
-        self.leaving.forget_peer(peer)
-        self.searches.lost_peer(now, peer)
-        for stream in list(self.streams.values()):
-            if stream.parent == peer:
-                self.restarts.restart(now, stream, Change.PARENT_LOST)
-            elif peer in stream.children:
-                self.merges.lost_child(now, stream, peer, at_once)
-                self.restarts.child_gone(now, stream, peer, died=True)
-
-    # --- searches -------------------------------------------------------------------------
-
-    def _on_request(
-        self, now: float, peer: PeerId, request: SubscribeRequest | ResubscribeRequest
-    ) -> None:
-        uid, key = request.uid, request.key
-        drops = self.child_drops.too_many(now, peer)
-        if drops is not None:
-            # (``child_drops``: its lost links held a root's numbering too often to join again)
-            self.out.drop(peer, f"dropped its link as a root's child {drops} times in {WINDOW:g} s")
-            return
-        descriptor = None
-        if key_is_signed(key):
-            descriptor = request.descriptor
-            if descriptor is None or descriptor_matches(key, descriptor) is None:
-                self.out.drop(peer, "a signed stream's request without its descriptor")
-                return
-        searches = self.searches
-        named = searches.uid_names(uid)
-        if named is not None and named != key:
-            # One uid names one search for one key (``Searches.start_route``). A search's uid
-            # can reach peers before the search does (a restart tells its subtree the uid,
-            # SubscribeRestarted, and routes it once the subtree confirms), so a hostile
-            # member can name another stream's search with it. Refused as a loop: the
-            # search goes no further here, and its sender, which may be an honest relay of
-            # whoever reused the uid, keeps its link.
-            self.stats.uids_refused += 1
-            self.stats.loops += 1
-            self._send(peer, RejectedLoop(uid))
-            return
-        seen = searches.seen.contains(uid, now) or named is not None
-        searches.seen.add(uid, now)
-        must_beat = request.must_beat if isinstance(request, ResubscribeRequest) else None
-        stream = self.streams.get(key)
-        if stream is not None and stream.carried:
-            if peer == stream.parent and uid != stream.restart_uid:
-                # Our parent is searching through its own subtree: it must not attach here.
-                # (Its resubscribe, whose uid it told us, we route on: "we may need to route
-                # our resubscribe request through one of our children".)
-                self._send(peer, RejectedLoop(uid))
-                return
-            if self.restarts.may_accept(stream, uid, must_beat):
-                # Even a uid seen before: accepting ends the search here, so it cannot
-                # loop, and a search whose first success through us was refused further
-                # back (a node cannot adopt its own parent) must still find this tree,
-                # or it ends as a second root beside it.
-                self._adopt(now, stream, peer, uid, False, request.last_seen, must_beat)
-                return
-        if seen:  # (or in flight still, though ``seen`` forgot it: ``named``)
-            self.stats.loops += 1
-            self._send(peer, RejectedLoop(uid))
-            return
-        if self.admission.refuses(peer, uid, key, stream):
-            return  # (RejectOverload: ``admission``)
-        target = key_location(key)
-        best_loc, htl, i_am_best = advance(
-            self.location,
-            target,
-            request.best_loc,
-            request.htl,
-            self.config.max_htl,
-            self.config.max_htl if must_beat is None else self.config.check_htl,
-        )
-        route = Route(
-            uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
-        )
-        route.descriptor = descriptor
-        route.tried.add(peer)
-        if stream is not None and stream.confirming is None:
-            route.labelled = stream.restart_uid
-        if (
-            stream is not None
-            and stream.carried
-            and self.restarts.label_refuses(stream, uid, must_beat)
-        ):
-            # A tree that would have taken this look, but for its own look's label: "not
-            # found" may be wrong, as when an answer dies with a link (``merges``; chaos:
-            # two roots that took over from one dead root refused each other's looks twice,
-            # neither had a closer peer outside its tree, and both numbered 22..24).
-            route.lost = True
-        searches.start_route(now, route)
-
-    def _start_own_search(
-        self, now: float, stream: Stream, must_beat: float | None, uid: int | None = None
-    ) -> None:
-        """Route a search for ``stream`` that starts here (a local join or a restart)."""
-        searches = self.searches
-        if uid is None:
-            uid = searches.fresh_uid()
-        searches.seen.add(uid, now)
-        stream.join_uid = uid
-        route = Route(
-            uid,
-            stream.key,
-            stream.target,
-            None,
-            # A root's own resubscribe is a look for another root (``merges``).
-            self.config.check_htl if stream.state is State.ROOT else self.config.max_htl,
-            self.location,
-            True,
-            self.flow.resume_point(stream),
-            must_beat,
-            stream.descriptor,
-        )
-        searches.start_route(now, route)
-
-    def _end_route(self, now: float, route: Route) -> None:
-        """No peer is left to try (or the budget is spent): root here, or report failure."""
-        self.searches.drop_route(route)
-        stream = self.streams.get(route.key)
-        if route.upstream is None and stream is not None and stream.join_uid == route.uid:
-            self._own_search_ended(now, stream, route)
-        elif stream is not None and stream.state is not State.JOINING:
-            # We carry the stream but routed this resubscribe past it ("pretend the stream
-            # doesn't exist"): we cannot be a new root for it.
-            self._fail(route)
-        elif may_become_root(route, self.location):
-            stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
-            self._answer(now, stream, route, new_root=True)
-            self.merges.first_look(now, stream, route)
-            self.flow.carried(now, stream)
-            self.leaving.prune(now, stream)
-        else:
-            self._fail(route)
-
-    def _own_search_ended(self, now: float, stream: Stream, route: Route) -> None:
-        if stream.state is State.ROOT:
-            self.merges.looked(now, stream, route.lost)  # no other tree: still the root
-        elif stream.state is State.RESTARTING:
-            # Nobody closer than us outside our own subtree answered: we are the closest
-            # node that routing can find, so the subtree keeps us as its root.
-            self._change(stream, Change.BECAME_ROOT, parent=None)
-            self.restarts.take_label(stream, None, None)
-            self.stats.roots += 1
-            self.flow.became_root(now, stream, None, takeover=True)
-            self.flow.reported(now, stream, stream.subtree_high)
-            self._complete_pending(now, stream)
-            self.flow.carried(now, stream)
-            self.refills.refill(now, stream)
-        elif may_become_root(route, self.location):
-            stream = self._enter_tree(now, route, Change.BECAME_ROOT, parent=None)
-            self.merges.first_look(now, stream, route)
-            self.flow.carried(now, stream)
-        else:
-            self._change(stream, Change.JOIN_FAILED, parent=None)
-            reason = "no route to the stream's key: every peer refused the search"
-            for client, member in stream.local.items():
-                if member.receives:
-                    self._deliver(client, SubscribeFailed(stream.key, reason))
-            self.flow.abandon(stream, PublishError.NOT_CARRIED)
-        self.leaving.prune(now, stream)
-
-    def _fail(self, route: Route) -> None:
-        self.stats.not_found += 1
-        if route.upstream is not None and route.upstream in self.peers:
-            self._send(route.upstream, DataNotFound(route.uid, route.key, route.htl, route.lost))
-
-    def _on_success(
-        self, now: float, peer: PeerId, reply: SubscribeSucceeded | SubscribeSucceededNewRoot
-    ) -> None:
-        route = self.searches.routes.get(reply.uid)
-        if route is None or route.current != peer or route.key != reply.key:
-            # A late answer to a search we already finished (timed out, or completed when we
-            # joined by another path): the sender just listed us as a child; undo that.
-            self.leaving.refuse_parent(peer, reply.key)
-            return
-        stream = self.streams.get(route.key)
-        if (
-            stream is not None
-            and peer in stream.children
-            and (stream.state is State.RESTARTING or route.uid == stream.restart_uid)
-        ):
-            # Spec: "a subtree never adopts its own descendant as parent". We are about to
-            # take ``peer`` as parent while it is listed as our child: either the listing is
-            # stale or the success went round our own subtree. We cannot tell which, so we
-            # refuse, undo its adoption of us and try our next peer.
-            self.stats.loops += 1
-            self.leaving.leave(peer, route.key)
-            self.searches.forward(now, route)
-            self.leaving.settle(peer, route.key)
-            return
-        self.searches.drop_route(route)
-        new_root = isinstance(reply, SubscribeSucceededNewRoot)
-        if stream is not None and stream.carried:
-            head_known = True
-            if stream.join_uid == route.uid and stream.state is not State.JOINED:
-                if stream.state is State.ROOT:
-                    self.merges.merged(stream)  # our look found another tree: join it
-                change = Change.ATTACHED if stream.state is State.RESTARTING else Change.MERGED
-                self._change(stream, change, parent=peer)
-                self.restarts.take_label(stream, *label_of(reply))
-                self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
-                self._complete_pending(now, stream)
-                self.flow.carried(now, stream)
-                self.refills.refill(now, stream)
-            elif stream.state is State.JOINED and route.uid == stream.restart_uid:
-                # We routed our restarting ancestor's resubscribe past ourselves and it found
-                # the tree through ``peer``: hang from ``peer`` and leave the old parent (our
-                # ancestor, which will attach below us), so no cycle closes.
-                self.restarts.hang_from(now, stream, peer, reply, route.last_seen)
-                # A root this very search made holds none of the tree's past, so we name no
-                # head: the ancestor whose search it is then pushes all it has (chaos: told
-                # our head, it pushed nothing, and the only copy of a packet stayed below
-                # it). It is still caught up from us: we may hold what it lacks.
-                head_known = not new_root
-            elif stream.parent != peer:
-                if may_hang_below(stream, route.uid, route.must_beat):
-                    self.leaving.leave(peer, route.key)  # it joins our tree, through us
-                elif may_move_to(stream, peer, reply, route):
-                    self.restarts.hang_from(now, stream, peer, reply, route.last_seen)
-                else:
-                    self.leaving.leave(peer, route.key)
-                    self._fail(route)  # answering it from here would put it below us
-                    return
-            self._answer(now, stream, route, new_root=False, head_known=head_known)
-        else:
-            stream = self._enter_tree(now, route, Change.ATTACHED, parent=peer, reply=reply)
-            self._answer(now, stream, route, new_root=new_root)
-            self.flow.carried(now, stream)
-        self.leaving.prune(now, stream)
-        self.leaving.settle(peer, route.key)
-
-    # --- tree membership --------------------------------------------------------------------
-
-    def _enter_tree(
-        self,
-        now: float,
-        route: Route,
-        change: Change,
-        parent: PeerId | None,
-        reply: SubscribeSucceeded | SubscribeSucceededNewRoot | None = None,
-    ) -> Stream:
-        """Join the tree of ``route``'s key (as a child of ``parent``, or as root) and tell
-        local clients. The caller releases the publishes that waited (``flow.carried``)
-        once it has adopted whoever asked: a new root that numbered them first would leave
-        its first child without them (a new root's child gets no catch-up)."""
-        key = route.key
-        stream = self.streams.get(key)
-        if stream is None:
-            state = next_state(None, change)
-            if state is None:
-                raise LocalProtocolError(f"{change.value} cannot create a stream")
-            stream = self._new_stream(key, state, parent, route.descriptor)
-        else:
-            self._change(stream, change, parent)
-        self.restarts.take_label(stream, *label_of(reply))
-        if change is Change.BECAME_ROOT:
-            self.stats.roots += 1
-            # A resubscribe that makes us root brings an existing tree: a takeover.
-            takeover, ours = route.is_resubscribe, route.upstream is None
-            self.flow.became_root(now, stream, route.last_seen, takeover=takeover, ours=ours)
-        else:
-            self.flow.attached(stream, success_of(reply), route.last_seen, new_head(reply))
-        root = stream.state is State.ROOT
-        if stream.local:
-            subscribed = self.flow.subscribed(stream, root)
-            for client, member in stream.local.items():
-                if member.receives:
-                    self._deliver(client, subscribed)
-        self._complete_pending(now, stream)
-        return stream
-
-    def _new_stream(
-        self, key: bytes, state: State, parent: PeerId | None, descriptor: bytes | None
-    ) -> Stream:
-        """Start carrying (or joining) ``key``."""
-        stream = self.streams[key] = new_stream(key, state, parent, descriptor, self.config)
-        return stream
-
-    def _change(self, stream: Stream, change: Change, parent: PeerId | None) -> None:
-        state = next_state(stream.state, change)
-        if state is None:
-            del self.streams[stream.key]
-            return
-        was_root = stream.state is State.ROOT
-        stream.state = state
-        stream.parent = parent
-        if was_root and state is not State.ROOT:
-            self.flow.children_changed(stream)  # its clients are shown what it holds
-        if change is not Change.JOIN_FAILED:
-            stream.join_uid = None
-
-    def _complete_pending(self, now: float, stream: Stream) -> None:
-        """Now that we carry ``stream``, answer the searches for it still running through us
-        instead of letting them wander on: this coalesces concurrent joins."""
-        routes = self.searches.routes
-        for uid in self.searches.uids_for(stream.key):
-            route = routes[uid]
-            if route.upstream is None or self.restarts.may_accept(stream, uid, route.must_beat):
-                self.searches.drop_route(route)
-                self._answer(now, stream, route, new_root=False)
-
-    def _answer(
-        self, now: float, stream: Stream, route: Route, new_root: bool, head_known: bool = True
-    ) -> None:
-        """Tell whoever asked that the search succeeded, and adopt them as a child."""
-        upstream = route.upstream
-        if upstream is None or upstream not in self.peers:
-            return
-        if upstream == stream.parent:
-            self._send(upstream, RejectedLoop(route.uid))
-            return
-        self._adopt(
-            now,
-            stream,
-            upstream,
-            route.uid,
-            new_root,
-            route.last_seen,
-            route.must_beat,
-            head_known=head_known,
-        )
-
-    def _adopt(
-        self,
-        now: float,
-        stream: Stream,
-        peer: PeerId,
-        uid: int,
-        new_root: bool,
-        last_seen: int | None,
-        must_beat: float | None = None,
-        wait: bool = True,
-        head_known: bool = True,
-    ) -> None:
-        """Take ``peer`` as a child, answering its search ``uid``, and catch it up after
-        ``last_seen``, first asking for what we never had (``refills``; ``wait`` False:
-        serve what we have). Told no head (``head_known`` False: our root lacks the past)
-        or one below ``last_seen`` (``joining.owed_after``), it is adopted at once."""
-        # A child relaying coalesced fresh searches already gets all we take in; a resubscribe
-        # is caught up anyway (refilled first): a restarting sender drops what came before.
-        known = peer in stream.children
-        owes = not new_root and not (known and last_seen is None)
-        if wait and owes and not self.admission.may_catch_up(now, stream, peer, uid, last_seen):
-            return
-        if (
-            wait
-            and head_known
-            and not new_root
-            and last_seen is not None
-            and self.refills.serve_later(now, stream, peer, last_seen + 1, None, uid, must_beat)
-        ):
-            return
-        stream.children[peer] = None
-        self.keeping.unkeep(stream)
-        reply = None if new_root else self.flow.success(uid, stream, last_seen, head_known)
-        self._send(peer, reply or SubscribeSucceededNewRoot(uid, stream.key, stream.high))
-        after = owed_after(reply, last_seen)
-        owed = after != last_seen or not head_known
-        own = self.refills.catch_up_later(now, stream, peer, after) if owed else None
-        later = own is not None
-        if owes and not later:
-            self.flow.catch_up(stream, peer, after)
-        if not later:
-            self.flow.send_mark(stream, peer)  # how far it may show, after its catch-up
-        if stream.state is State.RESTARTING:
-            # Chaos: a detached node adopted a resubscriber that had seen 19, became root
-            # holding nothing, and numbered 10 again.
-            stream.claim(last_seen)
-        self.flow.reported(now, stream, last_seen)
-        self.refills.ask_newcomer(stream, peer, last_seen, own)
-
     @property
     def routes(self) -> dict[int, Route]:
         """The searches in flight here, by uid (``searches``)."""
         return self.searches.routes
 
     # --- plumbing -------------------------------------------------------------------------
-
-    def _send(self, peer: PeerId, message: Message) -> None:
-        self.out.send(peer, message)
-
-    def _deliver(self, client: ClientId, event: ClientEvent) -> None:
-        self.out.deliver(client, event)
 
     def _flush(self, now: float) -> list[Effect]:
         if self.flow.released:

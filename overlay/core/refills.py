@@ -140,7 +140,7 @@ class Asker(Protocol):
     def send_mark(self, stream: Stream, child: PeerId) -> None: ...
 
 
-# Take ``peer`` as a child of ``stream``, answering its search ``uid`` (``Node._adopt``):
+# Take ``peer`` as a child of ``stream``, answering its search ``uid`` (``Membership.adopt``):
 # (now, stream, peer, uid, new_root, last_seen, must_beat, wait).
 Adopt = Callable[[float, Stream, PeerId, int, bool, int | None, float | None, bool], None]
 

@@ -83,8 +83,8 @@ class Restarts:
         self._out = out
         self._flow = flow
         self._refills = refills
-        self._change = change  # (``Node._change``)
-        self._start_own_search = start_own_search  # (``Node._start_own_search``)
+        self._change = change  # (``Membership.change``)
+        self._start_own_search = start_own_search  # (``Subscribing.start_own_search``)
         self._fresh_uid = fresh_uid  # (``hops``)
         self._leave = leave  # (``leaving``)
         self._linger = linger  # (``leaving``)
