@@ -1,6 +1,6 @@
 """Packets that come ahead of a gap a member has asked its new parent to fill.
 
-A member that moves below a new parent for a search routed past it (``Restarts._hang_from``)
+A member that moves below a new parent for a search routed past it (``Restarts.hang_from``)
 may lack packets below that parent's head, and asks for them (``FillRequest``). The parent's
 catch-up for the search, already on its way, can overtake that question: its packets come
 above the gap before the answer does. Taken as they came, the first of them would announce

@@ -39,7 +39,7 @@ class EarlyWaits:
         timers.on(EARLY_TIMER, self.on_early_timer)
 
     def expect_fill(self, now: float, stream: Stream, first: int, last: int) -> None:
-        """We asked our new parent for ``first..last`` (``Restarts._hang_from``): packets
+        """We asked our new parent for ``first..last`` (``Restarts.hang_from``): packets
         above the gap wait for the answer (``early_packets``)."""
         self.release(stream, give_up=True)  # (an earlier question is over)
         token = self.tokens.take()

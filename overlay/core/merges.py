@@ -191,7 +191,7 @@ class Merges:
             uid, stream.crossed = stream.crossed, None
         if uid is None or uid in self._routes or uid in self._restarts.awaiting:
             # A trail's uid comes from a peer's probe: one that already names a search
-            # here cannot name this look too (one uid, one search: ``Hops._start_route``).
+            # here cannot name this look too (one uid, one search: ``Searches.start_route``).
             uid = self._fresh_uid()
         stream.looking = uid
         self._hold_numbers(now, stream)

@@ -214,7 +214,7 @@ class Probes:
         """Look for another tree, holding numbering while the search runs; ``relooks``: the
         repeats already spent (``merges``); ``uid``: a probe's trail to follow, if any;
         ``found``: a probe showed a closer root (not a guess from a closer peer). Counted
-        as a miss until the look merges (``Merges._merged`` clears it), so a look that
+        as a miss until the look merges (``Merges.merged`` clears it), so a look that
         cannot reach the other tree is not made every round."""
         stream.relooks = relooks
         _count_look(now, stream, found)
@@ -303,7 +303,7 @@ class Probes:
             # round. Counted as a miss until the
             # look merges, so forged probes buy looks only as often as the probe backoff
             # allows (``_may_trail``). A root in a repair makes its next look this one
-            # (``Merges._start_look``, ``Merges._looked``; in a grace with no look due, one
+            # (``Merges.start_look``, ``Merges.looked``; in a grace with no look due, one
             # becomes due): a look already running may miss the other tree (a partition
             # that heals while a root made on its far side looks), and both would number.
             self._stats.splits_found += 1
@@ -361,7 +361,7 @@ class Probes:
 
 
 def _count_look(now: float, stream: Stream, found: bool = True) -> None:
-    """A probe-made look starts (or is due): a miss until it merges (``Merges._merged``
+    """A probe-made look starts (or is due): a miss until it merges (``Merges.merged``
     clears the count), and, if a probe ``found`` a closer root, the time the backoff of the
     next crossing's look is measured from. A look past a closer peer is a guess, and does
     not hold back a crossing: a closer root's probe is news it had not. Otherwise a root

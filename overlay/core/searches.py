@@ -103,7 +103,7 @@ class Searches:
     def start_route(self, now: float, route: Route) -> None:
         """Route a search. A uid names one search for one key (the tables by key and by
         peer hang on it): a relayed search with a uid in flight is a loop, answered before
-        it gets here, and one naming another key is refused (``Node._on_request``); our
+        it gets here, and one naming another key is refused (``Subscribing.on_request``); our
         own take fresh uids, or ones only our own subtree was told (``restarts``)."""
         if route.uid in self.routes:
             raise LocalProtocolError(f"search uid {route.uid} is in flight already")
