@@ -13,13 +13,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_number_acknowledged_to_a_retry_was_not_announced_missed() -> None:
-    # Chaos: a partition. Root 8 numbered publisher 17's uids 3 and 5 as 2 and 4; 17 confirmed and
-    # kept the claims, and 8 held them pending. A partition cut 8 off from 17, whose attempts timed
-    # out, and the claims went with them. 17 attached on its own side and pushed the claims it still
-    # had, not 2 and 4, so that side's root announced 1..7 missed; after the heal, 8 acknowledged
-    # the retries of uids 3 and 5 as 2 and 4, which subscribers 16 and 6 never got. So a claim
-    # outlives a timed-out attempt, and a retry of the uid takes it back. The root's wait for a
-    # second branch (commits) changes this run's path so much that it passes with either fix alone.
+    # A partition cuts a root off from a publisher whose confirmed claims it holds pending, and
+    # the publisher's attempts time out. A claim outlives a timed-out attempt and a retry of the
+    # uid takes it back: dropped, the publisher's side would announce the claimed numbers missed
+    # while the cut-off root, after the heal, acknowledges the retries with them. The root's wait
+    # for a second branch (commits) changes this scenario's timing so much that either rule alone
+    # passes it.
     outcome = run(CLAIM_LAPSED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -48,12 +47,11 @@ CLAIM_LAPSED = Scenario(
 
 
 def test_a_relayed_publish_is_not_acknowledged_while_only_its_branch_holds_it() -> None:
-    # Chaos: crashes and a partition. Root 1 numbered publisher 7's publish as 12; it came up
-    # through relay 0, and the root's other child, 10, had died unnoticed. 1 acknowledged at once:
-    # the root, 0 and 7 held 12. Then 1 died, a partition cut 0 off, and 7 died: the rest of the
-    # tree had never heard of 12, and its new root gave 12 to another publish, acknowledged too. A
-    # root now answers a relayed publish, as a publishing child's own, once another child holds the
-    # packet; 10 never answered, 1 died first, and nobody was told 12.
+    # Crashes and a partition: a publish climbs to the root through a relay while the root's
+    # other child is dead unnoticed; then the root dies, the partition cuts the relay off and the
+    # publisher's node dies. A root answers a relayed publish, as a publishing child's own, only
+    # once another child holds the packet: acknowledged while only that branch held it, the
+    # number could be given by the rest of the tree's new root to another publish.
     outcome = run(ONE_BRANCH_HELD_IT)
     assert outcome.log.acks and outcome.log.conflicts == []
     assert not [f for f in failures(outcome) if "never got acked" in f]

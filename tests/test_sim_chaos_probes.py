@@ -155,12 +155,11 @@ RELAYED_SUCCESS_HELD = Scenario(
 
 
 def test_a_crossing_probe_is_followed_though_the_root_just_looked_past_a_closer_peer() -> None:
-    # Chaos: after a partition and crashes, root 52 (0.309) had a tree whose members 36 and 29
-    # were closer to the key (0.116) than root 49 (0.196), which had no member. 52, with
-    # closer peers outside its children, looked past them at each probe round, and its own
-    # members refused. 49's probes crossed 52 56 ms after each of those rounds began, and
-    # 52 ignored every one: the backoff its own guess had just started held the crossing
-    # back. Two roots for good. A look past a closer peer no longer holds a crossing back.
+    # After a partition and crashes, a root's tree has members closer to the key than a second
+    # root beside it. The first root, with closer peers outside its children, looks past them at
+    # each probe round, and its own members refuse; the second root's probes cross it just after
+    # each such round begins. A look past a closer peer must not hold a crossing probe back under
+    # its backoff, or the two roots never merge.
     outcome = run(CROSSED_AFTER_A_GUESS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -189,14 +188,11 @@ CROSSED_AFTER_A_GUESS = Scenario(
 
 
 def test_a_probe_reset_at_the_closest_node_has_its_whole_budget_past_it() -> None:
-    # Chaos: crashes and a partition (43 nodes, 3 streams).
-    # Root 2 had lost its ring neighbours 1 and 3 to crashes, and its links (26, 29, 31)
-    # were all farther from the key. A cut (+32.96 to +67.33) left it on the small side,
-    # where 23 rooted the other tree (+42.49). After the heal greedy routing ended at 22,
-    # the closest live node, a member of 23's tree; 23's probes reset to max_htl (10)
-    # there and ran out one or two hops short of 29 -> 2, every round (two roots still
-    # 1,200 s on), and 2's probes crossed 23's tree but never 23. A probe now resets to
-    # the budget it started with (``probes``), reaches 2, and 23 joins 2's tree.
+    # Crashes and a partition: a root whose ring neighbours died and whose links are all farther
+    # from the key ends up beside another root after the heal; greedy routing toward it ends at
+    # the closest live node, a member of the other tree, one or two hops short. A probe resets
+    # there to the budget it started with (``probes``), not to max_htl, so it reaches the closer
+    # root and the trees merge; otherwise it runs out short every round and two roots stay.
     outcome = run(TWO_HOPS_SHORT)
     assert outcome.log.acks and failures(outcome) == []
 

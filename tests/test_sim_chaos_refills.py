@@ -56,13 +56,11 @@ LONG_PARTITION_MISSED = Scenario(
 
 
 def test_a_relay_serves_a_waiter_only_once_it_holds_every_number_the_waiter_asked_for() -> None:
-    # Chaos: after a partition's heal, relay 52 (holding from 20) took two resubscribes: one that
-    # had seen 18, for which it asked its parent 12 for 19, then node 24's, which had seen
-    # 16, for which it asked 17..19. 19 came first, the answer to the narrower ask, and 52
-    # served both: "the last number asked is in" was its test, since a parent answers in
-    # order. 24 was told 17 and 18 were missed, acknowledged as they were and held by half
-    # the tree; they reached 52 25 ms later. A waiter is now served once none of the
-    # numbers it asked for is lacking, as a root already did.
+    # After a partition's heal, a relay that lacks the oldest packets takes two resubscribes and
+    # asks its parent first for a narrower range, then for a wider one; the answer to the
+    # narrower ask comes first. A waiter is served only once none of the numbers it asked for is
+    # lacking, as at a root: "the last number asked is in" would tell the second resubscriber
+    # that acknowledged packets the tree holds were missed, just before they arrive.
     outcome = run(NARROWER_ASK_ANSWERED_FIRST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -91,15 +89,12 @@ NARROWER_ASK_ANSWERED_FIRST = Scenario(
 
 
 def test_a_search_at_a_root_cut_off_past_its_grace_waits_for_the_heal() -> None:
-    # Chaos: a partition after crashes. Root 28 numbered
-    # packet 0 at 10.4 s and it was acknowledged at 10.8 s, but the parents of nodes 1
-    # and 31 (subscribed at 2 and 4 s) had just died, so neither got it. A partition, 16.5 s
-    # to 38.8 s, cut off 1, 31, 12 and old root 28, all of whose links crossed the cut:
-    # nobody on that side could reach a copy of 0. 12 became the side's root with 1..5
-    # pushed up to it, and node 1's search waited at 12 for 0 from 24.4 s. 12's grace and
-    # look ended without it, and at 34.4 s 12 told 1 (and through it 31) that 0 was missed;
-    # the cut healed at 38.8 s and 12 joined the other side's tree, which held 0, at 39.3 s.
-    # A search waiting at a root is now held while it would still wait, grace or not.
+    # A partition after crashes: an acknowledged packet misses two subscribers whose parents
+    # just died, and the cut leaves them, with the old root, on a side where nobody holds a copy.
+    # The side's new root takes the later packets pushed up to it, and a subscriber's search
+    # waits there for the missing one past the root's grace and look. A search waiting at a root
+    # is held while it would still wait, grace or not: told the packet was missed, the
+    # subscribers would lose it although the other side, which the cut rejoins, holds it.
     outcome = run(SEARCH_ANSWERED_BEFORE_THE_HEAL)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -139,19 +134,15 @@ SEARCH_ANSWERED_BEFORE_THE_HEAL = Scenario(
 
 
 def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
-    # Chaos: a partition (46 nodes, 2 streams).
-    # Root 16 numbered stream 0's 1..12 during a partition (1.9 s to 36.2 s); only 27 and
-    # 32 got them, and the other side's subscribers 4 and 30 held only 0. 16 died. After
-    # the heal, 39 became root through 27's resubscribe (last_seen 12), holding none of
-    # 1..12. In its grace it told relay 43 (relaying 7's resubscribe, last_seen 12, a claim)
-    # that its head was 0, where its gap starts; 12 ms later 27's pushes brought 1..12 in,
-    # kept only for the root's waiters (``Ordering._backfill``), so 43's branch (30) never got them.
-    # Relay 5 had entered the tree holding nothing after a search that claimed 12, and
-    # resumed after 12 with child 4 holding only 0. Both subscribers met 13 as a gap 8 s
-    # later and were told acknowledged 1..12 were missed, though their parents' marks had
-    # said 12 long before. So a member whose parent's mark is past what it processed asks
-    # that parent for the numbers between (``showing``); the parent serves them, asking up
-    # the tree for what it never had, and the root, which kept them, replays them.
+    # A partition: packets numbered during the cut reach only part of the tree, the root dies,
+    # and after the heal a new root holding none of them is made by a resubscribe that has seen
+    # them. In its grace it tells a relay its head is where its gap starts, and the pushes that
+    # bring the packets in are kept only for the root's waiters (``Ordering._backfill``); a relay
+    # that entered holding nothing after a search's claim resumes past a child that holds less.
+    # A member whose parent's mark is past what it processed asks that parent for the numbers
+    # between (``showing``); the parent serves them, asking up the tree for what it never had,
+    # and the root, which kept them, replays them. Otherwise the subscribers meet the next packet
+    # as a gap and are told acknowledged packets were missed.
     outcome = run(MARK_PAST_WHAT_A_MEMBER_HOLDS)
     assert outcome.log.acks and failures(outcome) == []
 
