@@ -46,12 +46,11 @@ PARTITION_TWICE = Scenario(
 
 
 def test_a_packet_sent_down_as_the_cut_came_is_not_numbered_again_on_the_other_side() -> None:
-    # Drawn by the chaos property's 200-example sample. The class of
-    # PARTITION_TWICE: root 27 numbered publisher 6's publish as 15, 6 confirmed it, and
-    # 27 sent it down 20 ms before a partition cut 27 off with a third of the tree;
-    # subscriber 5, on that side, got 15. On 6's side its parent 28 took the tree over
-    # and joined root 10's tree, and 6's parent never changed, so its claim on 15 never
-    # went up: 10 gave 15 to another publish. 28's grace asks for it.
+    # The class of PARTITION_TWICE: a root sends a confirmed publish down just before a
+    # partition cuts it off with a third of the tree, whose subscribers get it. On the
+    # publisher's side its parent takes the tree over and joins another root's tree while the
+    # publisher's parent stays the same. The new root's grace asks for the claim; otherwise
+    # it never goes up and the other root gives the number to another publish.
     outcome = run(SENT_DOWN_AS_THE_CUT_CAME)
     assert outcome.log.acks and failures(outcome) == []
 

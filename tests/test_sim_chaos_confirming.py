@@ -72,13 +72,12 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
 
 
 def test_a_packet_numbered_before_a_cut_is_not_shown_after_the_heal() -> None:
-    # Chaos with confirmation off (60 nodes). Root 38
-    # numbered node 59's publish as packet 1 and sent it down 4.9 ms before a cut took
-    # 38's only children away; the frames were lost, liveness dropped the children, and
-    # 38 committed 1 with nobody below. The publishers' side's new root 25 gave 1 to node
-    # 27's publish, acknowledged. Node 42, cut off with no peer at all, resubscribed after
-    # the heal to 38, the closest node, still root of its stale tree, and was shown 59's
-    # publish as 1. With confirmation on, 38 never sends 1 down (59's node never confirms).
+    # A scenario drawn with confirmation off, run with it on: a root numbers a publish and
+    # sends it down just before a cut takes its only children away, and the publishers' side's
+    # new root gives that number to another publish. A node cut off with no peer resubscribes
+    # after the heal to the stale root, the closest node. With confirmation on, the stale root
+    # never sends the packet down (the publisher's node never confirms), so that node is not
+    # shown a packet that disagrees with the stream.
     outcome = run(NUMBERED_BEFORE_A_CUT_SHOWN_AFTER_THE_HEAL)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -11,17 +11,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_root_holds_its_waiters_while_it_looks_for_a_tree_that_holds_their_packets() -> None:
-    # Drawn by the chaos property. A partition of a third of
-    # the nodes, 10 s to 43.4 s, and crashes; node 14's subscriber, on the cut side, stayed
-    # up. After the heal, the main side's root 23 (holding 0..14) resubscribed to the
-    # side's root 22 (closer to the key, holding nothing), which continued after 23's 14;
-    # 23's pushes of 0..14 died with a link that broke on the way. 22's subtree (relays
-    # 21, 11, 19 above 14) waited at 22 for 0..14. Meanwhile the tree churned: 23 left it
-    # and became a root again, and 22's grace ended in a look, which would join 23's tree.
-    # The waiters' timeout came during that look, and 22 told them 0..14 were missed, 0..9
-    # of them acknowledged. Now a root's waiters wait through its grace or look (at most
-    # MAX_HOLDS timeouts), as they do under a restarting ancestor; 22 joins 23's tree, asks
-    # it for 0..14, and serves them.
+    # A partition of a third of the nodes, and crashes. After the heal the main side's root
+    # resubscribes to the cut side's root (closer to the key, holding nothing), whose subtree
+    # waits at it for the packets; the pushes that would bring them die with a broken link,
+    # the main side's root becomes a root again, and the cut side's grace ends in a look that
+    # would join its tree. A root's waiters wait through its grace or look (at most MAX_HOLDS
+    # timeouts), as they do under a restarting ancestor, and are served once it joins the
+    # tree that holds their packets; otherwise they are told acknowledged packets were missed.
     outcome = run(LONG_PARTITION_MISSED)
     assert outcome.log.acks and failures(outcome) == []
 

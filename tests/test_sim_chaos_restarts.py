@@ -9,14 +9,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_labelled_member_moves_to_the_tree_a_closer_look_found_through_it() -> None:
-    # Chaos with no partition and no frame lost: crashes only. The root (31) died; 16, far from the
-    # key, took its tree over and looked, its members carrying its label. Then 32 died: 6 (the
-    # closest node, a publisher's, linked only to 16's member 22) and 4 each became a root. 6's look
-    # went through 22 and 21 to 4, which took it; but 21 and 22, labelled by a farther origin,
-    # refused the success on its way back (6 may not hang below a detached subtree that is farther
-    # than 6), so 6 found "nothing", and both 6 and 4 numbered 20..22. Now such a member moves, with
-    # its subtree, to the attached tree the search found, and answers from there: 6 joins 4's tree,
-    # and 16 (which lost a child) looks again.
+    # Crashes only, no partition and no frame lost: the root dies and a node far from the key
+    # takes its tree over and looks, its members carrying its label; then two more nodes become
+    # roots, the closest one linked only through that labelled tree. Its look reaches the other
+    # root, which takes it, but the labelled members refuse the success on its way back (it may
+    # not hang below a detached subtree farther than itself). Such a member moves, with its
+    # subtree, to the attached tree the search found, and answers from there; refusing, it
+    # would leave the closest node finding "nothing" and two roots numbering the same packets.
     outcome = run(THREE_ROOTS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -188,11 +187,11 @@ ACKED_TWICE_ACROSS_A_CUT = Scenario(
 
 
 def test_a_member_holding_nothing_moved_for_anothers_search_keeps_its_clients_point() -> None:
-    # Chaos (35 nodes). Node 22, cut off in a tree that numbered nothing, its client owed
-    # packet 0 on, relayed node 10's resubscribe (which had seen 29) after the heal and
-    # moved with it to 31's tree. It took the search's 29 as its own point, entered at 30,
-    # and told its client 0..29 were missed, all held by the tree. A member resumes at its
-    # own point (``Restarts.hang_from``) and asks its new parent for the rest.
+    # A member cut off in a tree that numbered nothing, its client owed packet 0 on, relays
+    # after the heal a resubscribe that has seen further and moves with it to the tree it
+    # finds. A member resumes at its own point (``Restarts.hang_from``) and asks its new parent
+    # for the rest; taking the search's point as its own, it would tell its client that
+    # packets the tree holds were missed.
     outcome = run(MOVED_FOR_ANOTHERS_SEARCH)
     assert outcome.log.acks and failures(outcome) == []
 
