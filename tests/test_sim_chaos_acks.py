@@ -58,13 +58,11 @@ def test_a_relayed_publish_is_not_acknowledged_while_only_its_branch_holds_it() 
 
 
 def test_a_subscriber_is_not_shown_a_packet_that_only_one_branch_held() -> None:
-    # The same scenario: publisher 7 subscribes too, and its node showed packets as they
-    # came down, committed or not. It was shown its own 12 before root 1, relay 0's cut and
-    # its own death took 12 with them, and the rest of the tree then gave 12 to another
-    # publish. Its client died with it, but what it was shown disagrees with the stream
-    # (a member cut off with it that stayed up would have kept it). A member now shows
-    # only what the root says it committed (``overlay.core.showing``), and 1 died before
-    # it committed 12.
+    # The same scenario: the publisher subscribes too. A member shows only what the root says
+    # it committed (``overlay.core.showing``); shown its own packet as it came down, the
+    # publisher would have seen a number that the root's death, the relay's cut and its own
+    # death took away and the rest of the tree gave to another publish (a member cut off with
+    # it that stayed up would keep that disagreement).
     outcome = run(ONE_BRANCH_HELD_IT)
     assert failures(outcome) == []
 
@@ -91,9 +89,9 @@ ONE_BRANCH_HELD_IT = Scenario(
 
 
 def test_a_root_that_dies_before_a_child_holds_its_packet_showed_it_to_nobody() -> None:
-    # Root 1 numbered a child's publish as packet 20, showed it to its own subscriber and
-    # died 21 ms later, before any child had it; root 23 then gave 20 to another publish.
-    # A root now shows its own clients only what a child holds (``overlay.core.commits``).
+    # A root numbers a child's publish and dies just after, before any child holds it; the next
+    # root gives that number to another publish. A root shows its own clients only what a
+    # child holds (``overlay.core.commits``), so its subscriber is not shown the lost packet.
     outcome = run(ROOT_DIES_FIRST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -115,18 +113,17 @@ ROOT_DIES_FIRST = Scenario(
 
 
 def test_a_packet_is_acknowledged_only_once_a_third_node_holds_it() -> None:
-    # A partition cut root 26 off from all its tree but child 20. 26 numbered its own
-    # client's packet 6, waited for 20 to hold it (the one child that answered) and
-    # acknowledged it; then 26 died, and 20 died before anyone else had it. A subscriber
-    # behind the cut never got the acknowledged packet. A root now waits for two children.
+    # A partition cuts a root off from all its tree but one child; the root numbers its own
+    # client's packet, and then the root and that child die before anyone else has it. A root
+    # waits for two children to hold a packet before acknowledging it; one would leave a
+    # subscriber behind the cut without an acknowledged packet.
     outcome = run(THIRD_COPY_AT_THE_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_childs_own_publish_is_acknowledged_only_once_a_third_node_holds_it() -> None:
-    # The same, for a publisher one hop below the root: a partition cut root 10 off from
-    # all but node 14, which published 6 and 7; 10 acknowledged them at once (14 held them
-    # by then), and both died three seconds later. The root now answers a child that
+    # The same, for a publisher one hop below the root: a partition cuts the root off from all
+    # but the publishing child, and both die soon after. The root answers a child that
     # published a packet itself only once another child holds it too.
     outcome = run(THIRD_COPY_BELOW_THE_ROOT)
     assert outcome.log.acks and failures(outcome) == []

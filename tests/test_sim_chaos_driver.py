@@ -75,10 +75,10 @@ EVERY_PEER_DIED = Scenario(
 
 
 def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
-    # A partition healed before liveness noticed it used to lose the frames sent across it
-    # while the links stayed up: a TCP link that silently skips frames, which no real link
-    # does and the protocol rightly does not expect (packet 0 never reached node 0). The
-    # simulator now holds them back and delivers them, in order, at the heal.
+    # A partition that heals before liveness notices it must not lose the frames sent across
+    # it while the links stayed up: that would be a TCP link that silently skips frames, which
+    # no real link does and the protocol rightly does not expect. The simulator holds them
+    # back and delivers them, in order, at the heal.
     scenario = Scenario(
         seed=0, nodes=20, streams=3, subscribers=2, partition=(0.0, 1.0, 0.3125), confirm=False
     )
@@ -87,11 +87,10 @@ def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
 
 
 def test_the_network_is_not_quiet_while_a_message_is_on_its_way() -> None:
-    # Not the protocol's fault: the run's quiet check. Node 17, a relay whose last child had
-    # left, stayed its linger and then sent its parent 13 an Unsubscribe, at the last
-    # instant of a step. No node had work and no message had arrived for a while, so the
-    # run ended with the Unsubscribe still travelling, and 13 was found listing a child
-    # that no longer carried the stream. Quiet now also needs nothing in flight.
+    # The run's quiet check, not the protocol: a relay whose last child left stays its linger
+    # and sends its parent an Unsubscribe at the last instant of a step, while no node has
+    # work. Quiet also needs nothing in flight; otherwise the run ends with the Unsubscribe
+    # still travelling and the parent listing a child that no longer carries the stream.
     faults = (
         Fault(at=1.0, kind="crash", arg=0, until=None),
         Fault(at=1.0, kind="crash", arg=0, until=None),

@@ -14,41 +14,39 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_farther_root_follows_the_closer_roots_probe_across_the_wrap() -> None:
-    # Key at 0.134: root 37 (0.0096) kept the stream idle beside root 14 (0.9997), whose
-    # tree held nodes closer than either. 14's looks went greedily into its own tree
-    # (6, 25, ...), whose labelled members refused them and spent their budget; 37's
-    # probes crossed 14 each round, but only a closer root answers a probe. Now 14 looks
-    # back along 37's probe, and its look tries 37 first.
+    # Two roots keep an idle stream on either side of the 0/1 wrap, and the farther one's tree
+    # holds nodes closer than either. Its looks go greedily into its own tree, whose labelled
+    # members refuse them and spend their budget, while the closer root's probes cross it each
+    # round (only a closer root answers a probe). The farther root looks back along the
+    # probe, trying the closer root first, so the trees merge.
     outcome = run(ACROSS_THE_WRAP)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_farther_root_whose_closer_peer_is_its_grandchild_follows_the_probe_back() -> None:
-    # Key at 0.116: root 31 (0.179) with a closer peer, 2, deep in its own tree; root 49
-    # (0.083), reachable from 31 only through members of the two trees. 31 looked at every
-    # probe round (a closer peer not its child) and every look was refused inside its own
-    # tree; 49's probes crossed 31's tree and 31 itself. 31 now looks back along them.
+    # A farther root with a closer peer deep in its own tree, and a closer root reachable from
+    # it only through members of the two trees: the farther root's looks (toward a closer peer
+    # not its child) are all refused inside its own tree, while the closer root's probes cross
+    # it. The farther root looks back along those probes, so the trees merge.
     outcome = run(GRANDCHILD_CLOSER)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_closer_root_in_its_look_answers_the_probe_of_a_healed_partition() -> None:
-    # Key at 0.163: root 22 (0.1775) was made on one side of a partition and root 33
-    # (0.1416) on the other. The partition healed while 22 looked; 33's probe on the new
-    # link reached 22 mid-look, and only a settled root answered, so it passed on. 22's
-    # look missed 33's tree, and both numbered packet 0 before the next probe round. A
-    # closer root in a repair now answers too, and 33 joins it.
+    # A root is made on each side of a partition, and the partition heals while the closer
+    # one looks; the farther root's probe reaches it mid-look on the new link. A closer root
+    # in a repair answers a probe too, so the farther root joins it; passed on, the probe
+    # leaves both numbering packet 0 if the look misses the other tree.
     outcome = run(HEALED_MID_LOOK)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_relay_that_fetched_what_a_look_lacked_passes_on_the_success_its_root_gave() -> None:
-    # Key at 0.116: a partition took root 43 away, and two subtrees on the publishers' side
-    # took over, 5 (0.90) and 34 (0.25). 5's look reached 34's tree through 41 and 49 and
-    # 34 took it, but 49, relaying the success, lacked packets the look had seen and
-    # fetched them first; when they came it checked whether it could itself accept the
-    # look, which must-beat 0.90 it could not, and refused it. The look failed, and 5
-    # numbered 14 beside 34's tree, which held 14 already.
+    # A partition takes the root away and two subtrees on the publishers' side take over. One's
+    # look reaches the other's tree, which takes it, through a relay that lacks packets the
+    # look has seen and fetches them first. When they come, the relay passes on the success
+    # its root gave, though it could not accept the look itself; refusing it, the look would
+    # fail and its root number packets beside a tree that already holds them.
     outcome = run(RELAYED_SUCCESS_HELD)
     assert outcome.log.acks and failures(outcome) == []
 
