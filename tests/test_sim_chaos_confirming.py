@@ -12,14 +12,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_packet_numbered_as_a_partition_begins_is_shown_to_nobody_on_the_cut_off_side() -> None:
-    # Root 10 numbered node 21's publish as packet 17, 14 ms before a partition cut 10 off
-    # from 21; the acknowledgement was lost on its way. 10 had sent 17 down at once, so
-    # subscriber 24, cut off with it, was shown 17. The publishers' side never heard of 17:
-    # its new root gave 17 to the next publish, and that was acknowledged. A root configured
-    # to (``confirm_publishes``, on in this scenario) sends a packet down only once the
-    # publisher's node confirms its number (``confirming``): 21's node never did, and 10
-    # dropped the packet unshown. Without it, this scenario still fails (README, Known
-    # limits).
+    # A root numbers a publish just before a partition cuts it off from the publisher, and the
+    # acknowledgement is lost on its way; the publishers' side's new root gives that number to
+    # the next publish. A root configured to (``confirm_publishes``, on in this scenario) sends
+    # a packet down only once the publisher's node confirms its number (``confirming``), so no
+    # subscriber cut off with the old root is shown it. Without it, this scenario still fails
+    # (README, Known limits).
     outcome = run(NUMBERED_AS_THE_CUT_CAME)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -144,12 +144,12 @@ def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None
 
 
 def test_a_relay_told_a_head_below_its_claim_is_owed_what_is_pushed_up_after_it() -> None:
-    # The same draw with node 2 added at +26.09, not +29.84: with the member-side ask
-    # (above) alone it fails. 7 asked root 39 for 1..12 early, 39
-    # had none, and once its wait ran out (+52 to +62) told 7's whole subtree they were
-    # missed, 30 included. So the root owes relay 43, which it told "0", what is pushed
-    # up after it (``joining.owed_after``): 43's catch-up and its mark wait for the pushes,
-    # so no mark past 0 reaches 7 before 1..12 do, and nobody asks before the tree settles.
+    # The same scenario with node 2 added at +26.09, not +29.84, which the member-side ask
+    # (above) alone does not pass: a member asks the new root early for packets it has none
+    # of, and once its wait runs out the whole subtree is told they were missed. The root owes
+    # a relay it told its gap's start what is pushed up after it (``joining.owed_after``):
+    # the relay's catch-up and its mark wait for the pushes, so no mark past the gap reaches
+    # the member before the packets do, and nobody asks before the tree settles.
     faults = list(MARK_PAST_WHAT_A_MEMBER_HOLDS.faults)
     added = faults.pop()
     assert added.kind == "add" and added.arg == 2
@@ -187,10 +187,10 @@ MARK_PAST_WHAT_A_MEMBER_HOLDS = Scenario(
 
 
 def test_a_root_asks_its_subtree_for_what_a_late_resubscriber_lacks() -> None:
-    # Node 7, cut off for 26 s after packet 0, resubscribed with last_seen 0. The root, 51,
-    # had forgotten the stream when its last child left; made root again, it held nothing of
-    # 0..3; a branch below it (29, 42, 59) held all four. Asked for 1..3, the root told 7 they
-    # were missed. A root now asks its subtree for what a waiter lacks before saying so.
+    # A node cut off after the first packet resubscribes late to a root that forgot the stream
+    # when its last child left and, made root again, holds none of it, while a branch below
+    # holds it all. A root asks its subtree for what a waiter lacks before saying it was
+    # missed.
     outcome = run(PAST_IN_A_BRANCH)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -218,11 +218,11 @@ PAST_IN_A_BRANCH = Scenario(
 
 
 def test_a_relay_that_reattaches_gives_its_waiter_the_new_parents_answer() -> None:
-    # Node 19 held node 16's resubscribe (seen up to 0) waiting for 1..7, and restarted 5 s
-    # into that 10 s wait. Attached again, it asked the new root, which gathered 4..7 from
-    # 19's own child 14 but answered only when its wait for 1..3 ended: 19's timer had run
-    # out just before, and 16 was told 1..7 were missed. A waiter's clock now starts again
-    # with each ask.
+    # A relay holds a resubscribe waiting for packets and restarts partway through the wait;
+    # attached again it asks the new root, which gathers some from the relay's own child and
+    # answers only when its own wait ends. A waiter's clock starts again with each ask;
+    # running on from the first, it would run out just before the answer and tell the
+    # resubscriber the packets were missed.
     outcome = run(WAITER_OUTLIVED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -252,11 +252,11 @@ WAITER_OUTLIVED = Scenario(
 
 
 def test_a_detached_relay_keeps_its_waiter_until_it_can_ask_again() -> None:
-    # Node 12, a relay holding nothing below packet 6, held node 28's resubscribe (seen
-    # nothing) and asked its parent 33, which had died silently. Noticing that, 12
-    # restarted, and stayed detached past the waiter's 10 s: 28 and its subscriber 10 were
-    # told 0..5 were missed, which 12's own subtree held. A waiter's clock now stands still
-    # while its node has nobody to ask.
+    # A relay holding only later packets holds a resubscribe that has seen nothing and asks its
+    # parent, which has died silently; noticing that, the relay restarts and stays detached
+    # past the waiter's timeout. A waiter's clock stands still while its node has nobody to
+    # ask; otherwise the resubscriber is told that packets the relay's own subtree holds were
+    # missed.
     outcome = run(DETACHED_WAITER)
     assert outcome.log.acks and failures(outcome) == []
 
