@@ -195,8 +195,8 @@ def test_a_childs_own_publish_is_answered_once_another_child_holds_it() -> None:
 
 def test_a_publish_that_climbed_through_a_relay_is_answered_once_another_child_holds_it() -> None:
     # U and the publisher's node below it hold packet 0 too, but one branch can be cut off
-    # whole (chaos: the root died, a partition cut the relay off, and the publisher's node
-    # died; the rest of the tree gave number 12 to another publish).
+    # whole: if the root dies with it, the rest of the tree could give the same number to
+    # another publish, so only a copy in another child's branch makes it safe to answer.
     node = bare_root((U, 0.2), (V, 0.3))
     effects = node.receive(1.0, U, own_publish(200, b"p0", hops=2))
     assert answers(effects, U) == []

@@ -270,8 +270,8 @@ def test_a_publish_given_up_takes_its_claim_with_it() -> None:
 def test_a_publish_given_up_and_sent_again_takes_its_claim_back() -> None:
     # The timeout says nothing of number 5: a root, perhaps one cut off with it, may hold
     # the packet under it and acknowledge the retry with it. The claim must go up with the
-    # retry (chaos: dropped, the publisher's side announced 2 and 4 missed; after the heal
-    # the cut-off root acknowledged retries with them).
+    # retry, or the publisher's side may announce 5 missed while a root that was cut off
+    # acknowledges the retry with it after the heal.
     net = tree(config=NodeConfig(confirm_publishes=True, publish_attempts=1))
     uid, stream = claimed(net)
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
@@ -292,8 +292,8 @@ def test_a_publish_whose_client_went_keeps_its_claim_for_a_client_that_retries_i
 
 
 def test_a_relay_passes_a_number_down_only_to_a_child_it_still_has() -> None:
-    # A relay entry outlives the tree it was made in; stale entries closed a cycle that a
-    # number went round for ever (chaos: 25 -> 9 -> 30 -> 4 -> 25, each by its entry).
+    # A relay entry outlives the tree it was made in; stale entries can close a cycle of
+    # relays that would pass a number round for ever, each by its entry.
     net = tree()
     net.hold(b"R")
     uid = net.publish(b"A", KEY, b"p0")  # B relays it: from A, up to R

@@ -182,8 +182,8 @@ def test_a_relay_that_reattaches_asks_its_subtree_for_what_its_claim_holds_beyon
     """N, at 2, lost its parent; its child C confirmed the restart having seen 20. N
     reattaches under Q, whose head is 2 as well (a new root that never had 3..20): C is
     asked for 3..20, and its pushes go on up to Q, marked, so the root takes the claim.
-    Without the question nothing carried it up, and that root numbered 3 on again (chaos:
-    a subscriber shown packets 3..5 that the surviving root gave to other publishes)."""
+    Without the question nothing carries it up, and that root would number 3 on again: a
+    subscriber below C could be shown packets 3..5 that the root gave to other publishes."""
     node = member_holding(0, 1, 2)
     [(_, restarted)] = sends(node.link_down(1.0, b"P"))
     assert isinstance(restarted, SubscribeRestarted)
@@ -201,8 +201,8 @@ def test_a_relay_that_holds_nothing_of_its_head_asks_its_subtree_for_it() -> Non
     """N joined the tree relaying C's resubscribe (seen up to 12), so it counts 0..12 as
     processed but holds none of them. It lost its parent and reattached under Q, whose
     tree has numbered nothing: only C's subtree has 0..12, and only its pushes tell Q's
-    root so. Without the question that root numbered 0 and 1 again (chaos: two publishes
-    acknowledged as packet 0, a subscriber shown the other one)."""
+    root so. Without the question that root would number 0 and 1 again: two publishes
+    acknowledged as packet 0, and a subscriber shown the other one."""
     node = make(0.45)
     for peer, location in ((b"P", 0.49), (b"Q", 0.47), (b"C", 0.2)):
         meet(node, peer, location)

@@ -155,8 +155,8 @@ def test_a_held_join_goes_with_the_client_that_wanted_it() -> None:
 
 def test_a_search_whose_stream_went_meanwhile_is_not_held_for_a_peer() -> None:
     # The stream was pruned while its search ran; then every peer went. Held, the search
-    # would wait for ever on a node cut off for good (chaos: a relay whose five neighbours
-    # all died), and the network would never count as quiet.
+    # would wait for ever on a node cut off for good (a relay whose neighbours all died),
+    # and the network would never count as quiet.
     node = make()
     meet(node, b"P", 0.3)
     [(peer, request)] = sends(node.subscribe(1.0, KEY, 1))

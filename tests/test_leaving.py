@@ -97,8 +97,8 @@ def relay_holding_packets() -> Node:
 
 
 def test_a_relay_whose_last_child_died_lingers_then_leaves() -> None:
-    # Its window may be the last copy of packets 0 and 1 if P dies next (chaos: a relay
-    # that left at once took packets 11 and 12 out of every subscriber's reach).
+    # Its window may be the last copy of packets 0 and 1 if P dies next: a relay that left
+    # at once could take them out of every subscriber's reach.
     node = relay_holding_packets()
     linger = node.config.linger
     assert sends(node.link_down(1.0, b"C")) == []  # no Unsubscribe to P yet

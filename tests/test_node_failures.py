@@ -298,8 +298,8 @@ def test_child_whose_parent_carried_the_restarts_search_on_stays_its_child() -> 
     """The ancestor's resubscribe came to N through W, N routed it on to its own parent B
     (B carries the same label and routes it on too), and B's success comes back: N hangs
     from B as before. Leaving its "old parent", B itself, with an Unsubscribe would name
-    as parent a node that had dropped it (chaos: an orphan whose publishes B refuses for
-    ever)."""
+    as parent a node that had dropped it: an orphan whose publishes B would refuse for
+    ever."""
     node = child_of_b()
     node.receive(1.0, b"B", SubscribeRestarted(70, KEY, 0.2))
     effects = node.receive(1.1, b"W", ResubscribeRequest(70, KEY, 5, 0.3, 0.1, None))
@@ -315,8 +315,8 @@ def test_child_whose_parent_carried_the_restarts_search_on_stays_its_child() -> 
 def test_child_that_found_a_new_root_for_its_ancestors_search_names_no_head() -> None:
     """The ancestor's resubscribe, routed on by N, made X a new root. X holds none of the
     tree's past, so N's answer names no head and the ancestor pushes up all it has. Told
-    N's head, it pushed nothing (chaos: the only copy of an acknowledged packet stayed in
-    the ancestor's old tree). W is still caught up from N: N holds 5, which W lacks."""
+    N's head, it would push nothing, and the only copy of an acknowledged packet could stay
+    in the ancestor's old tree. W is still caught up from N: N holds 5, which W lacks."""
     node = child_of_b()
     for number in range(6):
         packet = SubscribeData(KEY, number, b"p%d" % number, None, DATA, None, None, number)
@@ -516,7 +516,7 @@ def test_silent_node_two_hops_away_does_not_cost_the_whole_branch() -> None:
 
 def test_member_of_a_detached_subtree_moves_to_an_attached_tree_its_relay_found() -> None:
     """Refusing the success would end W's search as "nothing found" while a tree was
-    found: W, closer to the key than N's origin, would number on as a second root (chaos:
+    found: W, closer to the key than N's origin, would number on as a second root (as in
     THREE_ROOTS in test_sim_chaos_restarts). N moves to X's tree, its subtree with it."""
     node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4))
     # X's tree is attached: N's label ends in its subtree; B loses N, and W hangs below N.
@@ -549,8 +549,8 @@ def test_a_member_holding_nothing_that_moves_resumes_at_its_own_point() -> None:
 
 def test_a_member_that_moves_asks_its_new_parent_for_what_it_lacks_below_its_head() -> None:
     """W's search resumed after W's own head, 4; N holds only 0..2. The success says
-    nothing of 3 and 4 to N: N asks X for them (chaos: a member that held up to 16 moved
-    below a parent at 17, and told its subtree 17 was missed at the next packet)."""
+    nothing of 3 and 4 to N: N asks X for them. Otherwise a member that moved below a
+    parent further on would tell its subtree at the next packet that those were missed."""
     node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4), held=3)
     assert (b"X", FillRequest(KEY, 3, 4)) in effects
     assert node.streams[KEY].parent == b"X"
@@ -573,7 +573,7 @@ def test_member_of_a_detached_subtree_does_not_move_below_another_detached_one()
 def test_member_whose_label_is_not_yet_confirmed_below_it_does_not_move() -> None:
     """D has not confirmed N's label when W's search leaves N: X may be in N's own subtree,
     unlabelled only because the label has not reached it yet, and moving below it would
-    close a cycle (chaos). N refuses the success, as before."""
+    close a cycle. N refuses the success, as before."""
     node, effects = found_beyond_a_labelled_member(SubscribeSucceeded(81, KEY, 4), False)
     found = DataNotFound(81, KEY, MAX_HTL, lost=True)  # N's label refused it (above)
     assert effects == [(b"X", Unsubscribe(KEY)), (b"W", found)]

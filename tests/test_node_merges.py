@@ -79,9 +79,10 @@ def test_a_root_alone_looks_once_finds_nothing_and_numbers_then() -> None:
 
 
 def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
-    """Chaos: a look reached a closer root, whose success was dropped with a link on the way
-    back; the relay backtracked, the look came back "not found", and two roots numbered
-    0..14 side by side. A look that comes back ``lost`` is repeated, numbering held."""
+    """A look may reach a closer root whose success is dropped with a link on the way back;
+    the relay backtracks and the look comes back "not found". Taken as final, that leaves
+    two roots numbering side by side. A look that comes back ``lost`` is repeated,
+    numbering held."""
     node = make(0.45)
     meet(node, b"P", 0.2)
     node.subscribe(0.0, KEY, 1)
@@ -138,12 +139,12 @@ def test_a_root_that_is_looking_takes_only_farther_origins() -> None:
 
 
 def test_a_member_that_its_label_makes_refuse_a_look_says_not_found_may_be_wrong() -> None:
-    """Chaos: two roots that took over from one dead root (0.2045 and 0.2852) looked at
-    the same moment, twice; each look was refused by the other tree's labelled members,
-    neither root had a closer peer outside its own tree, and both numbered 22..24. N
-    (0.45), a member of a tree whose farther root (0.35) is looking, would take the look
-    of a root at 0.4 but for that label: the "not found" it sends back is marked
-    ``lost``, and the looking root looks again after a pause, once the labels are off
+    """Two roots that took over from one dead root may look at the same moment, each look
+    refused by the other tree's labelled members; if neither has a closer peer outside its
+    own tree, a plain "not found" leaves both numbering side by side. N (0.45), a member
+    of a tree whose farther root (0.35) is looking, would take the look of a root at 0.4
+    but for that label: the "not found" it sends back is marked ``lost``, and the looking
+    root looks again after a pause, once the labels are off
     (``test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause``)."""
     node = joined_node()  # N (0.45): parent P (0.49), child C (0.2), spare peer Q (0.4)
     node.receive(1.0, b"P", SubscribeRestarted(55, KEY, 0.35))  # our root looks
@@ -160,13 +161,13 @@ def test_a_member_that_its_label_makes_refuse_a_look_says_not_found_may_be_wrong
 
 
 def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong() -> None:
-    """Chaos: root 28 died; its children 9 (0.1581, key at 0.1629) and 49
-    (0.1961) each became root of a split. 9's look reached 49 while 49 looked too, and 49,
-    which takes any look once its own is over, refused it only for its label; the "not
-    found" came back plain, 49's look never reached 9's tree, and both numbered 0..9. N
-    (0.45), a root looking under its own label, is farther from the key (0.5) than a
-    look's must-beat (0.48): the "not found" it sends back is marked ``lost``, so the
-    closer root looks again once N's labels are off, and N, a root again, takes it."""
+    """Two children of a dead root may each become root of a split and look at once. The
+    farther one, which takes any look once its own is over, refuses the closer one's look
+    only for its label; a plain "not found" ends that look, and if the farther one's look
+    never reaches the other tree, both number side by side. N (0.45), a root looking under
+    its own label, is farther from the key (0.5) than a look's must-beat (0.48): the "not
+    found" it sends back is marked ``lost``, so the closer root looks again once N's labels
+    are off, and N, a root again, takes it."""
     node = make(0.45)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.49)

@@ -97,8 +97,8 @@ def new_root_looking() -> tuple[Node, ResubscribeRequest]:
 
 
 def test_a_root_in_a_repair_closer_than_the_asker_answers_too() -> None:
-    """Its look may miss the asker's tree (chaos: a partition healed while the closer root
-    looked; the farther root's probe passed it unanswered, and both numbered 0)."""
+    """Its look may miss the asker's tree (a partition that heals while the closer root
+    looks): unanswered, the farther root's probe passes it and both number side by side."""
     node, _ = new_root_looking()
     effects = node.receive(0.3, b"P", RootProbe(UID, KEY, 5, 0.3, 0.3))
     assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, 0.45, 0))]
@@ -406,9 +406,9 @@ def test_a_root_with_a_closer_peer_outside_its_tree_looks_instead_of_probing() -
 def test_a_closer_roots_probe_crossing_a_look_past_a_closer_peer_is_followed() -> None:
     """N's look past P is a guess (P may well be in N's own tree); a probe from a closer
     root that crosses it meanwhile is news, and the look after it follows that probe back.
-    It used to count against the same backoff as the guess, which had just begun, so a
-    root whose rounds came just before the other root's probes never followed one (chaos:
-    two roots that never merged)."""
+    Counted against the same backoff as the guess, which has just begun, a root whose
+    rounds come just before the other root's probes would never follow one, and the two
+    roots would never merge."""
     node, now = root_beside_a_closer_peer((b"Q", 0.3))
     looks = node.stats.looks
     while node.stats.looks == looks:
@@ -434,8 +434,8 @@ def test_a_root_whose_closer_peer_is_its_child_probes() -> None:
 
 def test_a_look_goes_first_to_the_closest_peer_outside_the_tree() -> None:
     """Greedy order would send N's look to its child C (0.49), whose subtree carries the
-    look's label and refuses it, and may spend the look's whole budget in there (chaos: a
-    farther root's looks never reached the closer root beside it, across the 0/1 wrap).
+    look's label and refuses it, and may spend the look's whole budget in there: a farther
+    root's looks might never reach the closer root beside it (across the 0/1 wrap, say).
     The look goes first to P (0.48), the closest peer closer than N that is not its child;
     after P, in greedy order."""
     node, now = root_beside_a_closer_peer((b"C", 0.49))

@@ -49,8 +49,8 @@ Y = b"Y"
 
 def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None:
     # W has seen 2 as well, so it needs nothing from N; but N holds nothing of 0..2, and
-    # told "2" W would push nothing up (chaos: the only holder of 0..2 kept them, and a
-    # subtree merging later was told they were missed).
+    # told "2" W would push nothing up: the only holder of 0..2 would keep them, and a
+    # subtree merging later would be told they were missed.
     node = rooted_by_a_resubscribe()
     effects = node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 2))
     # (Each is told how far it may show too: a root just made shows all it has processed.)
@@ -60,7 +60,7 @@ def test_a_root_in_its_grace_tells_a_resubscriber_where_its_gap_starts() -> None
     effects = node.receive(0.3, b"Y", ResubscribeRequest(3, KEY, MAX_HTL, 0.35, 0.35, 2))
     # Told a head below its own, Y resumes there and is owed what lies between
     # (``joining.owed_after``): its catch-up and its mark wait for the pushes, as a
-    # search's would (chaos: otherwise what came up went down to nobody).
+    # search's would (otherwise what came up would go down to nobody).
     assert to(effects, b"Y") == [SubscribeSucceeded(3, KEY, 0), PastQuery(KEY, 1, 2, 32)]
     # A fresh child is told the head as ever: it wants what comes next, not the past.
     meet(node, b"F", 0.2)
@@ -169,8 +169,8 @@ def test_after_its_grace_a_root_takes_an_old_packet_only_when_it_asked_for_it() 
 
 def test_a_relay_on_a_new_roots_path_that_becomes_root_numbers_after_the_trees_head() -> None:
     # N relayed A's resubscribe (seen up to 2) to P, which became root through it: N starts
-    # at 3 and holds nothing. P dies; N, root of A's subtree now, must go on at 3, not at 0
-    # (chaos: packets 0..2 acknowledged twice, for different publishes).
+    # at 3 and holds nothing. P dies; N, root of A's subtree now, must go on at 3, not at 0,
+    # or packets 0..2 would be acknowledged twice, for different publishes.
     node = make(0.45)
     meet(node, P, 0.49)
     meet(node, A, 0.2)

@@ -65,7 +65,7 @@ def detached_with_a_waiter() -> tuple[Node, ResubscribeRequest]:
 def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> None:
     # N's parent dies while A waits for 19; N is back in the tree 6 s later, under Q, and
     # asks Q. The 10 s A had ran mostly while nobody could answer: measured from the new
-    # ask, Q's answer is in time (chaos: seven packets reported missed that Q brought).
+    # ask, Q's answer is in time; otherwise A is told of packets missed that Q brings.
     node, search = detached_with_a_waiter()
     effects = node.receive(7.0, Q, SubscribeSucceeded(search.uid, KEY, 21))
     assert (Q, FillRequest(KEY, 19, 19)) in sends(effects)
@@ -75,8 +75,8 @@ def test_a_waiter_of_a_relay_that_reattaches_waits_anew_for_the_new_parent() -> 
 
 def test_a_detached_relay_keeps_its_waiter_past_the_timeout_until_it_can_ask() -> None:
     # N restarts and is detached longer than fill_timeout: telling A that 19 was missed
-    # then would lose what the tree may well hold (chaos: six packets reported missed that
-    # the restarting relay's own subtree held).
+    # then would lose what the tree may well hold (the restarting relay's own subtree,
+    # say).
     node, search = detached_with_a_waiter()
     node.receive(2.1, Q, Accepted(search.uid))  # Q's answer takes long (request_timeout)
     assert to(node.handle_timer(1.0 + FILL), A) == []
@@ -100,9 +100,9 @@ def below_a_restart() -> Node:
 
 
 def test_a_waiter_below_a_restarting_ancestor_waits_until_the_origin_is_back() -> None:
-    # P holds N's ask and asks again once it is back in the tree, which may hold 19 (chaos:
-    # a relay told a resubscriber packet 6 was missed 0.2 s before the restart's origin, the
-    # new root, fetched 6 from a branch that held it).
+    # P holds N's ask and asks again once it is back in the tree, which may hold 19: the
+    # restart's origin, once root, may fetch it from a branch that holds it, so telling B
+    # it was missed before then would be wrong.
     node = below_a_restart()
     assert to(node.handle_timer(1.0 + FILL), B) == []
     assert node.streams[KEY].fills
@@ -223,9 +223,9 @@ def test_a_waiter_is_held_only_so_long_and_told_what_nobody_brought() -> None:
 
 
 def test_a_search_at_a_root_past_its_grace_is_held_for_a_subtree_a_partition_hid() -> None:
-    # Chaos (``test_sim_chaos_refills``): a root cut off with part of its tree,
-    # past its grace and its look, told a waiting search that packet 0 was missed, which
-    # the other side of the cut held and had acknowledged; the cut healed 4 s later.
+    # A root cut off with part of its tree, past its grace and its look, must not tell a
+    # waiting search that a packet was missed: the other side of the cut may hold it and
+    # have acknowledged it, and the cut may heal soon after (``test_sim_chaos_refills``).
     node, now = root_that_lacks_19()
     b_resubscribes(node, now)
     assert served(node.handle_timer(now + FILL / 2)) == []  # held: not told 19 was missed

@@ -113,8 +113,9 @@ def test_a_search_that_may_no_longer_end_here_is_sent_on() -> None:
 def test_a_search_the_tree_took_beyond_us_is_answered_once_the_packets_came() -> None:
     """B's resubscribe must beat 0.47, which N (0.45) does not: N sends it up to P, whose
     tree takes it, and N, relaying that success, first fetches the 19 that B lacks. Then
-    it adopts B: that N could not have accepted B's search itself does not matter (chaos:
-    a relay refused a look its own root had taken, and two roots numbered 14)."""
+    it adopts B: that N could not have accepted B's search itself does not matter. A relay
+    that refused a look its own root had taken would leave two roots numbering side by
+    side."""
     node = joined_late()
     effects = node.receive(1.0, B, ResubscribeRequest(2, KEY, MAX_HTL, 0.47, 0.47, 18))
     assert to(effects, P) == [ResubscribeRequest(2, KEY, MAX_HTL - 1, 0.47, 0.47, 18)]
@@ -135,9 +136,9 @@ def test_a_relay_lacking_the_packets_too_asks_on_and_answers_only_the_asker() ->
 
 def test_a_waiter_is_not_served_by_the_answer_to_a_narrower_ask_made_before_its_own() -> None:
     """B (seen 18) makes N ask P for 19, then C (seen 16) for 17..19. P answers the first
-    ask with 19: that serves B, not C, which still lacks 17 and 18 (chaos: a relay told C
-    they were missed 25 ms before P's answer to C's ask brought them, and C's subscriber
-    never had them)."""
+    ask with 19: that serves B, not C, which still lacks 17 and 18. Told they were missed
+    just before P's answer to C's own ask brings them, C's subscriber would never have
+    them."""
     node = joined_late()
     C = b"C"
     meet(node, C, 0.35)
@@ -232,8 +233,8 @@ def made_a_new_root() -> Node:
 
 
 def test_a_child_whose_search_made_a_new_root_is_caught_up_once_the_root_has_it() -> None:
-    # Chaos: told 25 was missed, such a child's subscriber lost it, and N dropped 25 as old
-    # when X, having gathered it from B's subtree 0.3 s later, sent it down.
+    # Told a packet the new root lacks was missed, such a child's subscriber would lose it,
+    # and N would drop it as old when X, having gathered it from a subtree, sends it down.
     node = made_a_new_root()
     # A live packet meanwhile goes to A; B gets it only after what comes before it.
     assert sends(node.receive(1.4, X, data(22))) == [(A, data(22))]
@@ -269,7 +270,7 @@ def test_a_relay_never_claims_more_than_its_parent_has() -> None:
 def test_a_fresh_relay_with_no_packet_yet_asks_for_what_a_resubscriber_lacks() -> None:
     # N relayed X's fresh subscribe to P, whose head was 2: N is placed at 3 and no packet
     # has come. B resubscribes having seen nothing (-1): N never had 0..2 but P has them
-    # (chaos: B was told 0..2 were missed).
+    # (not asking, N would tell B that 0..2 were missed).
     node = make(0.45)
     meet(node, P, 0.49)
     meet(node, b"X", 0.3)

@@ -41,9 +41,9 @@ from overlay.messages import (
 
 
 def test_a_root_asks_its_subtree_for_what_a_resubscriber_lacks() -> None:
-    # A branch of the tree may hold what the root never had (chaos: a root that had
-    # forgotten the stream told a late resubscriber 1..3 were missed, which three nodes of
-    # another branch held).
+    # A branch of the tree may hold what the root never had (a root that forgot the
+    # stream, say): not asking it, the root would tell a late resubscriber that packets
+    # another branch holds were missed.
     node, now = root_that_lacks_19()
     assert sends(b_resubscribes(node, now)) == [
         (B, Accepted(2)),
@@ -72,9 +72,9 @@ def test_what_the_subtree_does_not_bring_the_root_reports_missed_to_every_asker(
 
 
 def test_a_number_recorded_lost_is_asked_again_of_a_resubscriber_that_saw_past_it() -> None:
-    # Chaos: a root recorded 5..15 lost at the end of its look, 0.2 s before a restarting
-    # branch that held them attached; subscribers rejoining after a partition were then
-    # told they were missed.
+    # A root may record numbers lost just before a branch that holds them attaches; not
+    # asking that branch again, it would tell subscribers that rejoin after a partition
+    # that those were missed.
     node, now = root_that_lacks_19()
     node.receive(now, A, FillRequest(KEY, 19, 19))
     node.handle_timer(now + FILL / 2)  # 19 is lost for good
@@ -94,9 +94,9 @@ def test_a_number_recorded_lost_is_asked_again_of_a_resubscriber_that_saw_past_i
 
 
 def test_the_search_that_made_a_root_is_asked_for_what_its_waiters_lack() -> None:
-    # Chaos: a search made N root while another, coalesced there, waited for packet 0; N
-    # had no child to ask then, and the subtree of the search that made it root, which held
-    # 0, was never asked either.
+    # A search makes N root while another, coalesced there, waits for a packet; N has no
+    # child to ask then, so the subtree of the search that made it root, which may hold
+    # the packet, must be asked once it hangs below N.
     node, now = root_that_lacks_19()
     node.link_up(now, C)
     node.receive(now, C, Hello(0.35, 100))
@@ -119,9 +119,9 @@ def test_a_root_with_no_child_has_nobody_to_ask_and_reports_the_gap_at_once() ->
 
 
 def test_a_subtree_that_attaches_while_a_waiter_waits_is_asked_too() -> None:
-    # Chaos: a root told its waiters packet 0 was missed 0.2 s after a subtree holding 0
-    # attached below; the subtree was never asked, and the first waiter's timeout made the
-    # root record 0 lost for good although a later waiter still waited for it.
+    # A subtree that holds a waited-for packet may attach below the root while its waiters
+    # wait: unasked, it would leave them told the packet was missed, and the first waiter's
+    # timeout would record it lost for good although a later waiter still waits for it.
     node, now = root_that_lacks_19()
     for peer, location in ((C, 0.35), (D, 0.36)):
         node.link_up(now, peer)  # (a root that lost a link probes on a new one: not asserted)

@@ -70,8 +70,8 @@ def notices(effects: list[Effect]) -> list[tuple[bytes, int]]:
 
 
 def test_a_member_shows_a_packet_only_once_the_root_says_it_is_committed() -> None:
-    # Chaos: a publisher's node was shown its own packet while only the root and one relay
-    # held it; both went, and the rest of the tree gave that number to another publish.
+    # Shown earlier, a packet held only by the root and one relay could be lost with both,
+    # and the rest of the tree could give its number to another publish.
     node = joined_node()
     effects = node.receive(0.1, P, data(0))
     assert sends(effects) == [(C, data(0))] and shown(effects) == []
@@ -116,9 +116,9 @@ def fill_asks(effects: list[Effect]) -> list[tuple[bytes, int, int]]:
 def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
     # Over a FIFO link a mark comes after the packets it covers: a parent's mark past what
     # we processed means it will never send us those numbers by itself (it entered the
-    # tree past them). Chaos: a relay that had entered holding nothing,
-    # after a search's claim of 12, passed down marks of 12 to a child holding only 0; the
-    # child met 13 as a gap and told its subscriber acknowledged 1..12 were missed.
+    # tree past them). Not asking, a child below a relay that entered holding nothing
+    # would meet the next packet as a gap and tell its subscriber that acknowledged packets
+    # were missed.
     node = joined_node()
     assert fill_asks(node.receive(0.1, P, data(0))) == []
     assert fill_asks(node.receive(0.15, P, Committed(KEY, 0))) == []  # nothing below it

@@ -13,13 +13,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_number_acknowledged_to_a_retry_was_not_announced_missed() -> None:
-    # Chaos: a partition. Root 8 numbered publisher 17's uids 3 and 5 as 2 and 4; 17 confirmed and
-    # kept the claims, and 8 held them pending. A partition cut 8 off from 17, whose attempts timed
-    # out, and the claims went with them. 17 attached on its own side and pushed the claims it still
-    # had, not 2 and 4, so that side's root announced 1..7 missed; after the heal, 8 acknowledged
-    # the retries of uids 3 and 5 as 2 and 4, which subscribers 16 and 6 never got. So a claim
-    # outlives a timed-out attempt, and a retry of the uid takes it back. The root's wait for a
-    # second branch (commits) changes this run's path so much that it passes with either fix alone.
+    # A partition cuts a root off from a publisher whose confirmed claims it holds pending, and
+    # the publisher's attempts time out. A claim outlives a timed-out attempt and a retry of the
+    # uid takes it back: dropped, the publisher's side would announce the claimed numbers missed
+    # while the cut-off root, after the heal, acknowledges the retries with them. The root's wait
+    # for a second branch (commits) changes this scenario's timing so much that either rule alone
+    # passes it.
     outcome = run(CLAIM_LAPSED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -48,25 +47,22 @@ CLAIM_LAPSED = Scenario(
 
 
 def test_a_relayed_publish_is_not_acknowledged_while_only_its_branch_holds_it() -> None:
-    # Chaos: crashes and a partition. Root 1 numbered publisher 7's publish as 12; it came up
-    # through relay 0, and the root's other child, 10, had died unnoticed. 1 acknowledged at once:
-    # the root, 0 and 7 held 12. Then 1 died, a partition cut 0 off, and 7 died: the rest of the
-    # tree had never heard of 12, and its new root gave 12 to another publish, acknowledged too. A
-    # root now answers a relayed publish, as a publishing child's own, once another child holds the
-    # packet; 10 never answered, 1 died first, and nobody was told 12.
+    # Crashes and a partition: a publish climbs to the root through a relay while the root's
+    # other child is dead unnoticed; then the root dies, the partition cuts the relay off and the
+    # publisher's node dies. A root answers a relayed publish, as a publishing child's own, only
+    # once another child holds the packet: acknowledged while only that branch held it, the
+    # number could be given by the rest of the tree's new root to another publish.
     outcome = run(ONE_BRANCH_HELD_IT)
     assert outcome.log.acks and outcome.log.conflicts == []
     assert not [f for f in failures(outcome) if "never got acked" in f]
 
 
 def test_a_subscriber_is_not_shown_a_packet_that_only_one_branch_held() -> None:
-    # The same scenario: publisher 7 subscribes too, and its node showed packets as they
-    # came down, committed or not. It was shown its own 12 before root 1, relay 0's cut and
-    # its own death took 12 with them, and the rest of the tree then gave 12 to another
-    # publish. Its client died with it, but what it was shown disagrees with the stream
-    # (a member cut off with it that stayed up would have kept it). A member now shows
-    # only what the root says it committed (``overlay.core.showing``), and 1 died before
-    # it committed 12.
+    # The same scenario: the publisher subscribes too. A member shows only what the root says
+    # it committed (``overlay.core.showing``); shown its own packet as it came down, the
+    # publisher would have seen a number that the root's death, the relay's cut and its own
+    # death took away and the rest of the tree gave to another publish (a member cut off with
+    # it that stayed up would keep that disagreement).
     outcome = run(ONE_BRANCH_HELD_IT)
     assert failures(outcome) == []
 
@@ -93,9 +89,9 @@ ONE_BRANCH_HELD_IT = Scenario(
 
 
 def test_a_root_that_dies_before_a_child_holds_its_packet_showed_it_to_nobody() -> None:
-    # Root 1 numbered a child's publish as packet 20, showed it to its own subscriber and
-    # died 21 ms later, before any child had it; root 23 then gave 20 to another publish.
-    # A root now shows its own clients only what a child holds (``overlay.core.commits``).
+    # A root numbers a child's publish and dies just after, before any child holds it; the next
+    # root gives that number to another publish. A root shows its own clients only what a
+    # child holds (``overlay.core.commits``), so its subscriber is not shown the lost packet.
     outcome = run(ROOT_DIES_FIRST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -117,18 +113,17 @@ ROOT_DIES_FIRST = Scenario(
 
 
 def test_a_packet_is_acknowledged_only_once_a_third_node_holds_it() -> None:
-    # A partition cut root 26 off from all its tree but child 20. 26 numbered its own
-    # client's packet 6, waited for 20 to hold it (the one child that answered) and
-    # acknowledged it; then 26 died, and 20 died before anyone else had it. A subscriber
-    # behind the cut never got the acknowledged packet. A root now waits for two children.
+    # A partition cuts a root off from all its tree but one child; the root numbers its own
+    # client's packet, and then the root and that child die before anyone else has it. A root
+    # waits for two children to hold a packet before acknowledging it; one would leave a
+    # subscriber behind the cut without an acknowledged packet.
     outcome = run(THIRD_COPY_AT_THE_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_childs_own_publish_is_acknowledged_only_once_a_third_node_holds_it() -> None:
-    # The same, for a publisher one hop below the root: a partition cut root 10 off from
-    # all but node 14, which published 6 and 7; 10 acknowledged them at once (14 held them
-    # by then), and both died three seconds later. The root now answers a child that
+    # The same, for a publisher one hop below the root: a partition cuts the root off from all
+    # but the publishing child, and both die soon after. The root answers a child that
     # published a packet itself only once another child holds it too.
     outcome = run(THIRD_COPY_BELOW_THE_ROOT)
     assert outcome.log.acks and failures(outcome) == []

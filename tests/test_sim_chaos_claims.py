@@ -12,17 +12,14 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_partition_with_crashes_numbers_no_packet_twice() -> None:
-    # Chaos: a partition with crashes. Root 7 numbered node 43's publishes 14..17; 43 confirmed them
-    # and kept its claims, and 7 sent them down just before a partition cut it off, so the
-    # acknowledgements were lost. On 43's side, 23 (43's ancestor) took the tree over, its subtree's
-    # restart confirmations saying the tree had got to 13, and numbered 43's retries and new
-    # publishes from 14 in another order; after the heal, packets 15 and 19 were each acknowledged
-    # for two publishes. 43's parent never changed, and claims went up only on attaching. So 23's
-    # grace asks its subtree for what lies beyond its head, 43 pushes its claims (marked as claims,
-    # not packets it holds), and 23 takes them as its next numbers, before what waited. It also
-    # guards a second way to fail: 43's plain retry of one publish waited at 23 already, and the
-    # claim behind it, dropped as a resend, would leave a later claim beyond a hole, refused; so a
-    # push takes a waiting plain publish's place.
+    # A partition with crashes: a root sends a publisher's confirmed numbers down just before the
+    # cut, and on the publisher's side an ancestor takes the tree over while the publisher's
+    # parent stays the same. The new root's grace asks its subtree for what lies beyond its head,
+    # the publisher pushes its claims (marked as claims, not packets it holds), and the root takes
+    # them as its next numbers, before what waited; otherwise it numbers the retries and new
+    # publishes afresh and, after the heal, one number is acknowledged for two publishes. A push
+    # also takes the place of a plain retry of the same publish already waiting at the root:
+    # dropped as a resend, the claim would leave a later claim beyond a hole, refused.
     outcome = run(PARTITION_TWICE)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -49,12 +46,11 @@ PARTITION_TWICE = Scenario(
 
 
 def test_a_packet_sent_down_as_the_cut_came_is_not_numbered_again_on_the_other_side() -> None:
-    # Drawn by the chaos property's 200-example sample. The class of
-    # PARTITION_TWICE: root 27 numbered publisher 6's publish as 15, 6 confirmed it, and
-    # 27 sent it down 20 ms before a partition cut 27 off with a third of the tree;
-    # subscriber 5, on that side, got 15. On 6's side its parent 28 took the tree over
-    # and joined root 10's tree, and 6's parent never changed, so its claim on 15 never
-    # went up: 10 gave 15 to another publish. 28's grace asks for it.
+    # The class of PARTITION_TWICE: a root sends a confirmed publish down just before a
+    # partition cuts it off with a third of the tree, whose subscribers get it. On the
+    # publisher's side its parent takes the tree over and joins another root's tree while the
+    # publisher's parent stays the same. The new root's grace asks for the claim; otherwise
+    # it never goes up and the other root gives the number to another publish.
     outcome = run(SENT_DOWN_AS_THE_CUT_CAME)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -82,12 +78,11 @@ SENT_DOWN_AS_THE_CUT_CAME = Scenario(
 
 
 def test_a_publisher_node_that_becomes_root_takes_its_own_claims() -> None:
-    # Chaos: a partition and a restart. Root 8 numbered node 5's publishes 0, 2, 4, ... and node
-    # 19's 1, 3, 5, ...; 5 confirmed, and 8 sent 0 down (1 was never confirmed) just as a cut left 5
-    # and 19 on the other side: subscriber 13 on 8's side got 0. Node 5 restarted and became root
-    # itself, holding its claims, but claims went up only to a parent: at its grace's end it refused
-    # 19's claims (its next was 0) and gave 0 to another of its publishes. So a new root weighs its
-    # own claims as pushed ones (``own_claims``).
+    # A partition and a restart: two publishers' numbers interleave at a root, which sends the
+    # first down just as a cut leaves both publishers on the other side; one of them restarts and
+    # becomes root itself, holding its claims. A new root weighs its own claims as pushed ones
+    # (``own_claims``): otherwise it refuses the other publisher's claims at its grace's end and
+    # gives a number already shown across the cut to another of its publishes.
     outcome = run(OWN_CLAIMS_AT_A_NEW_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 

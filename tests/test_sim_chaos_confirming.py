@@ -12,14 +12,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_packet_numbered_as_a_partition_begins_is_shown_to_nobody_on_the_cut_off_side() -> None:
-    # Root 10 numbered node 21's publish as packet 17, 14 ms before a partition cut 10 off
-    # from 21; the acknowledgement was lost on its way. 10 had sent 17 down at once, so
-    # subscriber 24, cut off with it, was shown 17. The publishers' side never heard of 17:
-    # its new root gave 17 to the next publish, and that was acknowledged. A root configured
-    # to (``confirm_publishes``, on in this scenario) sends a packet down only once the
-    # publisher's node confirms its number (``confirming``): 21's node never did, and 10
-    # dropped the packet unshown. Without it, this scenario still fails (README, Known
-    # limits).
+    # A root numbers a publish just before a partition cuts it off from the publisher, and the
+    # acknowledgement is lost on its way; the publishers' side's new root gives that number to
+    # the next publish. A root configured to (``confirm_publishes``, on in this scenario) sends
+    # a packet down only once the publisher's node confirms its number (``confirming``), so no
+    # subscriber cut off with the old root is shown it. Without it, this scenario still fails
+    # (README, Known limits).
     outcome = run(NUMBERED_AS_THE_CUT_CAME)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -72,13 +70,12 @@ NUMBERED_AS_A_SMALL_SIDE_WAS_CUT = Scenario(
 
 
 def test_a_packet_numbered_before_a_cut_is_not_shown_after_the_heal() -> None:
-    # Chaos with confirmation off (60 nodes). Root 38
-    # numbered node 59's publish as packet 1 and sent it down 4.9 ms before a cut took
-    # 38's only children away; the frames were lost, liveness dropped the children, and
-    # 38 committed 1 with nobody below. The publishers' side's new root 25 gave 1 to node
-    # 27's publish, acknowledged. Node 42, cut off with no peer at all, resubscribed after
-    # the heal to 38, the closest node, still root of its stale tree, and was shown 59's
-    # publish as 1. With confirmation on, 38 never sends 1 down (59's node never confirms).
+    # A scenario drawn with confirmation off, run with it on: a root numbers a publish and
+    # sends it down just before a cut takes its only children away, and the publishers' side's
+    # new root gives that number to another publish. A node cut off with no peer resubscribes
+    # after the heal to the stale root, the closest node. With confirmation on, the stale root
+    # never sends the packet down (the publisher's node never confirms), so that node is not
+    # shown a packet that disagrees with the stream.
     outcome = run(NUMBERED_BEFORE_A_CUT_SHOWN_AFTER_THE_HEAL)
     assert outcome.log.acks and failures(outcome) == []
 

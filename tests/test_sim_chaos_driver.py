@@ -10,15 +10,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_node_hears_of_a_link_a_lost_frame_broke_only_after_its_other_effects() -> None:
-    # Drawn by the chaos property:
-    # nodes 21, 22 and 40 ended as a cycle with no root, and the network never got quiet.
-    # Relay 22 took 12 as its parent (the success of 21's resubscribe, which 22 routed)
-    # and passed the success on to 21; a frame it sent 12 in that step was lost, which
-    # broke that link, and the simulator told 22 at once, in the middle of its effects: 22 restarted
-    # and sent its restart label to 21 ahead of the success that made 21 its child: 21,
-    # not yet attached, refused the label, and later accepted 22's resubscribe from its
-    # own subtree. The runtime hears of a closed link after the effects (its task ends
-    # later); the simulator now does the same (``Simulator._tell_downs``).
+    # A relay takes a parent through a resubscribe it routed and passes the success on to the
+    # resubscriber; a frame it sends the parent in that step is lost, breaking that link. Told
+    # of the break in the middle of its effects, the relay would restart and send its label
+    # ahead of the success that makes the resubscriber its child, which, not yet attached,
+    # refuses it and may later adopt the relay: a cycle with no root, never quiet. The runtime
+    # hears of a closed link after the effects (its task ends later), and so does the simulator
+    # (``Simulator._tell_downs``).
     outcome = run(LOST_FRAME_MID_EFFECTS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -43,11 +41,11 @@ LOST_FRAME_MID_EFFECTS = Scenario(
 
 
 def test_a_node_whose_every_peer_died_is_a_network_of_its_own() -> None:
-    # Drawn by the chaos property:
-    # "2 roots", "not quiet", and node 9's subscriber owed 0..9. All five of node 9's peers
-    # crashed for good in the first seconds; 9 rooted the stream alone, its look waiting
-    # for a peer that never came back. Nothing can reach it: the checks now leave out
-    # nodes the crashes cut off from the publishers (``_isolated``), as a partitioned side.
+    # Every peer of node 9 crashes for good in the first seconds; 9 roots the stream alone,
+    # its look waiting for a peer that never comes back. Nothing can reach it, so the checks
+    # leave out nodes the crashes cut off from the publishers (``_isolated``), as a
+    # partitioned side; counted, it would be a second root, a network never quiet and a
+    # subscriber owed packets.
     outcome = run(EVERY_PEER_DIED)
     assert outcome.isolated == {9}
     assert outcome.log.acks and failures(outcome) == []
@@ -77,10 +75,10 @@ EVERY_PEER_DIED = Scenario(
 
 
 def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
-    # A partition healed before liveness noticed it used to lose the frames sent across it
-    # while the links stayed up: a TCP link that silently skips frames, which no real link
-    # does and the protocol rightly does not expect (packet 0 never reached node 0). The
-    # simulator now holds them back and delivers them, in order, at the heal.
+    # A partition that heals before liveness notices it must not lose the frames sent across
+    # it while the links stayed up: that would be a TCP link that silently skips frames, which
+    # no real link does and the protocol rightly does not expect. The simulator holds them
+    # back and delivers them, in order, at the heal.
     scenario = Scenario(
         seed=0, nodes=20, streams=3, subscribers=2, partition=(0.0, 1.0, 0.3125), confirm=False
     )
@@ -89,11 +87,10 @@ def test_frames_held_back_by_a_short_partition_arrive_when_it_heals() -> None:
 
 
 def test_the_network_is_not_quiet_while_a_message_is_on_its_way() -> None:
-    # Not the protocol's fault: the run's quiet check. Node 17, a relay whose last child had
-    # left, stayed its linger and then sent its parent 13 an Unsubscribe, at the last
-    # instant of a step. No node had work and no message had arrived for a while, so the
-    # run ended with the Unsubscribe still travelling, and 13 was found listing a child
-    # that no longer carried the stream. Quiet now also needs nothing in flight.
+    # The run's quiet check, not the protocol: a relay whose last child left stays its linger
+    # and sends its parent an Unsubscribe at the last instant of a step, while no node has
+    # work. Quiet also needs nothing in flight; otherwise the run ends with the Unsubscribe
+    # still travelling and the parent listing a child that no longer carries the stream.
     faults = (
         Fault(at=1.0, kind="crash", arg=0, until=None),
         Fault(at=1.0, kind="crash", arg=0, until=None),

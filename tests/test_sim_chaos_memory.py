@@ -11,22 +11,20 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_stream_whose_every_holder_died_numbers_on_when_one_comes_back() -> None:
-    # Chaos: the root, the node that took the tree over
-    # from it, the publisher's node and the tree's other members crashed within about 20 s.
-    # The restarted publisher's node then made a tree of its own and numbered from 0 again:
-    # "packet 0 acked for two different publishes". So it remembers, on its disk, how far
-    # the numbering got, and its tree numbers on from there.
+    # The root, the node that takes the tree over from it, the publisher's node and the tree's
+    # other members all crash within a short time. A node remembers on its disk how far the
+    # numbering got, and the tree the restarted publisher's node makes numbers on from there:
+    # numbering from 0 again would acknowledge packet 0 for two different publishes.
     outcome = run(EVERY_HOLDER_DIED)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_restarted_root_gathers_what_it_numbered_before_it_died() -> None:
-    # Chaos: a restarted root must not number on after its remembered number as if the tree had it
-    # all. Root 29 numbered 1..19 for publishes that waited, the publishers' nodes confirmed (so
-    # their publishers were acknowledged), and 29 crashed before it sent any of them down. Back with
-    # 20 on its disk, it took the confirmed 2..19 pushed up to it as a past its members held, and
-    # sent them to nobody: every subscriber "never got acked 2, 4, ...". A remembered number is
-    # a claim, as a resubscriber's is: holes filled by pushes in a grace, in order, and sent down.
+    # A restarted root must not number on after its remembered number as if the tree had it all.
+    # The root numbers publishes that wait, their publishers' nodes confirm (so the publishers are
+    # acknowledged), and the root crashes before it sends any of them down. A remembered number is
+    # a claim, as a resubscriber's is: holes filled by pushes in a grace, in order, and sent down;
+    # taken as a past the members hold, the confirmed numbers pushed up would go to nobody.
     outcome = run(RESTARTED_ROOT_WITH_PENDING)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -57,8 +55,8 @@ RESTARTED_ROOT_WITH_PENDING = Scenario(
 
 
 def test_a_restarted_root_gathers_what_it_numbered_before_it_died_again() -> None:
-    # Chaos: the same rule (remembered numbers are taken as a claim, not as packets the tree
-    # holds); numbering on after them left "never got acked [1]" at three subscribers.
+    # The same rule (remembered numbers are taken as a claim, not as packets the tree holds) in
+    # another scenario; numbering on after them would leave subscribers without acked packets.
     outcome = run(RESTARTED_ROOT_WITH_PENDING_TOO)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -86,12 +84,12 @@ RESTARTED_ROOT_WITH_PENDING_TOO = Scenario(
 
 
 def test_a_look_reports_only_a_remembered_claim_as_seen() -> None:
-    # Chaos: a root holding no packet reports in its look only a remembered claim as seen, not any
-    # claimed head. Root 9 numbered 0..12 for publishes that waited and died with them pending;
-    # their publishers' nodes held the confirmed claims. Root 5 took the tree over with those claims
-    # (holding nothing) and looked, reporting 12 as seen; root 32, made by that look, continued
-    # after 12 and kept the claims pushed up to it as a past its members had: subscriber 27 "never
-    # got acked 1, 3, ..., 11". Only a number a root founded on from its memory is reported so.
+    # A root holding no packet reports in its look only a remembered claim as seen, not any
+    # claimed head. A root dies with numbered publishes pending whose publishers' nodes hold the
+    # confirmed claims; the node that takes the tree over holds only those claims and looks.
+    # Reported as seen, the claimed head would make the root that look creates number on after it
+    # and keep the claims pushed up as a past its members had, which subscribers never get. Only a
+    # number a root founded on from its memory is reported so.
     outcome = run(LOOK_AFTER_A_TAKEOVER_WITH_CLAIMS)
     assert outcome.log.acks and failures(outcome) == []
 

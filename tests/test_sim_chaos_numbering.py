@@ -11,12 +11,11 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_new_root_looks_for_another_tree_before_it_numbers() -> None:
-    # Node 36's first subscribe went through 17 to 51 and on to 9, all closer to the key.
-    # The partition then cut 17 from 51 while the search waited beyond: 17, the closest
-    # node it still saw, ended the search as root, though 9, on 17's side and closer,
-    # carried the rest of it. Node 5's subscribe ended at 20, another new root on that
-    # side. Both numbered 0..14 for their publishers. A new tree now looks once (a
-    # resubscribe with must-beat its root's location) before it numbers anything.
+    # A first subscribe climbs toward the key, and the partition cuts its path while the search
+    # waits beyond: the closest node it still sees ends the search as root, though a closer node
+    # on its side carries the rest of the tree, and another subscribe ends at a second new root
+    # on that side. A new tree looks once (a resubscribe with must-beat its root's location)
+    # before it numbers anything; otherwise both roots number the same packets.
     outcome = run(NEW_ROOT_BESIDE_A_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -54,11 +53,10 @@ NEW_ROOT_BESIDE_A_ROOT = Scenario(
 
 
 def test_two_roots_after_a_takeover_find_each_other_with_a_wider_look() -> None:
-    # The root died during a partition; on one side, nodes 9 and 3 each became the root
-    # of part of its tree. Each looked, and each look, given the ten hops past the best
-    # node found that a subscribe gets, missed the other root in the thinned network:
-    # both numbered 3..14. A root's look and probes now get twice that budget
-    # (``NodeConfig.check_htl``).
+    # The root dies during a partition, and on one side two nodes each become the root of part
+    # of its tree and look. Given only the ten hops past the best node found that a subscribe
+    # gets, each look can miss the other root in the thinned network, and both number the same
+    # packets; a root's look and probes get twice that budget (``NodeConfig.check_htl``).
     outcome = run(TWO_TAKEOVER_ROOTS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -93,12 +91,12 @@ TWO_TAKEOVER_ROOTS = Scenario(
 
 
 def test_a_lagging_origin_that_becomes_root_numbers_above_its_subtree() -> None:
-    # Node 16 lagged at packet 18, cut off from its parent, while nodes of the dead root's
-    # tree, holding up to 25, reattached below it. Then 16's parent died, its own search
-    # found nobody, and it became root of that subtree knowing only its own 18: it gave 19
-    # to a new publish while its subtree held the old 19..22. Each member's restart
-    # confirmation now carries the newest packet its subtree holds, and an origin that
-    # becomes root numbers above it (and asks its subtree for what it lacks).
+    # A node lags behind, cut off from its parent, while members of the dead root's tree that
+    # hold more reattach below it; then its parent dies, its search finds nobody and it becomes
+    # root of that subtree. Each member's restart confirmation carries the newest packet its
+    # subtree holds, and an origin that becomes root numbers above it (and asks its subtree
+    # for what it lacks); knowing only its own head, it would give numbers its subtree holds
+    # to new publishes.
     outcome = run(LAGGING_ORIGIN)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -132,11 +130,11 @@ LAGGING_ORIGIN = Scenario(
 
 
 def test_a_merging_roots_claim_does_not_take_a_root_back_below_where_it_joined() -> None:
-    # Root 14 died and restarted empty; it came back as a relay that joined the tree at 12
-    # and held nothing of it, then became root again with numbering at 12. Node 6, briefly
-    # a second root that had 0..1 pushed up to it, merged in and claimed 1, and 14 took
-    # that for its head: it numbered new publishes 2..7 a second time. A claim below a
-    # root's own place in the numbering is now ignored.
+    # A root dies and restarts empty, comes back as a relay that joins the tree past its start
+    # holding nothing of it, and becomes root again there. A briefly second root that had the
+    # first packets pushed up to it merges in with a claim below that place. A claim below a
+    # root's own place in the numbering is ignored; taken for its head, the root would number
+    # new publishes the tree already numbered a second time.
     outcome = run(CLAIM_BELOW_THE_HEAD)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -161,11 +159,10 @@ CLAIM_BELOW_THE_HEAD = Scenario(
 
 
 def test_a_detached_node_numbers_above_what_it_adopted_once_it_becomes_root() -> None:
-    # Node 4, a fresh subscriber holding nothing, lost its parent. While its search was
-    # out it adopted node 3's resubscribe, relayed by two new members, claiming 19 seen.
-    # The claim was dropped, since 4 was not a root yet; the search then made 4 root, and
-    # it numbered a new publish 10, which root 14 had given to another. A detached node
-    # now keeps what it adopted as its subtree's claim.
+    # A fresh subscriber holding nothing loses its parent; while its search is out it adopts a
+    # resubscribe that claims packets seen, and the search then makes it root. A detached node
+    # keeps what it adopted as its subtree's claim; dropped because it was not a root yet, the
+    # claim would let it give numbers the old tree gave to new publishes.
     outcome = run(DETACHED_ADOPTER)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -201,11 +198,11 @@ DETACHED_ADOPTER = Scenario(
 
 
 def test_a_detached_node_numbers_above_what_its_subtree_pushed_up() -> None:
-    # Node 8, detached at packet 4, got a relay of 0..14 below it; the relay pushed 5..14
-    # up, one push lost with a link. 8's search made it root, knowing only 4: it took
-    # 5..11 in order, left 13 and 14 waiting for ever, and numbered new publishes 12 and
-    # 13 again. A detached node now keeps the numbers pushed up to it as its subtree's
-    # claim, and gathers what was lost on the way.
+    # A detached node gets a relay below it that holds more and pushes the rest up, one push
+    # lost with a link; the node's search then makes it root. A detached node keeps the
+    # numbers pushed up to it as its subtree's claim and gathers what was lost on the way;
+    # knowing only its own head, it would leave the later pushes waiting for ever and number
+    # new publishes again under their numbers.
     outcome = run(PUSHED_CLAIM)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -230,11 +227,10 @@ PUSHED_CLAIM = Scenario(
 
 
 def test_a_root_made_while_cut_off_probes_when_the_partition_heals() -> None:
-    # Node 11 lost its parent to the partition and became root of 29b48932 on the larger
-    # side, while 17, closer to the key, stayed root of the smaller one. The partition
-    # healed at 25 s, 11 numbered a publisher's packets 0..10 from 29.9 s, and 17 numbered
-    # 0.. from 35.9 s for another; 11's next round's probe merged the trees only at
-    # 40.4 s. A root that has lost links now probes as soon as a new link comes up.
+    # A node loses its parent to the partition and becomes root on the larger side, while a
+    # closer root stays on the smaller one; after the heal both number for their publishers
+    # until a probe round merges them. A root that has lost links probes as soon as a new link
+    # comes up, so the trees merge before both have numbered the same packets.
     outcome = run(HEALED_SPLIT)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -262,12 +258,11 @@ HEALED_SPLIT = Scenario(
 
 
 def test_packets_pushed_up_to_a_new_root_set_where_it_numbers() -> None:
-    # Node 36 became the root of a new tree of 29b48932 while the partition cut off the
-    # stream's old root, which had numbered 0..5. A resubscriber that had seen 1..5 joined
-    # under 36's relay 15, so no claim reached 36; it pushed 1..5 up, and 36, in its first
-    # look's grace, collided them and numbered new publishes 0..20, acknowledging 0..5 a
-    # second time. A root in its grace now takes a packet pushed from beyond its head as
-    # the claim it is.
+    # A node becomes the root of a new tree while the partition cuts off the old root, which
+    # had numbered some packets. A resubscriber that has seen them joins under a relay, so no
+    # claim reaches the new root, and pushes them up during its first look's grace. A root in
+    # its grace takes a packet pushed from beyond its head as the claim it is; colliding it,
+    # the root would acknowledge those numbers a second time for new publishes.
     outcome = run(PUSHED_PAST_AT_A_NEW_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -302,13 +297,12 @@ PUSHED_PAST_AT_A_NEW_ROOT = Scenario(
 
 
 def test_a_relay_that_reattaches_brings_up_what_its_subtree_claims() -> None:
-    # Relay 36, at packet 2, adopted 41, which had seen 0..20 (numbered by root 42) and
-    # pushed 3..20 up; 36 lost its parent while passing them on, and none of the pushes
-    # reached a root. 41's confirmation of 36's restart claimed 20, but 36 reattached with its
-    # own 2 under 42, which had left the stream and rejoined a fresh tree rooted at 3;
-    # that root numbered 3 on, and 41 was shown packets 3..5 it had had as others. A
-    # relay that reattaches now asks its subtree for what its claim holds beyond it, and
-    # the pushes carry the claim to the root.
+    # A relay adopts a child that has seen more and pushes the rest up; the relay loses its
+    # parent while passing them on, so none reaches a root, and the child's restart
+    # confirmation claims its head. The relay reattaches with its own head under a fresh tree.
+    # A relay that reattaches asks its subtree for what its claim holds beyond it, and the
+    # pushes carry the claim to the root; otherwise that root numbers on from the relay's head
+    # and the child is shown packets it had under other publishes.
     outcome = run(CLAIM_BELOW_A_RELAY)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -339,14 +333,13 @@ CLAIM_BELOW_A_RELAY = Scenario(
 
 
 def test_a_settled_root_takes_what_a_tree_that_joined_it_numbered_meanwhile() -> None:
-    # With confirmation on (the default). Root 12 numbered 1..9 and held them for their
-    # publishers' confirmations; 1 never came, a partition cut 12 off, and it dropped all
-    # nine unshown. On the publishers' side 8 took the tree over and took 2..9 as the
-    # claims of the publisher's node, which had confirmed them. As the partition healed,
-    # the tree 8 had merged into moved to 12, closer to the key, and its pushes of 2..12
-    # reached 12, settled past any grace: it answered them with collisions and numbered
-    # 1..3 anew, two publishes each. A root now takes a push beyond its head as it would
-    # in a grace (``PacketFlow._route``).
+    # With confirmation on (the default). A root numbers packets and holds them for their
+    # publishers' confirmations; one never comes, a partition cuts the root off, and it drops
+    # them unshown. On the publishers' side a node takes the tree over with the confirmed
+    # claims; as the partition heals, that tree moves to the cut-off root, closer to the key,
+    # and its pushes reach it settled past any grace. A root takes a push beyond its head as
+    # it would in a grace (``PacketFlow._route``); answering with collisions, it would number
+    # the same packets anew for other publishes.
     outcome = run(PUSHED_TO_A_SETTLED_ROOT)
     assert outcome.log.acks and failures(outcome) == []
 

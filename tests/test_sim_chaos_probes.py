@@ -14,41 +14,39 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_farther_root_follows_the_closer_roots_probe_across_the_wrap() -> None:
-    # Key at 0.134: root 37 (0.0096) kept the stream idle beside root 14 (0.9997), whose
-    # tree held nodes closer than either. 14's looks went greedily into its own tree
-    # (6, 25, ...), whose labelled members refused them and spent their budget; 37's
-    # probes crossed 14 each round, but only a closer root answers a probe. Now 14 looks
-    # back along 37's probe, and its look tries 37 first.
+    # Two roots keep an idle stream on either side of the 0/1 wrap, and the farther one's tree
+    # holds nodes closer than either. Its looks go greedily into its own tree, whose labelled
+    # members refuse them and spend their budget, while the closer root's probes cross it each
+    # round (only a closer root answers a probe). The farther root looks back along the
+    # probe, trying the closer root first, so the trees merge.
     outcome = run(ACROSS_THE_WRAP)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_farther_root_whose_closer_peer_is_its_grandchild_follows_the_probe_back() -> None:
-    # Key at 0.116: root 31 (0.179) with a closer peer, 2, deep in its own tree; root 49
-    # (0.083), reachable from 31 only through members of the two trees. 31 looked at every
-    # probe round (a closer peer not its child) and every look was refused inside its own
-    # tree; 49's probes crossed 31's tree and 31 itself. 31 now looks back along them.
+    # A farther root with a closer peer deep in its own tree, and a closer root reachable from
+    # it only through members of the two trees: the farther root's looks (toward a closer peer
+    # not its child) are all refused inside its own tree, while the closer root's probes cross
+    # it. The farther root looks back along those probes, so the trees merge.
     outcome = run(GRANDCHILD_CLOSER)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_closer_root_in_its_look_answers_the_probe_of_a_healed_partition() -> None:
-    # Key at 0.163: root 22 (0.1775) was made on one side of a partition and root 33
-    # (0.1416) on the other. The partition healed while 22 looked; 33's probe on the new
-    # link reached 22 mid-look, and only a settled root answered, so it passed on. 22's
-    # look missed 33's tree, and both numbered packet 0 before the next probe round. A
-    # closer root in a repair now answers too, and 33 joins it.
+    # A root is made on each side of a partition, and the partition heals while the closer
+    # one looks; the farther root's probe reaches it mid-look on the new link. A closer root
+    # in a repair answers a probe too, so the farther root joins it; passed on, the probe
+    # leaves both numbering packet 0 if the look misses the other tree.
     outcome = run(HEALED_MID_LOOK)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_relay_that_fetched_what_a_look_lacked_passes_on_the_success_its_root_gave() -> None:
-    # Key at 0.116: a partition took root 43 away, and two subtrees on the publishers' side
-    # took over, 5 (0.90) and 34 (0.25). 5's look reached 34's tree through 41 and 49 and
-    # 34 took it, but 49, relaying the success, lacked packets the look had seen and
-    # fetched them first; when they came it checked whether it could itself accept the
-    # look, which must-beat 0.90 it could not, and refused it. The look failed, and 5
-    # numbered 14 beside 34's tree, which held 14 already.
+    # A partition takes the root away and two subtrees on the publishers' side take over. One's
+    # look reaches the other's tree, which takes it, through a relay that lacks packets the
+    # look has seen and fetches them first. When they come, the relay passes on the success
+    # its root gave, though it could not accept the look itself; refusing it, the look would
+    # fail and its root number packets beside a tree that already holds them.
     outcome = run(RELAYED_SUCCESS_HELD)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -155,12 +153,11 @@ RELAYED_SUCCESS_HELD = Scenario(
 
 
 def test_a_crossing_probe_is_followed_though_the_root_just_looked_past_a_closer_peer() -> None:
-    # Chaos: after a partition and crashes, root 52 (0.309) had a tree whose members 36 and 29
-    # were closer to the key (0.116) than root 49 (0.196), which had no member. 52, with
-    # closer peers outside its children, looked past them at each probe round, and its own
-    # members refused. 49's probes crossed 52 56 ms after each of those rounds began, and
-    # 52 ignored every one: the backoff its own guess had just started held the crossing
-    # back. Two roots for good. A look past a closer peer no longer holds a crossing back.
+    # After a partition and crashes, a root's tree has members closer to the key than a second
+    # root beside it. The first root, with closer peers outside its children, looks past them at
+    # each probe round, and its own members refuse; the second root's probes cross it just after
+    # each such round begins. A look past a closer peer must not hold a crossing probe back under
+    # its backoff, or the two roots never merge.
     outcome = run(CROSSED_AFTER_A_GUESS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -189,14 +186,11 @@ CROSSED_AFTER_A_GUESS = Scenario(
 
 
 def test_a_probe_reset_at_the_closest_node_has_its_whole_budget_past_it() -> None:
-    # Chaos: crashes and a partition (43 nodes, 3 streams).
-    # Root 2 had lost its ring neighbours 1 and 3 to crashes, and its links (26, 29, 31)
-    # were all farther from the key. A cut (+32.96 to +67.33) left it on the small side,
-    # where 23 rooted the other tree (+42.49). After the heal greedy routing ended at 22,
-    # the closest live node, a member of 23's tree; 23's probes reset to max_htl (10)
-    # there and ran out one or two hops short of 29 -> 2, every round (two roots still
-    # 1,200 s on), and 2's probes crossed 23's tree but never 23. A probe now resets to
-    # the budget it started with (``probes``), reaches 2, and 23 joins 2's tree.
+    # Crashes and a partition: a root whose ring neighbours died and whose links are all farther
+    # from the key ends up beside another root after the heal; greedy routing toward it ends at
+    # the closest live node, a member of the other tree, one or two hops short. A probe resets
+    # there to the budget it started with (``probes``), not to max_htl, so it reaches the closer
+    # root and the trees merge; otherwise it runs out short every round and two roots stay.
     outcome = run(TWO_HOPS_SHORT)
     assert outcome.log.acks and failures(outcome) == []
 

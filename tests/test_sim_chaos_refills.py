@@ -11,17 +11,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_root_holds_its_waiters_while_it_looks_for_a_tree_that_holds_their_packets() -> None:
-    # Drawn by the chaos property. A partition of a third of
-    # the nodes, 10 s to 43.4 s, and crashes; node 14's subscriber, on the cut side, stayed
-    # up. After the heal, the main side's root 23 (holding 0..14) resubscribed to the
-    # side's root 22 (closer to the key, holding nothing), which continued after 23's 14;
-    # 23's pushes of 0..14 died with a link that broke on the way. 22's subtree (relays
-    # 21, 11, 19 above 14) waited at 22 for 0..14. Meanwhile the tree churned: 23 left it
-    # and became a root again, and 22's grace ended in a look, which would join 23's tree.
-    # The waiters' timeout came during that look, and 22 told them 0..14 were missed, 0..9
-    # of them acknowledged. Now a root's waiters wait through its grace or look (at most
-    # MAX_HOLDS timeouts), as they do under a restarting ancestor; 22 joins 23's tree, asks
-    # it for 0..14, and serves them.
+    # A partition of a third of the nodes, and crashes. After the heal the main side's root
+    # resubscribes to the cut side's root (closer to the key, holding nothing), whose subtree
+    # waits at it for the packets; the pushes that would bring them die with a broken link,
+    # the main side's root becomes a root again, and the cut side's grace ends in a look that
+    # would join its tree. A root's waiters wait through its grace or look (at most MAX_HOLDS
+    # timeouts), as they do under a restarting ancestor, and are served once it joins the
+    # tree that holds their packets; otherwise they are told acknowledged packets were missed.
     outcome = run(LONG_PARTITION_MISSED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -56,13 +52,11 @@ LONG_PARTITION_MISSED = Scenario(
 
 
 def test_a_relay_serves_a_waiter_only_once_it_holds_every_number_the_waiter_asked_for() -> None:
-    # Chaos: after a partition's heal, relay 52 (holding from 20) took two resubscribes: one that
-    # had seen 18, for which it asked its parent 12 for 19, then node 24's, which had seen
-    # 16, for which it asked 17..19. 19 came first, the answer to the narrower ask, and 52
-    # served both: "the last number asked is in" was its test, since a parent answers in
-    # order. 24 was told 17 and 18 were missed, acknowledged as they were and held by half
-    # the tree; they reached 52 25 ms later. A waiter is now served once none of the
-    # numbers it asked for is lacking, as a root already did.
+    # After a partition's heal, a relay that lacks the oldest packets takes two resubscribes and
+    # asks its parent first for a narrower range, then for a wider one; the answer to the
+    # narrower ask comes first. A waiter is served only once none of the numbers it asked for is
+    # lacking, as at a root: "the last number asked is in" would tell the second resubscriber
+    # that acknowledged packets the tree holds were missed, just before they arrive.
     outcome = run(NARROWER_ASK_ANSWERED_FIRST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -91,15 +85,12 @@ NARROWER_ASK_ANSWERED_FIRST = Scenario(
 
 
 def test_a_search_at_a_root_cut_off_past_its_grace_waits_for_the_heal() -> None:
-    # Chaos: a partition after crashes. Root 28 numbered
-    # packet 0 at 10.4 s and it was acknowledged at 10.8 s, but the parents of nodes 1
-    # and 31 (subscribed at 2 and 4 s) had just died, so neither got it. A partition, 16.5 s
-    # to 38.8 s, cut off 1, 31, 12 and old root 28, all of whose links crossed the cut:
-    # nobody on that side could reach a copy of 0. 12 became the side's root with 1..5
-    # pushed up to it, and node 1's search waited at 12 for 0 from 24.4 s. 12's grace and
-    # look ended without it, and at 34.4 s 12 told 1 (and through it 31) that 0 was missed;
-    # the cut healed at 38.8 s and 12 joined the other side's tree, which held 0, at 39.3 s.
-    # A search waiting at a root is now held while it would still wait, grace or not.
+    # A partition after crashes: an acknowledged packet misses two subscribers whose parents
+    # just died, and the cut leaves them, with the old root, on a side where nobody holds a copy.
+    # The side's new root takes the later packets pushed up to it, and a subscriber's search
+    # waits there for the missing one past the root's grace and look. A search waiting at a root
+    # is held while it would still wait, grace or not: told the packet was missed, the
+    # subscribers would lose it although the other side, which the cut rejoins, holds it.
     outcome = run(SEARCH_ANSWERED_BEFORE_THE_HEAL)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -139,30 +130,26 @@ SEARCH_ANSWERED_BEFORE_THE_HEAL = Scenario(
 
 
 def test_a_member_asks_its_parent_for_what_lies_below_the_parents_mark() -> None:
-    # Chaos: a partition (46 nodes, 2 streams).
-    # Root 16 numbered stream 0's 1..12 during a partition (1.9 s to 36.2 s); only 27 and
-    # 32 got them, and the other side's subscribers 4 and 30 held only 0. 16 died. After
-    # the heal, 39 became root through 27's resubscribe (last_seen 12), holding none of
-    # 1..12. In its grace it told relay 43 (relaying 7's resubscribe, last_seen 12, a claim)
-    # that its head was 0, where its gap starts; 12 ms later 27's pushes brought 1..12 in,
-    # kept only for the root's waiters (``Ordering._backfill``), so 43's branch (30) never got them.
-    # Relay 5 had entered the tree holding nothing after a search that claimed 12, and
-    # resumed after 12 with child 4 holding only 0. Both subscribers met 13 as a gap 8 s
-    # later and were told acknowledged 1..12 were missed, though their parents' marks had
-    # said 12 long before. So a member whose parent's mark is past what it processed asks
-    # that parent for the numbers between (``showing``); the parent serves them, asking up
-    # the tree for what it never had, and the root, which kept them, replays them.
+    # A partition: packets numbered during the cut reach only part of the tree, the root dies,
+    # and after the heal a new root holding none of them is made by a resubscribe that has seen
+    # them. In its grace it tells a relay its head is where its gap starts, and the pushes that
+    # bring the packets in are kept only for the root's waiters (``Ordering._backfill``); a relay
+    # that entered holding nothing after a search's claim resumes past a child that holds less.
+    # A member whose parent's mark is past what it processed asks that parent for the numbers
+    # between (``showing``); the parent serves them, asking up the tree for what it never had,
+    # and the root, which kept them, replays them. Otherwise the subscribers meet the next packet
+    # as a gap and are told acknowledged packets were missed.
     outcome = run(MARK_PAST_WHAT_A_MEMBER_HOLDS)
     assert outcome.log.acks and failures(outcome) == []
 
 
 def test_a_relay_told_a_head_below_its_claim_is_owed_what_is_pushed_up_after_it() -> None:
-    # The same draw with node 2 added at +26.09, not +29.84: with the member-side ask
-    # (above) alone it fails. 7 asked root 39 for 1..12 early, 39
-    # had none, and once its wait ran out (+52 to +62) told 7's whole subtree they were
-    # missed, 30 included. So the root owes relay 43, which it told "0", what is pushed
-    # up after it (``joining.owed_after``): 43's catch-up and its mark wait for the pushes,
-    # so no mark past 0 reaches 7 before 1..12 do, and nobody asks before the tree settles.
+    # The same scenario with node 2 added at +26.09, not +29.84, which the member-side ask
+    # (above) alone does not pass: a member asks the new root early for packets it has none
+    # of, and once its wait runs out the whole subtree is told they were missed. The root owes
+    # a relay it told its gap's start what is pushed up after it (``joining.owed_after``):
+    # the relay's catch-up and its mark wait for the pushes, so no mark past the gap reaches
+    # the member before the packets do, and nobody asks before the tree settles.
     faults = list(MARK_PAST_WHAT_A_MEMBER_HOLDS.faults)
     added = faults.pop()
     assert added.kind == "add" and added.arg == 2
@@ -200,10 +187,10 @@ MARK_PAST_WHAT_A_MEMBER_HOLDS = Scenario(
 
 
 def test_a_root_asks_its_subtree_for_what_a_late_resubscriber_lacks() -> None:
-    # Node 7, cut off for 26 s after packet 0, resubscribed with last_seen 0. The root, 51,
-    # had forgotten the stream when its last child left; made root again, it held nothing of
-    # 0..3; a branch below it (29, 42, 59) held all four. Asked for 1..3, the root told 7 they
-    # were missed. A root now asks its subtree for what a waiter lacks before saying so.
+    # A node cut off after the first packet resubscribes late to a root that forgot the stream
+    # when its last child left and, made root again, holds none of it, while a branch below
+    # holds it all. A root asks its subtree for what a waiter lacks before saying it was
+    # missed.
     outcome = run(PAST_IN_A_BRANCH)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -231,11 +218,11 @@ PAST_IN_A_BRANCH = Scenario(
 
 
 def test_a_relay_that_reattaches_gives_its_waiter_the_new_parents_answer() -> None:
-    # Node 19 held node 16's resubscribe (seen up to 0) waiting for 1..7, and restarted 5 s
-    # into that 10 s wait. Attached again, it asked the new root, which gathered 4..7 from
-    # 19's own child 14 but answered only when its wait for 1..3 ended: 19's timer had run
-    # out just before, and 16 was told 1..7 were missed. A waiter's clock now starts again
-    # with each ask.
+    # A relay holds a resubscribe waiting for packets and restarts partway through the wait;
+    # attached again it asks the new root, which gathers some from the relay's own child and
+    # answers only when its own wait ends. A waiter's clock starts again with each ask;
+    # running on from the first, it would run out just before the answer and tell the
+    # resubscriber the packets were missed.
     outcome = run(WAITER_OUTLIVED)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -265,11 +252,11 @@ WAITER_OUTLIVED = Scenario(
 
 
 def test_a_detached_relay_keeps_its_waiter_until_it_can_ask_again() -> None:
-    # Node 12, a relay holding nothing below packet 6, held node 28's resubscribe (seen
-    # nothing) and asked its parent 33, which had died silently. Noticing that, 12
-    # restarted, and stayed detached past the waiter's 10 s: 28 and its subscriber 10 were
-    # told 0..5 were missed, which 12's own subtree held. A waiter's clock now stands still
-    # while its node has nobody to ask.
+    # A relay holding only later packets holds a resubscribe that has seen nothing and asks its
+    # parent, which has died silently; noticing that, the relay restarts and stays detached
+    # past the waiter's timeout. A waiter's clock stands still while its node has nobody to
+    # ask; otherwise the resubscriber is told that packets the relay's own subtree holds were
+    # missed.
     outcome = run(DETACHED_WAITER)
     assert outcome.log.acks and failures(outcome) == []
 

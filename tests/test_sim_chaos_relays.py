@@ -10,15 +10,12 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_number_is_passed_down_only_along_relays_still_in_the_tree() -> None:
-    # Chaos, crashes only. Publisher 29's publish climbed 29 -> 26 -> 31 -> 9 -> 25 -> 4 -> 30
-    # and waited at 30, which was restarting. 29 died, and the tree came apart and formed
-    # again with 25 at its top and 9, then 30, below it. 30 sent the publish up with 4 as
-    # its source, though 4 was no longer its child, and 25, now root, numbered it with a
-    # dead publisher's 12 others. Every relay still had an entry from the old tree, and
-    # PublishNumbered followed them: 25 -> 9 -> 30 -> 4 -> 25, and round again, about 4,400
-    # messages per uid every 50 s; the network never got quiet. So a relay passes a number
-    # down only to a child it still has, from the parent it has, as a confirmation comes
-    # back up.
+    # Crashes only: a publish climbs through a chain of relays and waits at one that is
+    # restarting; the publisher dies, and the tree comes apart and forms again in another
+    # order, with relay entries from the old tree still in place. A relay passes a number down
+    # only to a child it still has, from the parent it has, as a confirmation comes back up:
+    # following the stale entries, PublishNumbered would go round a cycle of relays for ever
+    # and the network would never be quiet.
     outcome = run(NUMBER_GOES_ROUND)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -13,11 +13,11 @@ from testnet.sim.network import NetworkModel
 
 
 def test_relay_that_loses_its_parent_before_the_first_packet_resumes_at_the_start() -> None:
-    # Node 21 relayed node 8's path to the root, and 8 relayed node 9's; 21 died silently as
-    # publishing began. 8 had no packet yet and resubscribed with last_seen None ("start
-    # anywhere"), so its new parent, at packet 5 by then, sent it packets from 6 on and 9 was
-    # told 0..5 were missed, although the tree held them all. A relay now resumes where its
-    # fresh join placed it (``Stream.start``).
+    # A chain of relays toward the root, and the upper relay dies silently as publishing
+    # begins; the lower one has no packet yet. A relay resumes where its fresh join placed it
+    # (``Stream.start``); resubscribing with last_seen None ("start anywhere"), it would be
+    # sent only what its new parent numbers next, and its child told that packets the tree
+    # holds were missed.
     scenario = Scenario(
         seed=369, nodes=25, streams=2, subscribers=2, faults=(CRASH_21,), confirm=False
     )
@@ -29,12 +29,12 @@ CRASH_21 = Fault(at=0.0, kind="crash", arg=11371)
 
 
 def test_restarting_node_that_relayed_a_success_gets_what_its_parent_sent_before() -> None:
-    # Root 10 died; nodes 5 and 18, both its children, restarted. 18's resubscribe went
-    # through 5 (detached, so routing it on) to 16, which had just joined at packet 16:
-    # 16 adopted 5 for 18's search, forwarded packet 17 to it, and 5 (not yet attached,
-    # so not 16's child in its own eyes) dropped it. 5's own resubscribe then succeeded at
-    # 16, which skipped its catch-up because 5 was listed already, and 18 was told 17 was
-    # missed. A resubscribe is now caught up even from a parent that lists its sender.
+    # The root dies and two of its children restart; one's resubscribe goes through the other
+    # (detached, so routing it on) to a node that adopts the router and forwards it a packet,
+    # which the router, not yet attached, drops. The router's own resubscribe then succeeds
+    # at that parent, which lists it already. A resubscribe is caught up even from a parent
+    # that lists its sender; skipping the catch-up, the other child is told the packet was
+    # missed.
     faults = (
         Fault(at=0.0, kind="crash", arg=794),
         Fault(at=18.0625, kind="crash", arg=0),
@@ -47,11 +47,12 @@ def test_restarting_node_that_relayed_a_success_gets_what_its_parent_sent_before
 
 
 def test_detached_relay_does_not_answer_a_search_it_could_not_accept() -> None:
-    # Root 9 died; 15 and 12 restarted its two subtrees. 12's resubscribe (must-beat 12,
-    # closer than 15) passed node 0, in 15's detached subtree, which rightly routed it on
-    # (race 3), to a node just added, which became a new root. On the success coming back
-    # 0 answered 12's search itself, hanging 12's subtree below 15's; 15's own search then
-    # found 12's subtree: a cycle with no root, publishes bouncing round it for ever.
+    # The root dies and two nodes restart its two subtrees. The closer one's resubscribe
+    # passes a member of the other's detached subtree, which rightly routes it on (race 3), to
+    # a node just added, which becomes a new root. A detached relay does not answer, on the
+    # success coming back, a search it could not accept: hanging one subtree below the other
+    # while the other's own search finds it makes a cycle with no root, publishes bouncing
+    # round it for ever.
     faults = (
         Fault(at=0.0, kind="crash", arg=194),
         Fault(at=0.0, kind="crash", arg=11371),
@@ -65,10 +66,11 @@ def test_detached_relay_does_not_answer_a_search_it_could_not_accept() -> None:
 
 
 def test_root_whose_child_left_during_its_look_looks_again() -> None:
-    # Both roots died; node 3 became root, with 13 (closer to the key) below it through
-    # node 1. 3's look labelled 13's subtree, then 1 died: 13's subtree, refusing 3's look
-    # (its label), restarted and made 13 a root; 13's own look, routing toward the key,
-    # never came near 3. Two roots numbered from 0 (packets 0..12 ordered twice).
+    # A new root has a closer node below it through one relay. Its look labels that subtree,
+    # then the relay dies: the subtree, refusing the look (its label), restarts and makes the
+    # closer node a root, whose own look, routing toward the key, never comes near the first.
+    # A root whose child left during its look looks again; otherwise two roots number the
+    # same packets.
     faults = (
         Fault(at=0.0, kind="crash", arg=0),
         Fault(at=0.0, kind="crash", arg=0),
@@ -81,8 +83,9 @@ def test_root_whose_child_left_during_its_look_looks_again() -> None:
 
 
 def test_root_that_loses_a_child_looks_for_the_tree_its_subtree_makes() -> None:
-    # As above, but node 1 died after 3's look had ended: 3 had no look to repeat, 13
-    # became a root of its own and never found 3, and both numbered the same numbers.
+    # As above, but the relay dies after the look has ended: the root looks for the tree its
+    # subtree makes, or the closer node, a root of its own, never finds it and both number
+    # the same packets.
     faults = (
         Fault(at=0.0, kind="crash", arg=0),
         Fault(at=0.0, kind="crash", arg=0),
@@ -95,9 +98,10 @@ def test_root_that_loses_a_child_looks_for_the_tree_its_subtree_makes() -> None:
 
 
 def test_relay_that_joined_an_empty_tree_through_a_resubscribe_resumes_at_its_start() -> None:
-    # Node 4 joined as the relay of a resubscribe that asked for everything (last_seen -1)
-    # while the tree had no packet yet, so it kept no start point; when its parent 16 died
-    # it resubscribed with last_seen None and its subtree was told 0..21 were missed.
+    # A node joins as the relay of a resubscribe that asks for everything (last_seen -1)
+    # while the tree has no packet yet. It keeps that start point: resubscribing with
+    # last_seen None when its parent dies, its subtree would be told what came meanwhile
+    # was missed.
     faults = (Fault(at=0.0, kind="crash", arg=0), Fault(at=13.0, kind="crash", arg=1))
     outcome = run(
         Scenario(seed=1, nodes=20, streams=2, subscribers=2, faults=faults, confirm=False)
@@ -106,12 +110,11 @@ def test_relay_that_joined_an_empty_tree_through_a_resubscribe_resumes_at_its_st
 
 
 def test_a_split_that_outlived_its_looks_is_found_by_a_probe_and_merged() -> None:
-    # Node 32, added with few links, was root of one tree; node 13, farther from the key,
-    # of another, after the partition healed. Nothing looked again: without probes both
-    # stayed roots. With probes 13 found 32, but its look's search never did (greedy
-    # routing spent its budget inside 32's tree, whose members may not accept it). A
-    # member that routes a resubscribe on now sends it up its own tree first, to its root,
-    # which takes any. (``overlay.core.probes``; ``Node._up_the_tree``)
+    # After the partition heals, a node added with few links roots one tree and a farther node
+    # another, and nothing looks again. Probes let the farther root find the closer one, but
+    # greedy routing of its look spends its budget inside the closer tree, whose members may
+    # not accept it. A member that routes a resubscribe on sends it up its own tree first, to
+    # its root, which takes any. (``overlay.core.probes``; ``Node._up_the_tree``)
     outcome = run(SPLIT_AFTER_HEAL)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -140,10 +143,10 @@ SPLIT_AFTER_HEAL = Scenario(
 
 
 def test_a_look_whose_search_vanished_ends_and_numbering_resumes() -> None:
-    # Node 14, root, looked again; its search ended without reporting back, and the root
-    # held numbering for ever (its publishers' packets bounced, the network never quiet).
-    # A look with neither confirmations nor a search outstanding now counts as found
-    # nothing (``Merges._look_first``).
+    # A root looks again and its search ends without reporting back. A look with neither
+    # confirmations nor a search outstanding counts as found nothing (``Merges._look_first``);
+    # otherwise the root holds numbering for ever, its publishers' packets bouncing and the
+    # network never quiet.
     outcome = run(LOST_LOOK)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -171,10 +174,10 @@ LOST_LOOK = Scenario(
 
 
 def test_a_root_made_by_a_resubscribe_gets_the_past_it_never_had() -> None:
-    # The root was cut off; node 12, holding nothing of the stream, became root through a
-    # resubscribe that had seen up to 22, and told a later one (seen up to 13) that 14..22
-    # were missed, though the first held them. It now takes them from below first
-    # (``Ordering._backfill``).
+    # The root is cut off; a node holding nothing of the stream becomes root through a
+    # resubscribe that has seen far, and a later resubscribe has seen less. The root takes
+    # what lies between from below first (``Ordering._backfill``), rather than telling the
+    # later one that packets the first resubscriber holds were missed.
     outcome = run(ROOT_WITHOUT_PAST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -197,12 +200,11 @@ ROOT_WITHOUT_PAST = Scenario(
 
 
 def test_a_side_that_was_cut_off_gets_what_the_other_side_numbered_at_the_merge() -> None:
-    # The stream's closest nodes were cut off: node 16 became root there and numbered
-    # nothing, while node 6 became root of the other side and numbered 0..14. At the heal a
-    # probe moved 6's tree under 16, which took 0..14 as the past it never had and kept
-    # them to itself: node 18, subscribed on the cut side throughout, never got them. A
-    # root whose tree had nothing now takes a merging tree's past as holes to fill and
-    # sends it down every branch (``Takeover.reported``).
+    # The stream's closest nodes are cut off: a root there numbers nothing while the other
+    # side's root numbers packets, and at the heal a probe moves the other tree under the
+    # cut-off root. A root whose tree had nothing takes a merging tree's past as holes to fill
+    # and sends it down every branch (``Takeover.reported``); kept to itself, that past never
+    # reaches the subscribers on the cut side.
     outcome = run(CUT_SIDE_NEVER_CAUGHT_UP)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -227,10 +229,11 @@ CUT_SIDE_NEVER_CAUGHT_UP = Scenario(
 
 
 def test_a_child_that_routed_a_restart_through_its_parent_is_not_orphaned() -> None:
-    # Node 14 routed its restarting ancestor's resubscribe to its own parent 23, which
-    # routed it out of the subtree and reparented; 14 took the success as "found the tree
-    # through 23" and left its old parent, 23 itself. 23 dropped it, and 14 named 23 its
-    # parent for ever, every publish refused there: the network never got quiet.
+    # A child routes its restarting ancestor's resubscribe to its own parent, which routes it
+    # out of the subtree and reparents. The child stays the parent's child: taking the
+    # success as "found the tree through the parent" and leaving its old parent, the parent
+    # itself, it would be dropped there yet name it as parent for ever, every publish
+    # refused, and the network never quiet.
     outcome = run(ORPHANED_BY_ITS_PARENT)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -256,9 +259,9 @@ ORPHANED_BY_ITS_PARENT = Scenario(
 
 
 def test_a_restarted_root_whose_client_publishes_at_once_joins_the_tree_it_left() -> None:
-    # Node 1, closest to the key, came back with no link up yet and its client published:
-    # its search ended at once, it numbered the publish 0 as root of a tree of one, and
-    # the tree that had numbered 0..14 meanwhile merged into it. Its search now waits.
+    # The node closest to the key comes back with no link up yet and its client publishes.
+    # Its search waits for a link: ending at once, it would number the publish 0 as root of
+    # a tree of one, and the tree that numbered on meanwhile would merge into it.
     outcome = run(RESTARTED_ROOT_ALONE)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -287,14 +290,13 @@ RESTARTED_ROOT_ALONE = Scenario(
 
 
 def test_a_new_root_made_by_a_restarts_search_gets_the_past_from_its_origin() -> None:
-    # The old root 7 came back and became a new root through root 25's look, relayed by
-    # node 32, which had joined after packet 24 and reparented to 7. 32 told the look's
-    # origin "24", its own head, so 25 pushed nothing up, and packet 24, held only in 25's
-    # old tree, was reported missed to the subscribers that joined 7's. 32 now says "new
-    # root" on, and 25 pushes all it holds. The same run also catches a root cut off by
-    # the partition (node 2) that reports a packet missed at the end of its grace, which
-    # a resubscriber claimed and left with: the other side acknowledged it. A root now
-    # reports what it lacks only when it numbers a packet after it (``close_tail``).
+    # The old root comes back and becomes a new root through another root's look, relayed by
+    # a node that joined late and reparents to it. The relay says "new root" on rather than
+    # its own head, so the look's origin pushes all it holds; told that head, it would push
+    # nothing and a packet held only in its old tree would be reported missed. The scenario
+    # also has a root cut off by the partition whose grace ends while a resubscriber that
+    # claimed a packet has left with it: a root reports what it lacks only when it numbers a
+    # packet after it (``close_tail``), since the other side acknowledged it.
     outcome = run(NEW_ROOT_WITHOUT_PAST)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -318,11 +320,10 @@ NEW_ROOT_WITHOUT_PAST = Scenario(
 
 
 def test_a_merged_side_gets_packets_held_only_deep_in_the_other_tree() -> None:
-    # Node 5, cut off, became root of its side. The other side numbered 0..29, its root
-    # died, and its tree merged into 5's. The resubscriber pushed up 3..29; 0..2 were held
-    # only by nodes deeper in that tree, which nobody asked, so 5 announced them missed.
-    # The root now asks its subtree (PastQuery), and the grace's end takes a push that
-    # waited past a hole that has filled since (3 was announced missed once 0..2 came).
+    # A node cut off becomes root of its side; the other side's root dies and its tree merges
+    # in, and the resubscriber pushes up only the later packets, the first ones being held
+    # deeper in that tree. The root asks its subtree (PastQuery) rather than announcing them
+    # missed, and the grace's end takes a push that waited past a hole that has filled since.
     outcome = run(PAST_HELD_DEEP)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -359,13 +360,11 @@ PAST_HELD_DEEP = Scenario(
 
 
 def test_two_roots_that_took_over_together_become_one_tree() -> None:
-    # Nodes 13 and 29 lost their parent, the root, together, and both became root at
-    # packet 16. Their looks ran at the same moment: 29's went to its peer 15, closer to
-    # the key and in 13's tree, which carried 13's look label and refused it; 13's never
-    # met 29's tree. Both numbered 17 on, and the split stayed for good: 13's probes never
-    # met 29, and 29 (the closer root) was never answered. A look refused beside a closer
-    # peer outside the tree is now repeated after a random pause, and a root with such a
-    # peer looks at its probe rounds instead of probing.
+    # Two children lose the root together and both become root; their looks run at the same
+    # moment, one's refused by the other tree's look label, the other's never meeting its
+    # tree, and the farther root's probes never meet the closer one. A look refused beside a
+    # closer peer outside the tree is repeated after a random pause, and a root with such a
+    # peer looks at its probe rounds instead of probing; otherwise the split stays for good.
     outcome = run(TWO_LOOKS_AT_ONCE)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -398,12 +397,11 @@ TWO_LOOKS_AT_ONCE = Scenario(
 
 
 def test_a_relay_holding_nothing_of_its_head_gets_its_subtree_to_tell_the_new_root() -> None:
-    # Partitioned from the start of publishing, the minority side made root 22, which
-    # numbered nothing. After the heal relay 12, which had joined the tree on a
-    # resubscriber's word that it reached packet 12 and held none of 0..12, reattached
-    # under 22's tree. Nothing it held went up, and nothing asked its subtree: 22 numbered
-    # the next publishes 0 and 1 again. A relay now asks its subtree for what it counts
-    # as processed but never held (``Gathering.ask_claimed``).
+    # Partitioned from the start of publishing, the minority side makes a root that numbers
+    # nothing. After the heal a relay that joined the tree on a resubscriber's word, counting
+    # packets processed that it never held, reattaches under that root. A relay asks its
+    # subtree for what it counts as processed but never held (``Gathering.ask_claimed``);
+    # otherwise nothing goes up and the root numbers the next publishes from 0 again.
     outcome = run(RELAY_HOLDING_NOTHING)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -438,10 +436,10 @@ RELAY_HOLDING_NOTHING = Scenario(
 
 
 def test_a_node_cut_off_by_crashes_keeps_no_search_for_a_stream_it_left() -> None:
-    # Node 25, root of a stream for a moment, pruned it while its look was on its way;
-    # then all five of its neighbours died, and the look, with no peer to go to, was held
-    # for a peer that never came: a search still running when the network was quiet. Such
-    # a search is dropped instead of held (``hops``). Drawn by the chaos property.
+    # A node, root of a stream for a moment, prunes it while its look is on its way; then all
+    # its neighbours die. A search for a stream the node left is dropped instead of held for a
+    # peer (``hops``); held, it would wait for a peer that never comes, still running when the
+    # network is quiet.
     outcome = run(CUT_OFF_BY_CRASHES)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -9,14 +9,13 @@ from testnet.sim.network import NetworkModel
 
 
 def test_a_labelled_member_moves_to_the_tree_a_closer_look_found_through_it() -> None:
-    # Chaos with no partition and no frame lost: crashes only. The root (31) died; 16, far from the
-    # key, took its tree over and looked, its members carrying its label. Then 32 died: 6 (the
-    # closest node, a publisher's, linked only to 16's member 22) and 4 each became a root. 6's look
-    # went through 22 and 21 to 4, which took it; but 21 and 22, labelled by a farther origin,
-    # refused the success on its way back (6 may not hang below a detached subtree that is farther
-    # than 6), so 6 found "nothing", and both 6 and 4 numbered 20..22. Now such a member moves, with
-    # its subtree, to the attached tree the search found, and answers from there: 6 joins 4's tree,
-    # and 16 (which lost a child) looks again.
+    # Crashes only, no partition and no frame lost: the root dies and a node far from the key
+    # takes its tree over and looks, its members carrying its label; then two more nodes become
+    # roots, the closest one linked only through that labelled tree. Its look reaches the other
+    # root, which takes it, but the labelled members refuse the success on its way back (it may
+    # not hang below a detached subtree farther than itself). Such a member moves, with its
+    # subtree, to the attached tree the search found, and answers from there; refusing, it
+    # would leave the closest node finding "nothing" and two roots numbering the same packets.
     outcome = run(THREE_ROOTS)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -49,13 +48,12 @@ THREE_ROOTS = Scenario(
 
 
 def test_a_member_that_moved_below_a_found_tree_fetches_what_it_lacked() -> None:
-    # Chaos: crashes and dropped frames, no partition (its timing depends on how commits
-    # are batched). Member 22 (holding up to 16) relayed 13's resubscribe,
-    # which had seen 17, and moved below the tree it found (the rule above); the
-    # success named 17 as the head, the resume point of 13's search, so 22 never asked for
-    # 17, and told its subtree at the next packet that 17 was missed: its own subscriber
-    # never had it. A member that moves asks its new parent for what it lacks below the
-    # head (a child's FillRequest).
+    # Crashes and dropped frames, no partition (its timing depends on how commits are
+    # batched): a member relays a resubscribe that has seen further than the member holds, and
+    # moves below the tree it finds (the rule above); the success names the resubscriber's
+    # resume point as the head. A member that moves asks its new parent for what it lacks below
+    # the head (a child's FillRequest); otherwise it tells its subtree at the next packet that
+    # the numbers between were missed.
     outcome = run(MOVED_WITH_A_GAP)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -86,14 +84,12 @@ MOVED_WITH_A_GAP = Scenario(
 
 
 def test_two_roots_that_refused_each_others_look_for_a_label_look_again() -> None:
-    # Chaos: crashes. Root 42 died; its children 40 and 34 each restarted, and each one's search
-    # spent its budget in 34's labelled subtree (whose origin was farther than 40), so both became
-    # roots. Their graces ended 0.14 s apart and both looked: 40's look was refused again by 34's
-    # members for their look's label, and 34's stayed in its own tree. Neither had a closer peer
-    # outside its tree, so neither looked again, and both numbered 22..24, each acknowledged for two
-    # publishes. A member that refuses a look only for its label now marks the answer ``lost`` (that
-    # tree is restarting or looking too), and the root looks again once the labels are off: 40 joins
-    # 34's tree before numbering anything.
+    # Crashes: a root dies, two of its children each restart, and each one's search spends its
+    # budget in the farther one's labelled subtree, so both become roots and look at about the
+    # same time; the closer one's look is refused by the other tree's members for their label.
+    # A member that refuses a look only for its label marks the answer ``lost`` (that tree is
+    # restarting or looking too), and the root looks again once the labels are off, joining the
+    # other tree before numbering anything; otherwise both number the same packets.
     outcome = run(REFUSED_FOR_A_LABEL)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -119,19 +115,14 @@ REFUSED_FOR_A_LABEL = Scenario(
 
 
 def test_a_looking_root_that_refuses_a_closer_roots_look_says_it_may_be_wrong() -> None:
-    # Chaos: crashes only: no partition, no frame lost. Key at 0.1629: root 28 (0.1658)
-    # died loudly at 10 s with 29 and 0; its children 9 (0.1581, whose only live peer was
-    # then 33) and 49 (0.1961) restarted. 9's resubscribe passed 49, detached under a
-    # farther origin, and 49's never reached 9 (only through 33), so 9 became root at
-    # 22.70 s and 49 at 22.85. Their graces ended 0.15 s apart and both looked: 9's look
-    # went 33, 16, 13, 31 to 49 (27.04 s), a root that takes any look, but in a look of
-    # its own, whose label refused it; that is no member closer than must-beat, so the
-    # "not found" came back plain (29.52 s), 9 had no closer peer, and it numbered 0..9.
-    # 49's look never reached 33, the only way to 9, and came back plain too (29.76 s):
-    # 49 numbered 0..9 as well.
-    # 9's probe crossed 49 at 30.21 s and they merged, after both numbered. A looking root
-    # that refuses a look for its label now marks it ``lost``, and 9 looks again once
-    # 49's labels are off (30.90 s): it joins 49's tree, having numbered nothing.
+    # Crashes only, no partition and no frame lost: a root dies with some of its neighbours, and
+    # two of its children restart, each becoming root of a split (the closer one reachable only
+    # through a single peer). Both look at about the same time; the closer one's look reaches the
+    # farther root, which takes any look but is in a look of its own whose label refuses it. A
+    # looking root that refuses a look for its label marks the "not found" ``lost``, so the
+    # closer root looks again once the labels are off and joins the other tree having numbered
+    # nothing; a plain "not found" leaves both numbering the same packets until a probe merges
+    # them.
     outcome = run(TWO_ROOTS_FROM_THE_START)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -161,12 +152,10 @@ TWO_ROOTS_FROM_THE_START = Scenario(
 
 
 def test_looking_roots_across_a_partition_refuse_no_closer_look_silently() -> None:
-    # Chaos: crashes, an added node and a partition of a quarter of the nodes. The same
-    # cause on two streams. Key 2232b9 (0.1336): roots 14 (0.1278) and 15 (0.1501) both
-    # took over and looked; 14's look reached 15 mid-look at 45.41 s and was refused for
-    # its label alone, and both numbered 0..13 (48.19 and 49.23 s). Key 1dc4fe (0.1163):
-    # 14's look was refused by the looking root 8 (0.0837) at 45.88 s, and 8 numbered
-    # 22..24 (47.26 s), 14 22..25 (49.07 s). Both pass once such a refusal says ``lost``.
+    # Crashes, an added node and a partition of a quarter of the nodes: the same rule on two
+    # streams. On each, two roots that took over look at once and one's look is refused by the
+    # other, mid-look, for its label alone. Such a refusal says ``lost``, so the look is
+    # repeated; a plain one leaves both roots numbering the same packets.
     outcome = run(ACKED_TWICE_ACROSS_A_CUT)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -198,11 +187,11 @@ ACKED_TWICE_ACROSS_A_CUT = Scenario(
 
 
 def test_a_member_holding_nothing_moved_for_anothers_search_keeps_its_clients_point() -> None:
-    # Chaos (35 nodes). Node 22, cut off in a tree that numbered nothing, its client owed
-    # packet 0 on, relayed node 10's resubscribe (which had seen 29) after the heal and
-    # moved with it to 31's tree. It took the search's 29 as its own point, entered at 30,
-    # and told its client 0..29 were missed, all held by the tree. A member resumes at its
-    # own point (``Restarts.hang_from``) and asks its new parent for the rest.
+    # A member cut off in a tree that numbered nothing, its client owed packet 0 on, relays
+    # after the heal a resubscribe that has seen further and moves with it to the tree it
+    # finds. A member resumes at its own point (``Restarts.hang_from``) and asks its new parent
+    # for the rest; taking the search's point as its own, it would tell its client that
+    # packets the tree holds were missed.
     outcome = run(MOVED_FOR_ANOTHERS_SEARCH)
     assert outcome.log.acks and failures(outcome) == []
 

@@ -39,12 +39,12 @@ DEAD_PUBLISHER_BEFORE_A_CLAIM = Scenario(
 
 
 def test_a_new_root_that_relayed_a_dead_publishers_confirmations_claims_them() -> None:
-    # Chaos (48 nodes, 2 streams). Root 4 numbers uids 15..22 as 14..21, alternating publishers 20
-    # and 22, and sends them down as a cut comes, so only 21's branch gets them. Node 22 dies
-    # silently; its relay 32, which had passed 22's confirmations of 15, 17, 19, 21 up, takes the
-    # tree over. Without witnesses, 32 takes 20's claim on 14, refuses 16, 18, 20 and gives 15..21
-    # to other publishes, while 4's side was shown the first ones. With them, 32's witness claims
-    # fill 15, 17, 19, 21, and 20's claims are taken between them.
+    # A root numbers two publishers' publishes alternately and sends them down as a cut comes,
+    # so only one branch gets them. One publisher's node dies silently, and its relay, which
+    # passed that node's confirmations up, takes the tree over. Its witness claims fill the dead
+    # publisher's numbers and the live publisher's claims are taken between them; without
+    # witnesses the new root refuses the live claims beyond the first hole and gives the numbers
+    # to other publishes, while the root's side was shown the first ones.
     outcome = run(RELAY_OF_A_DEAD_PUBLISHER_TAKES_OVER)
     assert outcome.log.acks and failures(outcome) == []
 
@@ -109,13 +109,13 @@ PUBLISHER_WITHOUT_A_RELAY_DIES = Scenario(
 
 
 def test_a_peer_claims_a_dead_publishers_numbers_where_its_relay_died_too() -> None:
-    # Chaos (53 nodes, 2 streams). Root 16 numbers node 27's publishes 12 and 13 just before and
-    # after the cut; only 37 (27's relay), 7 and 27 get them. 27 and 16 die, then 37, on an island
-    # with 7 holding 12 and 13. Without peer witnesses, root 52 on the publishers' side gives 12 and
-    # 13 to other publishes. With them 27's peers hold them: of the three it tells
-    # (``witness_peers``), the closest to the key, 24, dies without ever carrying the stream and 38
-    # is cut off, but the third, on 52's side, pushes them when asked. (With two peers told, this
-    # still fails.)
+    # A root numbers a publisher's publishes just before and after a cut, and only the
+    # publisher's node, its relay and one other node get them; the publisher and the root die,
+    # then the relay, leaving the remaining holder on an island. The publisher's peers witness
+    # the numbers: of the three it tells (``witness_peers``), one dies without ever carrying the
+    # stream and one is cut off, but the third, on the publishers' side, pushes them when asked.
+    # Without peer witnesses that side's root gives the numbers to other publishes. (With two
+    # peers told, this still fails.)
     outcome = run(PUBLISHER_AND_RELAY_DIE)
     assert outcome.log.acks and failures(outcome) == []
 

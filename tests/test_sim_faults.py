@@ -195,8 +195,8 @@ def test_crashed_node_does_nothing_more(silent: bool) -> None:
     node = sim.nodes[victim]
     peers, received, sent = len(node.peers), node.stats.received, node.stats.sent
     sim.crash(victim, silent=silent)
-    # Not even its links closing: a killed process handles nothing (chaos found a dying
-    # root numbering a publish as its links went down, and its subscriber receiving it).
+    # Not even its links closing: a killed process handles nothing (a dying root must not
+    # number a publish as its links go down, nor its subscriber receive it).
     assert len(node.peers) == peers
     sim.run(until=sim.now + 2 * SILENCE)
     assert (node.stats.received, node.stats.sent) == (received, sent)
@@ -294,10 +294,10 @@ def acked(sim: Simulator, i: int, client: int) -> list[int]:
 
 
 def test_restarted_root_publishing_before_its_links_are_up_joins_the_tree_it_left() -> None:
-    # Chaos: the old root, closest to the key, came back and its client published at once.
-    # With no peer up yet its search ended there, it numbered the publish 0 as root of a
-    # tree of one, and the tree that had numbered 0..4 meanwhile merged into it: two
-    # publishes acknowledged as packet 0. Its search now waits for its first peer.
+    # The old root, closest to the key, comes back and its client publishes at once. With
+    # no peer up yet, a search ending there would number the publish 0 as root of a tree
+    # of one, and the tree that numbered on meanwhile would merge into it: two publishes
+    # acknowledged as packet 0. The search waits for its first peer.
     sim = subscribed(small())
     [root] = roots(sim)
     publisher = next(i for i in SUBSCRIBERS if i != root)

@@ -45,7 +45,7 @@ def test_links_stay_fifo_under_jitter() -> None:
 
 def test_links_stay_fifo_when_the_weather_calms() -> None:
     # Frames sent in a jittery spell may still be in flight when it ends; one sent after
-    # must not overtake them (chaos found a packet delivered after the ten that followed).
+    # must not overtake them, or a packet would be delivered after those that follow it.
     net = Network(2, NetworkModel(jitter=0.5), random.Random(1))
     stormy = [net.arrivals(t * 0.001, 0, 1)[0] for t in range(50)]
     net.model = NetworkModel()
@@ -55,9 +55,9 @@ def test_links_stay_fifo_when_the_weather_calms() -> None:
 
 
 def test_in_flight_counts_protocol_messages_until_they_arrive() -> None:
-    # A quiet check must not pass while a message is on its way (chaos: a relay's linger
-    # ended at the last instant of a run, and its Unsubscribe, never delivered, left its
-    # parent listing a child that no longer carried the stream).
+    # A quiet check must not pass while a message is on its way: a relay's linger ending at
+    # the last instant of a run would leave its Unsubscribe undelivered, and its parent
+    # listing a child that no longer carries the stream.
     sim = Simulator(SimConfig(nodes=30, degree=6, seed=1))
     sim.run()
     assert sim.in_flight == 0

@@ -98,7 +98,7 @@ def test_a_claim_on_the_next_number_is_taken_and_answered_once_another_child_hol
 
 def test_a_claim_beyond_the_next_number_is_refused_and_moves_nothing() -> None:
     # Taken, it would leave 3 and 4 as a hole, announced missed to everyone: the root that
-    # gave 5 may have dropped it unsent (chaos: real-process churn).
+    # gave 5 may have dropped it unsent (a process killed, say).
     node = root_with_packets(3)
     effects = node.receive(1.0, C1, claim(7, 5))
     stream = node.streams[KEY]
@@ -281,8 +281,8 @@ def publisher_numbered_then_alone(numbers: dict[int, int]) -> Node:
 def test_a_publishers_node_that_takes_the_tree_over_takes_its_own_claims() -> None:
     # P numbered 102 as 0 and 101 as 1 and may have sent both down. N's claims went up
     # only to a parent, and as root it has none: numbered afresh, in the order its client
-    # published them, 101 got 0 (chaos: a subscriber on P's side had been shown
-    # 0 as another publish).
+    # published them, 101 would get 0, while a subscriber on P's side may have been shown
+    # 0 as another publish.
     node = publisher_numbered_then_alone({102: 0, 101: 1})
     settle(node)
     window = node.streams[KEY].window

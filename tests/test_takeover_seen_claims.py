@@ -88,8 +88,8 @@ def test_claim_at_an_empty_root_never_numbers_past_the_wire_limit() -> None:
 
 def test_root_whose_tree_had_nothing_sends_a_merging_trees_past_down_every_branch() -> None:
     """A merge after a split: our tree had no packet while U's side numbered 0..2. U's push
-    fills those numbers here in order, and they go down our other branch too (chaos: a
-    side that was cut off never got what the other side published meanwhile)."""
+    fills those numbers here in order, and they go down our other branch too: otherwise a
+    side that was cut off never gets what the other side published meanwhile."""
     node = root_with_packets(0)
     meet(node, C, 0.3)
     node.receive(0.0, C, SubscribeRequest(8, KEY, 5, 0.3, None))
@@ -133,8 +133,8 @@ def test_claim_below_where_a_root_joined_the_tree_leaves_its_numbering_alone() -
     """N joined the tree at 12 (it relayed A's resubscribe, seen up to 11, and the parent
     had nothing yet) and holds none of it, so it knows no head, only ``next_in`` 12. It
     becomes root; C, the root of a tree that numbered 0..1 apart, merges in claiming 1.
-    Numbering goes on at 12. It went back to 2 before (chaos: 2..7 acknowledged twice, for
-    different publishes)."""
+    Numbering goes on at 12; going back to 2 would acknowledge numbers the tree already
+    gave twice, for different publishes."""
     node = make()
     B = b"B"
     for peer, location in ((P, 0.49), (A, 0.2), (B, 0.3), (C, 0.4)):
@@ -180,8 +180,8 @@ def detached_holding_nothing() -> tuple[Node, bytes, ResubscribeRequest]:
 def test_claim_adopted_while_detached_is_numbered_above_once_we_become_root() -> None:
     """N, holding nothing of the stream, loses its parent; while its own search is out it
     adopts D, whose resubscribe has seen up to 19. The search finds nobody closer, so N
-    becomes root: 0..19 are holes for D's subtree to fill, and numbering goes on at 20. It
-    started at 0 before (chaos: packet 10 acknowledged for two different publishes)."""
+    becomes root: 0..19 are holes for D's subtree to fill, and numbering goes on at 20.
+    Starting at 0 would acknowledge one number for two different publishes."""
     node, asked, search = detached_holding_nothing()
     stream = node.streams[KEY]
     node.receive(1.1, D, ResubscribeRequest(9, KEY, MAX_HTL, 0.3, 0.3, 19))
@@ -205,7 +205,7 @@ def test_claim_adopted_while_detached_is_numbered_above_once_we_become_root() ->
 def test_packet_pushed_up_while_detached_is_numbered_above_once_we_become_root() -> None:
     """D, adopted while N is detached, has seen up to 4 and pushes up 7 (5 and 6 lost on
     the way): N, made root, holds 5..7 open for the subtree to bring, and never gives 7 to
-    a new publish (chaos: 12 and 13 numbered twice after a lost push)."""
+    a new publish (that would number 7 twice)."""
     node, asked, search = detached_holding_nothing()
     stream = node.streams[KEY]
     node.receive(1.1, D, ResubscribeRequest(9, KEY, MAX_HTL, 0.3, 0.3, 4))
@@ -237,8 +237,8 @@ def test_packets_pushed_up_to_a_new_root_in_its_grace_are_taken_in_their_places(
     """A, below N, adopted a resubscriber that had seen 1..3 and pushes them up. No claim
     reached N (A took that resubscribe), so the pushes are the claim: once the grace and
     the look end, N takes 1..3 under their numbers (0, which nobody brought, is announced
-    missed) and numbers the next publish 4. It collided them and numbered new publishes
-    0..3 again before (chaos: 0..5 acknowledged twice, for different publishes)."""
+    missed) and numbers the next publish 4. Numbering new publishes 0..3 again would
+    acknowledge those numbers twice, for different publishes."""
     node, sent = new_root_in_its_grace((1, 2, 3), pushed=True)
     assert PacketsMissed(KEY, 0, 0) in sent
     assert [m for m in sent if isinstance(m, PublishSucceeded)] == [
