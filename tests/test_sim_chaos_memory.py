@@ -1,7 +1,7 @@
-"""Chaos scenarios (``test_sim_chaos``) about what a node remembers of a stream's numbering
-across a restart (``overlay.core.memory``), found with ``confirm_publishes`` on (the
-default) and replayed exactly: the simulation is deterministic. Each says what went wrong
-without the fix."""
+"""Fixed chaos scenarios (``test_sim_chaos``) about what a node remembers of a stream's
+numbering across a restart (``overlay.core.memory``), with ``confirm_publishes`` on (the
+default), replayed exactly: the simulation is deterministic. Each says which guarantee it
+checks and what would break without the rule."""
 
 from __future__ import annotations
 

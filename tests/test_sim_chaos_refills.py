@@ -1,5 +1,6 @@
-"""Chaos scenarios (``test_sim_chaos``) that broke a guarantee through a node's waiters
-(``overlay.core.refills``), kept as regression tests with their causes."""
+"""Fixed chaos scenarios (``test_sim_chaos``) that exercise a node's waiters
+(``overlay.core.refills``): children whose catch-up waits for packets their relay lacks.
+Each says which guarantee it checks and what would break without the rule."""
 
 from __future__ import annotations
 

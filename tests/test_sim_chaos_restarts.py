@@ -1,5 +1,6 @@
-"""Chaos scenarios (``test_sim_chaos``) that broke a guarantee through a restart's label
-(``overlay.core.restarts``), kept as regression tests with their causes."""
+"""Fixed chaos scenarios (``test_sim_chaos``) that exercise a restart's label
+(``overlay.core.restarts``): subtrees detached while their ancestor searches for a way back.
+Each says which guarantee it checks and what would break without the rule."""
 
 from __future__ import annotations
 
