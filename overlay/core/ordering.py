@@ -85,11 +85,16 @@ class Ordering:
 
     def serialize(self, stream: Stream, message: PublishData, source: Source) -> Decision:
         """The root's decision on one publish; a new packet is stored and broadcast."""
-        uids = stream.uids
+        uids = stream.root.uids
         assert uids is not None, "only a root serializes"
         confirming = self._confirming
         number = uids.get(message.uid)
-        if message.pushed and not message.claim and stream.pending and number != message.packet:
+        if (
+            message.pushed
+            and not message.claim
+            and stream.root.pending
+            and number != message.packet
+        ):
             # (not a resend of a push we took already: ``resend_pushes``)
             confirming.pushed_over(stream, message)
             number = uids.get(message.uid)
@@ -102,7 +107,7 @@ class Ordering:
         if number is not None:
             if self.reused(stream, message):
                 return rejection(message, PublishError.UID_REUSED)
-            if number in stream.pending:  # a retry, not yet sent down (``confirming``)
+            if number in stream.root.pending:  # a retry, not yet sent down (``confirming``)
                 return confirming.renumbered(stream, source, message, number)
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):
@@ -169,14 +174,14 @@ class Ordering:
         content (``uid_table``): refused, not answered with that packet's number, which
         would acknowledge content nobody stored. Packets the tree pushes or claims come
         with the content they were numbered for, and are not fresh publishes."""
-        uids = stream.uids
+        uids = stream.root.uids
         if message.pushed or uids is None or not uids.reused(message.uid, _digest(message)):
             return False
         self.stats.uids_reused += 1
         return True
 
     def _remember(self, stream: Stream, message: PublishData, number: int) -> None:
-        uids = stream.uids
+        uids = stream.root.uids
         assert uids is not None
         uids.remember(message.uid, number, _digest(message))
 
