@@ -301,10 +301,10 @@ class _Cut:
         for i in sorted(self.side):
             for key, stream in self.sim.nodes[i].streams.items():
                 found.update((key, n, packet.uid) for n, packet in stream.window.packets.items())
-                if stream.root.uids is None:
+                if stream.uids is None:
                     continue
                 for uid, published in self.log.published.items():
-                    number = stream.root.uids.get(uid) if published[0] == key else None
+                    number = stream.uids.get(uid) if published[0] == key else None
                     if number is not None:
                         found.add((key, number, uid))
         return found

@@ -106,7 +106,7 @@ def test_a_new_publish_waits_behind_the_backlog_though_the_window_has_room() -> 
     stream = node.streams[KEY]
     stream.root.committed = 1
     effects = publish(node, UID + 6)
-    assert stream.root.uids is not None and stream.root.uids[UID + 4] == 4
+    assert stream.uids is not None and stream.uids[UID + 4] == 4
     sent = down(effects)
     assert sent[0] == 4 and sent == [4, 5, 6][: len(sent)]
     assert list(stream.root.backlog) == [UID + 4, UID + 5, UID + 6][len(sent) :]
@@ -286,8 +286,8 @@ def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_on
     assert list(stream.root.backlog) == [x2]
     node.receive(1.1, b"C2", Unsubscribe(KEY))
     node.receive(1.2, b"C1", Held(KEY, 3))
-    assert stream.root.uids is not None
-    assert (stream.root.uids.get(x1), stream.root.uids.get(x2)) == (4, 5)
+    assert stream.uids is not None
+    assert (stream.uids.get(x1), stream.uids.get(x2)) == (4, 5)
 
 
 def test_a_childs_publish_past_a_full_backlog_is_refused_busy_on_the_wire() -> None:

@@ -58,7 +58,7 @@ class Setup:
 
 def root(kit: Kit, *numbers: int) -> Stream:
     stream = kit.stream(State.ROOT, children=(b"C",))
-    stream.root.uids = UidTable(kit.config.publish_uids)  # (a root's, as ``Takeover`` makes it)
+    stream.uids = UidTable(kit.config.publish_uids)  # (a root's, as ``Takeover`` makes it)
     store(stream, *numbers)
     return stream
 

@@ -97,7 +97,7 @@ def test_a_root_in_its_grace_waits_for_the_past_to_be_pushed_up_and_serves_it() 
     assert to(effects, W) == [SubscribeSucceeded(2, KEY, 2), data(1), data(2), Committed(KEY, 2)]
     assert node.stats.backfilled == 3 and node.stats.published == 0
     # The uids came with them: a publisher's retry of one gets its original number.
-    uids = node.streams[KEY].root.uids
+    uids = node.streams[KEY].uids
     assert uids is not None and uids.numbers() == {0: 0, 1: 1, 2: 2}
 
 

@@ -295,7 +295,7 @@ def test_retry_reaching_a_new_root_is_acked_with_its_original_number(when: str) 
     net = diverged()
     x_root_then_c_reports(net)
     root = carried(net, X)
-    assert (root.root.uids.numbers() if root.root.uids else {}) == {UID + n: n for n in range(5)}
+    assert (root.uids.numbers() if root.uids else {}) == {UID + n: n for n in range(5)}
     if when == "after the grace":
         net.advance(net.now + GRACE)
     stored = net.nodes[X].stats.stored

@@ -85,7 +85,7 @@ class Backlog:
     def held_back(self, stream: Stream, source: Source, message: PublishData) -> bool:
         """At a root out of its grace, about to number ``message``: hold it in the backlog
         if it must wait. True if it was held (or refused for want of room)."""
-        if message.pushed or (stream.root.uids is not None and message.uid in stream.root.uids):
+        if message.pushed or (stream.uids is not None and message.uid in stream.uids):
             return False
         behind = bool(stream.root.backlog) and self.draining != stream.key
         if not behind and not full(stream):

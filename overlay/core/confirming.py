@@ -188,7 +188,7 @@ class Confirming:
         if isinstance(source, bytes):
             return PublishNumbered(message.uid, message.key, number)
         self._confirm(stream, stream.root.pending[number])
-        uids = stream.root.uids
+        uids = stream.uids
         if number in stream.root.pending or uids is None or uids.get(message.uid) != number:
             # Still waiting (answered when it goes down), or dropped while we flushed (its
             # number was the tree's already): the publish's retry is numbered afresh.
@@ -253,7 +253,7 @@ class Confirming:
     def drop_pending(self, stream: Stream, first: int | None = None) -> None:
         """Forget the pending packets from ``first`` on (all of them by default): their
         numbers are free again, and their publishers, retrying, are numbered afresh."""
-        uids = stream.root.uids
+        uids = stream.uids
         dropped = []
         for number in [n for n in stream.root.pending if first is None or n >= first]:
             entry = stream.root.pending.pop(number)

@@ -60,7 +60,7 @@ class Keeping:
             return False
         if stream.root.kept is not None:
             return True
-        if stream.high is None and not stream.root.uids:
+        if stream.high is None and not stream.uids:
             return False  # nothing numbered: nothing to keep
         self._tokens += 1
         token = self._tokens

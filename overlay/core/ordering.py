@@ -85,7 +85,7 @@ class Ordering:
 
     def serialize(self, stream: Stream, message: PublishData, source: Source) -> Decision:
         """The root's decision on one publish; a new packet is stored and broadcast."""
-        uids = stream.root.uids
+        uids = stream.uids
         assert uids is not None, "only a root serializes"
         confirming = self._confirming
         number = uids.get(message.uid)
@@ -174,14 +174,14 @@ class Ordering:
         content (``uid_table``): refused, not answered with that packet's number, which
         would acknowledge content nobody stored. Packets the tree pushes or claims come
         with the content they were numbered for, and are not fresh publishes."""
-        uids = stream.root.uids
+        uids = stream.uids
         if message.pushed or uids is None or not uids.reused(message.uid, _digest(message)):
             return False
         self.stats.uids_reused += 1
         return True
 
     def _remember(self, stream: Stream, message: PublishData, number: int) -> None:
-        uids = stream.root.uids
+        uids = stream.uids
         assert uids is not None
         uids.remember(message.uid, number, _digest(message))
 

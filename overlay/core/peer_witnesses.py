@@ -196,5 +196,5 @@ def _holds(stream: Stream, uid: int, number: int) -> bool:
     peers include its root, whenever the root is not its parent.)"""
     packet = stream.window.get(number)
     return (packet is not None and packet.uid == uid) or (
-        stream.root.uids is not None and uid in stream.root.uids
+        stream.uids is not None and uid in stream.uids
     )

@@ -269,7 +269,7 @@ class PacketFlow:
                 self.takeover.on_claim(now, stream, source, message)  # (``takeover``)
                 return
             number = message.packet
-            uids = stream.root.uids
+            uids = stream.uids
             if (
                 message.pushed
                 and number is not None
@@ -321,7 +321,7 @@ class PacketFlow:
             self._wait(stream, source, message)
             return
         # A former root (it handed the tree on) still knows the numbers it gave.
-        number = None if stream.root.uids is None else stream.root.uids.get(message.uid)
+        number = None if stream.uids is None else stream.uids.get(message.uid)
         if number is not None:
             if self.ordering.reused(stream, message):
                 self._reply(source, rejection(message, PublishError.UID_REUSED))

@@ -78,6 +78,28 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
     (State.ROOT, Change.MERGED): State.JOINED,
 }
 
+# What the table governs, and what it does not. A change moves ``state`` and ``parent`` only
+# (``Membership.change``). The root's own record (``Stream.root``, a ``RootState``) is made
+# with the stream and lives as long as it: no change creates, resets or drops it, because
+# parts of it are read after the node stops being root, and dropping them would change what
+# the node does:
+#
+# * Leaving ROOT (``CLOSER_NODE``, ``MERGED``): ``Membership.change`` sets the new state,
+#   then ``children_changed`` reads the record in it (drops what is pending, commits what
+#   it held, releases held acks); ``Showing.tell_marks`` sets ``told_at`` at the end of an
+#   event in which the node stopped being root. ``Merges.merged`` clears only the look,
+#   the grace and ``probe_misses``.
+# * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
+#   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
+#   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
+#   backoff (``probed_at``, ``trailed_at``, and ``probe_misses`` after ``CLOSER_NODE``), the
+#   marks' rounds (``mark_rounds`` may still bar repeats, ``told_at`` delay a notice),
+#   ``recover_token``, ``backlog``.
+#
+# So "the node is root" is ``state is ROOT``; ``root`` is what this node keeps of being
+# root, not a sub-state. The uid table (``Stream.uids``) is read by design at a former root
+# and is not part of it.
+
 # States in which the node is part of a tree and accepts children. A restarting node still
 # has its subtree and takes new members (spec: "If we have the key ..."); the restart uid
 # keeps it from adopting its own ancestors.
@@ -115,7 +137,6 @@ class RootState:
 
     # New publishes held while its window is all uncommitted (``backlog``), by uid.
     backlog: dict[int, tuple[Source, PublishData]] = field(default_factory=dict)
-    uids: UidTable | None = None  # publish uid -> packet number (``uid_table``)
     # At a root that took over a tree: until then it numbers nothing new (see publishing).
     recover_until: float | None = None
     recover_token: int = 0
@@ -201,8 +222,13 @@ class Stream:
     # there rather than at whatever head it meets.
     start: int | None = None
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
-    # What the node keeps as a root (``RootState``). Created with the stream and never
-    # dropped: a root that stops being one still reads parts of it (see the lifetime notes).
+    # Publish uid -> packet number (``uid_table``), built when the node first becomes root.
+    # Not part of ``RootState``: a former root (it handed the tree on, or merged) still
+    # answers a publisher's retry with the number it gave (``PacketFlow``), its witnesses
+    # read it, and a root again keeps it rather than rebuilding it from its window.
+    uids: UidTable | None = None
+    # What the node keeps as a root (``RootState``): made with the stream and never dropped,
+    # as parts of it are read after it stops being root (see the notes by ``TRANSITIONS``).
     root: RootState = field(default_factory=lambda: RootState())
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None

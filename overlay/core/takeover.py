@@ -100,9 +100,9 @@ class Takeover:
         self.release_early(stream, True)  # (nobody above us answers a question now)
         stream.root.committed = stream.root.asked = None  # what it holds is shown (``commits``)
         stream.root.holds.clear()
-        if stream.root.uids is None:
+        if stream.uids is None:
             # The uids of the packets we hold: a retry of one of them is acknowledged.
-            uids = stream.root.uids = UidTable(self.config.publish_uids)
+            uids = stream.uids = UidTable(self.config.publish_uids)
             for number, packet in stream.window.packets.items():
                 if packet.uid is not None:
                     digest = content_digest(packet.data, packet.epoch, packet.kind)
@@ -275,7 +275,7 @@ class Takeover:
         head: taken as one, a claim on a number its root had dropped would announce every
         number before it missed. In a grace it waits for the held packets, and the grace's
         end takes the claims in number order."""
-        number, uids = message.packet, stream.root.uids
+        number, uids = message.packet, stream.uids
         assert number is not None and uids is not None
         known = uids.get(message.uid)
         if known is not None and known != number:

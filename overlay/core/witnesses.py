@@ -189,7 +189,7 @@ class Witnesses:
             )
             if (
                 uid in held
-                or (stream.root.uids is not None and uid in stream.root.uids)
+                or (stream.uids is not None and uid in stream.uids)
                 or (
                     relay.peer
                     and stream.signer is not None
