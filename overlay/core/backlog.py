@@ -9,7 +9,7 @@ clients are exposed the same way: a root shows only what it committed, and its w
 no larger than anyone's.
 
 How. A root whose window is at its bounds (packets or bytes) and holds no committed packet
-(``full``) holds a new publish in ``Stream.backlog`` instead of numbering it; each event
+(``full``) holds a new publish in ``RootState.backlog`` instead of numbering it; each event
 that moves its commit point lets the backlog go on, oldest first, until the window is full
 again (``drain``, after every event: ``Node._flush``). A new publish waits behind the
 backlog too, so each publisher's packets keep their order. So the root runs at most one

@@ -88,7 +88,7 @@ from overlay.messages import (
 
 
 class Confirming:
-    """Numbers that wait for their publisher's confirmation at a root (``Stream.pending``),
+    """Numbers that wait for their publisher's confirmation at a root (``RootState.pending``),
     and, at a publisher's node and relays, the claims pushed up to a new root."""
 
     def __init__(

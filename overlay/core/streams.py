@@ -86,9 +86,10 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
 #
 # * Leaving ROOT (``CLOSER_NODE``, ``MERGED``): ``Membership.change`` sets the new state,
 #   then ``children_changed`` reads the record in it (drops what is pending, commits what
-#   it held, releases held acks); ``Showing.tell_marks`` sets ``told_at`` at the end of an
-#   event in which the node stopped being root. ``Merges.merged`` clears only the look,
-#   the grace and ``probe_misses``.
+#   it held, releases held acks); local publishes whose numbers were dropped go back to
+#   ``backlog``, which ``Backlog.drain`` routes afresh from the new state at the event's
+#   end; ``Showing.tell_marks`` sets ``told_at`` at that end too. ``Merges.merged`` clears
+#   only the look, the grace and ``probe_misses``.
 # * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
 #   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
 #   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
