@@ -129,7 +129,7 @@ def settle(node: Node) -> list[Effect]:
     """Fire N's timers until its grace is over (the look it makes first included) and no
     child waits; what N did meanwhile."""
     stream, effects = node.streams[KEY], []
-    while stream.recover_until is not None or stream.fills:
+    while stream.root.recover_until is not None or stream.fills:
         at = node.next_deadline()
         assert at is not None
         effects += node.handle_timer(at)

@@ -79,7 +79,7 @@ def test_a_root_whose_window_is_all_uncommitted_holds_the_next_publish_back() ->
         sent += down(publish(node, UID + n))
     stream = node.streams[KEY]
     assert sent == [0, 1, 2, 3]
-    assert list(stream.backlog) == [UID + 4, UID + 5]
+    assert list(stream.root.backlog) == [UID + 4, UID + 5]
     assert node.stats.held_back == 2 and stream.next_in == 4
 
 
@@ -91,9 +91,9 @@ def test_a_commit_lets_the_backlog_go_on_in_order_as_far_as_there_is_room() -> N
     assert down(effects) == [4, 5]
     assert acked(effects) == [0, 1]
     stream = node.streams[KEY]
-    assert list(stream.backlog) == [UID + 6]
+    assert list(stream.root.backlog) == [UID + 6]
     effects = held(node, 5, now=1.2)
-    assert down(effects) == [6] and not stream.backlog
+    assert down(effects) == [6] and not stream.root.backlog
     assert node.flow.backlogged == {}
 
 
@@ -104,12 +104,12 @@ def test_a_new_publish_waits_behind_the_backlog_though_the_window_has_room() -> 
     for n in range(WINDOW + 2):
         publish(node, UID + n)
     stream = node.streams[KEY]
-    stream.committed = 1
+    stream.root.committed = 1
     effects = publish(node, UID + 6)
     assert stream.uids is not None and stream.uids[UID + 4] == 4
     sent = down(effects)
     assert sent[0] == 4 and sent == [4, 5, 6][: len(sent)]
-    assert list(stream.backlog) == [UID + 4, UID + 5, UID + 6][len(sent) :]
+    assert list(stream.root.backlog) == [UID + 4, UID + 5, UID + 6][len(sent) :]
 
 
 def test_a_retry_of_a_numbered_publish_is_answered_at_once() -> None:
@@ -122,7 +122,7 @@ def test_a_retry_of_a_numbered_publish_is_answered_at_once() -> None:
     # Answered once another branch holds it, as any child's publish (``commits``): not
     # held back behind the backlog, which would leave it waiting for room it never needs.
     assert [m for _, m in sends(effects) if isinstance(m, PublishRejected)] == []
-    assert UID + 2 not in node.streams[KEY].backlog
+    assert UID + 2 not in node.streams[KEY].root.backlog
 
 
 def test_past_max_queued_publishes_a_publish_is_refused_busy() -> None:
@@ -134,7 +134,7 @@ def test_past_max_queued_publishes_a_publish_is_refused_busy() -> None:
         e.event for e in effects if isinstance(e, Deliver) and isinstance(e.event, PublishFailed)
     ]
     assert [(f.uid, f.error) for f in failed] == [(UID + 99, PublishError.BUSY)]
-    assert len(node.streams[KEY].backlog) == QUEUE
+    assert len(node.streams[KEY].root.backlog) == QUEUE
 
 
 def test_a_resend_of_a_held_back_publish_is_held_once() -> None:
@@ -144,7 +144,7 @@ def test_a_resend_of_a_held_back_publish_is_held_once() -> None:
     data = PublishData(UID + 50, KEY, None, 0.2, 10, b"p", None, PacketKind.DATA, None)
     node.receive(1.0, b"C1", data)
     node.receive(1.5, b"C1", data)
-    assert list(node.streams[KEY].backlog) == [UID + 4, UID + 50]
+    assert list(node.streams[KEY].root.backlog) == [UID + 4, UID + 50]
 
 
 def test_a_root_that_begins_a_grace_passes_its_backlog_to_the_queue() -> None:
@@ -156,8 +156,8 @@ def test_a_root_that_begins_a_grace_passes_its_backlog_to_the_queue() -> None:
     # waits for the grace's end with everything else.
     node.receive(1.0, b"W", SubscribeRequest(9, KEY, 5, 0.3, 9))
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.recover_until is not None
-    assert not stream.backlog
+    assert stream.state is State.ROOT and stream.root.recover_until is not None
+    assert not stream.root.backlog
     assert [m.uid for _, m in stream.queued] == [UID + 4]
 
 
@@ -226,7 +226,7 @@ def test_numbers_pending_a_confirmation_count_against_the_window() -> None:
         effects = node.receive(1.0, b"C1", peer_publish(700 + n))
         numbered += [m.packet for _, m in sends(effects) if isinstance(m, PublishNumbered)]
     assert numbered == list(range(WINDOW))
-    assert len(node.streams[KEY].backlog) == 2 * WINDOW
+    assert len(node.streams[KEY].root.backlog) == 2 * WINDOW
 
 
 def test_over_real_cores_a_peer_publishers_burst_reaches_a_member_whole() -> None:
@@ -246,7 +246,7 @@ def test_a_held_back_publish_from_a_child_that_left_is_dropped_not_numbered() ->
         publish(node, UID + n)
     stream = node.streams[KEY]
     node.receive(1.0, b"C1", peer_publish(500))
-    assert list(stream.backlog) == [500]
+    assert list(stream.root.backlog) == [500]
     node.receive(1.1, b"C1", Unsubscribe(KEY))
     effects = node.receive(1.2, b"C2", Held(KEY, 3))
     assert [m for _, m in sends(effects) if isinstance(m, PublishNumbered)] == []
@@ -281,9 +281,9 @@ def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_on
     x1, x2 = UID + 10, UID + 11
     publish(node, x1)  # pending 5
     node.receive(1.0, b"C1", PublishConfirmed(501, KEY, 3))  # 3 goes down
-    assert list(stream.pending) == [4, 5]
+    assert list(stream.root.pending) == [4, 5]
     publish(node, x2)
-    assert list(stream.backlog) == [x2]
+    assert list(stream.root.backlog) == [x2]
     node.receive(1.1, b"C2", Unsubscribe(KEY))
     node.receive(1.2, b"C1", Held(KEY, 3))
     assert stream.uids is not None

@@ -20,7 +20,7 @@ def backlog(kit: Kit) -> tuple[Backlog, dict[int, LocalPublish], Calls, Calls]:
 def full_root(kit: Kit) -> Stream:
     stream = kit.stream(State.ROOT, children=(b"C",))
     store(stream, 0, 1)
-    stream.committed = -1  # nothing committed: the window of 2 is all uncommitted
+    stream.root.committed = -1  # nothing committed: the window of 2 is all uncommitted
     return stream
 
 
@@ -29,7 +29,7 @@ def test_a_full_root_holds_a_new_publish_back() -> None:
     part, _, _, route = backlog(kit)
     stream = full_root(kit)
     assert part.held_back(stream, b"C", publish(7))
-    assert list(stream.backlog) == [7]
+    assert list(stream.root.backlog) == [7]
     assert KEY in part.backlogged and kit.stats.held_back == 1
     assert route.calls == []
 
@@ -40,7 +40,7 @@ def test_room_again_lets_the_backlog_go_in_order_and_a_gone_child_drops_its_own(
     stream = full_root(kit)
     for uid, source in ((7, b"C"), (8, b"X"), (9, b"C")):
         part.held_back(stream, source, publish(uid))
-    stream.committed = 1
+    stream.root.committed = 1
     part.drain(2.0)
     assert [call[3].uid for call in route.calls] == [7, 9]  # X is no child: nobody to answer
     assert not part.backlogged
@@ -59,7 +59,7 @@ def test_dropped_local_publishes_go_back_to_the_front() -> None:
     kit = Kit()
     part, _, _, _ = backlog(kit)
     stream = kit.stream(State.ROOT)
-    stream.backlog[5] = (1, publish(5))
+    stream.root.backlog[5] = (1, publish(5))
     part.requeue(stream, [(1, publish(3)), (b"C", publish(4))])
-    assert list(stream.backlog) == [3, 5]  # a peer's node retries its own
+    assert list(stream.root.backlog) == [3, 5]  # a peer's node retries its own
     assert KEY in part.backlogged

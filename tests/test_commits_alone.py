@@ -28,11 +28,11 @@ def test_a_stored_packet_is_asked_about_and_committed_once_two_children_hold_it(
     stream = root(kit, (b"A", b"B", b"C"))
     part.stored_at_root(stream, 0)
     assert kit.sent() == [(c, HeldQuery(KEY, 0)) for c in (b"A", b"B", b"C")]
-    assert stream.committed == -1
+    assert stream.root.committed == -1
     part.on_held(b"A", Held(KEY, 0))
-    assert stream.committed == -1 and pump.calls == []
+    assert stream.root.committed == -1 and pump.calls == []
     part.on_held(b"B", Held(KEY, 0))
-    assert stream.committed == 0 and pump.calls == [(stream,)]
+    assert stream.root.committed == 0 and pump.calls == [(stream,)]
 
 
 def test_a_local_publishers_ack_waits_for_the_commit() -> None:
@@ -42,11 +42,11 @@ def test_a_local_publishers_ack_waits_for_the_commit() -> None:
     part.stored_at_root(stream, 0)
     acked = PublishSucceeded(5, KEY, 0)
     part.ack_local(stream, 1, acked)
-    assert answer_local.calls == [] and stream.unacked_low == 0
+    assert answer_local.calls == [] and stream.root.unacked_low == 0
     part.on_held(b"A", Held(KEY, 0))
     part.on_held(b"B", Held(KEY, 0))
     part.release(stream)  # (the flow's ``pump`` does, after the commit moved)
-    assert reply.calls == [(1, acked)] and not stream.unacked
+    assert reply.calls == [(1, acked)] and not stream.root.unacked
 
 
 def test_a_root_with_nobody_to_wait_for_commits_at_once() -> None:
@@ -54,7 +54,7 @@ def test_a_root_with_nobody_to_wait_for_commits_at_once() -> None:
     part, _, _, _ = commits(kit)
     stream = root(kit, ())
     part.stored_at_root(stream, 0)
-    assert kit.sent() == [] and stream.committed is None
+    assert kit.sent() == [] and stream.root.committed is None
 
 
 def test_an_unanswered_question_is_given_up_after_confirm_timeout() -> None:
@@ -65,4 +65,4 @@ def test_an_unanswered_question_is_given_up_after_confirm_timeout() -> None:
     for _ in range(3):
         part.overdue()
     assert kit.stats.commit_timeouts == 1
-    assert stream.silent == {b"A", b"B"} and stream.committed is None
+    assert stream.root.silent == {b"A", b"B"} and stream.root.committed is None

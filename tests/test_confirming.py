@@ -55,7 +55,7 @@ def test_a_packet_goes_down_only_after_its_publishers_node_confirms_its_number()
     net.hold(b"A")  # what the root says back does not reach A yet
     net.publish(b"A", KEY, b"p0")
     assert numbered(net) == [0]
-    assert net.stream(b"R", KEY).pending  # type: ignore[union-attr]
+    assert net.stream(b"R", KEY).root.pending  # type: ignore[union-attr]
     # Nobody has packet 0: were R cut off from A now, A's side could give 0 to another
     # publish, and nobody would have been shown this one under it.
     assert net.sent(SubscribeData) == []
@@ -85,7 +85,7 @@ def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes
     assert numbered(net) == [0, 1]
     net.disconnect(b"R", b"B")
     root = net.nodes[b"R"]
-    assert root.stats.unconfirmed == 2 and not root.streams[KEY].pending
+    assert root.stats.unconfirmed == 2 and not root.streams[KEY].root.pending
     assert data(net, b"E") == []  # neither was shown: E's publish is numbered afresh
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
     assert data(net, b"E") == [b"via E"]
@@ -99,7 +99,7 @@ def test_an_unconfirmed_packet_is_dropped_and_its_number_given_again() -> None:
     net.publish(b"A", KEY, b"lost")
     net.advance(net.now + 3 * BEAT)  # A's publish timer has not fired yet
     root = net.nodes[b"R"]
-    assert root.stats.unconfirmed == 1 and not root.streams[KEY].pending
+    assert root.stats.unconfirmed == 1 and not root.streams[KEY].root.pending
     net.publish(b"D", KEY, b"next")
     assert numbered(net) == [0, 0]  # the dropped number is free again
     assert data(net, b"E") == [b"next"]
@@ -129,7 +129,9 @@ def test_a_claim_pushed_up_to_the_root_that_holds_it_pending_is_no_news() -> Non
     pushed = PublishData(uid, KEY, 1, 0.3, 20, b"second", None, PacketKind.DATA, None, pushed=True)
     net.inject(b"B", b"R", pushed)
     root = net.stream(b"R", KEY)
-    assert root is not None and root.recover_until is None and sorted(root.pending) == [0, 1]
+    assert (
+        root is not None and root.root.recover_until is None and sorted(root.root.pending) == [0, 1]
+    )
     net.release(b"A")
     assert data(net, b"E") == [b"first", b"second"]
     assert net.answers(b"D") == [PublishAcked(KEY, uid, 1)]
@@ -207,7 +209,7 @@ def test_a_packet_pushed_above_pending_ones_is_taken_and_they_are_numbered_afres
     pushed = PublishData(99, KEY, 1, 0.0, 9, b"pushed", None, PacketKind.DATA, None, pushed=True)
     net.inject(b"E", b"R", pushed)
     root = net.nodes[b"R"]
-    assert root.streams[KEY].recover_until is not None  # numbering held
+    assert root.streams[KEY].root.recover_until is not None  # numbering held
     net.release(b"A")  # its confirmation of 0 changes nothing
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)  # A publishes it again
     assert root.stats.unconfirmed == 1 and root.stats.claims_refused == 1
@@ -364,7 +366,7 @@ def test_a_push_sent_again_after_it_was_taken_leaves_pending_publishes_alone() -
     assert numbered(net) == [1]
     net.inject(b"E", b"R", pushed)
     root = net.nodes[b"R"]
-    assert root.stats.unconfirmed == 0 and list(root.streams[KEY].pending) == [1]
+    assert root.stats.unconfirmed == 0 and list(root.streams[KEY].root.pending) == [1]
     net.release(b"A")
     assert packets(net, b"D") == [(0, b"pushed"), (1, b"waits")]
     assert net.answers(b"A") == [PublishAcked(KEY, 1, 1)]
@@ -411,11 +413,11 @@ def test_a_peers_publish_is_held_pending_until_its_node_confirms() -> None:
     stream = kit.stream(State.ROOT, children=(b"C",))
     message = publish(7)
     assert setup.part.number_new(stream, b"C", message, 0) == PublishNumbered(7, KEY, 0)
-    assert list(stream.pending) == [0] and setup.store_new.calls == []
+    assert list(stream.root.pending) == [0] and setup.store_new.calls == []
     setup.part.on_confirmed(b"C", PublishConfirmed(7, KEY, 0))
     assert setup.store_new.calls == [(stream, message, 0)]
     assert setup.reply_root.calls == [(stream, b"C", message, PublishSucceeded(7, KEY, 0))]
-    assert not stream.pending and kit.stats.confirmed == 1
+    assert not stream.root.pending and kit.stats.confirmed == 1
 
 
 def test_a_local_publish_with_nothing_pending_goes_down_at_once() -> None:
@@ -433,9 +435,9 @@ def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_r
     setup.part.number_new(stream, b"C", publish(7), 0)
     setup.part.number_new(stream, 1, publish(8), 1)
     setup.part.confirm_overdue()
-    assert stream.pending
+    assert stream.root.pending
     setup.part.confirm_overdue()
-    assert not stream.pending and kit.stats.unconfirmed == 2
+    assert not stream.root.pending and kit.stats.unconfirmed == 2
     [(_, dropped)] = setup.requeue.calls
     assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]
 

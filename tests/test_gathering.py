@@ -137,7 +137,7 @@ def test_halfway_through_its_grace_a_root_asks_again_for_what_it_still_lacks() -
         data = PublishData(UID + n, KEY, n, 0.5, MAX_WIRE_HTL, b"p%d" % n, None, DATA, None, True)
         node.receive(1.1, b"W", data)
     stream = node.streams[KEY]
-    until = stream.recover_until
+    until = stream.root.recover_until
     assert stream.next_in == 4 and until == 1.0 + GRACE
     assert [
         m for _, m in sends(node.handle_timer(1.0 + GRACE / 2 - 0.01)) if isinstance(m, PastQuery)
@@ -145,7 +145,7 @@ def test_halfway_through_its_grace_a_root_asks_again_for_what_it_still_lacks() -
     effects = node.handle_timer(1.0 + GRACE / 2)
     for child in (b"C1", b"C2", b"W"):
         assert queries(effects, to=child) == [(4, 6 + WINDOW, MAX_WIRE_HTL)], child
-    assert stream.recover_until == until and stream.next_in == 4  # the grace goes on
+    assert stream.root.recover_until == until and stream.next_in == 4  # the grace goes on
 
 
 def test_a_root_with_nothing_to_ask_for_sends_no_query() -> None:
@@ -170,8 +170,8 @@ def test_a_push_that_waited_past_a_hole_is_taken_once_the_hole_fills_before_the_
         data = PublishData(UID + n, KEY, n, 0.5, MAX_WIRE_HTL, b"p%d" % n, None, DATA, None)
         node.receive(1.1, b"W", data)
     stream = node.streams[KEY]
-    assert stream.next_in == 3 and stream.recover_until is not None
-    effects = node.handle_timer(stream.recover_until)
+    assert stream.next_in == 3 and stream.root.recover_until is not None
+    effects = node.handle_timer(stream.root.recover_until)
     down = [m for peer, m in sends(effects) if peer == b"C1"]
     assert [m.packet for m in down if isinstance(m, SubscribeData)] == [3, 4, 5]
     assert not any(isinstance(m, PacketsMissed) for m in down)

@@ -19,7 +19,7 @@ def test_the_root_keeps_an_idle_stream_and_the_relays_leave() -> None:
     net = net_with_history()
     assert net.state(b"A", KEY) is None and net.state(b"B", KEY) is None
     kept = net.stream(b"C", KEY)
-    assert kept is not None and kept.state is State.ROOT and kept.kept is not None
+    assert kept is not None and kept.state is State.ROOT and kept.root.kept is not None
     assert not kept.children and not kept.local
     net.advance(net.now + 5)  # (the links' first announcements)
     assert not net.nodes[b"C"].busy()  # a steady state, not work pending
@@ -30,7 +30,7 @@ def test_the_next_publisher_goes_on_from_the_next_number() -> None:
     net = net_with_history()
     net.publish(b"A", KEY, b"later", client=2, uid=99)
     assert net.answers(b"A", 2) == [PublishAcked(KEY, 99, 3)]  # not 0 again
-    assert net.stream(b"C", KEY).kept is None  # type: ignore[union-attr]
+    assert net.stream(b"C", KEY).root.kept is None  # type: ignore[union-attr]
 
 
 def test_a_retried_publish_is_acknowledged_with_its_first_number() -> None:
@@ -61,7 +61,7 @@ def test_a_member_that_comes_and_goes_starts_a_fresh_keep() -> None:
     start = net.now
     net.advance(start + KEEP / 2)
     net.subscribe(b"A", KEY, client=4)
-    assert net.stream(b"C", KEY).kept is None  # type: ignore[union-attr]
+    assert net.stream(b"C", KEY).root.kept is None  # type: ignore[union-attr]
     net.advance(start + KEEP * 0.9)
     net.unsubscribe(b"A", KEY, client=4)
     left = net.now
@@ -76,7 +76,7 @@ def test_a_kept_stream_gives_its_place_to_a_new_one() -> None:
     net.add(b"C", 0.48)
     net.publish(b"C", KEY, b"x", uid=1)
     net.remove_client(b"C", 1)
-    assert net.stream(b"C", KEY).kept is not None  # type: ignore[union-attr]
+    assert net.stream(b"C", KEY).root.kept is not None  # type: ignore[union-attr]
     net.subscribe(b"C", KEY2, client=2)
     assert net.state(b"C", KEY2) is State.ROOT and net.state(b"C", KEY) is None
 
@@ -112,11 +112,11 @@ def test_a_root_with_a_history_is_kept_until_its_timer_then_forgotten() -> None:
     stream = parts.stream(KEY)
     stream.high = 2
     assert parts.keeping.keep(1.0, stream)
-    assert parts.keeping.kept == {stream.kept: KEY} and parts.timers.earliest() == 1.0 + KEEP
+    assert parts.keeping.kept == {stream.root.kept: KEY} and parts.timers.earliest() == 1.0 + KEEP
     assert parts.keeping.keep(50.0, stream)  # already kept: its first deadline holds
     assert len(parts.timers) == 1
     parts.run(1.0 + KEEP)
-    assert parts.streams == {} and parts.keeping.kept == {} and stream.kept is None
+    assert parts.streams == {} and parts.keeping.kept == {} and stream.root.kept is None
 
 
 def test_only_a_root_with_something_numbered_is_kept() -> None:
@@ -136,7 +136,7 @@ def test_a_stream_unkept_or_busy_again_outlives_its_keep_timer() -> None:
     parts.keeping.keep(2.0, second)
     assert parts.keeping.oldest_idle() is first
     parts.keeping.unkeep(first)
-    assert first.kept is None and parts.keeping.oldest_idle() is second
+    assert first.root.kept is None and parts.keeping.oldest_idle() is second
     second.children[b"C"] = None  # a member came, the keep not yet ended
     assert parts.keeping.oldest_idle() is None
     parts.run(2.0 + KEEP)

@@ -53,7 +53,7 @@ def test_a_lost_link_forgets_the_peer_as_a_child_and_a_root_holds_for_it() -> No
     parts.links.link_down(2.0, b"C")
     assert parts.peers.get(b"C") is None
     assert list(stream.children) == [b"D"]
-    assert stream.look_due  # (``merges``: a root that lost a child looks, and holds)
+    assert stream.root.look_due  # (``merges``: a root that lost a child looks, and holds)
     assert parts.probes.lost_a_link
     parts.links.link_down(2.0, b"C")  # a link already gone is nothing more
     assert list(stream.children) == [b"D"]

@@ -134,7 +134,7 @@ def test_a_root_founded_again_by_a_peer_looks_after_its_grace_and_then_probes() 
     net.publish(b"A", KEY, b"later", client=2, uid=99)
     net.advance(net.now + 200)
     stream = net.stream(b"C", KEY)
-    assert stream is not None and not stream.look_due and stream.recover_until is None
+    assert stream is not None and not stream.root.look_due and stream.root.recover_until is None
     probes = [m for src, _, m in net.trace if src == b"C" and isinstance(m, RootProbe)]
     assert probes, "the root never probed"
 
@@ -175,14 +175,14 @@ def test_a_claim_beyond_the_remembered_one_is_the_head_a_fresh_child_is_told() -
     net.connect(b"A", b"C")
     net.subscribe(b"A", KEY, client=1)
     net.advance(net.now + 30)
-    assert net.stream(b"C", KEY).remembered == 20  # type: ignore[union-attr]
+    assert net.stream(b"C", KEY).root.remembered == 20  # type: ignore[union-attr]
     net.connect(b"B", b"C")
     net.inject(b"B", b"C", ResubscribeRequest(2, KEY, 20, 0.3, 0.3, 30))
     net.advance(net.now + 30)
     net.hold(b"A")
     net.publish(b"A", KEY, b"new", client=2, uid=900)
     stream = net.stream(b"C", KEY)
-    assert stream is not None and list(stream.pending) == [31] and not stream.window
+    assert stream is not None and list(stream.root.pending) == [31] and not stream.window
     net.connect(b"D", b"C")
     net.subscribe(b"D", KEY, client=3)
     heads = [m.last_packet for s, d, m in net.sent(SubscribeSucceeded) if (s, d) == (b"C", b"D")]
@@ -207,7 +207,7 @@ def test_a_number_a_root_gave_and_never_sent_down_is_not_remembered() -> None:
     net.hold(b"A")
     net.publish(b"A", KEY, b"p3", uid=13)
     root = net.stream(b"C", KEY)
-    assert root is not None and list(root.pending) == [3]
+    assert root is not None and list(root.root.pending) == [3]
     assert net.disks[b"C"] == {KEY: 2}  # what went down, not what waits
     net.restart(b"C")
     net.connect(b"B", b"C")

@@ -119,16 +119,16 @@ def test_a_root_that_loses_a_child_holds_numbering_and_looks_when_the_grace_ends
     parts.merges.lost_child(1.0, stream, C2, at_once=True)
     config = parts.config
     grace_end = 1.0 + min(config.takeover_grace, config.lost_child_grace)
-    assert stream.look_due and stream.recover_until == grace_end
-    assert parts.flow.recovering == {stream.recover_token: KEY}
+    assert stream.root.look_due and stream.root.recover_until == grace_end
+    assert parts.flow.recovering == {stream.root.recover_token: KEY}
     assert parts.child_drops.too_many(1.0, C2) is None  # one hold is no fault
     del stream.children[C2]
     parts.timers.run(grace_end)  # (``RECOVER_TIMER``: the grace would end, a look starts)
-    assert (parts.stats.looks, stream.looking, stream.look_due) == (1, 100, False)
+    assert (parts.stats.looks, stream.root.looking, stream.root.look_due) == (1, 100, False)
     assert parts.sent() == [(C1, SubscribeRestarted(100, KEY, HERE))]
     assert parts.restarts.awaiting == {100: KEY} and parts.searches == []
-    assert stream.recover_until == grace_end + config.request_timeout  # held while it runs
-    assert parts.flow.recovering == {stream.recover_token: KEY}
+    assert stream.root.recover_until == grace_end + config.request_timeout  # held while it runs
+    assert parts.flow.recovering == {stream.root.recover_token: KEY}
     parts.restarts.on_restart_confirmed(grace_end, C1, RestartConfirmed(100, KEY))
     assert parts.searches == [(grace_end, 100)]
 
@@ -141,9 +141,9 @@ def test_a_look_that_found_nothing_ends_the_labels_and_the_grace() -> None:
     parts.restarts.on_restart_confirmed(1.0, C1, RestartConfirmed(100, KEY))
     parts.out.take()
     parts.merges.looked(1.5, stream)
-    assert stream.looking is None and stream.restart_uid is None
+    assert stream.root.looking is None and stream.restart_uid is None
     assert parts.sent() == [(C1, RestartEnded(100, KEY))]
-    assert stream.recover_until is None and parts.flow.recovering == {}  # numbering goes on
+    assert stream.root.recover_until is None and parts.flow.recovering == {}  # numbering goes on
 
 
 def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
@@ -152,21 +152,21 @@ def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
     parts.flow.reserve(stream)
     parts.merges.start_look(1.0, stream)
     parts.merges.looked(1.5, stream, lost=True)
-    assert stream.look_due and stream.relooks == 1
-    assert stream.recover_until is not None
-    assert 1.5 <= stream.recover_until <= 1.5 + parts.config.heartbeat_interval
-    parts.timers.run(stream.recover_until)
-    assert parts.stats.looks == 2 and stream.looking == 101  # a fresh uid
+    assert stream.root.look_due and stream.root.relooks == 1
+    assert stream.root.recover_until is not None
+    assert 1.5 <= stream.root.recover_until <= 1.5 + parts.config.heartbeat_interval
+    parts.timers.run(stream.root.recover_until)
+    assert parts.stats.looks == 2 and stream.root.looking == 101  # a fresh uid
 
 
 def test_looks_after_a_closer_stranger_stop_after_relooks() -> None:
     parts = Parts(stranger=True)
     stream = parts.root()
     parts.flow.reserve(stream)
-    stream.relooks = RELOOKS
+    stream.root.relooks = RELOOKS
     parts.merges.start_look(1.0, stream)
     parts.merges.looked(1.5, stream)
-    assert not stream.look_due and stream.recover_until is None
+    assert not stream.root.look_due and stream.root.recover_until is None
 
 
 def test_a_new_tree_looks_at_once_unless_it_is_the_whole_network() -> None:
@@ -189,7 +189,7 @@ def test_a_merge_ends_the_root_s_look_and_grace() -> None:
     parts.merges.start_look(1.0, stream)
     parts.merges.merged(stream)
     assert parts.stats.merges == 1
-    assert stream.looking is None and stream.recover_until is None
+    assert stream.root.looking is None and stream.root.recover_until is None
 
 
 def test_the_recover_timer_kind_is_registered_by_merges() -> None:

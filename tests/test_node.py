@@ -318,12 +318,12 @@ def test_node_closer_than_every_peer_becomes_root_on_data_not_found() -> None:
     assert proto(effects)[0] == Deliver(1, Subscribed(KEY, root=True))
     look = look_sent(effects, b"P", 0.45)
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.looking == look.uid
+    assert stream.state is State.ROOT and stream.root.looking == look.uid
     # It numbers nothing until the look comes back with nothing closer.
     assert node.publish(0.2, KEY, 1, 5, b"waits") == []
     assert len(stream.window) == 0
     effects = node.receive(0.3, b"P", DataNotFound(look.uid, KEY, 0))
-    assert stream.looking is None and len(stream.window) == 1
+    assert stream.root.looking is None and len(stream.window) == 1
     assert Deliver(1, PublishAcked(KEY, 5, 0)) in effects
 
 
@@ -428,7 +428,7 @@ def test_request_for_a_carried_stream_is_answered_and_the_requester_adopted() ->
     ]
     stream = node.streams[KEY]
     assert list(stream.children) == [b"U"]
-    assert (stream.high, stream.next_in, stream.recover_until) == (4, 0, grace)
+    assert (stream.high, stream.next_in, stream.root.recover_until) == (4, 0, grace)
 
 
 def test_concurrent_searches_through_a_joining_node_complete_together() -> None:

@@ -125,7 +125,7 @@ def test_a_probe_whose_trail_names_a_search_in_flight_makes_a_look_with_a_fresh_
     node.receive(1.0, b"H", SubscribeRequest(trail, KEY2, 5, 0.2, None))
     assert node.routes[trail].key == KEY2
     node.receive(2.0, b"H", RootProbe(5, KEY, 10, 0.2, 0.49))
-    assert node.streams[KEY].looking not in (None, trail)
+    assert node.streams[KEY].root.looking not in (None, trail)
     assert node.routes[trail].key == KEY2
     consistent(node)
 

@@ -68,8 +68,8 @@ def test_a_root_alone_looks_once_finds_nothing_and_numbers_then() -> None:
     net.publish(A, KEY, b"waits", uid=300)
     assert acked(net, A) == {}
     stream = carried(net, X)
-    net.advance(stream.recover_until or 0.0)
-    assert stream.state is State.ROOT and stream.looking is None
+    net.advance(stream.root.recover_until or 0.0)
+    assert stream.state is State.ROOT and stream.root.looking is None
     assert net.nodes[X].stats.looks == 1 and net.nodes[X].stats.merges == 0
     assert acked(net, A) == {300: 3}
     assert all(carried(net, n).restart_uid is None for n in (X, E, C, A))
@@ -88,16 +88,20 @@ def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
     node.subscribe(0.0, KEY, 1)
     node.handle_timer(ACCEPT)  # the search dies at P: N is root, and looks
     stream = node.streams[KEY]
-    look = stream.looking
+    look = stream.root.looking
     assert stream.state is State.ROOT and look is not None
     node.receive(ACCEPT + 0.1, b"P", DataNotFound(look, KEY, 3, lost=True))
-    assert stream.state is State.ROOT and stream.looking is None
-    assert stream.look_due and stream.recover_until is not None  # numbering still held
-    node.handle_timer(stream.recover_until)
-    assert stream.looking not in (None, look) and node.stats.looks == 2
+    assert stream.state is State.ROOT and stream.root.looking is None
+    assert stream.root.look_due and stream.root.recover_until is not None  # numbering still held
+    node.handle_timer(stream.root.recover_until)
+    assert stream.root.looking not in (None, look) and node.stats.looks == 2
     # The same answer without ``lost``: the look found nothing, and numbering goes on.
-    node.receive(stream.recover_until, b"P", DataNotFound(stream.looking, KEY, 3))
-    assert stream.looking is None and not stream.look_due and stream.recover_until is None
+    node.receive(stream.root.recover_until, b"P", DataNotFound(stream.root.looking, KEY, 3))
+    assert (
+        stream.root.looking is None
+        and not stream.root.look_due
+        and stream.root.recover_until is None
+    )
 
 
 def test_an_attached_root_takes_a_resubscribe_whatever_its_must_beat() -> None:
@@ -111,7 +115,7 @@ def test_an_attached_root_takes_a_resubscribe_whatever_its_must_beat() -> None:
     node.handle_timer(3 * ACCEPT)
     node.handle_timer(4 * ACCEPT)  # and so does its look for another tree
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.looking is None
+    assert stream.state is State.ROOT and stream.root.looking is None
     # Q (0.49) is closer to the key than we are; the spec's rule alone would send it on.
     effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
     assert sends(effects) == [(b"Q", SubscribeSucceeded(7, KEY, None))]
@@ -130,7 +134,7 @@ def test_a_root_that_is_looking_takes_only_farther_origins() -> None:
     node.handle_timer(3 * ACCEPT)
     node.handle_timer(4 * ACCEPT)  # and so does its look for another tree
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.looking is None
+    assert stream.state is State.ROOT and stream.root.looking is None
     stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``_look_first`` labels it
     effects = node.receive(20.0, b"Q", ResubscribeRequest(7, KEY, MAX_HTL, 0.49, 0.49, None))
     assert (b"Q", SubscribeSucceeded(7, KEY, None)) not in sends(effects)
@@ -175,7 +179,7 @@ def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong()
     for n in range(1, 5):
         node.handle_timer(n * ACCEPT)  # the search and the look die at both peers: root
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.looking is None
+    assert stream.state is State.ROOT and stream.root.looking is None
     stream.restart_uid, stream.restart_origin = 55, 0.45  # as ``Merges.start_look`` labels it
     effects = node.receive(20.0, b"P", ResubscribeRequest(7, KEY, MAX_HTL, 0.48, 0.48, None))
     assert not any(isinstance(m, SubscribeSucceeded) for _, m in sends(effects))

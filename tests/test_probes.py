@@ -67,11 +67,11 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
     assert (b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48)) in out
     [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
     assert (peer, look.uid, look.must_beat) == (b"P", UID ^ _BACK, 0.45)
-    assert node.stats.splits_found == 1 and node.streams[KEY].recover_until is not None
+    assert node.stats.splits_found == 1 and node.streams[KEY].root.recover_until is not None
     [(peer, again)] = sends(node.receive(1.1, b"P", DataNotFound(look.uid, KEY, 5)))
     assert peer == b"Q" and again.uid == look.uid  # then greedy order
     node.receive(1.2, b"Q", _not_found(again))
-    assert node.streams[KEY].recover_until is None  # found nothing: numbering goes on
+    assert node.streams[KEY].root.recover_until is None  # found nothing: numbering goes on
     interval = NodeConfig().probe_interval  # after a miss, twice that (the probe backoff)
     for now, uid, looks in (
         (2.0, UID + 1, 0),
@@ -91,7 +91,7 @@ def new_root_looking() -> tuple[Node, ResubscribeRequest]:
     [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
     [(_, search)] = sends(node.receive(0.1, b"Q", DataNotFound(search.uid, KEY, 5)))
     [(peer, look)] = sends(node.receive(0.2, b"P", _not_found(search)))
-    assert node.streams[KEY].state is State.ROOT and node.streams[KEY].looking == look.uid
+    assert node.streams[KEY].state is State.ROOT and node.streams[KEY].root.looking == look.uid
     assert peer == b"Q" and isinstance(look, ResubscribeRequest)
     return node, look
 
@@ -113,7 +113,7 @@ def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back(
     effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, trailed.uid, trailed.must_beat) == (b"P", UID ^ _BACK, 0.45)
-    assert node.streams[KEY].recover_until is not None  # numbering still held
+    assert node.streams[KEY].root.recover_until is not None  # numbering still held
 
 
 def test_a_probe_crossing_a_root_in_a_grace_with_no_look_makes_one_due() -> None:
@@ -125,11 +125,11 @@ def test_a_probe_crossing_a_root_in_a_grace_with_no_look_makes_one_due() -> None
     stream = node.streams[KEY]
     node.flow.hold(1.0, stream)
     out = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
-    assert [type(m) for _, m in out] == [RootProbe] and stream.look_due
-    assert stream.recover_until is not None
+    assert [type(m) for _, m in out] == [RootProbe] and stream.root.look_due
+    assert stream.root.recover_until is not None
     [(peer, look)] = [
         (p, m)
-        for p, m in sends(node.handle_timer(stream.recover_until))
+        for p, m in sends(node.handle_timer(stream.root.recover_until))
         if isinstance(m, ResubscribeRequest)
     ]
     assert (peer, look.uid, look.must_beat) == (b"P", UID ^ _BACK, 0.45)
@@ -255,12 +255,14 @@ def test_a_root_probes_every_interval_and_looks_when_a_closer_root_answers() -> 
     effects = node.handle_timer(now)  # (nothing more this round)
     # A farther "root" changes nothing (it would have to join us, not we it).
     node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.4, 0))
-    assert node.streams[KEY].looking is None
+    assert node.streams[KEY].root.looking is None
     now, probe = beat_until_probe(node, now)
     effects = node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
     stream = node.streams[KEY]
     assert node.stats.splits_found == 1
-    assert stream.looking is not None and stream.recover_until is not None  # numbering held
+    assert (
+        stream.root.looking is not None and stream.root.recover_until is not None
+    )  # numbering held
     search = [m for _, m in sends(effects)]
     assert any(getattr(m, "must_beat", None) == 0.45 for m in search)  # the look's search
 
@@ -292,16 +294,16 @@ def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
         node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
         # The look's search finds nothing (the closer root is out of its reach).
         for _ in range(50):
-            if stream.looking is None and stream.recover_until is None:
+            if stream.root.looking is None and stream.root.recover_until is None:
                 break
             now = node.next_deadline() or now
             for _, message in sends(node.handle_timer(now)):
                 if hasattr(message, "must_beat") and not isinstance(message, RootProbe):
                     node.receive(now, b"P", _not_found(message))
-        assert stream.looking is None and stream.state is State.ROOT
+        assert stream.root.looking is None and stream.state is State.ROOT
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[1] > gaps[0] > 0
-    assert stream.probe_misses == 3
+    assert stream.root.probe_misses == 3
 
 
 def hello(node: Node, now: float, peer: bytes, location: float) -> list[RootProbe]:
@@ -328,7 +330,7 @@ def test_a_root_whose_looks_miss_gets_no_probe_from_new_links() -> None:
     node = root(0.45, **BEATS)
     hello(node, 0.0, b"P", 0.2)
     node.link_down(0.5, b"P")
-    node.streams[KEY].probe_misses = 1  # (its rounds back off: links must not undo that)
+    node.streams[KEY].root.probe_misses = 1  # (its rounds back off: links must not undo that)
     assert hello(node, 1.0, b"Q", 0.3) == []
 
 
@@ -348,11 +350,11 @@ def root_beside_a_closer_peer(*others: tuple[bytes, float]) -> tuple[Node, float
                 effects = node.receive(now, peer, _not_found(message))
                 break
         else:
-            if stream.recover_until is None and not stream.look_due:
+            if stream.root.recover_until is None and not stream.root.look_due:
                 break
             now = node.next_deadline() or now
             effects = node.handle_timer(now)
-    assert stream.state is State.ROOT and stream.looking is None
+    assert stream.state is State.ROOT and stream.root.looking is None
     return node, now
 
 
@@ -370,15 +372,15 @@ def test_a_failed_look_beside_a_closer_stranger_is_repeated_after_a_pause() -> N
     now = 0.2
     for _ in range(RELOOKS):
         assert sends(node.receive(now, b"P", _not_found(look))) == []  # no look at once
-        assert stream.look_due and stream.recover_until is not None
-        pause = stream.recover_until - now
+        assert stream.root.look_due and stream.root.recover_until is not None
+        pause = stream.root.recover_until - now
         assert 0 <= pause <= BEATS["heartbeat_interval"]
         assert not [e for e in node.publish(now, KEY, 1, 9, b"held") if isinstance(e, Deliver)]
-        now = stream.recover_until
+        now = stream.root.recover_until
         [look] = [m for _, m in sends(node.handle_timer(now)) if isinstance(m, ResubscribeRequest)]
         assert look.must_beat == 0.45
     effects = node.receive(now, b"P", _not_found(look))  # the last: numbering resumes
-    assert stream.recover_until is None and node.stats.looks == 1 + RELOOKS
+    assert stream.root.recover_until is None and node.stats.looks == 1 + RELOOKS
     assert Deliver(1, PublishAcked(KEY, 9, 0)) in effects
 
 
@@ -397,10 +399,10 @@ def test_a_root_with_a_closer_peer_outside_its_tree_looks_instead_of_probing() -
     [(peer, again)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, again.must_beat) == (b"P", 0.45)
     stream = node.streams[KEY]
-    assert stream.recover_until is not None and stream.probe_misses == 1  # numbering held
+    assert stream.root.recover_until is not None and stream.root.probe_misses == 1  # numbering held
     # Found nothing: not repeated (it would hold numbering again each time); numbering on.
     node.receive(now, b"P", _not_found(again))
-    assert stream.recover_until is None and node.stats.looks == looks + 1
+    assert stream.root.recover_until is None and node.stats.looks == looks + 1
 
 
 def test_a_closer_roots_probe_crossing_a_look_past_a_closer_peer_is_followed() -> None:
@@ -513,7 +515,7 @@ def test_a_root_with_a_closer_stranger_looks_past_it_instead() -> None:
     stream = parts.stream(KEY)
     parts.probes.probe_roots(1.0, 1)
     assert parts.sends() == [] and parts.calls == [("look", KEY, None)]
-    assert stream.relooks == RELOOKS and stream.probe_misses == 1
+    assert stream.root.relooks == RELOOKS and stream.root.probe_misses == 1
 
 
 def test_a_closer_root_answers_and_a_relay_notes_both_ways() -> None:
@@ -544,7 +546,7 @@ def test_a_found_closer_root_makes_our_root_look_along_the_answers_trail() -> No
     assert isinstance(probe, RootProbe)
     parts.probes.on_answer(15.5, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
     assert parts.calls == [("look", KEY, probe.uid ^ _AHEAD)]
-    assert stream.relooks == 0 and parts.stats.splits_found == 1
+    assert stream.root.relooks == 0 and parts.stats.splits_found == 1
     route = Route(probe.uid ^ _AHEAD, KEY, 0.5, None, 5, 0.45, True, None, 0.45)
     assert parts.probes.first_hop(route) == b"P"  # the answer's way back
 

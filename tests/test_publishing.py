@@ -596,7 +596,7 @@ def test_a_push_beyond_a_settled_roots_head_is_taken_after_a_grace() -> None:
     net.publish(b"A", KEY, b"p0")
     pushed = PublishData(99, KEY, 3, 0.0, 9, b"three", None, PacketKind.DATA, None, pushed=True)
     net.inject(b"E", b"R", pushed)
-    assert net.stream(b"R", KEY).recover_until is not None  # type: ignore[union-attr]
+    assert net.stream(b"R", KEY).root.recover_until is not None  # type: ignore[union-attr]
     net.advance(net.now + 2 * NodeConfig().takeover_grace)
     assert (b"R", b"E", PublishSucceeded(99, KEY, 3)) in net.sent(PublishSucceeded)
     net.publish(b"A", KEY, b"p4")

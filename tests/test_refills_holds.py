@@ -157,7 +157,7 @@ def root_losing_a(also_q: bool = False) -> tuple[Node, float]:
     node.link_down(now, A)
     stream = node.streams[KEY]
     assert stream.state is State.ROOT and not stream.children
-    assert stream.recover_until is not None and stream.looking is None
+    assert stream.root.recover_until is not None and stream.root.looking is None
     return node, now
 
 
@@ -187,7 +187,7 @@ def test_a_waiter_is_held_through_a_look_and_served_from_the_tree_it_joins() -> 
         look = look or next(
             (m for p, m in sends(effects) if isinstance(m, ResubscribeRequest)), None
         )
-    assert look is not None and stream.looking == look.uid
+    assert look is not None and stream.root.looking == look.uid
     # The look found a tree through Q, which holds 19.
     effects = node.receive(now + 14.5, Q, SubscribeSucceeded(look.uid, KEY, 21))
     assert stream.state is State.JOINED and sends(effects)[-1] == (Q, FillRequest(KEY, 19, 19))
@@ -243,7 +243,7 @@ def test_a_search_at_a_root_past_its_grace_is_held_only_while_it_would_wait() ->
     node, now = root_that_lacks_19()
     b_resubscribes(node, now)
     answer, at = first_answer(
-        node, now, lambda stream: stream.recover_until is None and stream.state is State.ROOT
+        node, now, lambda stream: stream.root.recover_until is None and stream.state is State.ROOT
     )
     assert answer[:2] == [SubscribeSucceeded(2, KEY, 21), PacketsMissed(KEY, 19, 19)]
     assert FILL / 2 < at - now <= REQUEST / 2

@@ -549,7 +549,7 @@ def test_a_root_stamps_its_mark_from_before_the_packet() -> None:
     stamped = part.stamp(stream, packet(3))
     assert stamped.mark == 2  # everything processed: no bound applies
     assert stream.shown_upto == 2
-    assert KEY in part.marks_sent and stream.mark_carried
+    assert KEY in part.marks_sent and stream.root.mark_carried
 
 
 def test_a_moved_mark_no_packet_took_down_is_told_once_the_event_is_done() -> None:

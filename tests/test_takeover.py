@@ -169,7 +169,7 @@ def test_root_that_took_over_numbers_nothing_new_until_the_grace_ends(
 ) -> None:
     net, root, publisher = build()
     stream = carried(net, root)
-    assert stream.state is State.ROOT and stream.recover_until == began + GRACE
+    assert stream.state is State.ROOT and stream.root.recover_until == began + GRACE
     assert (stream.high, stream.next_in) == (2, 3)
     net.publish(publisher, KEY, b"waits", uid=300)
     assert acked(net, publisher) == {} and [m.uid for _, m in stream.queued] == [300]
@@ -188,7 +188,7 @@ def test_root_that_took_over_numbers_nothing_new_until_the_grace_ends(
         assert net.nodes[root].stats.merges == 1 and after.parent == C
         net.advance(began + 2 * GRACE)
         assert acked(net, publisher) == {301: 3, 300: 4}
-    assert after.recover_until is None and after.queued == []
+    assert after.root.recover_until is None and after.queued == []
     assert seen(net, publisher) == [*((n, OLD[n]) for n in range(3)), (3, b"three"), (4, b"waits")]
 
 
@@ -359,7 +359,7 @@ def test_root_hands_its_tree_to_a_closer_new_peer() -> None:
             assert up is not None
             up = carried(net, up).parent
     new = carried(net, b"N")
-    assert (new.high, new.recover_until) == (2, 1.0 + GRACE)
+    assert (new.high, new.root.recover_until) == (2, 1.0 + GRACE)
     net.advance(1.0 + GRACE)
     uid = net.publish(A, KEY, b"new", client=2)
     assert acked(net, A, client=2)[uid] == 3
@@ -638,8 +638,8 @@ def test_a_grace_takes_a_token_from_the_shared_counter() -> None:
     setup.tokens.take()  # (a question to a parent took one)
     stream = root(kit)
     setup.part.hold(0.0, stream)
-    assert stream.recover_token == 2 and setup.part.recovering == {2: KEY}
-    assert stream.recover_until == kit.config.takeover_grace
+    assert stream.root.recover_token == 2 and setup.part.recovering == {2: KEY}
+    assert stream.root.recover_until == kit.config.takeover_grace
 
 
 def test_a_childs_claim_beyond_the_head_holds_numbering_and_asks_the_subtree() -> None:
@@ -647,10 +647,10 @@ def test_a_childs_claim_beyond_the_head_holds_numbering_and_asks_the_subtree() -
     setup = Setup(kit)
     stream = root(kit)
     setup.part.reported(0.0, stream, 5)
-    assert stream.high == 5 and stream.recover_until is not None
+    assert stream.high == 5 and stream.root.recover_until is not None
     assert setup.ask_down.calls == [(stream,)]
     kit.timers.run(kit.config.takeover_grace / 2)
-    assert setup.fired == [(stream.recover_token, 1)]
+    assert setup.fired == [(stream.root.recover_token, 1)]
 
 
 def test_a_claim_is_moved_at_most_one_window() -> None:
@@ -666,7 +666,7 @@ def test_the_graces_end_sends_what_waited() -> None:
     setup = Setup(kit)
     stream = root(kit)
     setup.part.hold(0.0, stream)
-    token = stream.recover_token
+    token = stream.root.recover_token
     setup.part.on_recover_timer(kit.config.takeover_grace, token)
-    assert stream.recover_until is None and not setup.part.recovering
+    assert stream.root.recover_until is None and not setup.part.recovering
     assert setup.carried.calls == [(kit.config.takeover_grace, stream)]

@@ -78,7 +78,7 @@ def in_grace(node: Node, last_seen: int) -> None:
     """U joins N having seen up to ``last_seen``: N holds numbering for a grace."""
     meet(node, U, 0.2)
     node.receive(1.0, U, SubscribeRequest(9, KEY, 5, 0.2, last_seen))
-    assert node.streams[KEY].recover_until == 1.0 + GRACE
+    assert node.streams[KEY].root.recover_until == 1.0 + GRACE
 
 
 # --- at the root ------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_a_claim_beyond_the_next_number_is_refused_and_moves_nothing() -> None:
     effects = node.receive(1.0, C1, claim(7, 5))
     stream = node.streams[KEY]
     assert answers(effects) == [PublishCollision(7, KEY, 5, 3)]
-    assert (stream.high, stream.next_in, stream.recover_until) == (2, 3, None)
+    assert (stream.high, stream.next_in, stream.root.recover_until) == (2, 3, None)
     assert node.stats.claims_refused == 1 and node.stats.gaps == 0
 
 
@@ -186,7 +186,7 @@ def test_a_claim_never_jumps_publishes_pending_confirmation() -> None:
     effects = node.receive(1.1, C1, claim(7, 4))
     assert answers(effects) == [PublishCollision(7, KEY, 4, 4)]
     stream = node.streams[KEY]
-    assert list(stream.pending) == [3]  # untouched: its publisher confirms it still
+    assert list(stream.root.pending) == [3]  # untouched: its publisher confirms it still
     node.receive(1.2, C2, PublishConfirmed(50, KEY, 3))
     assert stream.window.get(3).uid == 50  # type: ignore[union-attr]
 
@@ -250,7 +250,7 @@ def test_a_new_root_above_the_publisher_takes_its_claim_before_what_waited() -> 
     net.disconnect(b"R", b"B")
     net.disconnect(b"R", b"E")
     b = net.stream(b"B", KEY)
-    assert b is not None and b.state is State.ROOT and b.recover_until is not None
+    assert b is not None and b.state is State.ROOT and b.root.recover_until is not None
     net.publish(b"D", KEY, b"other")
     net.advance(net.now + GRACE + 1.0)
     assert packets(net, b"D")[:2] == [(0, b"mine"), (1, b"other")]
@@ -273,7 +273,7 @@ def publisher_numbered_then_alone(numbers: dict[int, int]) -> Node:
     [again] = [m for _, m in sends(node.link_down(1.0, b"P")) if isinstance(m, ResubscribeRequest)]
     node.receive(1.0, b"Q", DataNotFound(again.uid, KEY, 0))
     stream = node.streams[KEY]
-    assert stream.state is State.ROOT and stream.recover_until is not None
+    assert stream.state is State.ROOT and stream.root.recover_until is not None
     assert stream.claims == numbers
     return node
 

@@ -112,7 +112,7 @@ def test_a_push_sent_again_after_the_grace_still_fills_the_open_tail() -> None:
     node.receive(0.1, W, ResubscribeRequest(2, KEY, MAX_HTL, 0.4, 0.4, 6))
     settle(node)
     stream = node.streams[KEY]
-    assert (stream.next_in, stream.high, stream.recover_until) == (3, 6, None)
+    assert (stream.next_in, stream.high, stream.root.recover_until) == (3, 6, None)
     effects = node.receive(50.0, C, push(4))
     assert to(effects, C)[-1:] == [PublishSucceeded(4, KEY, 4)]
     # 3 missed is as far as N's members may show until its children hold 4 (``showing``):

@@ -54,7 +54,7 @@ def test_claim_far_beyond_the_head_moves_it_by_at_most_one_window() -> None:
     node = root_with_packets(3)
     node.receive(1.0, b"U", SubscribeRequest(9, KEY, 5, 0.2, 10**12))
     stream = node.streams[KEY]
-    assert (stream.high, stream.next_in, stream.recover_until) == (2 + 8, 3, 1.0 + GRACE)
+    assert (stream.high, stream.next_in, stream.root.recover_until) == (2 + 8, 3, 1.0 + GRACE)
     node.handle_timer(1.0 + GRACE)
     effects = node.publish(1.0 + GRACE, KEY, 1, 999, b"next")
     assert Send(b"U", PacketsMissed(KEY, 3, 10)) in effects  # told before 11 comes
@@ -149,7 +149,7 @@ def test_claim_below_where_a_root_joined_the_tree_leaves_its_numbering_alone() -
     [(asked, search)] = sends(node.receive(1.0, A, RestartConfirmed(restarted.uid, KEY)))
     assert isinstance(search, ResubscribeRequest)
     node.receive(1.1, asked, DataNotFound(search.uid, KEY, 0))
-    assert stream.state is State.ROOT and stream.recover_until is not None
+    assert stream.state is State.ROOT and stream.root.recover_until is not None
     node.receive(1.2, C, ResubscribeRequest(9, KEY, MAX_HTL, 0.4, 0.4, 1))
     # The grace ends in a look, which finds nothing (no peer answers); B's wait is held
     # through it (``refills``), then B and C are served.
@@ -190,8 +190,8 @@ def test_claim_adopted_while_detached_is_numbered_above_once_we_become_root() ->
     assert stream.state is State.ROOT and (stream.next_in, stream.high) == (0, 19)
     # The grace ends with the look for another tree (nobody else answers); then a publish
     # is numbered 20, what D's subtree did not bring announced missed first.
-    assert stream.recover_until is not None
-    effects = node.handle_timer(stream.recover_until)
+    assert stream.root.recover_until is not None
+    effects = node.handle_timer(stream.root.recover_until)
     [label] = {m for _, m in sends(effects) if isinstance(m, SubscribeRestarted)}
     node.receive(2.0, A, RestartConfirmed(label.uid, KEY))
     [(asked, look)] = sends(node.receive(2.0, D, RestartConfirmed(label.uid, KEY)))
@@ -222,11 +222,11 @@ def new_root_in_its_grace(numbers: tuple[int, ...], pushed: bool) -> tuple[Node,
     stream = node.streams[KEY]
     node.receive(1.2, asked, DataNotFound(search.uid, KEY, 0))
     assert stream.state is State.ROOT and (stream.next_in, stream.high) == (0, None)
-    assert stream.recover_until is not None  # in its grace: the look comes first
+    assert stream.root.recover_until is not None  # in its grace: the look comes first
     for n in numbers:
         sent = PublishData(UID + n, KEY, n, 0.5, 10, OLD[n], None, PacketKind.DATA, None, pushed)
         node.receive(1.3, A, sent)
-    effects = node.handle_timer(stream.recover_until)
+    effects = node.handle_timer(stream.root.recover_until)
     [label] = {m for _, m in sends(effects) if isinstance(m, SubscribeRestarted)}
     [(asked, look)] = sends(node.receive(2.0, A, RestartConfirmed(label.uid, KEY)))
     assert isinstance(look, ResubscribeRequest)

@@ -275,7 +275,7 @@ async def test_live_tree_over_client_ports_and_after_the_root_is_killed() -> Non
                 for me, stream in streams.items():
                     if stream is None:
                         continue
-                    if stream.looking is not None or stream.restart_uid is not None:
+                    if stream.root.looking is not None or stream.restart_uid is not None:
                         return False
                     roots += stream.state is State.ROOT
                     if stream.state is State.JOINED:

@@ -151,7 +151,7 @@ def test_a_relay_that_takes_the_tree_over_weighs_its_witness_claim() -> None:
     net, uid = witnessed(0)
     alone(net)
     b = net.stream(b"B", KEY)
-    assert b is not None and b.state is State.ROOT and b.recover_until is not None
+    assert b is not None and b.state is State.ROOT and b.root.recover_until is not None
     net.publish(b"D", KEY, b"other")
     net.advance(net.now + GRACE + 1.0)
     assert packets(net, b"D")[:2] == [(0, b"mine"), (1, b"other")]

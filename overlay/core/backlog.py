@@ -9,7 +9,7 @@ clients are exposed the same way: a root shows only what it committed, and its w
 no larger than anyone's.
 
 How. A root whose window is at its bounds (packets or bytes) and holds no committed packet
-(``full``) holds a new publish in ``Stream.backlog`` instead of numbering it; each event
+(``full``) holds a new publish in ``RootState.backlog`` instead of numbering it; each event
 that moves its commit point lets the backlog go on, oldest first, until the window is full
 again (``drain``, after every event: ``Node._flush``). A new publish waits behind the
 backlog too, so each publisher's packets keep their order. So the root runs at most one
@@ -51,9 +51,9 @@ def full(stream: Stream) -> bool:
     out of a member's window before the member may show it. Packets, not numbers: a hole
     announced missed takes no room, and counted it would hold publishes back with nothing
     to commit."""
-    committed, packets = stream.committed, stream.window.packets
+    committed, packets = stream.root.committed, stream.window.packets
     above = 0 if committed is None else len(packets) - packets.bisect_right(committed)
-    if above + len(stream.pending) >= stream.window.max_packets:
+    if above + len(stream.root.pending) >= stream.window.max_packets:
         return True
     if committed is None or not packets or stream.window.bytes < stream.window.max_bytes:
         return False
@@ -87,19 +87,19 @@ class Backlog:
         if it must wait. True if it was held (or refused for want of room)."""
         if message.pushed or (stream.uids is not None and message.uid in stream.uids):
             return False
-        behind = bool(stream.backlog) and self.draining != stream.key
+        behind = bool(stream.root.backlog) and self.draining != stream.key
         if not behind and not full(stream):
             return False
-        if message.uid in stream.backlog:
+        if message.uid in stream.root.backlog:
             # A resend of one that waits already: answered the way it came last (its node
             # may have moved under another child), in its first place.
-            stream.backlog[message.uid] = (source, message)
+            stream.root.backlog[message.uid] = (source, message)
             return True
-        if len(stream.backlog) >= self.config.max_queued_publishes:
+        if len(stream.root.backlog) >= self.config.max_queued_publishes:
             self.stats.publish_rejected += 1
             self.reply(source, PublishRejected(message.uid, message.key, PublishError.BUSY))
             return True
-        stream.backlog[message.uid] = (source, message)
+        stream.root.backlog[message.uid] = (source, message)
         self.stats.held_back += 1
         self.backlogged[stream.key] = None
         return True
@@ -112,8 +112,8 @@ class Backlog:
             if stream is None:
                 del self.backlogged[key]
                 continue
-            backlog = stream.backlog
-            if stream.state is not State.ROOT or stream.recover_until is not None:
+            backlog = stream.root.backlog
+            if stream.state is not State.ROOT or stream.root.recover_until is not None:
                 # Routed as they came: up the tree it joined, or to ``queued`` for the
                 # grace's end or the next parent (``_route``).
                 waiting = list(backlog.values())
@@ -141,7 +141,10 @@ class Backlog:
         front = {m.uid: (source, m) for source, m in dropped if not isinstance(source, bytes)}
         if not front:
             return
-        stream.backlog = {**front, **{u: e for u, e in stream.backlog.items() if u not in front}}
+        stream.root.backlog = {
+            **front,
+            **{u: e for u, e in stream.root.backlog.items() if u not in front},
+        }
         self.backlogged[stream.key] = None
 
     def _gone(self, stream: Stream, source: Source, uid: int) -> bool:

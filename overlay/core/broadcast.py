@@ -166,7 +166,7 @@ class Broadcast:
         root = stream.state is State.ROOT
         if root:
             self._mark_moved(stream)
-        until = stream.committed if root else stream.shown_upto
+        until = stream.root.committed if root else stream.shown_upto
         shows = root or until is not None  # (a member with no mark yet shows nothing)
         window, owed = stream.window, NOTHING_OWED
         for client, member in stream.local.items():
@@ -177,5 +177,5 @@ class Broadcast:
             if member.receives and member.cursor is not None and member.cursor < owed:
                 owed = member.cursor
         window.keep_from = owed  # (kept past the window's bounds: ``showing``)
-        if stream.unacked:
+        if stream.root.unacked:
             self._release(stream)

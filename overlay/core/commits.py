@@ -63,10 +63,10 @@ def held_by_enough(stream: Stream) -> int | None:
     """The newest packet that ``HOLDERS`` of the children asked (or all, if fewer) hold;
     -1 if none was asked, None if every child asked went silent (nobody to wait for).
     A silent child's answer counts when it comes, but it is not among those needed."""
-    asked = [(child, mark) for child, mark in stream.holds.items() if child in stream.children]
+    asked = [(child, mark) for child, mark in stream.root.holds.items() if child in stream.children]
     if not asked:
         return -1
-    needed = min(HOLDERS, sum(1 for child, _ in asked if child not in stream.silent))
+    needed = min(HOLDERS, sum(1 for child, _ in asked if child not in stream.root.silent))
     if needed == 0:
         return None
     return sorted((mark for _, mark in asked), reverse=True)[needed - 1]
@@ -79,15 +79,15 @@ def _to_ask(stream: Stream) -> list[PeerId]:
     is sent. Asking every child cost a root with many of them a HeldQuery and a Held per
     child for nearly every packet, once every publish waited for a second branch."""
     fed = list(stream.fed)
-    chosen = [child for child in fed if child not in stream.silent][:ASKED]
+    chosen = [child for child in fed if child not in stream.root.silent][:ASKED]
     if len(chosen) < ASKED:
-        chosen += [child for child in fed if child in stream.silent][: ASKED - len(chosen)]
+        chosen += [child for child in fed if child in stream.root.silent][: ASKED - len(chosen)]
     return chosen
 
 
 def waits_for(stream: Stream, child: PeerId | None = None) -> bool:
     """Whether a child other than ``child`` is one the root waits for (not silent)."""
-    return any(c != child and c not in stream.silent for c in stream.children)
+    return any(c != child and c not in stream.root.silent for c in stream.children)
 
 
 class Commits:
@@ -126,14 +126,14 @@ class Commits:
                 self._ask(stream, number)
             self._commit(stream)
             return
-        if stream.committed is None:
-            stream.committed = number - 1
-        if stream.asked is None or stream.asked <= stream.committed:
+        if stream.root.committed is None:
+            stream.root.committed = number - 1
+        if stream.root.asked is None or stream.root.asked <= stream.root.committed:
             self._ask(stream, number)
 
     def ack_local(self, stream: Stream, client: ClientId, answer: Any) -> None:
         """Tell a local publisher at the root its publish is acknowledged, once committed."""
-        committed = stream.committed
+        committed = stream.root.committed
         if (
             isinstance(answer, PublishSucceeded)
             and stream.state is State.ROOT
@@ -158,18 +158,18 @@ class Commits:
         ):
             self.send(child, answer)
             return
-        if stream.committed is None:
+        if stream.root.committed is None:
             if answer.packet != stream.next_in - 1:
                 # Not the packet just numbered (a retry of an older one): it spread long
                 # ago, or the wait for it timed out.
                 self.send(child, answer)
                 return
-            stream.committed = answer.packet - 1
-        if answer.packet <= stream.committed:
+            stream.root.committed = answer.packet - 1
+        if answer.packet <= stream.root.committed:
             self.send(child, answer)
             return
         self._hold_back(stream, child, answer)  # a retry's answer replaces the first
-        if stream.asked is None or stream.asked <= stream.committed:
+        if stream.root.asked is None or stream.root.asked <= stream.root.committed:
             self._ask(stream, stream.next_in - 1)
 
     def on_held_query(self, peer: PeerId, query: HeldQuery) -> None:
@@ -186,34 +186,36 @@ class Commits:
         if stream is None or stream.state is not State.ROOT or peer not in stream.children:
             self.stats.ignored += 1
             return
-        stream.silent.discard(peer)  # it answers: waited for again from the next question
-        if stream.next_in is None or peer not in stream.holds:
+        stream.root.silent.discard(peer)  # it answers: waited for again from the next question
+        if stream.next_in is None or peer not in stream.root.holds:
             return  # not asked: it counts from the next question
-        stream.holds[peer] = max(stream.holds[peer], min(message.packet, stream.next_in - 1))
+        stream.root.holds[peer] = max(
+            stream.root.holds[peer], min(message.packet, stream.next_in - 1)
+        )
         self._advance(stream)
 
     def children_changed(self, stream: Stream) -> None:
         """A root lost a child or stopped being root: it may have fewer to wait for, or
         nobody, and commits all."""
-        if stream.pending:
+        if stream.root.pending:
             self.orphaned_pending(stream)  # ``confirming``
-        gone = [c for c in stream.holds if c not in stream.children]
+        gone = [c for c in stream.root.holds if c not in stream.children]
         for child in gone:
-            del stream.holds[child]
-        stream.silent.intersection_update(stream.children)
-        if stream.committed is None:
+            del stream.root.holds[child]
+        stream.root.silent.intersection_update(stream.children)
+        if stream.root.committed is None:
             return
         if stream.state is not State.ROOT or not waits_for(stream):
             self._commit(stream)
             return
-        asked = stream.asked
-        if gone and asked is not None and asked > stream.committed:
+        asked = stream.root.asked
+        if gone and asked is not None and asked > stream.root.committed:
             # Only some children are asked (``_to_ask``): others take the place of those
             # that went, or what the one left answers would be enough (a publisher's own
             # branch alone), and with none left nobody would ask again until the timeout.
             self._ask(stream, asked)
         self._advance(stream)
-        if stream.unacked:
+        if stream.root.unacked:
             self.release(stream, lost_child=True)  # a publisher may be the only child left
 
     def overdue(self) -> None:
@@ -221,15 +223,15 @@ class Commits:
         given up, and the root shows what it holds."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
         for stream in self.streams.values():
-            asked, committed = stream.asked, stream.committed
+            asked, committed = stream.root.asked, stream.root.committed
             if asked is None or committed is None or asked <= committed:
                 continue
-            stream.ask_rounds += 1
-            if stream.ask_rounds > rounds:
+            stream.root.ask_rounds += 1
+            if stream.root.ask_rounds > rounds:
                 self.stats.commit_timeouts += 1
-                stream.silent.update(
+                stream.root.silent.update(
                     child
-                    for child, mark in stream.holds.items()
+                    for child, mark in stream.root.holds.items()
                     if mark < asked and child in stream.children
                 )
                 self._commit(stream)
@@ -237,7 +239,7 @@ class Commits:
     def _advance(self, stream: Stream) -> None:
         """Move the commit point up to what enough children hold; ask about the newest
         packet if the question was answered and something still waits."""
-        committed = stream.committed
+        committed = stream.root.committed
         if committed is None or stream.next_in is None:
             return
         number = held_by_enough(stream)
@@ -246,42 +248,42 @@ class Commits:
             return
         if number <= committed:
             return
-        stream.committed = number
+        stream.root.committed = number
         head = stream.next_in - 1
-        if head > number and (stream.asked is None or stream.asked <= number):
+        if head > number and (stream.root.asked is None or stream.root.asked <= number):
             self._ask(stream, head)
         self.pump(stream)
 
     def _ask(self, stream: Stream, number: int) -> None:
-        stream.asked = number
-        stream.ask_rounds = 0
+        stream.root.asked = number
+        stream.root.ask_rounds = 0
         query = HeldQuery(stream.key, number)
         chosen = _to_ask(stream)
-        for child in [c for c in stream.holds if c not in chosen]:
-            del stream.holds[child]  # not asked now: neither counted nor found silent
+        for child in [c for c in stream.root.holds if c not in chosen]:
+            del stream.root.holds[child]  # not asked now: neither counted nor found silent
         for child in chosen:
-            stream.holds.setdefault(child, -1)
+            stream.root.holds.setdefault(child, -1)
             self.send(child, query)
             self.stats.held_queries += 1
 
     def _commit(self, stream: Stream) -> None:
         """Everything held may be shown: deliver it and release the held acknowledgements.
         The next packet with someone to wait for asks afresh."""
-        stream.holds.clear()
-        if stream.committed is None:
+        stream.root.holds.clear()
+        if stream.root.committed is None:
             return  # no bound: everything already is
-        stream.committed = None
-        stream.asked = None
+        stream.root.committed = None
+        stream.root.asked = None
         self.pump(stream)
 
     def release(self, stream: Stream, lost_child: bool = False) -> None:
         """Send the acknowledgements that are committed now, and (``lost_child``) a
         publishing child's once no other child is left to hold its packet."""
-        committed = stream.committed if stream.state is State.ROOT else None
-        low = stream.unacked_low
+        committed = stream.root.committed if stream.state is State.ROOT else None
+        low = stream.root.unacked_low
         if not lost_child and committed is not None and low is not None and low > committed:
             return  # called for every packet stored: nothing to scan
-        held, stream.unacked, stream.unacked_low = stream.unacked, {}, None
+        held, stream.root.unacked, stream.root.unacked_low = stream.root.unacked, {}, None
         for (source, _), answer in held.items():
             alone = isinstance(source, bytes) and not waits_for(stream, source)
             if committed is not None and answer.packet > committed and not alone:
@@ -290,6 +292,6 @@ class Commits:
                 self.reply(source, answer)
 
     def _hold_back(self, stream: Stream, source: Source, answer: Any) -> None:
-        stream.unacked[(source, answer.uid)] = answer
-        if stream.unacked_low is None or answer.packet < stream.unacked_low:
-            stream.unacked_low = answer.packet
+        stream.root.unacked[(source, answer.uid)] = answer
+        if stream.root.unacked_low is None or answer.packet < stream.root.unacked_low:
+            stream.root.unacked_low = answer.packet

@@ -88,7 +88,7 @@ from overlay.messages import (
 
 
 class Confirming:
-    """Numbers that wait for their publisher's confirmation at a root (``Stream.pending``),
+    """Numbers that wait for their publisher's confirmation at a root (``RootState.pending``),
     and, at a publisher's node and relays, the claims pushed up to a new root."""
 
     def __init__(
@@ -126,12 +126,12 @@ class Confirming:
         pending and its publisher is local (or the root does not confirm publishes),
         otherwise held until confirmed."""
         local = not isinstance(source, bytes)
-        if (local or not self.config.confirm_publishes) and not stream.pending:
+        if (local or not self.config.confirm_publishes) and not stream.root.pending:
             self.store_new(stream, message, number)
             return PublishSucceeded(message.uid, message.key, number)
-        stream.pending[number] = Pending(source, message, confirmed=local)
-        if len(stream.pending) == 1:
-            stream.pending_rounds = 0
+        stream.root.pending[number] = Pending(source, message, confirmed=local)
+        if len(stream.root.pending) == 1:
+            stream.root.pending_rounds = 0
         if local:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
@@ -140,10 +140,10 @@ class Confirming:
         """Why the root cannot order ``message`` next, counting the pending packets before
         it: the frontier follows only packets sent down (an epoch closed by a pending
         marker is closed for the publishes after it)."""
-        if len(stream.pending) >= self.config.max_queued_publishes:
+        if len(stream.root.pending) >= self.config.max_queued_publishes:
             return PublishError.BUSY  # a child flooding publishes it never confirms
         frontier, epoch = stream.frontier, message.epoch
-        if not stream.pending or epoch is None:
+        if not stream.root.pending or epoch is None:
             return frontier.refusal(epoch, message.kind)
         # The frontier as it will be once the pending packets go down, in order. An epoch
         # not open and no newer than one a pending marker closes is done then, as
@@ -161,7 +161,7 @@ class Confirming:
                 return False
             return frontier.is_done(e) or (newest is not None and e <= newest)
 
-        for entry in stream.pending.values():
+        for entry in stream.root.pending.values():
             other = entry.message.epoch
             if other is None or done(other):
                 continue
@@ -187,9 +187,9 @@ class Confirming:
         confirms it."""
         if isinstance(source, bytes):
             return PublishNumbered(message.uid, message.key, number)
-        self._confirm(stream, stream.pending[number])
+        self._confirm(stream, stream.root.pending[number])
         uids = stream.uids
-        if number in stream.pending or uids is None or uids.get(message.uid) != number:
+        if number in stream.root.pending or uids is None or uids.get(message.uid) != number:
             # Still waiting (answered when it goes down), or dropped while we flushed (its
             # number was the tree's already): the publish's retry is numbered afresh.
             return None
@@ -202,7 +202,7 @@ class Confirming:
         dropped before the push is weighed like any other, so it is judged against what
         this root really sent down (a push beyond that collides, as without pending), and
         nothing pending goes down after it."""
-        pending = stream.pending.get(message.packet) if message.packet is not None else None
+        pending = stream.root.pending.get(message.packet) if message.packet is not None else None
         if pending is not None and pending.message.uid == message.uid:
             self._confirm(stream, pending)
         else:
@@ -219,7 +219,7 @@ class Confirming:
             self.witnesses.witness(peer, message)  # (``witnesses``: should its publisher die)
             self.send(stream.parent, message)
             return
-        pending = stream.pending.get(message.packet) if stream.state is State.ROOT else None
+        pending = stream.root.pending.get(message.packet) if stream.state is State.ROOT else None
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
@@ -233,7 +233,7 @@ class Confirming:
 
     def _flush(self, stream: Stream) -> None:
         """Send down, in order, the pending packets that are confirmed."""
-        pending = stream.pending
+        pending = stream.root.pending
         while pending:
             number = next(iter(pending))
             entry = pending[number]
@@ -245,7 +245,7 @@ class Confirming:
             if not entry.confirmed:
                 return
             del pending[number]
-            stream.pending_rounds = 0
+            stream.root.pending_rounds = 0
             self.store_new(stream, entry.message, number)
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self.reply_root(stream, entry.source, entry.message, answer)
@@ -255,8 +255,8 @@ class Confirming:
         numbers are free again, and their publishers, retrying, are numbered afresh."""
         uids = stream.uids
         dropped = []
-        for number in [n for n in stream.pending if first is None or n >= first]:
-            entry = stream.pending.pop(number)
+        for number in [n for n in stream.root.pending if first is None or n >= first]:
+            entry = stream.root.pending.pop(number)
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
                 uids.forget(entry.message.uid)
@@ -272,7 +272,7 @@ class Confirming:
         if stream.state is not State.ROOT:
             self.drop_pending(stream)
             return
-        for number, entry in stream.pending.items():
+        for number, entry in stream.root.pending.items():
             if isinstance(entry.source, bytes) and entry.source not in stream.children:
                 self.drop_pending(stream, number)
                 return
@@ -282,10 +282,10 @@ class Confirming:
         ``confirm_timeout`` for its publisher drops it and everything after it."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
         for stream in self.streams.values():
-            if not stream.pending:
+            if not stream.root.pending:
                 continue
-            stream.pending_rounds += 1
-            if stream.pending_rounds > rounds:
+            stream.root.pending_rounds += 1
+            if stream.root.pending_rounds > rounds:
                 self.drop_pending(stream)
 
     # --- at the publisher's node, and on the way ---------------------------------------------

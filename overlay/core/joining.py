@@ -65,7 +65,7 @@ class Joining:
             last = stream.high
         else:
             last = stream.next_in - 1 if stream.next_in > 0 else None
-            if last is not None and last_seen is not None and stream.recover_until is not None:
+            if last is not None and last_seen is not None and stream.root.recover_until is not None:
                 # A root in its takeover grace that continued numbering after someone's
                 # ``last_seen`` lacks the tree's past. A resubscriber is told where that gap
                 # starts, so it pushes up what it holds from there (kept by ``_backfill``).
@@ -183,11 +183,15 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
     made names packets the subtree is still owed, and reporting it as seen would cost
     them: the root that takes its tree would keep the claimed packets pushed up to it as a
     past its members already had, and send them to nobody."""
-    if stream.remembered is None or stream.high != stream.remembered or len(stream.window):
+    if (
+        stream.root.remembered is None
+        or stream.high != stream.root.remembered
+        or len(stream.window)
+    ):
         return None  # (a claim beyond it, a parent's head, or packets: ours is old news)
     if not former and stream.state is not State.ROOT:
         return None
-    return stream.remembered
+    return stream.root.remembered
 
 
 def catch_up_span(stream: Stream, last_seen: int | None) -> tuple[int, int] | None:

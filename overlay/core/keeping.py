@@ -58,28 +58,28 @@ class Keeping:
         in ``Leaving.prune`` too, and must not put its end off for ever."""
         if stream.state is not State.ROOT or self._config.keep_idle <= 0:
             return False
-        if stream.kept is not None:
+        if stream.root.kept is not None:
             return True
         if stream.high is None and not stream.uids:
             return False  # nothing numbered: nothing to keep
         self._tokens += 1
         token = self._tokens
-        stream.kept = token
+        stream.root.kept = token
         self.kept[token] = stream.key
         self._timers.add(now + self._config.keep_idle, (KEEP_TIMER, token, 0))
         return True
 
     def unkeep(self, stream: Stream) -> None:
         """``stream`` has a member again (or goes): it is no longer kept."""
-        if stream.kept is not None:
-            self.kept.pop(stream.kept, None)
-            stream.kept = None
+        if stream.root.kept is not None:
+            self.kept.pop(stream.root.kept, None)
+            stream.root.kept = None
 
     def on_timer(self, now: float, token: int, attempt: int) -> None:
         key = self.kept.pop(token, None)
         stream = None if key is None else self._streams.get(key)
-        if stream is not None and stream.kept == token:
-            stream.kept = None
+        if stream is not None and stream.root.kept == token:
+            stream.root.kept = None
             if stream.idle:
                 self._forget(stream)
 

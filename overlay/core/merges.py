@@ -146,13 +146,13 @@ class Merges:
         if (
             stream is None
             or stream.state is not State.ROOT
-            or stream.recover_token != token
-            or stream.recover_until is None
-            or now < stream.recover_until
+            or stream.root.recover_token != token
+            or stream.root.recover_until is None
+            or now < stream.root.recover_until
         ):
             return False
-        if stream.looking is not None:
-            if stream.looking in self._restarts.awaiting or stream.join_uid in self._routes:
+        if stream.root.looking is not None:
+            if stream.root.looking in self._restarts.awaiting or stream.join_uid in self._routes:
                 self._hold_numbers(now, stream)  # the search is still out
                 return True
             # Neither confirming nor searching: the search ended on a path that did not
@@ -160,9 +160,9 @@ class Merges:
             self._stats.lost_looks += 1
             self.looked(now, stream)
             return True
-        if not stream.look_due or stream.restart_uid is not None:
+        if not stream.root.look_due or stream.restart_uid is not None:
             return False
-        stream.look_due = False
+        stream.root.look_due = False
         self.start_look(now, stream)
         return True
 
@@ -176,7 +176,7 @@ class Merges:
         asked is adopted, so that the look's label reaches it too: unlabelled, that child
         would refuse the look's success on its way back through it. A node with no peer is
         the whole network (``hops``): there is nowhere to look."""
-        if not route.is_resubscribe and self._peers and not stream.look_due:
+        if not route.is_resubscribe and self._peers and not stream.root.look_due:
             # (look_due: a root that took a remembered claim, ``Takeover.became_root``, has a
             # grace for its subtree to push up the claimed numbers first, and looks after it)
             self._flow.reserve(stream)
@@ -185,15 +185,15 @@ class Merges:
     def start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
         """Label our subtree with a fresh uid (or ``uid``: a probe's trail, ``probes``) and
         route the look's search."""
-        stream.look_lost = False
+        stream.root.look_lost = False
         self._stats.looks += 1
         if uid is None:
-            uid, stream.crossed = stream.crossed, None
+            uid, stream.root.crossed = stream.root.crossed, None
         if uid is None or uid in self._routes or uid in self._restarts.awaiting:
             # A trail's uid comes from a peer's probe: one that already names a search
             # here cannot name this look too (one uid, one search: ``Searches.start_route``).
             uid = self._fresh_uid()
-        stream.looking = uid
+        stream.root.looking = uid
         self._hold_numbers(now, stream)
         self._restarts.originate(now, stream, uid)
 
@@ -206,10 +206,10 @@ class Merges:
         restart is a few round trips: the grace is ``lost_child_grace``. A child lost to
         silence may be noticed by its subtree a heartbeat interval later than by us: the
         whole ``takeover_grace``. The hold counts against ``peer`` (``child_drops``)."""
-        if stream.state is State.ROOT and stream.looking is None and not stream.look_due:
+        if stream.state is State.ROOT and stream.root.looking is None and not stream.root.look_due:
             self._child_drops.dropped(now, peer)
-            stream.look_due = True
-            stream.relooks = 0
+            stream.root.look_due = True
+            stream.root.relooks = 0
             config = self._config
             grace = config.takeover_grace
             if at_once:
@@ -219,47 +219,51 @@ class Merges:
     def _hold_numbers(self, now: float, stream: Stream) -> None:
         """Keep the grace on while a look's search runs (it ends sooner, one way or the
         other: ``looked`` or ``merged``)."""
-        stream.recover_until = now + self._config.request_timeout
-        self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+        stream.root.recover_until = now + self._config.request_timeout
+        self._timers.add(stream.root.recover_until, (RECOVER_TIMER, stream.root.recover_token, 0))
 
     def looked(self, now: float, stream: Stream, lost: bool = False) -> None:
         """The look found no other tree: stay root, end the labels and the grace; or, if
         a child left while it ran, a closer peer outside our tree may have refused it, or
         its search was ``lost`` beyond a link that broke, look once more (up to
         ``RELOOKS`` times)."""
-        stream.looking = stream.join_uid = None
-        if stream.crossed is not None and stream.state is State.ROOT:
+        stream.root.looking = stream.join_uid = None
+        if stream.root.crossed is not None and stream.state is State.ROOT:
             # A closer root's probe crossed us while this look ran: follow its way back
             # (``probes``), whatever this look missed.
             self.start_look(now, stream)
             return
-        if stream.look_lost and stream.relooks < RELOOKS and stream.state is State.ROOT:
+        if stream.root.look_lost and stream.root.relooks < RELOOKS and stream.state is State.ROOT:
             # The child took away a subtree carrying this look's label, which refused the
             # search: a closer member of it may since have become a root, and a fresh uid
             # is one it will accept. Otherwise two roots both number from the same point.
-            stream.relooks += 1
+            stream.root.relooks += 1
             self.start_look(now, stream)
             return
         self._restarts.take_label(stream, None, None)
         stranger = stream.state is State.ROOT and (lost or self._closer_stranger(stream))
-        if stranger and stream.relooks < RELOOKS:
+        if stranger and stream.root.relooks < RELOOKS:
             # See the module notes: two roots that look together can miss each other and
             # number the same packets. Our labels are off now, so the other root's look can
             # reach us. A search lost beyond a broken link may have found a closer root
             # whose success died with the link: the pause lets it redial.
-            stream.relooks += 1
-            stream.look_due = True
-            stream.recover_until = now + self._rng.uniform(0.0, self._config.heartbeat_interval)
-            self._timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+            stream.root.relooks += 1
+            stream.root.look_due = True
+            stream.root.recover_until = now + self._rng.uniform(
+                0.0, self._config.heartbeat_interval
+            )
+            self._timers.add(
+                stream.root.recover_until, (RECOVER_TIMER, stream.root.recover_token, 0)
+            )
             return
-        stream.recover_until = now
-        self._flow.on_recover_timer(now, stream.recover_token)
+        stream.root.recover_until = now
+        self._flow.on_recover_timer(now, stream.root.recover_token)
 
     def merged(self, stream: Stream) -> None:
         """The look found another tree and we are about to join it: no longer a root, so
         the grace is over (the caller attaches us, ``Change.MERGED``)."""
         self._stats.merges += 1
-        stream.probe_misses = 0
-        stream.crossed = None
-        stream.looking = None
-        stream.recover_until = None
+        stream.root.probe_misses = 0
+        stream.root.crossed = None
+        stream.root.looking = None
+        stream.root.recover_until = None

@@ -89,7 +89,12 @@ class Ordering:
         assert uids is not None, "only a root serializes"
         confirming = self._confirming
         number = uids.get(message.uid)
-        if message.pushed and not message.claim and stream.pending and number != message.packet:
+        if (
+            message.pushed
+            and not message.claim
+            and stream.root.pending
+            and number != message.packet
+        ):
             # (not a resend of a push we took already: ``resend_pushes``)
             confirming.pushed_over(stream, message)
             number = uids.get(message.uid)
@@ -102,7 +107,7 @@ class Ordering:
         if number is not None:
             if self.reused(stream, message):
                 return rejection(message, PublishError.UID_REUSED)
-            if number in stream.pending:  # a retry, not yet sent down (``confirming``)
+            if number in stream.root.pending:  # a retry, not yet sent down (``confirming``)
                 return confirming.renumbered(stream, source, message, number)
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):

@@ -167,7 +167,7 @@ class Probes:
             return
         round_ = beats // every
         for stream in list(self._streams.values()):
-            if not _settled_root(stream) or round_ % (1 << stream.probe_misses):
+            if not _settled_root(stream) or round_ % (1 << stream.root.probe_misses):
                 continue
             if self.closer_stranger(stream):
                 self._look_past(now, stream)
@@ -216,7 +216,7 @@ class Probes:
         ``found``: a probe showed a closer root (not a guess from a closer peer). Counted
         as a miss until the look merges (``Merges.merged`` clears it), so a look that
         cannot reach the other tree is not made every round."""
-        stream.relooks = relooks
+        stream.root.relooks = relooks
         _count_look(now, stream, found)
         self._flow.hold(now, stream)
         self._start_look(now, stream, uid)
@@ -243,10 +243,10 @@ class Probes:
         for stream in self._streams.values():
             if (
                 _settled_root(stream)
-                and not stream.probe_misses
+                and not stream.root.probe_misses
                 and (
-                    stream.probed_at is None
-                    or now - stream.probed_at >= self._config.heartbeat_interval
+                    stream.root.probed_at is None
+                    or now - stream.root.probed_at >= self._config.heartbeat_interval
                 )
             ):
                 self._probe(now, stream)
@@ -255,7 +255,7 @@ class Probes:
         uid = self._rng.getrandbits(64)
         self._seen.add(uid, now)
         self._stats.probes += 1
-        stream.probed_at = now
+        stream.root.probed_at = now
         location = self._location
         probe = RootProbe(uid, stream.key, self._config.check_htl, location, location)
         self._probe_on(ProbeHop(probe, None))
@@ -311,9 +311,9 @@ class Probes:
                 self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
             else:
                 _count_look(now, stream)
-                stream.crossed = probe.uid ^ _BACK
-                if stream.looking is None and stream.recover_until is not None:
-                    stream.look_due = True  # looked at the grace's end (``merges``)
+                stream.root.crossed = probe.uid ^ _BACK
+                if stream.root.looking is None and stream.root.recover_until is not None:
+                    stream.root.look_due = True  # looked at the grace's end (``merges``)
 
     def _probe_on(self, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
@@ -368,15 +368,17 @@ def _count_look(now: float, stream: Stream, found: bool = True) -> None:
     whose closer peers are its own members, looking past them at each probe round, can
     start a backoff just before every crossing and never merge with the closer root."""
     if found:
-        stream.trailed_at = now
-    stream.probe_misses = min(stream.probe_misses + 1, _MAX_BACKOFF)
+        stream.root.trailed_at = now
+    stream.root.probe_misses = min(stream.root.probe_misses + 1, _MAX_BACKOFF)
 
 
 def _may_trail(now: float, stream: Stream, interval: float) -> bool:
     """Whether a crossing probe may make ``stream``'s root look now: probes are on, and the
     last probe-made look is a probe interval back, doubled for each look that missed."""
-    last = stream.trailed_at
-    return interval > 0 and (last is None or now - last >= interval * (1 << stream.probe_misses))
+    last = stream.root.trailed_at
+    return interval > 0 and (
+        last is None or now - last >= interval * (1 << stream.root.probe_misses)
+    )
 
 
 def _settled_root(stream: Stream) -> bool:
@@ -385,7 +387,7 @@ def _settled_root(stream: Stream) -> bool:
         stream.state is State.ROOT
         and stream.restart_origin is None
         and stream.restart_uid is None
-        and stream.looking is None
-        and stream.recover_until is None
-        and not stream.look_due
+        and stream.root.looking is None
+        and stream.root.recover_until is None
+        and not stream.root.look_due
     )

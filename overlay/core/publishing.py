@@ -289,10 +289,10 @@ class PacketFlow:
                 # ``confirming``): pending here still, it is no news, and a grace for it
                 # would stall the stream and drop what is pending.
                 self.takeover.reported(now, stream, number)
-            if stream.recover_until is not None and not continues(stream, message):
+            if stream.root.recover_until is not None and not continues(stream, message):
                 self._wait(stream, source, message)  # numbered when the grace ends
                 return
-            if stream.recover_until is None and not gathered(stream, message.packet):
+            if stream.root.recover_until is None and not gathered(stream, message.packet):
                 if message.pushed and number is not None and in_tail(stream, number):
                     # A push past the grace (a resend: ``resend_pushes``) still brings a
                     # packet of the open tail: taken in its place, as at the grace's end,

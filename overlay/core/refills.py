@@ -211,7 +211,7 @@ class Refills:
             stream.next_in = stream.contiguous_from = stream.start
         if stream.next_in is None:
             return False
-        if root and not stream.children and stream.recover_until is None:
+        if root and not stream.children and stream.root.recover_until is None:
             # Nobody below to ask, and past its grace no subtree is on its way to push up
             # what it holds: what the root lacks is lost (reported missed).
             return False
@@ -270,8 +270,8 @@ class Refills:
             # grace on until its search's own deadline, far past the waiter's patience: the
             # look holds waiters by rounds instead (``on_fill_timer``).
             until = now + self._config.fill_timeout / 2
-            if stream.looking is None:
-                until = max(until, stream.recover_until or now)
+            if stream.root.looking is None:
+                until = max(until, stream.root.recover_until or now)
         self._timers.add(until, (FILL_TIMER, token, 0))
         return token
 
@@ -370,7 +370,7 @@ class Refills:
                 patience = (self._config.request_timeout - self._config.fill_timeout) / 2
                 settling = (
                     stream.state is State.ROOT
-                    and (stream.recover_until is not None or fill.uid is not None)
+                    and (stream.root.recover_until is not None or fill.uid is not None)
                     and now - fill.since < patience
                 )
                 # (The child's wait lasts as long as the search's, whichever came first; the
@@ -468,7 +468,7 @@ class Refills:
             # Asked again, and taken in if it comes (``gathered``); the newest few only.
             reopened = stream.window.reopen(last_seen, REOPEN)
             if reopened:
-                stream.reopened = reopened
+                stream.root.reopened = reopened
                 spans.extend(reopened)
         for fill in stream.fills or ():
             if fill is own and stream.state is State.ROOT:

@@ -181,8 +181,8 @@ class Restarts:
         if stream.catching_up is not None:
             stream.catching_up.discard(peer)
         self._flow.children_changed(stream)  # a root may have nobody left to wait for
-        if stream.looking is not None:
-            stream.look_lost = True  # see ``merges``: the look may have missed its subtree
+        if stream.root.looking is not None:
+            stream.root.look_lost = True  # see ``merges``: the look may have missed its subtree
         if died:
             self._linger(now, stream)  # (only if nobody else needs us: ``leaving``)
         if stream.idle:
@@ -299,7 +299,7 @@ class Restarts:
         if uid is None:
             return
         if self.awaiting.get(uid) == stream.key and (
-            stream.state is State.RESTARTING or stream.looking == uid
+            stream.state is State.RESTARTING or stream.root.looking == uid
         ):
             self._route_restart(now, stream)
         elif stream.parent is not None:
@@ -327,7 +327,7 @@ class Restarts:
         if (
             stream is None
             or stream.restart_uid != uid
-            or (stream.state is not State.RESTARTING and stream.looking != uid)
+            or (stream.state is not State.RESTARTING and stream.root.looking != uid)
         ):
             del self.awaiting[uid]  # the stream is gone, or moved on to a newer restart
             return

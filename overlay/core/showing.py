@@ -76,7 +76,7 @@ MARK_TIMER = "mark"  # a root's deferred notices are due (one timer for the node
 def root_mark(stream: Stream) -> int | None:
     """What a root shows its own clients: its commit point, or all it has processed while
     no bound applies; None if nothing (a mark is never below 0)."""
-    mark = stream.committed
+    mark = stream.root.committed
     if mark is None and stream.next_in is not None:
         mark = stream.next_in - 1
     return mark if mark is not None and mark >= 0 else None
@@ -125,8 +125,8 @@ class Showing:
             mark = root_stamp(stream)
             if mark != stream.shown_upto:
                 stream.shown_upto = mark
-                stream.mark_rounds = 0
-            stream.mark_carried = True
+                stream.root.mark_rounds = 0
+            stream.root.mark_carried = True
             self.marks_sent[stream.key] = None  # (``tell_marks`` notes when)
             self.marks_due.pop(stream.key, None)
         else:
@@ -151,7 +151,7 @@ class Showing:
             for key in self.marks_sent:
                 stream = self.streams.get(key)
                 if stream is not None:
-                    stream.told_at = now
+                    stream.root.told_at = now
             self.marks_sent.clear()
         if self.marks_due:
             self._tell_due(now)
@@ -171,15 +171,15 @@ class Showing:
             if stream is None or mark is None or mark <= _below(stream.shown_upto):
                 del self.marks_due[key]  # taken down meanwhile, or no longer a root
                 continue
-            told = stream.told_at
+            told = stream.root.told_at
             if told is not None and now < told + delay:
                 later = told + delay if later is None else min(later, told + delay)
                 continue
             del self.marks_due[key]
             stream.shown_upto = mark
-            stream.mark_rounds = 0
-            stream.mark_carried = False
-            stream.told_at = now
+            stream.root.mark_rounds = 0
+            stream.root.mark_carried = False
+            stream.root.told_at = now
             self._notify(stream)
         if later is not None and (self.mark_timer is None or later < self.mark_timer):
             self.mark_timer = later
@@ -242,12 +242,12 @@ class Showing:
         """One heartbeat round: a root repeats its mark, if nothing took it down in the
         last round, ``REPEATS`` times after it last moved."""
         for stream in self.streams.values():
-            if stream.state is not State.ROOT or stream.mark_rounds >= REPEATS:
+            if stream.state is not State.ROOT or stream.root.mark_rounds >= REPEATS:
                 continue
-            if stream.mark_carried:
-                stream.mark_carried = False  # packets carry it: a repeat would say no more
+            if stream.root.mark_carried:
+                stream.root.mark_carried = False  # packets carry it: a repeat would say no more
                 continue
-            stream.mark_rounds += 1
+            stream.root.mark_rounds += 1
             self._notify(stream)
 
     def _notify(self, stream: Stream, children: list[PeerId] | None = None) -> None:

@@ -78,6 +78,29 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
     (State.ROOT, Change.MERGED): State.JOINED,
 }
 
+# What the table governs, and what it does not. A change moves ``state`` and ``parent`` only
+# (``Membership.change``). The root's own record (``Stream.root``, a ``RootState``) is made
+# with the stream and lives as long as it: no change creates, resets or drops it, because
+# parts of it are read after the node stops being root, and dropping them would change what
+# the node does:
+#
+# * Leaving ROOT (``CLOSER_NODE``, ``MERGED``): ``Membership.change`` sets the new state,
+#   then ``children_changed`` reads the record in it (drops what is pending, commits what
+#   it held, releases held acks); local publishes whose numbers were dropped go back to
+#   ``backlog``, which ``Backlog.drain`` routes afresh from the new state at the event's
+#   end; ``Showing.tell_marks`` sets ``told_at`` at that end too. ``Merges.merged`` clears
+#   only the look, the grace and ``probe_misses``.
+# * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
+#   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
+#   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
+#   backoff (``probed_at``, ``trailed_at``, and ``probe_misses`` after ``CLOSER_NODE``), the
+#   marks' rounds (``mark_rounds`` may still bar repeats, ``told_at`` delay a notice),
+#   ``recover_token``, ``backlog``.
+#
+# So "the node is root" is ``state is ROOT``; ``root`` is what this node keeps of being
+# root, not a sub-state. The uid table (``Stream.uids``) is read by design at a former root
+# and is not part of it.
+
 # States in which the node is part of a tree and accepts children. A restarting node still
 # has its subtree and takes new members (spec: "If we have the key ..."); the restart uid
 # keeps it from adopting its own ancestors.
@@ -105,6 +128,65 @@ class Pending:
 
 
 _DEFAULTS = NodeConfig()
+
+
+@dataclass(slots=True, eq=False)
+class RootState:
+    """What a stream's node keeps for numbering and ordering as the tree's root: packet
+    numbers, commits, confirmations, the grace after a takeover, looks and probes for other
+    trees, the keep of a stream nobody is in. See ``Stream.root`` for its lifetime."""
+
+    # New publishes held while its window is all uncommitted (``backlog``), by uid.
+    backlog: dict[int, tuple[Source, PublishData]] = field(default_factory=dict)
+    # At a root that took over a tree: until then it numbers nothing new (see publishing).
+    recover_until: float | None = None
+    recover_token: int = 0
+    recover_base: int | None = None  # the head when the grace began: claims move it a window
+    # The number a root founded on what it remembered (``memory``): numbers up to it were
+    # given by an earlier numbering that nobody below is owed (``joining.claimed``).
+    remembered: int | None = None
+    # A root that took over looks again for another tree before numbering (merges).
+    look_due: bool = False
+    looking: int | None = None  # the uid of that look's search while it runs
+    look_lost: bool = False  # a child left while it ran: look once more (merges)
+    relooks: int = 0  # looks repeated so far for this takeover
+    # Probes answered by a closer root whose look then found no way into its tree (probes):
+    # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
+    probe_misses: int = 0
+    probed_at: float | None = None  # when we last sent a probe from this root
+    trailed_at: float | None = None  # when a probe last made this root look (probes)
+    crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
+    # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
+    # which it takes in if they come (refills, ``Refills.ask_newcomer``).
+    reopened: list[tuple[int, int]] | None = None
+    # A root nobody is in any more, keeping the stream's numbering (``keeping``): the token
+    # of the timer that ends the keep (None: not kept).
+    kept: int | None = None
+    # At a root (commits): the newest packet enough children are known to hold, which
+    # bounds what local clients are shown (None: no bound), the newest asked about
+    # (HeldQuery), the heartbeat rounds that ask has waited, what each child asked says it
+    # holds (-1: no answer yet), and acknowledgements held back until committed.
+    committed: int | None = None
+    asked: int | None = None
+    ask_rounds: int = 0
+    holds: dict[PeerId, int] = field(default_factory=dict)
+    # Children that let a question go unanswered for ``confirm_timeout``: still asked, and
+    # what they say they hold still counts, but not waited for until they answer again.
+    silent: set[PeerId] = field(default_factory=set)
+    # By (who asked, publish uid), so a retry while the first waits is answered once.
+    unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
+    unacked_low: int | None = None  # the lowest packet number among them
+    # At a root (confirming): publishes numbered but not yet sent down, by number in
+    # order, and the heartbeat rounds the oldest has waited for its confirmation.
+    pending: dict[int, Pending] = field(default_factory=dict)
+    pending_rounds: int = 0
+    # The mark it last sent down (``Stream.shown_upto``): ``mark_rounds``: quiet heartbeat
+    # rounds the root has repeated that mark; ``mark_carried``: a packet took its mark down
+    # since the last round; ``told_at``: when the root's mark last went down, on a packet or
+    # a notice (``showing``).
+    mark_rounds: int = 0
+    mark_carried: bool = False
+    told_at: float | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -141,67 +223,28 @@ class Stream:
     # there rather than at whatever head it meets.
     start: int | None = None
     queued: list[tuple[Source, PublishData]] = field(default_factory=list)
-    # At a root: new publishes held while its window is all uncommitted (``backlog``), by uid.
-    backlog: dict[int, tuple[Source, PublishData]] = field(default_factory=dict)
-    uids: UidTable | None = None  # at the root: publish uid -> packet number (``uid_table``)
-    # At a root that took over a tree: until then it numbers nothing new (see publishing).
-    recover_until: float | None = None
-    recover_token: int = 0
-    recover_base: int | None = None  # the head when the grace began: claims move it a window
-    # The number a root founded on what it remembered (``memory``): numbers up to it were
-    # given by an earlier numbering that nobody below is owed (``joining.claimed``).
-    remembered: int | None = None
-    # A root that took over looks again for another tree before numbering (merges).
-    look_due: bool = False
-    looking: int | None = None  # the uid of that look's search while it runs
-    look_lost: bool = False  # a child left while it ran: look once more (merges)
-    relooks: int = 0  # looks repeated so far for this takeover
-    # Probes answered by a closer root whose look then found no way into its tree (probes):
-    # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
-    probe_misses: int = 0
-    probed_at: float | None = None  # when we last sent a probe from this root
-    trailed_at: float | None = None  # when a probe last made this root look (probes)
-    crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
+    # Publish uid -> packet number (``uid_table``), built when the node first becomes root.
+    # Not part of ``RootState``: a former root (it handed the tree on, or merged) still
+    # answers a publisher's retry with the number it gave (``PacketFlow``), its witnesses
+    # read it, and a root again keeps it rather than rebuilding it from its window.
+    uids: UidTable | None = None
+    # What the node keeps as a root (``RootState``): made with the stream and never dropped,
+    # as parts of it are read after it stops being root (see the notes by ``TRANSITIONS``).
+    root: RootState = field(default_factory=lambda: RootState())
     # Children waiting for packets from before we joined, asked of our parent (refills).
     fills: list[Fill] | None = None
     # Children adopted whose catch-up waits for such packets (refills, ``Refills.catch_up_later``):
     # nothing live goes to them until it is sent, in order.
     catching_up: set[PeerId] | None = None
-    # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
-    # which it takes in if they come (refills, ``Refills.ask_newcomer``).
-    reopened: list[tuple[int, int]] | None = None
     # Our last child died and we stay a while, holding the window (``leaving``): the token
     # of the timer that ends the stay (None: not lingering).
     linger: int | None = None
-    # A root nobody is in any more, keeping the stream's numbering (``keeping``): the token
-    # of the timer that ends the keep (None: not kept).
-    kept: int | None = None
-    # At a root (commits): the newest packet enough children are known to hold, which
-    # bounds what local clients are shown (None: no bound), the newest asked about
-    # (HeldQuery), the heartbeat rounds that ask has waited, what each child asked says it
-    # holds (-1: no answer yet), and acknowledgements held back until committed.
-    committed: int | None = None
-    asked: int | None = None
-    ask_rounds: int = 0
-    holds: dict[PeerId, int] = field(default_factory=dict)
-    # Children that let a question go unanswered for ``confirm_timeout``: still asked, and
-    # what they say they hold still counts, but not waited for until they answer again.
-    silent: set[PeerId] = field(default_factory=set)
-    # By (who asked, publish uid), so a retry while the first waits is answered once.
-    unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
-    unacked_low: int | None = None  # the lowest packet number among them
-    # At a root (confirming): publishes numbered but not yet sent down, by number in
-    # order, and the heartbeat rounds the oldest has waited for its confirmation.
-    pending: dict[int, Pending] = field(default_factory=dict)
-    pending_rounds: int = 0
     # At a publisher's node (confirming): its publishes a root numbered, by uid, that it
     # pushes up under those numbers to a root that takes the tree over.
     claims: dict[int, int] = field(default_factory=dict)
     # What local clients may be shown (``showing``): the root has committed every packet up
     # to ``shown_upto`` (None: no word yet, and a member shows nothing); at a root, the mark
-    # it last sent down. ``mark_rounds``: quiet heartbeat rounds the root has repeated that
-    # mark; ``mark_carried``: a packet took its mark down since the last round; ``told_at``:
-    # when the root's mark last went down, on a packet or a notice.
+    # it last sent down (see ``RootState.mark_rounds``).
     shown_upto: int | None = None
     # At a member: the newest number below its parent's mark it asked that parent for, and
     # when (``showing``, ``_ask_below``); None: nothing asked of this parent.
@@ -209,9 +252,6 @@ class Stream:
     # At a member that asked its new parent to fill a gap: the packets that came above the
     # gap before the answer (``early_packets``); None: no such question out.
     early: EarlyPackets | None = None
-    mark_rounds: int = 0
-    mark_carried: bool = False
-    told_at: float | None = None
 
     @property
     def signer(self) -> bytes | None:

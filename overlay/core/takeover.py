@@ -43,8 +43,8 @@ def next_number(stream: Stream) -> int:
     """The number a root gives its next new packet: past every number the tree is known to
     have given, and never below what this node has processed."""
     after = 0 if stream.high is None else stream.high + 1
-    if stream.pending:  # numbered, not yet sent down (``confirming``)
-        after = max(after, next(reversed(stream.pending)) + 1)
+    if stream.root.pending:  # numbered, not yet sent down (``confirming``)
+        after = max(after, next(reversed(stream.root.pending)) + 1)
     return after if stream.next_in is None else max(after, stream.next_in)
 
 
@@ -98,8 +98,8 @@ class Takeover:
         had seen; ``takeover``: the tree existed before (a restart made us root); ``ours``:
         that search started here (no peer asked)."""
         self.release_early(stream, True)  # (nobody above us answers a question now)
-        stream.committed = stream.asked = None  # what it holds is shown (``commits``)
-        stream.holds.clear()
+        stream.root.committed = stream.root.asked = None  # what it holds is shown (``commits``)
+        stream.root.holds.clear()
         if stream.uids is None:
             # The uids of the packets we hold: a retry of one of them is acknowledged.
             uids = stream.uids = UidTable(self.config.publish_uids)
@@ -107,7 +107,7 @@ class Takeover:
                 if packet.uid is not None:
                     digest = content_digest(packet.data, packet.epoch, packet.kind)
                     uids.remember(packet.uid, number, digest)
-        stream.remembered = None
+        stream.root.remembered = None
         remembered = self.memory.last(stream.key) if stream.next_in is None else None
         if stream.next_in is None and last_seen is not None and 0 <= last_seen <= _LAST_CLAIM:
             # (a search's word, as a child's report is: beyond ``_LAST_CLAIM`` it is ignored,
@@ -131,13 +131,13 @@ class Takeover:
             # below it pushed up would be kept as a past its members had, sent to nobody.
             # Numbers it gave that never went down are not remembered; a publisher's node
             # that confirmed one pushes it up as a claim.
-            stream.high = stream.recover_base = stream.remembered = remembered
+            stream.high = stream.root.recover_base = stream.root.remembered = remembered
             # A search of our own, and no child: nobody below can hold any of it, so no
             # grace (a lone node restarted numbers its first publish at once).
             takeover = takeover or not ours or bool(stream.children)
         if takeover:
-            stream.look_due = True  # before numbering, look for another tree (merges)
-            stream.relooks = 0
+            stream.root.look_due = True  # before numbering, look for another tree (merges)
+            stream.root.relooks = 0
             self.gather(now, stream)
         self.confirming.own_claims(now, stream)  # (``confirming``)
         self.pump(stream)  # a member's clients waited for marks; a root's are its own
@@ -163,12 +163,12 @@ class Takeover:
                 # numbered while we were apart). They are holes, filled by the child's push
                 # in order and sent down to every branch, as after any other takeover.
                 stream.high = last_seen
-            stream.recover_base = last_seen
+            stream.root.recover_base = last_seen
         else:
-            if stream.recover_until is None:
-                stream.recover_base = high
+            if stream.root.recover_until is None:
+                stream.root.recover_base = high
             # Measured from the head before this grace, so repeated claims cannot walk it.
-            limit = (stream.recover_base or 0) + self.config.window_packets
+            limit = (stream.root.recover_base or 0) + self.config.window_packets
             if high >= limit:
                 return
             stream.high = min(last_seen, limit)
@@ -188,7 +188,7 @@ class Takeover:
         self.hold(now, stream)
         self.ask_down(stream)
         self.timers.add(
-            now + self.config.takeover_grace / 2, (RECOVER_TIMER, stream.recover_token, 1)
+            now + self.config.takeover_grace / 2, (RECOVER_TIMER, stream.root.recover_token, 1)
         )
 
     def hold(self, now: float, stream: Stream, grace: float | None = None) -> None:
@@ -196,14 +196,14 @@ class Takeover:
         the module notes)."""
         until = now + (self.config.takeover_grace if grace is None else grace)
         self.reserve(stream)
-        stream.recover_until = max(until, stream.recover_until or until)
-        self.timers.add(stream.recover_until, (RECOVER_TIMER, stream.recover_token, 0))
+        stream.root.recover_until = max(until, stream.root.recover_until or until)
+        self.timers.add(stream.root.recover_until, (RECOVER_TIMER, stream.root.recover_token, 0))
 
     def reserve(self, stream: Stream) -> None:
         """Give ``stream`` a grace of its own (a token its timers name), if it has none: its
         caller sets how long it lasts (``hold``, or a new root's look)."""
-        if stream.recover_until is None:
-            token = stream.recover_token = self.tokens.take()
+        if stream.root.recover_until is None:
+            token = stream.root.recover_token = self.tokens.take()
             self.recovering[token] = stream.key
 
     def on_recover_timer(self, now: float, token: int, again: int = 0) -> None:
@@ -212,15 +212,19 @@ class Takeover:
         grace, which asks the subtree once more (``gather``)."""
         key = self.recovering.get(token)
         stream = None if key is None else self.streams.get(key)
-        if stream is None or stream.recover_token != token or stream.recover_until is None:
+        if (
+            stream is None
+            or stream.root.recover_token != token
+            or stream.root.recover_until is None
+        ):
             self.recovering.pop(token, None)
             return
-        if now < stream.recover_until:
+        if now < stream.root.recover_until:
             if again and stream.state is State.ROOT:
                 self.ask_down(stream)
             return  # extended, or halfway: a later timer ends it
         del self.recovering[token]
-        stream.recover_until = None
+        stream.root.recover_until = None
         if stream.state is not State.ROOT:
             return
         # Packets brought up past a hole waited; take them in order, each hole before
@@ -276,13 +280,13 @@ class Takeover:
         known = uids.get(message.uid)
         if known is not None and known != number:
             # Numbered here already, under the number a retry got: that one stands.
-            if known in stream.pending:
+            if known in stream.root.pending:
                 answer: Any = self.confirming.renumbered(stream, source, message, known)
             else:
                 answer = PublishSucceeded(message.uid, message.key, known)
             self.reply_root(stream, source, message, answer)
             return
-        if stream.recover_until is not None:
+        if stream.root.recover_until is not None:
             self.wait(stream, source, message)
             return
         next_in = stream.next_in
@@ -290,7 +294,7 @@ class Takeover:
             known is None
             and next_in is not None
             and number >= next_in
-            and (stream.pending or number != next_number(stream))
+            and (stream.root.pending or number != next_number(stream))
         ):
             answer = PublishCollision(message.uid, message.key, number, next_number(stream))
         else:
@@ -339,7 +343,7 @@ def backfills(stream: Stream, message: PublishData) -> bool:
     return (
         message.pushed
         and not message.claim  # (a claim says nothing of the past: ``on_claim``)
-        and (stream.recover_until is not None or gathered(stream, number))
+        and (stream.root.recover_until is not None or gathered(stream, number))
         and number is not None
         and stream.next_in is not None
         and number < stream.next_in
@@ -363,7 +367,7 @@ def gathered(stream: Stream, number: int | None) -> bool:
     after recording it lost (``refills``)."""
     if number is None:
         return False
-    spans = [fill.asked for fill in stream.fills or ()] + (stream.reopened or [])
+    spans = [fill.asked for fill in stream.fills or ()] + (stream.root.reopened or [])
     return any(first <= number <= last for first, last in spans)
 
 

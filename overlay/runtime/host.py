@@ -404,7 +404,7 @@ class NodeHost:
                     "high": stream.high,
                     "window": len(stream.window),
                     "restart": stream.restart_uid,
-                    "kept": stream.kept is not None,
+                    "kept": stream.root.kept is not None,
                 }
             )
         return {
