@@ -30,7 +30,7 @@ from overlay.core.probes import Probes
 from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import Refills
-from overlay.core.restarts import Restarts, may_hang_below
+from overlay.core.restarts import Restarts
 from overlay.core.routing import Route
 from overlay.core.searches import Searches
 from overlay.core.stats import NodeStats
@@ -180,7 +180,6 @@ class TreeParts(Parts):
             lambda *a: self.membership.adopt(*a),
             self.leaving.prune,
             self.admission.over_catch_up_budget,
-            may_hang_below,
         )
         self.restarts = Restarts(
             location,
@@ -219,6 +218,7 @@ class TreeParts(Parts):
             self.probes.closer_stranger,
         )
         self.membership = Membership(
+            location,
             c,
             stats,
             streams,

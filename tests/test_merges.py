@@ -19,7 +19,7 @@ from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.refills import Refills
-from overlay.core.restarts import RESTART_TIMER, Restarts, may_hang_below
+from overlay.core.restarts import RESTART_TIMER, Restarts
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, new_stream
@@ -62,7 +62,6 @@ class Parts:
             lambda *args: None,
             lambda now, stream: None,
             lambda peer, verdict: None,
-            may_hang_below,
         )
         self.restarts = Restarts(
             HERE,

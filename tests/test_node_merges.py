@@ -1,6 +1,6 @@
 """Looking again (``overlay.core.merges``): a root that took over a tree looks for another tree
 of its stream when its takeover grace ends, before it numbers anything, and joins it if one
-is there; and an attached root takes any resubscribe (``Restarts.may_accept``).
+is there; and an attached root takes any resubscribe (``must_beat.may_accept``).
 
 The split scene is ``test_takeover``'s drawn tree: R (0.5) is the root; its link to X (0.47)
 breaks while C (0.3) is slow, so X's restart search dies at C and X becomes root of its own

@@ -16,7 +16,6 @@ from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.refills import FILL_TIMER, Refills
-from overlay.core.restarts import may_hang_below
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, new_stream
 from overlay.core.timers import TimerQueue
@@ -71,7 +70,6 @@ class Parts:
             self.adopt,
             lambda now, stream: self.pruned.append(stream.key),
             lambda peer, verdict: self.over.append((peer, verdict)),
-            may_hang_below,
         )
         for name, location in ((P, 0.49), (A, 0.2), (B, 0.3)):
             self.peers.add(name, location, 1, 0.0)

@@ -17,7 +17,7 @@ from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.refills import Refills
-from overlay.core.restarts import RESTART_TIMER, Restarts, may_hang_below
+from overlay.core.restarts import RESTART_TIMER, Restarts
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream, new_stream, next_state
 from overlay.core.timers import TimerQueue
@@ -67,7 +67,6 @@ class Parts:
             lambda *args: None,
             lambda now, stream: None,
             lambda peer, verdict: None,
-            may_hang_below,
         )
         calls = self.calls
         self.restarts = Restarts(
@@ -171,36 +170,6 @@ def test_a_restart_from_a_stranger_is_confirmed_and_left() -> None:
     parts.restarts.on_restarted(1.0, X, SubscribeRestarted(7, KEY, 0.3))
     assert parts.sent() == [(X, RestartConfirmed(7, KEY))]
     assert parts.calls.left == [(X, KEY)]
-
-
-@pytest.mark.parametrize(
-    ("state", "origin", "uid", "must_beat", "accepts"),
-    [
-        (State.JOINED, None, 1, None, True),  # a plain subscribe
-        (State.JOINED, None, 1, 0.3, True),  # we are closer than must-beat
-        (State.JOINED, None, 1, 0.05, False),  # we are farther
-        (State.JOINED, None, 9, 0.3, False),  # our ancestor's restart, relayed here
-        (State.ROOT, None, 1, 0.05, True),  # an attached root takes any
-        (State.RESTARTING, 0.2, 1, 0.3, True),  # detached: the request's origin is farther
-        (State.RESTARTING, 0.2, 1, 0.15, False),  # detached: it is closer (race 3)
-    ],
-)
-def test_which_resubscribe_may_end_here(
-    state: State, origin: float | None, uid: int, must_beat: float | None, accepts: bool
-) -> None:
-    parts = Parts()
-    stream = parts.member()
-    stream.state, stream.restart_origin = state, origin
-    stream.restarts_seen.append(9)
-    assert parts.restarts.may_accept(stream, uid, must_beat) is accepts
-
-
-def test_only_a_farther_subtree_hangs_below_a_detached_one() -> None:
-    parts = Parts()
-    stream = parts.member()
-    assert may_hang_below(stream, 1, 0.05)  # not detached: any
-    stream.restart_origin = 0.2
-    assert may_hang_below(stream, 1, 0.3) and not may_hang_below(stream, 1, 0.15)
 
 
 def test_the_restart_timer_kind_is_registered_by_the_component() -> None:

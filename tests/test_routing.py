@@ -1,10 +1,10 @@
-"""The pure rules of one search: how HTL and best_loc advance, and who may become root."""
+"""The pure rules of one search: how HTL and best_loc advance, and its record."""
 
 from __future__ import annotations
 
 import pytest
 
-from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.routing import Route, advance
 from overlay.messages import ResubscribeRequest, SubscribeRequest
 
 KEY = bytes(32)
@@ -59,30 +59,6 @@ def test_closeness_is_circular() -> None:
     # 0.99 is 0.02 from 0.01, 0.05 is 0.04 from it: 0.99 is closer, across the wrap.
     assert advance(0.99, 0.01, best_loc=0.05, htl=2, max_htl=MAX_HTL) == (0.99, MAX_HTL, True)
     assert advance(0.05, 0.01, best_loc=0.99, htl=2, max_htl=MAX_HTL) == (0.99, 1, False)
-
-
-# --- may_become_root -------------------------------------------------------------------------
-
-
-def test_only_the_closest_node_seen_may_become_root() -> None:
-    assert may_become_root(route(i_am_best=True), 0.45) is True
-    assert may_become_root(route(i_am_best=False), 0.45) is False
-
-
-def test_resubscribe_root_must_beat_the_must_beat_location() -> None:
-    assert may_become_root(route(True, must_beat=0.4), 0.45) is True
-    assert may_become_root(route(True, must_beat=0.48), 0.45) is False
-
-
-def test_resubscribe_root_at_exactly_must_beat_distance_fails() -> None:
-    # Strictly closer is required: the restarting node itself (own == must_beat) cannot win.
-    assert may_become_root(route(True, must_beat=0.25), 0.25) is False
-    # Mirror image, same distance (values exact in binary, so no rounding decides it).
-    assert may_become_root(route(True, must_beat=0.75), 0.25) is False
-
-
-def test_not_best_never_becomes_root_even_if_it_beats_must_beat() -> None:
-    assert may_become_root(route(False, must_beat=0.1), 0.45) is False
 
 
 # --- Route ------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from overlay.core.probes import Probes
 from overlay.core.publishing import PacketFlow
 from overlay.core.recent import RecentIds
 from overlay.core.refills import Refills
-from overlay.core.restarts import Restarts, may_hang_below
+from overlay.core.restarts import Restarts
 from overlay.core.searches import Searches
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
@@ -66,7 +66,6 @@ class Components:
             lambda *a: self.membership.adopt(*a),
             lambda now, stream: self.leaving.prune(now, stream),
             lambda peer, verdict: self.admission.over_catch_up_budget(peer, verdict),
-            may_hang_below,
         )
         self.restarts = restarts = Restarts(
             location,
@@ -148,6 +147,7 @@ class Components:
             probes.closer_stranger,
         )
         self.membership = membership = Membership(
+            location,
             config,
             stats,
             streams,

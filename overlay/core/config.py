@@ -99,7 +99,7 @@ class NodeConfig:
     # Whether this node's driver dials peers (the runtime sets it for a node with peers to
     # connect to; the simulator for every node of a network). Such a node, with no peer up,
     # holds its own searches until one is, rather than become the root of a tree of one that
-    # numbers publishes beside the real tree (``hops``). A node that has had a peer holds
+    # numbers publishes beside the real tree (``searches``). A node that has had a peer holds
     # them too, whatever this says. Off: a node started alone is the whole network.
     wait_for_peers: bool = False
 

@@ -16,6 +16,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.joining import owed_after
 from overlay.core.keeping import Keeping
+from overlay.core.must_beat import may_accept
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
@@ -35,6 +36,7 @@ class Membership:
 
     def __init__(
         self,
+        location: float,
         config: NodeConfig,
         stats: NodeStats,
         streams: dict[bytes, Stream],
@@ -47,6 +49,7 @@ class Membership:
         admission: Admission,
         keeping: Keeping,
     ) -> None:
+        self._location = location
         self._config = config
         self._stats = stats
         self._streams = streams
@@ -126,7 +129,7 @@ class Membership:
         routes = searches.routes
         for uid in searches.uids_for(stream.key):
             route = routes[uid]
-            if route.upstream is None or self._restarts.may_accept(stream, uid, route.must_beat):
+            if route.upstream is None or may_accept(stream, self._location, uid, route.must_beat):
                 searches.drop_route(route)
                 self.answer(now, stream, route, new_root=False)
 

@@ -119,14 +119,14 @@ class Merges:
         self._rng = rng
         self._stats = stats
         self._streams = streams
-        self._routes = routes  # our searches and those we relay (``hops``)
+        self._routes = routes  # our searches and those we relay (``searches``)
         self._peers = peers
         self._timers = timers
         self._flow = flow
         self._child_drops = child_drops
         self._restarts = restarts
         self._refills = refills
-        self._fresh_uid = fresh_uid  # (``hops``)
+        self._fresh_uid = fresh_uid  # (``searches``)
         self._closer_stranger = closer_stranger  # (``probes``)
         timers.on(RECOVER_TIMER, self.on_recover_timer)
 
@@ -175,7 +175,7 @@ class Merges:
         beyond it), leaving two roots that number the same packets. Called once whoever
         asked is adopted, so that the look's label reaches it too: unlabelled, that child
         would refuse the look's success on its way back through it. A node with no peer is
-        the whole network (``hops``): there is nowhere to look."""
+        the whole network (``searches``): there is nowhere to look."""
         if not route.is_resubscribe and self._peers and not stream.root.look_due:
             # (look_due: a root that took a remembered claim, ``Takeover.became_root``, has a
             # grace for its subtree to push up the claimed numbers first, and looks after it)

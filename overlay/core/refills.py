@@ -67,6 +67,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.fills import Fill
 from overlay.core.fills import Span as Span  # (where ``gathering`` and ``joining`` take it)
+from overlay.core.must_beat import may_hang_below
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.stats import NodeStats
@@ -162,7 +163,6 @@ class Refills:
         adopt: Adopt,
         prune: Callable[[float, Stream], None],
         over_catch_up_budget: Callable[[PeerId, Verdict], None],
-        may_hang_below: Callable[[Stream, int, float | None], bool],
     ) -> None:
         self._config = config
         self._stats = stats
@@ -175,7 +175,6 @@ class Refills:
         self._adopt = adopt
         self._prune = prune  # (``leaving``)
         self._over_catch_up_budget = over_catch_up_budget
-        self._may_hang_below = may_hang_below  # (``restarts``)
         self._fill_keys: dict[int, bytes] = {}  # refill timer token -> key, while it waits
         self._fill_tokens = 0
         timers.on(FILL_TIMER, self.on_fill_timer)
@@ -429,14 +428,10 @@ class Refills:
                 if live and peer in stream.children:
                     self._flow.send_mark(stream, peer)
         elif peer in self._peers:
-            if (
-                live
-                and peer != stream.parent
-                and self._may_hang_below(stream, fill.uid, fill.must_beat)
-            ):
-                # Not ``Restarts.may_accept``: the search may have ended beyond us, at a tree member
-                # that took it, and we relay that success; what may have changed while it
-                # waited is only whether we restarted since. Judged by must-beat here, a
+            if live and peer != stream.parent and may_hang_below(stream, fill.uid, fill.must_beat):
+                # Not ``must_beat.may_accept``: the search may have ended beyond us, at a
+                # tree member that took it, and we relay that success; what may have changed
+                # while it waited is only whether we restarted since. Judged by must-beat here, a
                 # relay would refuse a look its root had taken, and the two roots would stay
                 # apart and number the same packets.
                 self._adopt(now, stream, peer, fill.uid, False, fill.first - 1, None, False)

@@ -48,11 +48,11 @@ class Route:
     deadline: float = 0.0  # when we stop waiting for ``current``
     accepted: bool = False  # ``current`` sent Accepted: the long deadline applies
     # "Not found" may be wrong (DataNotFound ``lost``): a peer it went to dropped its link
-    # before answering, or we refused it only for our label (``Restarts.label_refuses``).
+    # before answering, or we refused it only for our label (``must_beat.label_refuses``).
     lost: bool = False
-    prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``hops``)
+    prefer: PeerId | None = None  # tried before greedy order, once (a look's, ``searches``)
     # The restart label our whole subtree had confirmed when the search reached us, if any
-    # (``restarts.may_move_to``).
+    # (``must_beat.may_move_to``).
     labelled: int | None = None
 
     @property
@@ -88,14 +88,3 @@ def advance(
     if is_closer(target, own, best_loc):
         return own, max_htl, True
     return best_loc, max(min(htl, max_htl if cap is None else cap) - 1, 0), False
-
-
-def may_become_root(route: Route, own: float) -> bool:
-    """Whether the node where ``route`` ended becomes the stream's root.
-
-    Spec, for a resubscribe: "If we become the root, we check whether we are closer to the
-    key than the must-beat location, and if so, succeed; if not, fail."
-    """
-    if not route.i_am_best:
-        return False
-    return route.must_beat is None or is_closer(route.target, own, route.must_beat)

@@ -21,19 +21,19 @@ from overlay.core.events import SubscribeFailed
 from overlay.core.leaving import Leaving
 from overlay.core.membership import Membership
 from overlay.core.merges import Merges
+from overlay.core.must_beat import (
+    label_refuses,
+    may_accept,
+    may_become_root,
+    may_hang_below,
+    may_move_to,
+)
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.refills import Refills
-from overlay.core.restarts import (
-    Restarts,
-    label_of,
-    may_hang_below,
-    may_move_to,
-    new_head,
-    success_of,
-)
-from overlay.core.routing import Route, advance, may_become_root
+from overlay.core.restarts import Restarts, label_of, new_head, success_of
+from overlay.core.routing import Route, advance
 from overlay.core.searches import Searches
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
@@ -128,7 +128,7 @@ class Subscribing:
                 # our resubscribe request through one of our children".)
                 self._out.send(peer, RejectedLoop(uid))
                 return
-            if self._restarts.may_accept(stream, uid, must_beat):
+            if may_accept(stream, self._location, uid, must_beat):
                 # Even a uid seen before: accepting ends the search here, so it cannot
                 # loop, and a search whose first success through us was refused further
                 # back (a node cannot adopt its own parent) must still find this tree,
@@ -161,7 +161,7 @@ class Subscribing:
         if (
             stream is not None
             and stream.carried
-            and self._restarts.label_refuses(stream, uid, must_beat)
+            and label_refuses(stream, self._location, uid, must_beat)
         ):
             # A tree that would have taken this look, but for its own look's label: "not
             # found" may be wrong here, so the look is marked lost and its root looks again

@@ -73,7 +73,7 @@ async def run_node(
     location = config.location if config.location is not None else location_from_id(identity.public)
     core = config.core
     if config.connect:
-        # It has peers to dial: until one is up, its own searches wait (``hops``).
+        # It has peers to dial: until one is up, its own searches wait (``searches``).
         core = replace(core, wait_for_peers=True)
     path = config.state_file
     state = None if path is None else StateFile(path, config.core.remembered_streams)
