@@ -94,7 +94,7 @@ def test_a_commit_lets_the_backlog_go_on_in_order_as_far_as_there_is_room() -> N
     assert list(stream.root.backlog) == [UID + 6]
     effects = held(node, 5, now=1.2)
     assert down(effects) == [6] and not stream.root.backlog
-    assert node.flow.backlogged == {}
+    assert node.flow.backlog.backlogged == {}
 
 
 def test_a_new_publish_waits_behind_the_backlog_though_the_window_has_room() -> None:

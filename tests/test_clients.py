@@ -101,7 +101,7 @@ def test_a_malformed_publish_is_answered_and_changes_nothing() -> None:
     [(client, event)] = parts.delivered()
     assert client == 7 and isinstance(event, PublishFailed)
     assert event.error is PublishError.INVALID and event.uid == 1
-    assert parts.streams == {} and parts.flow.local == {}
+    assert parts.streams == {} and parts.flow.publishes.local == {}
 
 
 def test_a_publish_joins_as_a_member_that_receives_nothing() -> None:
@@ -109,7 +109,7 @@ def test_a_publish_joins_as_a_member_that_receives_nothing() -> None:
     parts.clients.publish(1.0, KEY, 7, 1, b"x")
     stream = parts.streams[KEY]
     assert not stream.local[7].receives and parts.searches == [(KEY, None, None)]
-    assert 1 in parts.flow.local  # waiting for the tree
+    assert 1 in parts.flow.publishes.local  # waiting for the tree
 
 
 def test_unsubscribe_and_a_client_going_away_prune_each_stream() -> None:

@@ -95,7 +95,7 @@ def test_when_the_tree_does_not_answer_the_held_publishes_fail_with_the_out_ones
     assert [(e.uid, e.error) for e in failed if isinstance(e, PublishFailed)] == [
         (UID + n, PublishError.TIMEOUT) for n in (0, 2, 3, 1)
     ]
-    assert not node.flow.local and not node.flow.publishes.credit.credits
+    assert not node.flow.publishes.local and not node.flow.publishes.credit.credits
 
 
 def test_a_client_that_goes_forgets_its_held_publishes_and_frees_their_place() -> None:
@@ -106,7 +106,7 @@ def test_a_client_that_goes_forgets_its_held_publishes_and_frees_their_place() -
     publish(node, UID + 3, client=1)
     # Client 1's publishes are forgotten, those out with them: client 2's goes up.
     assert up(node.remove_client(0.55, 1)) == [UID + 2]
-    assert set(node.flow.local) == {UID + 2}
+    assert set(node.flow.publishes.local) == {UID + 2}
     assert events(answer(node, UID + 2, 1), 2) == [PublishAcked(KEY, UID + 2, 1)]
     assert not node.flow.publishes.credit.credits
 

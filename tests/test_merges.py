@@ -119,7 +119,7 @@ def test_a_root_that_loses_a_child_holds_numbering_and_looks_when_the_grace_ends
     config = parts.config
     grace_end = 1.0 + min(config.takeover_grace, config.lost_child_grace)
     assert stream.root.look_due and stream.root.recover_until == grace_end
-    assert parts.flow.recovering == {stream.root.recover_token: KEY}
+    assert parts.flow.takeover.recovering == {stream.root.recover_token: KEY}
     assert parts.child_drops.too_many(1.0, C2) is None  # one hold is no fault
     del stream.children[C2]
     parts.timers.run(grace_end)  # (``RECOVER_TIMER``: the grace would end, a look starts)
@@ -127,7 +127,7 @@ def test_a_root_that_loses_a_child_holds_numbering_and_looks_when_the_grace_ends
     assert parts.sent() == [(C1, SubscribeRestarted(100, KEY, HERE))]
     assert parts.restarts.awaiting == {100: KEY} and parts.searches == []
     assert stream.root.recover_until == grace_end + config.request_timeout  # held while it runs
-    assert parts.flow.recovering == {stream.root.recover_token: KEY}
+    assert parts.flow.takeover.recovering == {stream.root.recover_token: KEY}
     parts.restarts.on_restart_confirmed(grace_end, C1, RestartConfirmed(100, KEY))
     assert parts.searches == [(grace_end, 100)]
 
@@ -142,7 +142,9 @@ def test_a_look_that_found_nothing_ends_the_labels_and_the_grace() -> None:
     parts.merges.looked(1.5, stream)
     assert stream.root.looking is None and stream.restart_uid is None
     assert parts.sent() == [(C1, RestartEnded(100, KEY))]
-    assert stream.root.recover_until is None and parts.flow.recovering == {}  # numbering goes on
+    assert (
+        stream.root.recover_until is None and parts.flow.takeover.recovering == {}
+    )  # numbering goes on
 
 
 def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:

@@ -26,8 +26,9 @@ from refills import (
     to,
 )
 
+from overlay.core.fills import gaps, outside
 from overlay.core.node import Node
-from overlay.core.refills import MAX_FILLS, gaps, outside
+from overlay.core.refills import MAX_FILLS
 from overlay.core.streams import State
 from overlay.core.window import Window
 from overlay.messages import (

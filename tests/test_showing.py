@@ -393,10 +393,10 @@ def test_a_notice_goes_once_no_packet_took_the_mark_down_for_mark_delay() -> Non
     node = root()
     node.publish(1.0, KEY, 1, 100, b"p0")
     effects = node.receive(1.002, U, Held(KEY, 0))
-    assert notices(effects) == [] and KEY in node.flow.marks_due  # a packet may take it
+    assert notices(effects) == [] and KEY in node.flow.showing.marks_due  # a packet may take it
     assert SetTimer(1.01) in effects
     assert notices(node.handle_timer(1.009)) == []
-    assert notices(node.handle_timer(1.01)) == [(U, 0)] and not node.flow.marks_due
+    assert notices(node.handle_timer(1.01)) == [(U, 0)] and not node.flow.showing.marks_due
 
 
 def test_a_notice_goes_at_once_on_a_stream_quiet_for_mark_delay() -> None:
@@ -410,7 +410,7 @@ def test_a_deferred_notice_is_dropped_when_a_packet_takes_the_mark_down() -> Non
     node.publish(1.0, KEY, 1, 100, b"p0")
     node.receive(1.002, U, Held(KEY, 0))
     assert packets_to(node.publish(1.005, KEY, 1, 101, b"p1"), U) == [(1, 0)]
-    assert not node.flow.marks_due
+    assert not node.flow.showing.marks_due
     assert notices(node.handle_timer(1.01)) == []
     assert node.stats.commit_notices == 0
 

@@ -129,12 +129,12 @@ class LocalClients:
         if error is not None:
             self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
             return
-        if uid in self._flow.local:
+        if uid in self._flow.publishes.local:
             # Already in flight (a retry, or another client with the same uid, such as a
             # speculative Spark task): one publish, and every one of them gets its answer.
             self._flow.join(uid, client)
             return
-        if len(self._flow.local) >= self._config.max_relayed_publishes:
+        if len(self._flow.publishes.local) >= self._config.max_relayed_publishes:
             # Local publishes in flight share the relay table's bound: memory stays bounded
             # however fast clients publish without waiting for answers.
             error = PublishError.BUSY

@@ -37,8 +37,8 @@ from collections.abc import Callable
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
+from overlay.core.fills import Span, gaps
 from overlay.core.outbox import Outbox
-from overlay.core.refills import Span, gaps
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.messages import MAX_WIRE_HTL, PastQuery

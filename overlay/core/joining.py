@@ -18,10 +18,10 @@ from collections.abc import Callable
 from overlay.core.confirming import Confirming
 from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
+from overlay.core.fills import gaps
 from overlay.core.gathering import Gathering
 from overlay.core.outbox import Outbox
 from overlay.core.pushes import Pushes
-from overlay.core.refills import gaps
 from overlay.core.showing import Showing
 from overlay.core.streams import State, Stream
 from overlay.core.takeover import next_number

@@ -134,14 +134,14 @@ class Merges:
         """A root's takeover grace ended (``takeover``), unless a look runs first; the
         children waiting on its stream are served if they can be now (``refills``)."""
         if not self._look_first(now, token):
-            key = self._flow.recovering.get(token)
+            key = self._flow.takeover.recovering.get(token)
             self._flow.on_recover_timer(now, token, again)
             self._refills.served(now, key)
 
     def _look_first(self, now: float, token: int) -> bool:
         """A root's takeover grace (timer ``token``) may be over: look again before it ends.
         True: the grace goes on (a look started, or one is still running)."""
-        key = self._flow.recovering.get(token)
+        key = self._flow.takeover.recovering.get(token)
         stream = None if key is None else self._streams.get(key)
         if (
             stream is None

@@ -180,11 +180,10 @@ class Node:
         linger, an announcement or a root's mark due (``showing``). Heartbeats do not count;
         a driver that runs until the network is quiet (the simulator) waits for every node to
         stop being busy."""
-        flow = self.flow
         searches = self.searches
         ours = len(searches.routes) > len(searches.parked) or self.liveness.announce_at is not None
         waits = self.restarts.awaiting or self.refills.waiting or self.leaving.linger_keys
-        return bool(ours or waits or flow.local or flow.recovering or flow.marks_due)
+        return bool(ours or waits or self.flow.busy())
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -317,12 +316,7 @@ class Node:
     # --- plumbing -------------------------------------------------------------------------
 
     def _flush(self, now: float) -> list[Effect]:
-        if self.flow.released:
-            self.flow.release_held(now)  # (``credit``: answers made room for held publishes)
-        if self.flow.backlogged:
-            self.flow.drain(now)  # (``backlog``: a commit may have made room)
-        if self.flow.marks_sent or self.flow.marks_due:
-            self.flow.tell_marks(now)  # (``showing``: when marks went down, notices due)
+        self.flow.after_event(now)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
             self.out.append(SetTimer(deadline))

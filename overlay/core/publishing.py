@@ -113,6 +113,7 @@ class PacketFlow:
             config, streams, stats, timers, out, self._route
         )
         local, credit = publishes.local, publishes.credit
+        self._local = local  # the local publishes in flight, by uid (``publishes``)
         early = self.early = EarlyWaits(
             config, streams, stats, timers, tokens, broadcast.store, broadcast.missing
         )
@@ -197,31 +198,37 @@ class PacketFlow:
         self.on_recover_timer = takeover.on_recover_timer
         self.send_mark = showing.send_mark
         self.settle = showing.settle
-        self.tell_marks = showing.tell_marks
         self.repeat_marks = showing.repeat_marks
         self.on_held_query = commits.on_held_query
         self.on_held = commits.on_held
         self.children_changed = commits.children_changed
         self.overdue = commits.overdue
         self.confirm_overdue = confirming.confirm_overdue
-        self.release_held = credit.release_held
-        self.drain = backlog.drain
         self.ask_spans = gathering.ask_spans
         self.success = joining.success
         self.catch_up = joining.catch_up
         self.attached = joining.attached
         self.resume_point = joining.resume_point
         self.subscribed = joining.subscribed
-        # The components' state the node reads (forwarder: removed once every caller is a
-        # component).
-        self.local = local
-        self.recovering = takeover.recovering
-        self.marks_sent = showing.marks_sent
-        self.marks_due = showing.marks_due
-        self.released = credit.released
-        self.backlogged = backlog.backlogged
 
     # --- the node's rounds and dispatch ------------------------------------------------------
+
+    def after_event(self, now: float) -> None:
+        """The node's event is done: held publishes go up if answers made room
+        (``credit``), a root's backlog drains if a commit made room (``backlog``), and the
+        marks that went down, or are due, are noted and told (``showing``)."""
+        if self.credit.released:
+            self.credit.release_held(now)
+        if self.backlog.backlogged:
+            self.backlog.drain(now)
+        showing = self.showing
+        if showing.marks_sent or showing.marks_due:
+            showing.tell_marks(now)
+
+    def busy(self) -> bool:
+        """Whether a local publish awaits its answer, a root is in its takeover grace, or
+        a root's mark is due (``Node.busy``)."""
+        return bool(self.publishes.local or self.takeover.recovering or self.showing.marks_due)
 
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""
@@ -375,7 +382,7 @@ class PacketFlow:
         """``stream`` is in the tree again (joined, reattached or root): send what waited."""
         queued, stream.queued = stream.queued, []
         for source, message in queued:
-            if isinstance(source, int) and message.uid not in self.local:
+            if isinstance(source, int) and message.uid not in self._local:
                 continue  # the client gave up or went away meanwhile
             self._route(now, stream, source, message)
 
@@ -394,11 +401,11 @@ class PacketFlow:
             if not self.witnesses.keeps_witness(relay, answer):
                 self.witnesses.drop_kept(self.witnesses.relayed.pop(answer.uid))
             self._send(relay.source, answer)
-            if answer.uid not in self.local:
+            if answer.uid not in self._local:
                 return
             # Our own publish, come back to us through a detached ancestor's queue: our
             # client waits for this answer too.
-        entry = self.local.get(answer.uid)
+        entry = self._local.get(answer.uid)
         stream = self.streams.get(answer.key)
         if entry is None or stream is None or stream.parent != peer:
             self.stats.ignored += 1

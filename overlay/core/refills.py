@@ -65,15 +65,13 @@ from typing import Protocol
 from overlay.core.catch_up_budget import CatchUpBudget, Verdict
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
-from overlay.core.fills import Fill
-from overlay.core.fills import Span as Span  # (where ``gathering`` and ``joining`` take it)
+from overlay.core.fills import Fill, Span, gaps, outside
 from overlay.core.must_beat import may_hang_below
 from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
-from overlay.core.window import Window
 from overlay.messages import (
     Accepted,
     FillRequest,
@@ -96,41 +94,6 @@ MAX_FILLS = 64
 # Holes a root forgets and asks a resubscriber's subtree for again, at most, per adoption
 # (``ask_newcomer``): the newest, the ones a branch that was just cut off may still hold.
 REOPEN = 8
-
-
-def gaps(window: Window, first: int, last: int) -> list[Span]:
-    """The numbers in ``first..last`` this node never had: not held, not a known hole, not
-    below the floor (evicted, or never accepted). Work is bounded by the window's size."""
-    spans: list[Span] = []
-    for item in window.replay(max(first, window.floor), last):
-        if isinstance(item, SubscribeData):
-            continue
-        number, end = item
-        while number <= end:
-            hole_end = window.missing_until(number)
-            if hole_end is not None:
-                number = hole_end + 1
-                continue
-            index = window.holes.bisect_right(number)
-            stop = end
-            if index < len(window.holes):
-                stop = min(end, window.holes.peekitem(index)[0] - 1)
-            spans.append((number, stop))
-            number = stop + 1
-    return spans
-
-
-def outside(first: int, last: int, spans: list[Span]) -> list[Span]:
-    """The parts of ``first..last`` that none of ``spans`` covers."""
-    parts = [(first, last)]
-    for a, b in spans:
-        parts = [
-            piece
-            for x, y in parts
-            for piece in ((x, min(y, a - 1)), (max(x, b + 1), y))
-            if piece[0] <= piece[1]
-        ]
-    return parts
 
 
 class Asker(Protocol):
