@@ -7,11 +7,17 @@ publishes (or ``BYTES`` of payload), so the third waits until an answer comes ba
 
 from __future__ import annotations
 
+from flowkit import Calls, Kit
+from flowkit import publish as flow_publish
 from nodes import KEY, make, meet, own_uid, sends
 
+from overlay.core.config import NodeConfig
+from overlay.core.credit import PublishCredit
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked, PublishFailed, Subscribed
+from overlay.core.local_publishes import LocalPublish
 from overlay.core.node import Node
+from overlay.core.streams import State
 from overlay.messages import PublishData, PublishError, PublishSucceeded, SubscribeSucceeded
 
 UID = 100
@@ -120,3 +126,56 @@ def test_a_retry_of_a_held_uid_waits_with_it_and_both_get_the_answer() -> None:
     effects = answer(node, UID + 2, 2)
     assert events(effects, 1) == [PublishAcked(KEY, UID + 2, 2)]
     assert events(effects, 2) == [PublishAcked(KEY, UID + 2, 2)]
+
+
+# --- PublishCredit built alone: a stream's credit of local publishes out, the rest held ----
+
+
+def credit(kit: Kit) -> tuple[PublishCredit, dict[int, LocalPublish], Calls, Calls, Calls]:
+    local: dict[int, LocalPublish] = {}
+    arm, route, fail = Calls(), Calls(), Calls()
+    part = PublishCredit(kit.config, kit.streams, kit.stats, local, arm, route, fail)
+    return part, local, arm, route, fail
+
+
+def start(part: PublishCredit, local: dict[int, LocalPublish], kit: Kit, uid: int) -> None:
+    message = flow_publish(uid)
+    local[uid] = LocalPublish(1, message)
+    part.send_or_hold(0.0, kit.streams[KEY], 1, message)
+
+
+def test_past_the_credit_a_publish_is_held_and_goes_once_one_is_answered() -> None:
+    kit = Kit(config=NodeConfig(publish_credit_packets=1))
+    part, local, arm, route, _ = credit(kit)
+    kit.stream(State.JOINED, parent=b"P")
+    start(part, local, kit, 1)
+    start(part, local, kit, 2)
+    assert [call[3].uid for call in route.calls] == [1]
+    assert arm.calls == [(0.0, 1, 1)] and kit.stats.held_up == 1
+    del local[1]
+    part.free_credit(KEY, 1)
+    assert KEY in part.released
+    part.release_held(3.0)
+    assert [call[3].uid for call in route.calls] == [1, 2]
+    assert arm.calls[-1] == (3.0, 2, 1)  # its own timeout, counted from its release
+    assert not part.released
+
+
+def test_a_retry_of_a_claimed_publish_goes_up_at_once() -> None:
+    kit = Kit(config=NodeConfig(publish_credit_packets=1))
+    part, local, _, route, _ = credit(kit)
+    stream = kit.stream(State.JOINED, parent=b"P")
+    start(part, local, kit, 1)
+    stream.claims[2] = 9
+    start(part, local, kit, 2)
+    assert [call[3].uid for call in route.calls] == [1, 2]
+
+
+def test_held_publishes_fail_with_their_streams_timeout() -> None:
+    kit = Kit(config=NodeConfig(publish_credit_packets=1))
+    part, local, _, _, fail = credit(kit)
+    kit.stream(State.JOINED, parent=b"P")
+    start(part, local, kit, 1)
+    start(part, local, kit, 2)
+    part.fail_held(KEY, PublishError.TIMEOUT)
+    assert fail.calls == [(1, local[2].message, PublishError.TIMEOUT)]
