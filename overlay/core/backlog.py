@@ -11,7 +11,7 @@ no larger than anyone's.
 How. A root whose window is at its bounds (packets or bytes) and holds no committed packet
 (``full``) holds a new publish in ``RootState.backlog`` instead of numbering it; each event
 that moves its commit point lets the backlog go on, oldest first, until the window is full
-again (``drain``, after every event: ``Node._flush``). A new publish waits behind the
+again (``drain``, after every event: ``PacketFlow.after_event``). A new publish waits behind the
 backlog too, so each publisher's packets keep their order. So the root runs at most one
 window ahead of its commit point, and a member at most about that far ahead of its mark,
 which its window holds (it keeps what its clients are owed up to twice its bounds).

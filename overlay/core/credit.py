@@ -13,7 +13,7 @@ numbering, at a root) and not yet answered. One more is always allowed when none
 whatever its size. The rest wait here in ``Credit.held``, in the order their clients sent
 them, as entries of ``PacketFlow.local`` that are neither routed nor timed: each answer
 that settles an out publish (``free_credit``, as ``PacketFlow`` forgets it) lets the oldest
-held ones go, after the event (``release_held``, from ``Node._flush``), with their own
+held ones go, after the event (``release_held``, from ``PacketFlow.after_event``), with their own
 ``publish_timeout`` counted from then. The answers come once the root has committed a
 packet, so the tree's pace, not the client's, sets how fast publishes go up.
 

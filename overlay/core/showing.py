@@ -145,7 +145,7 @@ class Showing:
             self.marks_due[stream.key] = None
 
     def tell_marks(self, now: float) -> None:
-        """The node's event is done (``Node._flush``): note when marks went down on
+        """The node's event is done (``PacketFlow.after_event``): note when marks went down on
         packets, and send the notices due or arm the timer for them."""
         if self.marks_sent:
             for key in self.marks_sent:
