@@ -19,6 +19,7 @@ import trio
 from overlay.codec import decode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Send
+from overlay.core.leaving import Leaving
 from overlay.core.node import Node
 from overlay.core.searches import Searches
 from overlay.messages import Heartbeat, Hello, Message, Unsubscribe
@@ -115,7 +116,7 @@ async def test_a_message_the_core_raises_on_closes_only_its_link(
     core: Node = host.core
     calls: list[str] = []
     monkeypatch.setattr(
-        core.leaving, "on_unsubscribe", raising(calls, lambda: core.out.send(B, Heartbeat(99)))
+        Leaving, "on_unsubscribe", raising(calls, lambda: core.out.send(B, Heartbeat(99)))
     )
     host.received(a, Unsubscribe(KEY))
     assert calls == ["called"]

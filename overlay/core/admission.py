@@ -34,6 +34,17 @@ class Admission:
     """The stream cap, the search allowances and the catch-up budgets, over the route table
     (``searches``) and the kept streams (``keeping``)."""
 
+    __slots__ = (
+        "_catch_ups",
+        "_config",
+        "_keeping",
+        "_leaving",
+        "_out",
+        "_searches",
+        "_stats",
+        "_streams",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -38,6 +38,22 @@ class Components:
     """Every component of one node, wired (see the module notes). Each attribute is one
     component; the node reads them and dispatches to them."""
 
+    __slots__ = (
+        "admission",
+        "clients",
+        "keeping",
+        "leaving",
+        "links",
+        "liveness",
+        "membership",
+        "merges",
+        "probes",
+        "refills",
+        "restarts",
+        "searches",
+        "subscribing",
+    )
+
     def __init__(
         self,
         location: float,

@@ -64,6 +64,8 @@ def full(stream: Stream) -> bool:
 class Backlog:
     """The publishes roots hold back until their window has room (see the notes)."""
 
+    __slots__ = ("backlogged", "config", "draining", "local", "reply", "route", "stats", "streams")
+
     def __init__(
         self,
         config: NodeConfig,

@@ -42,6 +42,20 @@ class Broadcast:
     ``commits``, ``early_waits``) give it their per-packet methods by ``attach``, after
     construction; they are bound once, since every packet uses them."""
 
+    __slots__ = (
+        "_deliver",
+        "_drop",
+        "_mark_moved",
+        "_release",
+        "_release_early",
+        "_send",
+        "_signature_ok",
+        "_stamp",
+        "_stored_at_root",
+        "memory",
+        "stats",
+    )
+
     def __init__(
         self,
         stats: NodeStats,

@@ -59,6 +59,8 @@ class CatchUpBudget:
     """The per-peer catch-up budget of one node: ``frame_rate`` frames and ``byte_rate``
     payload bytes a second, up to ``frame_burst`` and ``byte_burst`` at once."""
 
+    __slots__ = ("_buckets", "byte_burst", "byte_rate", "capacity", "frame_burst", "frame_rate")
+
     def __init__(
         self,
         frame_rate: float,

@@ -30,6 +30,8 @@ TRACKED = 4096
 class ChildDrops:
     """The holds each peer's lost child links brought on, per peer, in the last ``WINDOW``."""
 
+    __slots__ = ("_drops",)
+
     def __init__(self) -> None:
         self._drops: OrderedDict[PeerId, list[float]] = OrderedDict()
 

@@ -37,6 +37,19 @@ class LocalClients:
     """The local client calls (see the module notes). Each puts its effects in the node's
     outbox; the node hands them to its driver."""
 
+    __slots__ = (
+        "_config",
+        "_flow",
+        "_has_room",
+        "_location",
+        "_new_stream",
+        "_out",
+        "_prune",
+        "_start_own_search",
+        "_streams",
+        "_unkeep",
+    )
+
     def __init__(
         self,
         location: float,

@@ -94,6 +94,17 @@ class Commits:
     """A root's commit point: what enough children hold, and the answers that wait for it.
     Its state is the streams' (``holds``, ``silent``, ``committed``, ``asked``, ``unacked``)."""
 
+    __slots__ = (
+        "answer_local",
+        "config",
+        "orphaned_pending",
+        "pump",
+        "reply",
+        "send",
+        "stats",
+        "streams",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

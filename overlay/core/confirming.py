@@ -91,6 +91,20 @@ class Confirming:
     """Numbers that wait for their publisher's confirmation at a root (``RootState.pending``),
     and, at a publisher's node and relays, the claims pushed up to a new root."""
 
+    __slots__ = (
+        "config",
+        "local",
+        "peer_witnesses",
+        "reply_root",
+        "requeue",
+        "route",
+        "send",
+        "stats",
+        "store_new",
+        "streams",
+        "witnesses",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

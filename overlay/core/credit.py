@@ -71,6 +71,18 @@ class Credit:
 class PublishCredit:
     """Each stream's credit of local publishes out, and those held for it."""
 
+    __slots__ = (
+        "arm",
+        "config",
+        "credits",
+        "fail_local",
+        "local",
+        "released",
+        "route",
+        "stats",
+        "streams",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -18,6 +18,17 @@ from overlay.messages import SubscribeData
 class EarlyWaits:
     """Each stream's question to its parent (``Stream.early``) and its timer."""
 
+    __slots__ = (
+        "config",
+        "early_waits",
+        "missing",
+        "stats",
+        "store",
+        "streams",
+        "timers",
+        "tokens",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -23,6 +23,8 @@ from overlay.messages import PacketKind, PublishError, SubscribeData
 
 
 class Frontier:
+    __slots__ = ("_done", "_forgotten", "last_closed", "max_done", "max_open", "open")
+
     def __init__(self, max_open: int, max_done: int) -> None:
         self.max_open = max_open
         self.max_done = max_done

@@ -51,6 +51,8 @@ _SPANS = 8
 class Gathering:
     """The questions (``PastQuery``) for packets a root lacks, down its subtree."""
 
+    __slots__ = ("config", "push_claims", "push_one", "send", "stats")
+
     def __init__(
         self,
         config: NodeConfig,

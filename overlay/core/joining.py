@@ -31,6 +31,8 @@ from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 class Joining:
     """What a parent tells and sends a new child, and what a node that took a parent does."""
 
+    __slots__ = ("confirming", "gathering", "pushes", "release_early", "send", "showing")
+
     def __init__(
         self,
         out: Outbox,

@@ -37,6 +37,8 @@ KEEP_TIMER = "keep"
 class Keeping:
     """The streams a root keeps while idle, each with its keep timer."""
 
+    __slots__ = ("_config", "_forget", "_streams", "_timers", "_tokens", "kept")
+
     def __init__(
         self,
         config: NodeConfig,

@@ -38,6 +38,20 @@ LINGER_TIMER = "linger"
 class Leaving:
     """The Unsubscribes held back, the streams lingering, and pruning."""
 
+    __slots__ = (
+        "_child_gone",
+        "_config",
+        "_keeping",
+        "_linger_tokens",
+        "_out",
+        "_peers",
+        "_searches",
+        "_streams",
+        "_timers",
+        "linger_keys",
+        "unsettled",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -21,6 +21,19 @@ class Links:
     """Peers arriving, coming back anew and going (see the module notes). The peer table
     ``peers`` is shared; this adds and removes its entries."""
 
+    __slots__ = (
+        "_catch_ups",
+        "_leaving",
+        "_liveness",
+        "_location",
+        "_merges",
+        "_peers",
+        "_probes",
+        "_restarts",
+        "_searches",
+        "_streams",
+    )
+
     def __init__(
         self,
         location: float,

@@ -28,6 +28,21 @@ HEARTBEAT_TIMER = "heartbeat"
 class Liveness:
     """The heartbeat rounds and the debounced Neighbours announcement, with their timers."""
 
+    __slots__ = (
+        "_catch_ups",
+        "_config",
+        "_flow",
+        "_forget_peer",
+        "_out",
+        "_peers",
+        "_probes",
+        "_stats",
+        "_timers",
+        "announce_at",
+        "beating",
+        "beats",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

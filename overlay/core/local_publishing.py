@@ -44,6 +44,18 @@ Answer = PublishSucceeded | PublishCollision | PublishRejected
 class LocalPublishes:
     """The local publishes in flight, by uid, and the claims of those that lapsed."""
 
+    __slots__ = (
+        "config",
+        "credit",
+        "deliver",
+        "lapsed",
+        "local",
+        "route",
+        "stats",
+        "streams",
+        "timers",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -34,6 +34,21 @@ class Membership:
     """Where this node stands in each stream's tree (see the module notes): the stream table
     ``streams`` is shared; this changes its entries and their children."""
 
+    __slots__ = (
+        "_admission",
+        "_config",
+        "_flow",
+        "_keeping",
+        "_location",
+        "_out",
+        "_peers",
+        "_refills",
+        "_restarts",
+        "_searches",
+        "_stats",
+        "_streams",
+    )
+
     def __init__(
         self,
         location: float,

@@ -42,6 +42,8 @@ from overlay.messages import MAX_PACKET
 class Memory:
     """The highest packet number seen per stream key, for up to ``capacity`` keys."""
 
+    __slots__ = ("_capacity", "_high", "_note")
+
     def __init__(
         self,
         capacity: int,

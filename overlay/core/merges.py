@@ -97,6 +97,23 @@ class Merges:
     """A root's looks for another tree of its stream (see the module notes), and the end of
     its grace (``RECOVER_TIMER``), which a look may hold on."""
 
+    __slots__ = (
+        "_child_drops",
+        "_closer_stranger",
+        "_config",
+        "_flow",
+        "_fresh_uid",
+        "_location",
+        "_peers",
+        "_refills",
+        "_restarts",
+        "_rng",
+        "_routes",
+        "_stats",
+        "_streams",
+        "_timers",
+    )
+
     def __init__(
         self,
         location: float,

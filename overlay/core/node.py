@@ -73,6 +73,37 @@ from overlay.messages import (
 class Node:
     """One node's protocol state. Not thread-safe; a driver calls it from one task."""
 
+    __slots__ = (
+        "_announced",
+        "_timers",
+        "admission",
+        "boot_id",
+        "catch_ups",
+        "child_drops",
+        "clients",
+        "config",
+        "flow",
+        "id",
+        "keeping",
+        "leaving",
+        "links",
+        "liveness",
+        "location",
+        "membership",
+        "memory",
+        "merges",
+        "out",
+        "peers",
+        "probes",
+        "refills",
+        "restarts",
+        "rng",
+        "searches",
+        "stats",
+        "streams",
+        "subscribing",
+    )
+
     def __init__(
         self,
         node_id: PeerId,

@@ -53,6 +53,8 @@ class Ordering:
     after construction: those components take ``store_new`` and ``serialize`` from this
     one."""
 
+    __slots__ = ("_close_tail", "_confirming", "_signature_ok", "_store", "memory", "stats")
+
     def __init__(
         self,
         stats: NodeStats,

@@ -62,6 +62,21 @@ class PeerWitnesses:
     """The peer witnesses we keep, by peer, in the relay table (``witnesses``), and the
     numbers of our own publishes we tell peers."""
 
+    __slots__ = (
+        "by_peer",
+        "config",
+        "local",
+        "peer_bytes",
+        "peer_count",
+        "peer_retained",
+        "peers",
+        "send",
+        "signature_ok",
+        "stats",
+        "streams",
+        "witnesses",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

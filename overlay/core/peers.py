@@ -45,6 +45,8 @@ class Peer:
 class PeerTable:
     """Connected peers by id, in the order they connected (iteration is deterministic)."""
 
+    __slots__ = ("_peers",)
+
     def __init__(self) -> None:
         self._peers: dict[PeerId, Peer] = {}
 

@@ -113,6 +113,22 @@ class Probes:
     """The root probes passing through this node, the trails looks follow, and whether a
     link was ever lost."""
 
+    __slots__ = (
+        "_config",
+        "_flow",
+        "_location",
+        "_out",
+        "_peers",
+        "_probes",
+        "_rng",
+        "_seen",
+        "_start_look",
+        "_stats",
+        "_streams",
+        "lost_a_link",
+        "trails",
+    )
+
     def __init__(
         self,
         location: float,

@@ -24,6 +24,8 @@ from overlay.messages import MAX_WIRE_HTL, PublishData, PublishError, PublishRej
 class Pushes:
     """Our pushes, not yet answered, oldest first (bounded as relayed publishes are)."""
 
+    __slots__ = ("config", "pushes", "send", "stats", "streams")
+
     def __init__(
         self, config: NodeConfig, streams: dict[bytes, Stream], stats: NodeStats, out: Outbox
     ) -> None:

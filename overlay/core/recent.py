@@ -10,6 +10,8 @@ from collections import OrderedDict
 
 
 class RecentIds:
+    __slots__ = ("_capacity", "_expiry", "_ttl")
+
     def __init__(self, ttl: float, capacity: int) -> None:
         self._ttl = ttl
         self._capacity = capacity

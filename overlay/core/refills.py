@@ -113,6 +113,22 @@ class Refills:
     """The children waiting for packets we never had (see the module notes): each waiter's
     timer (``FILL_TIMER``), and when and how it is served."""
 
+    __slots__ = (
+        "_adopt",
+        "_catch_ups",
+        "_config",
+        "_fill_keys",
+        "_fill_tokens",
+        "_flow",
+        "_out",
+        "_over_catch_up_budget",
+        "_peers",
+        "_prune",
+        "_stats",
+        "_streams",
+        "_timers",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

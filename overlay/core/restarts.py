@@ -54,6 +54,25 @@ class Restarts:
     """The restarts this node originates or relays (see the module notes): the labels, the
     confirmations, and the restarts (and looks, ``merges``) still waiting for them."""
 
+    __slots__ = (
+        "_change",
+        "_config",
+        "_flow",
+        "_fresh_uid",
+        "_leave",
+        "_linger",
+        "_location",
+        "_out",
+        "_peers",
+        "_prune",
+        "_refills",
+        "_start_own_search",
+        "_stats",
+        "_streams",
+        "_timers",
+        "awaiting",
+    )
+
     def __init__(
         self,
         location: float,

@@ -42,6 +42,26 @@ class Searches:
     """The route table: every search in flight through this node, by uid, by key and (for
     relayed ones) by the peer that sent it, and our own searches parked for want of a peer."""
 
+    __slots__ = (
+        "_awaiting",
+        "_config",
+        "_end_route",
+        "_liveness",
+        "_out",
+        "_peers",
+        "_probes",
+        "_rng",
+        "_settle",
+        "_stats",
+        "_streams",
+        "_timers",
+        "by_key",
+        "by_peer",
+        "parked",
+        "routes",
+        "seen",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -96,6 +96,18 @@ def _below(mark: int | None) -> int:
 class Showing:
     """The marks: what each member may show its clients, and telling its children."""
 
+    __slots__ = (
+        "config",
+        "mark_timer",
+        "marks_due",
+        "marks_sent",
+        "pump",
+        "send",
+        "stats",
+        "streams",
+        "timers",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

@@ -26,6 +26,8 @@ _Fields = tuple[bytes, bytes, int, int | None, PacketKind, bytes]
 
 
 class SignatureChecker:
+    __slots__ = ("_capacity", "_good", "verified")
+
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._good: OrderedDict[bytes, _Fields] = OrderedDict()

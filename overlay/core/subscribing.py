@@ -52,6 +52,24 @@ class Subscribing:
     """The ends of subscribe searches at this node (see the module notes). It holds no state
     of its own: the searches in flight are ``searches``, the streams ``membership``'s."""
 
+    __slots__ = (
+        "_admission",
+        "_child_drops",
+        "_config",
+        "_flow",
+        "_leaving",
+        "_location",
+        "_membership",
+        "_merges",
+        "_out",
+        "_peers",
+        "_refills",
+        "_restarts",
+        "_searches",
+        "_stats",
+        "_streams",
+    )
+
     def __init__(
         self,
         location: float,

@@ -51,6 +51,25 @@ def next_number(stream: Stream) -> int:
 class Takeover:
     """A root's graces, by timer token, and what it takes in at their end."""
 
+    __slots__ = (
+        "ask_down",
+        "carried",
+        "config",
+        "confirming",
+        "memory",
+        "missing",
+        "pump",
+        "recovering",
+        "release_early",
+        "reply_root",
+        "serialize",
+        "stats",
+        "streams",
+        "timers",
+        "tokens",
+        "wait",
+    )
+
     def __init__(
         self,
         config: NodeConfig,

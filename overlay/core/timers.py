@@ -13,6 +13,8 @@ Handler = Callable[[float, int, int], None]
 
 
 class TimerQueue:
+    __slots__ = ("_handlers", "_heap", "_seq")
+
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, TimerToken]] = []
         self._seq = 0  # keeps equal deadlines in insertion order, so runs are deterministic

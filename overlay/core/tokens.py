@@ -6,6 +6,8 @@ from __future__ import annotations
 
 
 class Tokens:
+    __slots__ = ("last",)
+
     def __init__(self) -> None:
         self.last = 0
 

@@ -33,6 +33,17 @@ NOTHING_OWED = 2**64  # ``keep_from`` when no local client waits for a packet he
 
 
 class Window:
+    __slots__ = (
+        "bytes",
+        "evicted",
+        "floor",
+        "holes",
+        "keep_from",
+        "max_bytes",
+        "max_packets",
+        "packets",
+    )
+
     def __init__(self, max_packets: int, max_bytes: int) -> None:
         self.max_packets = max_packets
         self.max_bytes = max_bytes

@@ -65,6 +65,17 @@ def _unwired(relay: Relay, size: int) -> None:
 class Witnesses:
     """The relay table: whom each answer goes back to, and the witness claims it keeps."""
 
+    __slots__ = (
+        "config",
+        "local",
+        "relayed",
+        "retained",
+        "signature_ok",
+        "stats",
+        "unhold",
+        "witnessed",
+    )
+
     def __init__(
         self,
         config: NodeConfig,
