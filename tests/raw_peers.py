@@ -9,7 +9,7 @@ from loopback_nets import join, publish_all
 
 from overlay.codec import encode
 from overlay.messages import Hello
-from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
 from overlay.runtime.handshake import Handshake, HandshakeError, Session
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
@@ -63,7 +63,7 @@ async def _say_hello(node: RunningNode, identity: Identity, location: float) -> 
     """Link to ``node`` as ``identity`` and claim ``location`` in the Hello."""
     stream = await connect(node)
     session, _ = await handshake(stream, identity)
-    await stream.send_all(frame(session.seal(encode(Hello(location, 1)))))
+    await stream.send_all(frame(session.seal(record(encode(Hello(location, 1))))))
     return stream
 
 

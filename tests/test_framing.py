@@ -1,5 +1,6 @@
 """Framing: bodies come back whole and in order however the stream is cut; too-large frames
-are refused as soon as their length is known."""
+are refused as soon as their length is known; a sealed frame's records split back into
+exactly the messages packed, and anything else in a plaintext is the peer's fault."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import MAX_FRAME
 from overlay.runtime import framing
 from overlay.runtime.framing import (
+    MAX_PLAINTEXT,
     PREFIX_SIZE,
     SEALED_MAX,
     FrameReader,
     FrameTooLarge,
     frame,
+    record,
+    split_records,
 )
 
 
@@ -27,8 +31,30 @@ def test_frame_is_a_big_endian_length_then_the_body() -> None:
     assert frame(bytes(300))[:PREFIX_SIZE] == b"\x00\x00\x01\x2c"
 
 
-def test_sealed_max_leaves_room_for_the_aead_tag() -> None:
-    assert SEALED_MAX == MAX_FRAME + 16
+def test_sealed_max_leaves_room_for_one_largest_record_and_the_aead_tag() -> None:
+    assert MAX_PLAINTEXT == PREFIX_SIZE + MAX_FRAME
+    assert SEALED_MAX == MAX_PLAINTEXT + 16
+
+
+def test_records_split_back_into_the_bodies_packed() -> None:
+    bodies = [b"\x81\x01", bytes(1024), b"x" * 70, b"\x80"]
+    assert split_records(b"".join(record(body) for body in bodies)) == bodies
+    assert split_records(record(bytes(MAX_FRAME))) == [bytes(MAX_FRAME)]
+
+
+@pytest.mark.parametrize(
+    ("plaintext", "fault"),
+    [
+        (b"", "holds no message"),
+        (b"\x00\x00\x00\x00", "holds no message"),
+        (record(b"ab") + b"\x00\x00", "2 bytes after the last record"),
+        (record(b"ab") + b"\x00\x00\x00\x09abc", "a record of 9 bytes where the frame has 3"),
+        (b"\xff\xff\xff\xff" + bytes(10), "a record of 4294967295 bytes"),
+    ],
+)
+def test_a_plaintext_that_is_not_whole_records_is_refused(plaintext: bytes, fault: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=fault):
+        split_records(plaintext)
 
 
 def test_frame_refuses_a_body_the_prefix_cannot_describe(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlay.errors import LocalProtocolError, RemoteProtocolError
-from overlay.messages import MAX_FRAME
+from overlay.runtime.framing import MAX_PLAINTEXT
 from overlay.runtime.handshake import (
     COUNTER_LIMIT,
     FINISH_SIZE,
@@ -213,15 +213,15 @@ def test_any_sequence_of_frames_round_trips(frames: list[tuple[bool, bytes]]) ->
     assert all(a.open(c) == p for c, p in sealed_ba)
 
 
-def test_sealed_frames_are_the_plaintext_plus_a_16_byte_tag_and_fit_max_frame() -> None:
+def test_sealed_frames_are_the_plaintext_plus_a_16_byte_tag_and_fit_max_plaintext() -> None:
     a, b = linked()
     empty = a.seal(b"")
     assert len(empty) == 16
     assert b.open(empty) == b""
-    big = bytes(MAX_FRAME)
+    big = bytes(MAX_PLAINTEXT)
     assert b.open(a.seal(big)) == big
-    with pytest.raises(LocalProtocolError, match="exceeds MAX_FRAME"):
-        a.seal(bytes(MAX_FRAME + 1))
+    with pytest.raises(LocalProtocolError, match="exceeds MAX_PLAINTEXT"):
+        a.seal(bytes(MAX_PLAINTEXT + 1))
 
 
 def test_each_connection_has_its_own_keys() -> None:
@@ -413,8 +413,17 @@ def test_an_older_version_s_hello_is_refused_for_its_version_whatever_its_size()
     # Version 1's layout: no schema. With a short tag it is shorter than ours.
     old = MAGIC + bytes((1, 3)) + b"net" + bytes(32)
     error, refusal_sent = refused(old)
-    assert "version 1; we speak 2" in error
-    assert "refused the link: this node speaks link protocol version 2, not 1" in told(refusal_sent)
+    assert f"version 1; we speak {VERSION}" in error
+    assert f"this node speaks link protocol version {VERSION}, not 1" in told(refusal_sent)
+
+
+def test_a_hello_of_the_version_before_ours_is_refused_for_its_version() -> None:
+    # The version before ours has our hello's layout but seals one message per frame.
+    hello = bytearray(pair()[0].start())
+    hello[len(MAGIC)] = VERSION - 1
+    error, refusal_sent = refused(bytes(hello))
+    assert f"version {VERSION - 1}; we speak {VERSION}" in error
+    assert f"speaks link protocol version {VERSION}, not {VERSION - 1}" in told(refusal_sent)
 
 
 def test_garbage_gets_no_refusal() -> None:
@@ -442,8 +451,8 @@ def test_wrong_magic_and_version() -> None:
     hello = pair()[0].start()
     with pytest.raises(HandshakeError, match="not an overlay link hello"):
         pair()[1].receive(b"GET / HTTP/1.1\r\n" + hello)
-    with pytest.raises(HandshakeError, match="version 3; we speak 2"):
-        pair()[1].receive(hello[:4] + b"\x03" + hello[5:])
+    with pytest.raises(HandshakeError, match=f"version {VERSION + 1}; we speak {VERSION}"):
+        pair()[1].receive(hello[:4] + bytes((VERSION + 1,)) + hello[5:])
 
 
 @pytest.mark.parametrize("which", [0, 1, 2], ids=["hello", "reply", "finish"])

@@ -34,7 +34,7 @@ from overlay.messages import Heartbeat
 from overlay.runtime.client_port import ClientPortConfig
 from overlay.runtime.config import RuntimeConfig
 from overlay.runtime.cooldown import ADDRESS_ALLOWANCE
-from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
 from overlay.runtime.handshake import Handshake
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
@@ -191,7 +191,7 @@ async def test_a_message_before_hello_is_a_warning_naming_the_peer(
         intruder = Identity.generate()
         stream = await connect(node)
         session, _ = await handshake(stream, intruder)
-        await stream.send_all(frame(session.seal(encode(Heartbeat(0)))))
+        await stream.send_all(frame(session.seal(record(encode(Heartbeat(0))))))
         with trio.fail_after(QUICK):
             assert await closed_by_peer(stream)
             await node.host.wait_until(lambda: "peer_dropped" in refusals(node))
@@ -229,7 +229,7 @@ async def cut_off_before_hello(node: RunningNode, intruder: Identity) -> None:
     """``intruder`` links and sends a message before its Hello: the protocol drops it."""
     stream = await connect(node)
     session, _ = await handshake(stream, intruder)
-    await stream.send_all(frame(session.seal(encode(Heartbeat(0)))))
+    await stream.send_all(frame(session.seal(record(encode(Heartbeat(0))))))
     with trio.fail_after(QUICK):
         assert await closed_by_peer(stream)
         await node.host.wait_until(lambda: intruder.public not in node.host.links)

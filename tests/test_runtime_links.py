@@ -22,7 +22,7 @@ from keyspace.location import distance, location_from_id
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Hello, Message, SubscribeRequest
 from overlay.runtime.config import PeerAddress, RuntimeConfig, parse_address
-from overlay.runtime.framing import SEALED_MAX, FrameReader, frame
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
 from overlay.runtime.handshake import (
     MAGIC,
     MAX_HANDSHAKE_MESSAGE,
@@ -121,7 +121,7 @@ async def test_oversized_frame_after_handshake_closes_only_that_link() -> None:
             stream = await connect(net.node(0))
             session, _ = await handshake(stream, intruder)
             hello = Hello(location_from_id(intruder.public), 1)
-            await stream.send_all(frame(session.seal(encode(hello))))
+            await stream.send_all(frame(session.seal(record(encode(hello)))))
             await host.wait_until(lambda: intruder.public in {p.id for p in host.core.peers})
             await stream.send_all((SEALED_MAX + 1).to_bytes(4, "big"))
             assert await closed_by_peer(stream)
@@ -139,7 +139,7 @@ async def test_tampered_frame_closes_only_that_link(caplog: pytest.LogCaptureFix
             stream = await connect(net.node(0))
             intruder = Identity.generate()
             session, _ = await handshake(stream, intruder)
-            sealed = bytearray(session.seal(encode(SubscribeRequest(5, KEY, 5, 0.9, None))))
+            sealed = bytearray(session.seal(record(encode(SubscribeRequest(5, KEY, 5, 0.9, None)))))
             sealed[3] ^= 0x40
             await stream.send_all(frame(bytes(sealed)))
             assert await closed_by_peer(stream)
@@ -155,7 +155,7 @@ async def test_malformed_message_in_a_good_frame_closes_only_that_link() -> None
             await net.wait_linked()
             stream = await connect(net.node(0))
             session, _ = await handshake(stream, Identity.generate())
-            await stream.send_all(frame(session.seal(b"\x82\x01\xff not cbor")))
+            await stream.send_all(frame(session.seal(record(b"\x82\x01\xff not cbor"))))
             assert await closed_by_peer(stream)
             await still_works(net)
 
@@ -183,7 +183,7 @@ async def test_a_child_that_never_reads_is_cut_off_and_memory_stays_bounded() ->
             key = _key_near(0.25)  # node 0 is the closest node: it roots the stream
 
             async def send(message: Message) -> None:
-                await stream.send_all(frame(session.seal(encode(message))))
+                await stream.send_all(frame(session.seal(record(encode(message)))))
 
             async def beat() -> None:  # it writes (so it is alive) but never reads
                 with contextlib.suppress(trio.BrokenResourceError):  # until it is cut off

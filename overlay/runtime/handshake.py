@@ -72,7 +72,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from overlay.errors import LocalProtocolError, RemoteProtocolError
-from overlay.messages import MAX_FRAME
+from overlay.runtime.framing import MAX_PLAINTEXT
 from overlay.runtime.identity import (
     PUBLIC_KEY_SIZE,
     SIGNATURE_SIZE,
@@ -86,9 +86,10 @@ from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 # The first bytes of a hello: something that is not an overlay link (an HTTP client, a port
 # scanner, an old protocol) is told apart at once instead of failing obscurely later.
 MAGIC = b"OVL\x00"
-# Bumped when the handshake or a key derivation changes; a mismatch is reported as such.
+# Bumped when the handshake, a key derivation or the sealed frames' layout changes; a mismatch
+# is reported as such.
 # Message changes are caught by the schema fingerprint instead, which nobody has to bump.
-VERSION = 2
+VERSION = 3
 # Starts a refusal (see the docstring); its text is at most MAX_REFUSAL_TEXT bytes.
 REFUSAL = b"OVL!"
 MAX_REFUSAL_TEXT = 200
@@ -202,10 +203,10 @@ class Session:
             raise LocalProtocolError(
                 "send counter exhausted (2**64 frames): the link must be closed and redialled"
             )
-        if len(plaintext) > MAX_FRAME:
+        if len(plaintext) > MAX_PLAINTEXT:
             raise LocalProtocolError(
-                f"plaintext of {len(plaintext)} bytes exceeds MAX_FRAME ({MAX_FRAME}); the peer "
-                f"would refuse the frame"
+                f"plaintext of {len(plaintext)} bytes exceeds MAX_PLAINTEXT ({MAX_PLAINTEXT}); "
+                f"the peer would refuse the frame"
             )
         self._sent = counter + 1
         return self._seal(counter.to_bytes(NONCE_SIZE, "big"), plaintext, None)

@@ -59,7 +59,14 @@ from overlay.messages import (
     SubscribeSucceeded,
     Unsubscribe,
 )
-from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame
+from overlay.runtime.framing import (
+    PREFIX_SIZE,
+    SEALED_MAX,
+    FrameReader,
+    frame,
+    record,
+    split_records,
+)
 from overlay.runtime.handshake import MAGIC, Handshake, Session
 from overlay.runtime.identity import Identity
 
@@ -152,7 +159,7 @@ class Peer:
         # ``SEND_TIMEOUT``: past it the link is closed, never written to again).
         assert self.session is not None
         async with self._sending:
-            data = frame(self.session.seal(body))
+            data = frame(self.session.seal(record(body)))
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(SEND_TIMEOUT):
                     await self.stream.send_all(data)
@@ -182,11 +189,12 @@ class Peer:
             if not data:
                 return
             for body in self.reader.feed(data):
-                message = decode(self.session.open(body))
-                self.tally.received[type(message).__name__] += 1
-                self.messages.append(message)
-                for answer in self._answer(message):
-                    await self.send(answer)
+                for one in split_records(self.session.open(body)):
+                    message = decode(one)
+                    self.tally.received[type(message).__name__] += 1
+                    self.messages.append(message)
+                    for answer in self._answer(message):
+                        await self.send(answer)
             self.arrived.set()
             self.arrived = trio.Event()
 
