@@ -25,6 +25,7 @@ from typing import Any
 
 import cbor2
 
+from overlay.compiled_checks import Decoder, Encoder, compile_decoder, compile_encoder
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
@@ -140,7 +141,8 @@ def _epoch_starts(value: object) -> object:
     return tuple(starts)
 
 
-_CHECKS: dict[Kind, Callable[[object], object]] = {
+# Each kind's check: the value as the message holds it, or ValueError saying what is wrong.
+FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.UID: _int_in(0, MAX_U64),
     Kind.KEY: _bytes_of(KEY_SIZE, KEY_SIZE),
     Kind.HTL: _int_in(0, MAX_WIRE_HTL),
@@ -163,10 +165,14 @@ _CHECKS: dict[Kind, Callable[[object], object]] = {
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
 _SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], object]], ...]]] = {
-    cls.TYPE: (cls, tuple((name, _CHECKS[kind]) for name, kind in field_kinds(cls)))
+    cls.TYPE: (cls, tuple((name, FIELD_CHECKS[kind]) for name, kind in field_kinds(cls)))
     for cls in MESSAGE_TYPES
 }
 assert len(_SCHEMA) == len(MESSAGE_TYPES), "two message classes share a type code"
+# The same checks compiled per class (``overlay.compiled_checks``): tried first, and when one
+# does not accept, the field-by-field path above decides and names the fault.
+_DECODERS: dict[int, Decoder | None] = {cls.TYPE: compile_decoder(cls) for cls in MESSAGE_TYPES}
+_ENCODERS: dict[int, Encoder | None] = {cls.TYPE: compile_encoder(cls) for cls in MESSAGE_TYPES}
 # The type codes of messages whose fields depend on one another (``Message.inconsistency``).
 _TIED = frozenset(
     cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency
@@ -210,6 +216,26 @@ def encode(message: Message) -> bytes:
         raise EncodeError(f"{type(message).__name__} is not a wire message") from None
     if type(message) is not cls:
         raise EncodeError(f"{type(message).__name__} does not match type code {message.TYPE}")
+    fast = _ENCODERS[cls.TYPE]
+    values = None if fast is None else fast(message)
+    if values is None:
+        values = _checked_values(cls, checks, message)
+    if cls.TYPE in _TIED:
+        problem = message.inconsistency()
+        if problem is not None:
+            raise EncodeError(f"{cls.__name__}: {problem}")
+    frame: bytes = cbor2.dumps(values)
+    if len(frame) > MAX_FRAME:
+        raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
+    return frame
+
+
+def _checked_values(
+    cls: type[Message],
+    checks: tuple[tuple[str, Callable[[object], object]], ...],
+    message: Message,
+) -> list[object]:
+    """``message`` as the CBOR array, each field checked; EncodeError names a bad one."""
     values: list[object] = [cls.TYPE]
     for name, check in checks:
         value = getattr(message, name)
@@ -225,14 +251,7 @@ def encode(message: Message) -> bytes:
         if isinstance(value, tuple):
             value = [list(item) if isinstance(item, tuple) else item for item in value]
         values.append(value)
-    if cls.TYPE in _TIED:
-        problem = message.inconsistency()
-        if problem is not None:
-            raise EncodeError(f"{cls.__name__}: {problem}")
-    frame: bytes = cbor2.dumps(values)
-    if len(frame) > MAX_FRAME:
-        raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
-    return frame
+    return values
 
 
 def decode(frame: bytes) -> Message:
@@ -255,18 +274,21 @@ def decode(frame: bytes) -> Message:
     cls, checks = _SCHEMA[code]
     if len(value) != len(checks) + 1:
         raise DecodeError(f"{cls.__name__} needs {len(checks)} fields, got {len(value) - 1}")
-    fields: dict[str, object] = {}
-    for (name, check), raw in zip(checks, value[1:], strict=True):
-        try:
-            fields[name] = check(raw)
-        except ValueError as exc:
-            raise DecodeError(f"{cls.__name__}.{name}: {exc}") from None
+    fast = _DECODERS[code]
+    message = None if fast is None else fast(value)
+    if message is None:
+        fields: dict[str, object] = {}
+        for (name, check), raw in zip(checks, value[1:], strict=True):
+            try:
+                fields[name] = check(raw)
+            except ValueError as exc:
+                raise DecodeError(f"{cls.__name__}.{name}: {exc}") from None
+        message = cls(**fields)
     canonical = cbor2.dumps(value)
     if canonical != frame:
         if frame.startswith(canonical):
             raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {cls.__name__}")
         raise DecodeError(f"{cls.__name__} is not in canonical encoding (tags, padding, widths)")
-    message = cls(**fields)
     if code in _TIED:
         problem = message.inconsistency()
         if problem is not None:
