@@ -56,9 +56,12 @@ def test_state_file_benchmark_relays_every_packet_and_keeps_the_last(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # (``measure`` raises if the child missed a packet or the file kept another number)
-    assert state_file.main(["--packets", "200", "--repeats", "1", "--json"]) == 0
+    argv = ["--packets", "200", "--repeats", "1", "--per-read", "1,7", "--json"]
+    assert state_file.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["parameters"] == {"packets": 200, "repeats": 1}
+    assert result["parameters"] == {"packets": 200, "repeats": 1, "per_read": [1, 7]}
     per = result["us_per_packet"]
-    assert per["without"] > 0 and per["with"] > 0
-    assert result["ratio"] == pytest.approx(per["with"] / per["without"], rel=0.01)
+    assert per["without"] > 0
+    for n in (1, 7):
+        with_ = per[f"with, {n} per read"]
+        assert result["ratio"][str(n)] == pytest.approx(with_ / per["without"], rel=0.01)

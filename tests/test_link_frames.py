@@ -37,6 +37,9 @@ class Inbox:
         if len(self.messages) >= self.want:
             self.done.set()
 
+    def read_done(self) -> None:
+        pass
+
     def link_closed(self, link: Link, reason: str) -> None:
         self.done.set()
 

@@ -1,7 +1,7 @@
 """The state file (``overlay.runtime.state_file``): what a node keeps of each stream's
 numbering across restarts; a torn tail is dropped, any other damage refused; the file is
-locked, compacted and bounded; the host writes it once per core call and survives a
-failing disk; and ``[node] state`` / ``--state`` choose it."""
+locked, compacted and bounded; the host writes it once per core call, or once per read of
+a link, and survives a failing disk; and ``[node] state`` / ``--state`` choose it."""
 
 from __future__ import annotations
 
@@ -15,11 +15,29 @@ import cbor2
 import pytest
 
 from overlay.core.effects import Remember
+from overlay.messages import Hello
 from overlay.runtime.config import RuntimeConfig, config_from_dict, load_config
 from overlay.runtime.host import NodeHost
 from overlay.runtime.state_file import _MIN_COMPACT, StateFile, StateFileError, _record
 
 A, B, C = b"a" * 32, b"b" * 32, b"c" * 32
+
+
+class FakeLink:
+    """The host's view of a link: its peer, and how it was closed."""
+
+    def __init__(self, peer: bytes) -> None:
+        self.peer = self.initiator = peer
+        self.refusal: object = None
+        self.address: str | None = None
+        self.reason: str | None = None
+        self.queued_bytes = 0
+
+    def send_encoded(self, body: bytes) -> None:
+        pass
+
+    def close(self, reason: str) -> None:
+        self.reason = self.reason or reason
 
 
 def test_what_is_remembered_is_kept_for_the_next_start(tmp_path: Path) -> None:
@@ -161,6 +179,33 @@ async def test_the_host_writes_once_per_call_and_hands_it_back(
     state.close()
     again = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=StateFile(path))
     assert (again.core.memory.last(A), again.core.memory.last(B)) == (6, 1)
+
+
+async def test_the_messages_of_one_read_of_a_link_are_written_once_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relay handles every packet of a read in turn (each a core call with its Remember);
+    # the frames they queue are sent only once the link's task waits, after ``read_done``.
+    state = StateFile(tmp_path / "n.state")
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    host = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=state, vouched={B})
+    link = FakeLink(B)
+    assert host.link_opened(link)
+    host.received(link, Hello(0.25, 1))  # the read's first message
+    host._apply([Remember(A, 5)])  # the core's effects of its next ones
+    host._apply([Remember(A, 6), Remember(C, 2)])
+    assert writes == []
+    host.read_done()
+    assert writes == [cbor2.dumps([A, 6]) + cbor2.dumps([C, 2])]
+    host._apply([Remember(A, 7)])  # outside a read (a client's publish, a timer): at once
+    assert writes[1:] == [cbor2.dumps([A, 7])]
 
 
 @pytest.mark.parametrize("fails", ["write", "replace"])

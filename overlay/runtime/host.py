@@ -141,6 +141,10 @@ class NodeHost:
         # The node-wide bound on queued bytes its links and client sessions share, if any.
         self.budget = budget
         self._state = state
+        # Newest numbers the core asked to keep, not yet written (``_apply``), and whether a
+        # link is handing over the messages of one read (``received`` .. ``read_done``).
+        self._remembered: dict[bytes, int] = {}
+        self._reading = False
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
         self.links: dict[PeerId, PeerLink] = {}
@@ -232,6 +236,7 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return  # a link being replaced: its last frames are stale
         self.frames_in += 1
+        self._reading = True
         if type(message) is Hello:
             refused = location_refusal(link.peer, message.location, self._vouched)
             if refused is not None:
@@ -253,6 +258,13 @@ class NodeHost:
             link.close(f"internal error handling its {type(message).__name__}: {error!r}")
             effects = self.core.after_fault(now)
         self._apply(effects)
+
+    def read_done(self) -> None:
+        """A link handed over every message of one read: what they asked to keep goes to
+        the state file in one write. That is still before any frame they queued is sent,
+        since the links write from their own tasks, which run once this one waits."""
+        self._reading = False
+        self._write_remembered()
 
     # --- local clients --------------------------------------------------------------------
 
@@ -312,7 +324,7 @@ class NodeHost:
         # A broadcast is one message object sent to every child in a row: encode it once.
         last: Message | None = None
         body: bytes | None = b""
-        remembered: dict[bytes, int] = {}
+        remembered = self._remembered
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
@@ -342,10 +354,11 @@ class NodeHost:
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
-        if remembered and self._state is not None:
+        if remembered and not self._reading:
             # Written before this call returns, so before any frame it queued is sent: the
-            # links and client sessions write from their own tasks, later.
-            self._remember(self._state, remembered)
+            # links and client sessions write from their own tasks, later. (During a link's
+            # read, once at its end: ``read_done``.)
+            self._write_remembered()
         if self._waiters:
             for event in self._waiters:
                 event.set()
@@ -366,7 +379,13 @@ class NodeHost:
         if left_out is not None:
             log.log(level, "internal error in %s%s", where, _left_out(left_out), exc_info=True)
 
-    def _remember(self, state: StateFile, numbers: dict[bytes, int]) -> None:
+    def _write_remembered(self) -> None:
+        numbers, state = self._remembered, self._state
+        if not numbers:
+            return
+        self._remembered = {}
+        if state is None:
+            return
         try:
             state.remember(numbers)
         except (OSError, StateFileError) as error:

@@ -65,6 +65,7 @@ class LinkOwner(Protocol):
     """What a link reports to (``overlay.runtime.host.NodeHost``)."""
 
     def received(self, link: Link, message: Message) -> None: ...
+    def read_done(self) -> None: ...
     def link_closed(self, link: Link, reason: str) -> None: ...
 
 
@@ -190,17 +191,25 @@ class Link:
         await self._done.wait()
 
     async def _read(self, owner: LinkOwner, first: list[bytes]) -> None:
+        # After the messages of each read, however the read ended, ``read_done``: what the
+        # owner does once per read (the state file's write), before this task next waits.
         try:
-            for body in first:
-                self._take(owner, body)
+            try:
+                for body in first:
+                    self._take(owner, body)
+            finally:
+                owner.read_done()
             while not self.closed:
                 data = await self._stream.receive_some(READ_SIZE)
                 if not data:
                     self.close("the peer closed the link")
                     return
                 self.bytes_in += len(data)
-                for body in self._reader.feed(data):
-                    self._take(owner, body)
+                try:
+                    for body in self._reader.feed(data):
+                        self._take(owner, body)
+                finally:
+                    owner.read_done()
         except RemoteProtocolError as error:
             self.refusal = Refusal.PEER_PROTOCOL
             self.close(f"{type(error).__name__}: {error}")
