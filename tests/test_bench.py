@@ -47,9 +47,26 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     for stats in (net["latency_ms"], net["ack_latency_ms"], hop["latency_ms"]):
         assert 0 < stats["p50"] <= stats["p99"] <= stats["max"]
     assert hop["received"] == hop["packets"] == 150
+    # Every packet crossed a tree edge per subscriber's node at least; the rest is control.
+    assert net["packet_messages"] >= net["delivered"]
+    assert net["control_messages"] > 0
+    assert net["control_per_packet_edge"] == net["control_messages"] / net["packet_messages"]
     assert "p99" in latency.format_report(result) and "publish->ack" in latency.format_report(
         result
     )
+
+
+async def test_latency_benchmark_at_saturation_keeps_its_window_and_loses_nothing() -> None:
+    result = await latency.run_benchmark(
+        nodes=8, subscribers=3, duration=1.0, baseline_duration=0.5, seed=2, window=16
+    )
+    net, hop = result["network"], result["tcp_hop"]
+    assert net["published"] > 16  # published again as answers came
+    assert net["acked"] == net["published"] and net["failed"] == net["unanswered"] == 0
+    assert net["delivered"] == net["expected"] == net["published"] * 3
+    assert net["duplicates"] == 0 and net["order_violations"] == 0
+    assert net["deliveries_per_s"] > 0 and hop["received"] == hop["packets"] > 0
+    assert "saturation (16 publishes unanswered)" in latency.format_report(result)
 
 
 def test_state_file_benchmark_relays_every_packet_and_keeps_the_last(

@@ -66,7 +66,7 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Hello, Message
+from overlay.messages import Hello, Message, SubscribeData
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
@@ -158,6 +158,7 @@ class NodeHost:
         self.links_refused = 0  # duplicate links closed by the tie-break
         self.frames_in = 0
         self.frames_out = 0
+        self.packets_in = 0  # of frames_in, SubscribeData: the rest is control traffic
         # Faults contained (see the module notes): each a bug of ours to fix.
         self.receive_faults = 0  # the core raised on a peer's message: that link closed
         self.timer_faults = 0  # the core raised in a timer: that timer lost
@@ -237,6 +238,8 @@ class NodeHost:
             return  # a link being replaced: its last frames are stale
         self.frames_in += 1
         self._reading = True
+        if type(message) is SubscribeData:
+            self.packets_in += 1
         if type(message) is Hello:
             refused = location_refusal(link.peer, message.location, self._vouched)
             if refused is not None:

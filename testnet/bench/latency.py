@@ -1,6 +1,8 @@
-"""Publish-to-delivery latency on a 20-node loopback network at a steady rate.
+"""Publish-to-delivery latency on a 20-node loopback network at a steady rate, or at
+saturation.
 
     python -m testnet.bench.latency [--nodes 20] [--subscribers 5] [--rate 200]
+                                    [--saturate] [--window 256]
                                     [--duration 20] [--payload 1024] [--seed 1] [--json]
 
 Method. ``LocalNetwork`` runs ``--nodes`` full nodes (``run_node``: TCP, handshakes, sealed
@@ -13,11 +15,18 @@ start + i/rate, not "sleep between packets", so a slow moment does not lower the
 payload starts with its publish time (``trio.current_time()``, one clock for all nodes in the
 process); a subscriber's latency for a packet is its arrival time minus that.
 
+``--saturate``: instead of a schedule, the publisher keeps ``--window`` publishes
+unanswered for ``--duration`` seconds, publishing again as each is acknowledged, so the
+network's own pace (its credit and commits) sets the rate; the rate reported is unique
+deliveries a second. The baseline hop then sends as fast as it can too.
+
 Reported: p50, p90, p99 and max over every (packet, subscriber) delivery, and over every
 publish's acknowledgement (its arrival at the publishing client); packets delivered
 against expected (acknowledged publishes times subscribers), duplicates and order violations
-(both must be 0), publishes that failed, and each subscriber's depth in the tree (hops below
-the root; a packet also climbs from the publisher's node to the root). The baseline, run in
+(both must be 0), publishes that failed, each subscriber's depth in the tree (hops below
+the root; a packet also climbs from the publisher's node to the root), and the control
+traffic: every message the nodes received while publishing that was not a packet
+(SubscribeData), per packet that crossed a link (one per packet per tree edge). The baseline, run in
 the same invocation and process at the same rate and size, is one plain loopback TCP hop: a
 trio task sends length-prefixed frames stamped the same way to another task that reads them,
 so the reader can see what one hop costs without the protocol.
@@ -98,6 +107,11 @@ def _arrived(sink: _Subscriber) -> Callable[[], bool]:
     return lambda: bool(sink.arrivals)
 
 
+def _answered_past(publisher: _Publisher, count: int) -> Callable[[], bool]:
+    """Whether more than ``count`` publishes after the warm-up's have been answered."""
+    return lambda: len(publisher.acked) + len(publisher.failed) - 1 > count
+
+
 def _payload(size: int) -> bytes:
     return _STAMP.pack(trio.current_time()) + bytes(max(0, size - _STAMP.size))
 
@@ -123,9 +137,10 @@ async def measure_network(
     duration: float,
     payload: int,
     seed: int,
+    window: int | None = None,
 ) -> dict[str, Any]:
-    """Build the network, publish at ``rate`` for ``duration`` s, and return the deliveries'
-    latencies and checks (see the module docstring)."""
+    """Build the network, publish at ``rate`` (or, given ``window``, at saturation) for
+    ``duration`` s, and return the deliveries' latencies and checks (module docstring)."""
     rng = random.Random(seed)
     topology = small_world(nodes, DEGREE, rng)
     chosen = sorted(rng.sample(range(1, nodes), subscribers))
@@ -152,13 +167,21 @@ async def measure_network(
         depths = _depths(net, chosen)
         asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
         told = sum(node.host.core.stats.commit_notices for node in net.nodes)
-        count = max(1, round(rate * duration))
+        frames = sum(node.host.frames_in for node in net.nodes)
+        packets = sum(node.host.packets_in for node in net.nodes)
         start = trio.current_time()
         sent: dict[int, float] = {}
-        for uid in range(1, count + 1):
-            await trio.sleep_until(start + (uid - 1) / rate)
-            sent[uid] = trio.current_time()
-            publisher_host.publish(client, STREAM.key, uid, _payload(payload))
+        if window is None:
+            count = max(1, round(rate * duration))
+            for uid in range(1, count + 1):
+                await trio.sleep_until(start + (uid - 1) / rate)
+                sent[uid] = trio.current_time()
+                publisher_host.publish(client, STREAM.key, uid, _payload(payload))
+        else:
+            count = await _saturate(
+                publisher_host, client, publisher, window, duration, payload, sent
+            )
+            count = max(1, count)
         with trio.move_on_after(DRAIN_TIMEOUT):
             await publisher_host.wait_until(
                 lambda: len(publisher.acked) + len(publisher.failed) > count
@@ -174,6 +197,8 @@ async def measure_network(
         elapsed = trio.current_time() - start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
+        frames = sum(node.host.frames_in for node in net.nodes) - frames
+        packets = sum(node.host.packets_in for node in net.nodes) - packets
     latencies: list[float] = []
     duplicates = order_violations = delivered = 0
     for sink in sinks:
@@ -200,6 +225,10 @@ async def measure_network(
         "order_violations": order_violations,
         "elapsed": elapsed,
         "achieved_rate": count / elapsed,
+        "deliveries_per_s": delivered / elapsed,
+        "packet_messages": packets,
+        "control_messages": frames - packets,
+        "control_per_packet_edge": (frames - packets) / max(1, packets),
         "subscribers": chosen,
         "depths": depths,
         "latency_ms": summarize(latencies),
@@ -209,6 +238,29 @@ async def measure_network(
             [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
         ),
     }
+
+
+async def _saturate(
+    host: NodeHost,
+    client: int,
+    publisher: _Publisher,
+    window: int,
+    duration: float,
+    payload: int,
+    sent: dict[int, float],
+) -> int:
+    """Keep ``window`` publishes unanswered for ``duration`` s; returns how many were sent."""
+    end = trio.current_time() + duration
+    uid = 0
+    with trio.move_on_at(end):
+        while True:
+            answered = len(publisher.acked) + len(publisher.failed) - 1  # (not the warm-up)
+            while uid - answered < window:
+                uid += 1
+                sent[uid] = trio.current_time()
+                host.publish(client, STREAM.key, uid, _payload(payload))
+            await host.wait_until(_answered_past(publisher, answered))
+    return uid
 
 
 def _depths(net: LocalNetwork, chosen: Sequence[int]) -> list[int | None]:
@@ -231,11 +283,11 @@ def _depths(net: LocalNetwork, chosen: Sequence[int]) -> list[int | None]:
     return result
 
 
-async def measure_tcp_hop(*, rate: float, duration: float, payload: int) -> dict[str, Any]:
-    """One plain loopback TCP hop in this process: stamped frames at ``rate``, latency at the
-    reading task."""
+async def measure_tcp_hop(*, rate: float | None, duration: float, payload: int) -> dict[str, Any]:
+    """One plain loopback TCP hop in this process: stamped frames at ``rate`` (None: as fast
+    as one ``send_all`` a frame goes, for ``duration``), latency at the reading task."""
     latencies: list[float] = []
-    count = max(1, round(rate * duration))
+    count = max(1, round((rate or 0) * duration))
     (listener,) = await trio.open_tcp_listeners(0, host=LOOPBACK)
     port = listener.socket.getsockname()[1]
     with trio.fail_after(duration + SETUP_TIMEOUT):
@@ -244,7 +296,7 @@ async def measure_tcp_hop(*, rate: float, duration: float, payload: int) -> dict
             async def receive() -> None:
                 stream = await listener.accept()
                 reader = FrameReader(payload + _STAMP.size)
-                while len(latencies) < count:
+                while rate is None or len(latencies) < count:
                     data = await stream.receive_some(65536)
                     if not data:
                         break
@@ -256,12 +308,23 @@ async def measure_tcp_hop(*, rate: float, duration: float, payload: int) -> dict
             nursery.start_soon(receive)
             sender = await trio.open_tcp_stream(LOOPBACK, port)
             start = trio.current_time()
-            for i in range(count):
-                await trio.sleep_until(start + i / rate)
-                await sender.send_all(frame(_payload(payload)))
+            if rate is None:
+                count = 0
+                while trio.current_time() < start + duration:
+                    await sender.send_all(frame(_payload(payload)))
+                    count += 1
+            else:
+                for i in range(count):
+                    await trio.sleep_until(start + i / rate)
+                    await sender.send_all(frame(_payload(payload)))
             await sender.aclose()
     await listener.aclose()
-    return {"packets": count, "received": len(latencies), "latency_ms": summarize(latencies)}
+    return {
+        "packets": count,
+        "received": len(latencies),
+        "per_s": len(latencies) / max(duration, 1e-9),
+        "latency_ms": summarize(latencies),
+    }
 
 
 async def run_benchmark(
@@ -273,12 +336,15 @@ async def run_benchmark(
     payload: int = 1024,
     seed: int = 1,
     baseline_duration: float = BASELINE_DURATION,
+    window: int | None = None,
 ) -> dict[str, Any]:
-    """The baseline hop, then the network; both in this trio run."""
+    """The baseline hop, then the network; both in this trio run. ``window``: saturation."""
     if not 1 <= subscribers < nodes:
         raise ValueError(f"need 1 <= subscribers < nodes, got {subscribers} and {nodes}")
     baseline = await measure_tcp_hop(
-        rate=rate, duration=min(duration, baseline_duration), payload=payload
+        rate=None if window is not None else rate,
+        duration=min(duration, baseline_duration),
+        payload=payload,
     )
     network = await measure_network(
         nodes=nodes,
@@ -287,12 +353,14 @@ async def run_benchmark(
         duration=duration,
         payload=payload,
         seed=seed,
+        window=window,
     )
     return {
         "parameters": {
             "nodes": nodes,
             "subscribers": subscribers,
             "rate": rate,
+            "window": window,
             "duration": duration,
             "payload": payload,
             "seed": seed,
@@ -308,10 +376,16 @@ def format_report(result: dict[str, Any]) -> str:
     def row(name: str, stats: dict[str, float]) -> str:
         return f"{name:<26}" + "".join(f"{stats.get(k, math.nan):>9.2f}" for k in _COLUMNS)
 
+    pace = (
+        f"{p['rate']:g} packets/s"
+        if p.get("window") is None
+        else f"saturation ({p['window']} publishes unanswered)"
+    )
     lines = [
         f"Publish-to-delivery latency: {p['nodes']} nodes (small world, seed {p['seed']}), "
-        f"{p['subscribers']} subscribers, {p['rate']:g} packets/s of {p['payload']} bytes "
-        f"for {p['duration']:g} s (achieved {net['achieved_rate']:.1f}/s)",
+        f"{p['subscribers']} subscribers, {pace} of {p['payload']} bytes "
+        f"for {p['duration']:g} s (achieved {net['achieved_rate']:.1f} packets/s, "
+        f"{net['deliveries_per_s']:,.0f} deliveries/s)",
         "",
         f"{'ms':<26}" + "".join(f"{k:>9}" for k in _COLUMNS),
         row("overlay, publish->deliver", net["latency_ms"]),
@@ -322,6 +396,9 @@ def format_report(result: dict[str, Any]) -> str:
         f"({net['acked']:,} of {net['published']:,} publishes acknowledged, "
         f"{net['failed']} failed, {net['unanswered']} unanswered); duplicates {net['duplicates']}, "
         f"order violations {net['order_violations']}",
+        f"control traffic: {net['control_messages']:,} messages that were not packets beside "
+        f"{net['packet_messages']:,} packets over tree links: "
+        f"{net['control_per_packet_edge']:.2f} per packet per tree edge",
         f"the root asked its children {net['held_queries']:,} times what they hold "
         "(HeldQuery, each answered by a Held: commits)",
         f"members told each other {net['commit_notices']:,} times how far the root committed "
@@ -330,7 +407,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"subscribers on nodes {net['subscribers']}, depth below the root "
         f"{net['depths']} (publisher on node 0)",
         f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "
-        f"connection in this process",
+        f"connection in this process ({hop['per_s']:,.0f} a second)",
     ]
     return "\n".join(lines)
 
@@ -347,6 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--subscribers", type=int, default=5)
     parser.add_argument("--rate", type=float, default=200.0, help="packets a second")
+    parser.add_argument(
+        "--saturate", action="store_true", help="publish as fast as the network answers"
+    )
+    parser.add_argument(
+        "--window", type=int, default=256, help="with --saturate: publishes unanswered"
+    )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of publishing")
     parser.add_argument("--payload", type=int, default=1024, help="bytes per packet (>= 8)")
     parser.add_argument("--seed", type=int, default=1)
@@ -356,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rate and --duration must be positive, --payload at least 8")
     if not 1 <= args.subscribers < args.nodes:
         parser.error("need 1 <= --subscribers < --nodes")
+    if args.window < 1:
+        parser.error("--window must be at least 1")
     result = trio.run(
         lambda: run_benchmark(
             nodes=args.nodes,
@@ -364,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             duration=args.duration,
             payload=args.payload,
             seed=args.seed,
+            window=args.window if args.saturate else None,
         )
     )
     print(json.dumps(result, indent=2) if args.json else format_report(result))
