@@ -42,7 +42,7 @@ def with_heartbeat(
     cls: type[Message], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[type[Message], ...]:
     """The message set with ``cls`` for Heartbeat, which the codec then encodes too."""
-    checks = tuple((name, codec._CHECKS[kind]) for name, kind in field_kinds(cls))
+    checks = tuple((name, codec.FIELD_CHECKS[kind]) for name, kind in field_kinds(cls))
     monkeypatch.setitem(codec._SCHEMA, cls.TYPE, (cls, checks))
     return tuple(cls if t is Heartbeat else t for t in MESSAGE_TYPES)
 
