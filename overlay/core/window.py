@@ -4,8 +4,9 @@ Every tree node keeps one (DESIGN, "Catch-up"): it serves a (re)subscriber with 
 every later packet it still holds, in order, and it is where local clients read from. The
 window records three things about packet numbers:
 
-* ``packets``: the packets held, by number (a ``SortedDict``, so replaying a range is a walk
-  from one index, not a sort);
+* ``packets``: the packets held, by number, in order (``packet_map``: replaying a range is a
+  walk from one index, not a sort, and a packet's arrival and the oldest's eviction are
+  O(1));
 * ``holes``: ranges known to be missing (a parent said ``PacketsMissed``, or a packet came
   with a number past the one expected), which readers report instead of waiting on;
 * ``floor``: everything below it was evicted or will never be accepted again.
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 
 from sortedcontainers import SortedDict
 
+from overlay.core.packet_map import PacketMap
 from overlay.messages import SubscribeData
 
 # A range of packet numbers known to be missing, both ends included.
@@ -47,7 +49,7 @@ class Window:
     def __init__(self, max_packets: int, max_bytes: int) -> None:
         self.max_packets = max_packets
         self.max_bytes = max_bytes
-        self.packets: SortedDict[int, SubscribeData] = SortedDict()
+        self.packets = PacketMap()
         self.holes: SortedDict[int, int] = SortedDict()  # first -> last
         self.floor = 0
         self.bytes = 0
@@ -58,11 +60,12 @@ class Window:
         return len(self.packets)
 
     def get(self, number: int) -> SubscribeData | None:
-        packet: SubscribeData | None = self.packets.get(number)
-        return packet
+        return self.packets.get(number)
 
     def missing_until(self, number: int) -> int | None:
         """If ``number`` lies in a known hole, the hole's last number; else None."""
+        if not self.holes:
+            return None  # (the common case, and a bisect of an empty map is not free)
         index = self.holes.bisect_right(number) - 1
         if index < 0:
             return None

@@ -1,0 +1,125 @@
+"""The packets a window holds, by number, in number order.
+
+Why not a general sorted map. A window's traffic is almost all at its two ends: each packet
+of a stream comes with the next number and pushes the oldest out. A balanced sorted map
+(``sortedcontainers.SortedDict``, which this replaces) pays a bisect and its bookkeeping for
+both, about half of what a relay spends on a packet. Here they cost O(1): a dict for lookup,
+beside a list of the numbers in order whose first ``_start`` entries are already gone (the
+list is compacted once they are half of it, so each removal costs O(1) amortized).
+
+Anything else (a packet filled in below the head, a number removed from the middle) is a
+bisect and a list insert or delete: O(n) moves of machine words, over at most twice a
+window's ``max_packets`` numbers, and rare.
+
+The interface is the part of ``SortedDict`` the core uses; ``irange``, ``items``, ``values``
+and iteration work on a copy of the numbers, so the map may change while a caller walks it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
+
+from overlay.messages import SubscribeData
+
+# Removed numbers kept at the list's front before it is compacted, at least.
+_COMPACT_AFTER = 64
+
+
+class PacketMap:
+    __slots__ = ("_by", "_numbers", "_start")
+
+    def __init__(self) -> None:
+        self._by: dict[int, SubscribeData] = {}
+        self._numbers: list[int] = []  # in order; those before ``_start`` are gone
+        self._start = 0
+
+    def __len__(self) -> int:
+        return len(self._by)
+
+    def __bool__(self) -> bool:
+        return bool(self._by)
+
+    def __contains__(self, number: object) -> bool:
+        return number in self._by
+
+    def __getitem__(self, number: int) -> SubscribeData:
+        return self._by[number]
+
+    def get(self, number: int) -> SubscribeData | None:
+        return self._by.get(number)
+
+    def __setitem__(self, number: int, packet: SubscribeData) -> None:
+        by = self._by
+        if number not in by:
+            numbers = self._numbers
+            if len(numbers) == self._start or number > numbers[-1]:
+                numbers.append(number)
+            else:
+                insort(numbers, number, self._start)
+        by[number] = packet
+
+    def __delitem__(self, number: int) -> None:
+        del self._by[number]
+        numbers, start = self._numbers, self._start
+        index = bisect_left(numbers, number, start)
+        if index == start:
+            self._drop_first()
+        else:
+            del numbers[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._numbers[self._start :])
+
+    def items(self) -> list[tuple[int, SubscribeData]]:
+        by = self._by
+        return [(number, by[number]) for number in self._numbers[self._start :]]
+
+    def values(self) -> list[SubscribeData]:
+        by = self._by
+        return [by[number] for number in self._numbers[self._start :]]
+
+    def irange(self, low: int, high: int) -> Iterator[int]:
+        """The numbers held in ``low..high``, both included, in order."""
+        numbers, start = self._numbers, self._start
+        return iter(numbers[bisect_left(numbers, low, start) : bisect_right(numbers, high, start)])
+
+    def bisect_left(self, number: int) -> int:
+        """How many numbers held are below ``number``."""
+        return bisect_left(self._numbers, number, self._start) - self._start
+
+    def bisect_right(self, number: int) -> int:
+        """How many numbers held are at or below ``number``."""
+        return bisect_right(self._numbers, number, self._start) - self._start
+
+    def peekitem(self, index: int = -1) -> tuple[int, SubscribeData]:
+        """The item at ``index`` in number order (negative: from the end)."""
+        number = self._numbers[self._position(index)]
+        return number, self._by[number]
+
+    def popitem(self, index: int = -1) -> tuple[int, SubscribeData]:
+        """Remove and return the item at ``index`` in number order."""
+        position = self._position(index)
+        number = self._numbers[position]
+        packet = self._by.pop(number)
+        if position == self._start:
+            self._drop_first()
+        else:
+            del self._numbers[position]
+        return number, packet
+
+    def _position(self, index: int) -> int:
+        count = len(self._numbers) - self._start
+        if not -count <= index < count:
+            raise IndexError(f"index {index} out of range for {count} packets")
+        return self._start + index if index >= 0 else len(self._numbers) + index
+
+    def _drop_first(self) -> None:
+        self._start += 1
+        numbers, start = self._numbers, self._start
+        if start == len(numbers):
+            numbers.clear()
+            self._start = 0
+        elif start >= _COMPACT_AFTER and 2 * start >= len(numbers):
+            del numbers[:start]
+            self._start = 0

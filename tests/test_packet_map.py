@@ -1,0 +1,114 @@
+"""A window's packet map answers every query exactly as a sorted map would, under any mix of
+appends, fills below the head, removals at either end or in the middle, and compactions:
+driven side by side with ``sortedcontainers.SortedDict``."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sortedcontainers import SortedDict
+
+from overlay.core.packet_map import PacketMap
+from overlay.messages import PacketKind, SubscribeData
+
+
+def packet(number: int) -> SubscribeData:
+    return SubscribeData(bytes(32), number, b"%d" % number, None, PacketKind.DATA, None)
+
+
+def same(ours: PacketMap, theirs: SortedDict) -> None:
+    assert len(ours) == len(theirs) and bool(ours) == bool(theirs)
+    assert list(ours) == list(theirs)
+    assert ours.items() == list(theirs.items())
+    assert ours.values() == list(theirs.values())
+    if theirs:
+        assert ours.peekitem(0) == theirs.peekitem(0)
+        assert ours.peekitem(-1) == theirs.peekitem(-1)
+        assert ours.peekitem(len(theirs) // 2) == theirs.peekitem(len(theirs) // 2)
+    low = theirs.keys()[0] - 2 if theirs else 0
+    high = theirs.keys()[-1] + 2 if theirs else 3
+    for n in range(low, high + 1):
+        assert (n in ours) == (n in theirs)
+        assert ours.get(n) == theirs.get(n)
+        assert ours.bisect_left(n) == theirs.bisect_left(n)
+        assert ours.bisect_right(n) == theirs.bisect_right(n)
+        assert list(ours.irange(n, n + 3)) == list(theirs.irange(n, n + 3))
+
+
+# One step: ("append", _), ("put", n), ("pop", 0 | -1 | k), ("del", n)
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(st.just("put"), st.integers(0, 300)),
+        st.tuples(st.just("pop"), st.integers(-3, 3)),
+        st.tuples(st.just("del"), st.integers(0, 300)),
+    ),
+    max_size=400,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps)
+def test_any_sequence_of_changes_leaves_it_equal_to_a_sorted_map(
+    changes: list[tuple[str, int]],
+) -> None:
+    ours, theirs = PacketMap(), SortedDict()
+    head = 0
+    for what, value in changes:
+        if what == "append":
+            head += value
+            ours[head] = theirs[head] = packet(head)
+        elif what == "put":
+            ours[value] = theirs[value] = packet(value)
+            head = max(head, value)
+        elif what == "pop" and theirs and -len(theirs) <= value < len(theirs):
+            assert ours.popitem(value) == theirs.popitem(value)
+        elif what == "del" and value in theirs:
+            del ours[value]
+            del theirs[value]
+        same(ours, theirs)
+
+
+def test_a_window_that_slides_far_stays_small_and_ordered() -> None:
+    ours = PacketMap()
+    for n in range(100_000):
+        ours[n] = packet(n)
+        if len(ours) > 100:
+            assert ours.popitem(0)[0] == n - 100
+    assert list(ours) == list(range(99_900, 100_000))
+    assert len(ours._numbers) <= 2 * 100 + 64  # (compacted as it went)
+
+
+def test_out_of_range_indices_raise_as_a_sorted_map_does() -> None:
+    ours = PacketMap()
+    with pytest.raises(IndexError):
+        ours.peekitem(0)
+    ours[5] = packet(5)
+    ours.popitem(0)
+    ours[7] = packet(7)
+    with pytest.raises(IndexError):
+        ours.popitem(1)
+    with pytest.raises(IndexError):
+        ours.peekitem(-2)
+    assert ours.peekitem(-1)[0] == 7
+
+
+def test_walking_it_while_it_changes_sees_the_numbers_it_started_with() -> None:
+    ours = PacketMap()
+    for n in range(10):
+        ours[n] = packet(n)
+    seen = []
+    for n in ours.irange(2, 8):
+        seen.append(n)
+        del ours[n]
+        ours[100 + n] = packet(100 + n)
+    assert seen == [2, 3, 4, 5, 6, 7, 8]
+    rng = random.Random(1)
+    numbers = list(ours)
+    rng.shuffle(numbers)
+    for n in numbers:
+        del ours[n]
+    assert not ours and list(ours) == []
