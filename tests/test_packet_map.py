@@ -25,6 +25,7 @@ def same(ours: PacketMap, theirs: SortedDict) -> None:
     assert ours.items() == list(theirs.items())
     assert ours.values() == list(theirs.values())
     if theirs:
+        assert ours.first() == theirs.keys()[0]
         assert ours.peekitem(0) == theirs.peekitem(0)
         assert ours.peekitem(-1) == theirs.peekitem(-1)
         assert ours.peekitem(len(theirs) // 2) == theirs.peekitem(len(theirs) // 2)
@@ -64,6 +65,8 @@ def test_any_sequence_of_changes_leaves_it_equal_to_a_sorted_map(
         elif what == "put":
             ours[value] = theirs[value] = packet(value)
             head = max(head, value)
+        elif what == "pop" and theirs and value == 0:
+            assert ours.pop_first() == theirs.popitem(0)
         elif what == "pop" and theirs and -len(theirs) <= value < len(theirs):
             assert ours.popitem(value) == theirs.popitem(value)
         elif what == "del" and value in theirs:
@@ -86,6 +89,10 @@ def test_out_of_range_indices_raise_as_a_sorted_map_does() -> None:
     ours = PacketMap()
     with pytest.raises(IndexError):
         ours.peekitem(0)
+    with pytest.raises(IndexError):
+        ours.first()
+    with pytest.raises(IndexError):
+        ours.pop_first()
     ours[5] = packet(5)
     ours.popitem(0)
     ours[7] = packet(7)

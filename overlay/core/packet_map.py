@@ -92,6 +92,17 @@ class PacketMap:
         """How many numbers held are at or below ``number``."""
         return bisect_right(self._numbers, number, self._start) - self._start
 
+    def first(self) -> int:
+        """The lowest number held (IndexError if none): the window's next eviction."""
+        return self._numbers[self._start]
+
+    def pop_first(self) -> tuple[int, SubscribeData]:
+        """Remove and return the item with the lowest number (IndexError if none)."""
+        number = self._numbers[self._start]
+        packet = self._by.pop(number)
+        self._drop_first()
+        return number, packet
+
     def peekitem(self, index: int = -1) -> tuple[int, SubscribeData]:
         """The item at ``index`` in number order (negative: from the end)."""
         number = self._numbers[self._position(index)]

@@ -90,14 +90,15 @@ class Window:
         packets = self.packets
         packets[packet.packet] = packet
         self.bytes += len(packet.data)
-        while len(packets) > 1 and (len(packets) > self.max_packets or self.bytes > self.max_bytes):
+        max_packets, max_bytes = self.max_packets, self.max_bytes
+        while len(packets) > 1 and (len(packets) > max_packets or self.bytes > max_bytes):
             if (
-                packets.peekitem(0)[0] >= self.keep_from
-                and len(packets) <= 2 * self.max_packets
-                and self.bytes <= 2 * self.max_bytes
+                packets.first() >= self.keep_from
+                and len(packets) <= 2 * max_packets
+                and self.bytes <= 2 * max_bytes
             ):
                 break  # a local client is owed it still
-            number, old = packets.popitem(0)
+            number, old = packets.pop_first()
             self.bytes -= len(old.data)
             self.evicted += 1
             self._raise_floor(number + 1)
@@ -195,14 +196,15 @@ class Window:
         return sum(len(packets[number].data) for number in packets.irange(start, end))
 
     def _forget_below(self, floor: int) -> None:
-        while self.packets and self.packets.peekitem(0)[0] < floor:
-            _, old = self.packets.popitem(0)
+        while self.packets and self.packets.first() < floor:
+            _, old = self.packets.pop_first()
             self.bytes -= len(old.data)
             self.evicted += 1
         self._raise_floor(floor)
 
     def _raise_floor(self, floor: int) -> None:
-        self.floor = max(self.floor, floor)
+        if floor > self.floor:
+            self.floor = floor
         while self.holes:
             first, last = self.holes.peekitem(0)
             if first >= self.floor:
