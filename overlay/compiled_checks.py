@@ -91,7 +91,8 @@ def _compile(source: str, name: str, extra: dict[str, Any]) -> Any:
 
 
 def compile_decoder(cls: type[Message]) -> Decoder | None:
-    """The decoder for ``cls``, or None if it has no field or a kind with no compiled test."""
+    """The decoder for ``cls``, or None if it has no field, a kind with no compiled test, or
+    a ``__post_init__``."""
     kinds = [kind for _, kind in field_kinds(cls)]
     if not kinds or any(kind not in _TESTS for kind in kinds):
         return None
@@ -101,14 +102,27 @@ def compile_decoder(cls: type[Message]) -> Decoder | None:
         f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
         for v, kind in zip(names, kinds, strict=True)
     ]
+    # The message is built by setting its slots directly: a frozen dataclass's __init__
+    # goes through ``object.__setattr__`` per field, half of what building one costs. Every
+    # field is given; a class with a __post_init__ (none has one) is left to the codec.
+    if hasattr(cls, "__post_init__"):
+        return None
+    setters = {
+        f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(field_kinds(cls))
+    }
+    sets = "".join(f"        _set{i}(message, {value})\n" for i, value in enumerate(values))
     source = (
         f"def decode_{cls.__name__}(value):\n"
         f"    _, {', '.join(names)}, = value\n"
         f"    if {test}:\n"
-        f"        return _cls({', '.join(values)})\n"
+        f"        message = _new(_cls)\n"
+        f"{sets}"
+        f"        return message\n"
         f"    return None\n"
     )
-    decoder: Decoder = _compile(source, f"decode_{cls.__name__}", {"_cls": cls})
+    decoder: Decoder = _compile(
+        source, f"decode_{cls.__name__}", {"_cls": cls, "_new": object.__new__, **setters}
+    )
     return decoder
 
 

@@ -3,6 +3,7 @@ the same message: every compiled class, every field, edge values of every kind p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from enum import IntEnum
 
@@ -165,7 +166,10 @@ def test_compiled_and_field_by_field_agree_on_valid_messages(message: Message) -
     encoder, decoder = compile_encoder(cls), compile_decoder(cls)
     assert encoder is not None and decoder is not None
     assert encoder(message) == wire_fields(message)
-    assert decoder(wire_fields(message)) == message
+    decoded = decoder(wire_fields(message))
+    assert decoded == message and hash(decoded) == hash(message)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
+        setattr(decoded, field_kinds(cls)[0][0], None)
 
 
 def test_a_packet_kind_the_code_gave_as_a_plain_int_still_encodes() -> None:
