@@ -20,11 +20,13 @@ and no extra hop sits in front of the node.
 Plain variant: a trio program in the forwarder process reads length-prefixed frames from a
 TCP source (in the receiver process), frames each once and appends it to the queue of each of
 N TCP sinks, written by one coalescing writer per sink (the node's pattern: join everything
-queued, one ``send_all``). The sinks parse frames and count. Its frames have the size of the
-node's sealed packet frames (1 KB payload plus the message header and the 16-byte tag), so
-both put the same bytes on the wire. The plain program does strictly more input work than the
-node (it reads its packets from a socket; the node's publisher is a function call), so the
-ratio errs against the node, if at all.
+queued, one ``send_all``). The sinks parse frames and count. Each of its frames is the size
+of one packet as the node sends it alone (1 KB payload, the message header and a 16-byte
+tag); the node packs what is queued for a child into sealed frames of up to 64 KiB, a 4-byte
+record length per packet and one tag per frame, so it puts a few bytes fewer per packet on
+the wire. The plain program does strictly more input work than the node (it reads its
+packets from a socket; the node's publisher is a function call), so the ratio errs against
+the node, if at all.
 
 Flow control is the same for both: the receiver process reports, on a separate loopback
 control connection, how many packets *every* child has received (the minimum), and the
@@ -277,8 +279,8 @@ async def _protocol_receivers(case: Case, info: dict[str, Any], report: Report) 
 
 
 def plain_body_size(payload: int) -> int:
-    """The size of the node's sealed frame carrying a ``payload``-byte packet to a child
-    (with the root's commit mark on it: ``overlay.core.showing``)."""
+    """The size of a sealed frame carrying one ``payload``-byte packet to a child alone
+    (with the root's commit mark on it: ``overlay.core.showing``), its record length aside."""
     message = SubscribeData(
         STREAM.key, 10**6, bytes(payload), None, PacketKind.DATA, None, None, 10**6, 10**6
     )
