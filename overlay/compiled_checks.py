@@ -92,25 +92,25 @@ def _compile(source: str, name: str, extra: dict[str, Any]) -> Any:
 
 def compile_decoder(cls: type[Message]) -> Decoder | None:
     """The decoder for ``cls``, or None if it has no field, a kind with no compiled test, or
-    a ``__post_init__``."""
-    kinds = [kind for _, kind in field_kinds(cls)]
-    if not kinds or any(kind not in _TESTS for kind in kinds):
+    a ``__post_init__``.
+
+    The message is built by setting its slots directly: a frozen dataclass's __init__ goes
+    through ``object.__setattr__`` per field, half of what building one costs. Every field
+    is given, so only a __post_init__ (no message has one) would be skipped."""
+    fields = field_kinds(cls)
+    if not fields or hasattr(cls, "__post_init__"):
         return None
-    names = [f"v{i}" for i in range(len(kinds))]
-    test = " and ".join(_TESTS[kind].format(v=v) for v, kind in zip(names, kinds, strict=True))
-    values = [
-        f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
-        for v, kind in zip(names, kinds, strict=True)
-    ]
-    # The message is built by setting its slots directly: a frozen dataclass's __init__
-    # goes through ``object.__setattr__`` per field, half of what building one costs. Every
-    # field is given; a class with a __post_init__ (none has one) is left to the codec.
-    if hasattr(cls, "__post_init__"):
+    if any(kind not in _TESTS for _, kind in fields):
         return None
-    setters = {
-        f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(field_kinds(cls))
-    }
-    sets = "".join(f"        _set{i}(message, {value})\n" for i, value in enumerate(values))
+    names = [f"v{i}" for i in range(len(fields))]
+    test = " and ".join(
+        _TESTS[kind].format(v=v) for v, (_, kind) in zip(names, fields, strict=True)
+    )
+    sets = "".join(
+        f"        _set{i}(message, {f'_KINDS[{v}]' if kind is Kind.PACKET_KIND else v})\n"
+        for i, (v, (_, kind)) in enumerate(zip(names, fields, strict=True))
+    )
+    setters = {f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(fields)}
     source = (
         f"def decode_{cls.__name__}(value):\n"
         f"    _, {', '.join(names)}, = value\n"

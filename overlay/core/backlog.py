@@ -57,8 +57,7 @@ def full(stream: Stream) -> bool:
         return True
     if committed is None or not packets or stream.window.bytes < stream.window.max_bytes:
         return False
-    lowest: int = packets.peekitem(0)[0]
-    return lowest > committed
+    return packets.first() > committed
 
 
 class Backlog:

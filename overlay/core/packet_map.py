@@ -7,12 +7,12 @@ both, about half of what a relay spends on a packet. Here they cost O(1): a dict
 beside a list of the numbers in order whose first ``_start`` entries are already gone (the
 list is compacted once they are half of it, so each removal costs O(1) amortized).
 
-Anything else (a packet filled in below the head, a number removed from the middle) is a
-bisect and a list insert or delete: O(n) moves of machine words, over at most twice a
-window's ``max_packets`` numbers, and rare.
+Anything else (a packet filled in below the head) is a bisect and a list insert: O(n)
+moves of machine words, over at most twice a window's ``max_packets`` numbers, and rare.
 
-The interface is the part of ``SortedDict`` the core uses; ``irange``, ``items``, ``values``
-and iteration work on a copy of the numbers, so the map may change while a caller walks it.
+The interface is the part of ``SortedDict`` the core uses, with ``first`` and ``pop_first``
+for its eviction; ``irange``, ``items``, ``values`` and iteration work on a copy of the
+numbers, so the map may change while a caller walks it.
 """
 
 from __future__ import annotations
@@ -59,15 +59,6 @@ class PacketMap:
                 insort(numbers, number, self._start)
         by[number] = packet
 
-    def __delitem__(self, number: int) -> None:
-        del self._by[number]
-        numbers, start = self._numbers, self._start
-        index = bisect_left(numbers, number, start)
-        if index == start:
-            self._drop_first()
-        else:
-            del numbers[index]
-
     def __iter__(self) -> Iterator[int]:
         return iter(self._numbers[self._start :])
 
@@ -107,17 +98,6 @@ class PacketMap:
         """The item at ``index`` in number order (negative: from the end)."""
         number = self._numbers[self._position(index)]
         return number, self._by[number]
-
-    def popitem(self, index: int = -1) -> tuple[int, SubscribeData]:
-        """Remove and return the item at ``index`` in number order."""
-        position = self._position(index)
-        number = self._numbers[position]
-        packet = self._by.pop(number)
-        if position == self._start:
-            self._drop_first()
-        else:
-            del self._numbers[position]
-        return number, packet
 
     def _position(self, index: int) -> int:
         count = len(self._numbers) - self._start
