@@ -99,6 +99,35 @@ def test_each_round_beats_every_peer_with_a_rising_seq_and_rearms() -> None:
     assert node.stats.dead_peers == 0 and len(node.peers) == 2
 
 
+def test_a_heartbeat_on_the_short_path_is_heard_as_receive_hears_it() -> None:
+    """``Node.heartbeat`` (a simulator's cheap delivery) does what ``receive`` does with a
+    Heartbeat from a linked peer: the peer is heard, and nothing is sent or armed."""
+    node, twin = beating(), beating()
+    for n in (node, twin):
+        meet(n, b"P", 0.3, boot_id=100)
+    assert node.heartbeat(7.5, b"P") is True
+    assert twin.receive(7.5, b"P", Heartbeat(1)) == []
+    heard = [n.peers.get(b"P") for n in (node, twin)]
+    assert heard[0] is not None and heard[1] is not None
+    assert heard[0].heard == heard[1].heard == 7.5
+    assert node.stats.received == twin.stats.received
+
+
+def test_the_short_path_declines_a_stranger_and_a_node_with_work_at_its_event_end() -> None:
+    """A heartbeat from a peer that never said Hello is a protocol fault that only
+    ``receive`` may judge; and a core whose event end has work (here a root's backlog to
+    drain) must have it run, as ``receive`` would. Both decline and change nothing."""
+    node = beating()
+    meet(node, b"P", 0.3, boot_id=100)
+    received = node.stats.received
+    assert node.heartbeat(7.5, b"X") is False
+    node.flow.backlog.backlogged[KEY] = None
+    assert node.heartbeat(7.5, b"P") is False
+    record = node.peers.get(b"P")
+    assert record is not None and record.heard < 7.5
+    assert node.stats.received == received
+
+
 @pytest.mark.parametrize(
     "message",
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 
@@ -13,10 +14,12 @@ from overlay.core.events import PublishAcked
 from overlay.core.node import Node
 from overlay.messages import Heartbeat
 from testnet.sim.__main__ import main
+from testnet.sim.collector import collector_paused
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import Network, NetworkModel
+from testnet.sim.report import route_probes
 from testnet.sim.simulator import SimConfig, Simulator
-from testnet.sim.workload import schedule_subscribes, stream_keys
+from testnet.sim.workload import PublishLoad, schedule_publishes, schedule_subscribes, stream_keys
 
 
 def traced_run(seed: int, jitter: float = 0.0) -> str:
@@ -71,6 +74,86 @@ def test_in_flight_counts_protocol_messages_until_they_arrive() -> None:
     assert sim.in_flight == 0 and key in sim.nodes[3].streams
 
 
+_HEARTBEAT = Node.heartbeat
+
+
+def _beats_run(short_path: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """A traced run with heartbeats doing their work: joins, publishes, and a silent crash
+    its peers find only by liveness. Returns the digest and how many heartbeats took the
+    short path (``Node.heartbeat``)."""
+    taken = 0
+    hear = _HEARTBEAT
+
+    def counted(node: Node, now: float, peer: bytes) -> bool:
+        nonlocal taken
+        heard = short_path and hear(node, now, peer)
+        taken += heard
+        return heard
+
+    monkeypatch.setattr(Node, "heartbeat", counted)
+    sim = Simulator(SimConfig(nodes=200, degree=8, seed=3, trace=True))
+    keys = stream_keys(3)
+    schedule_subscribes(sim, keys, 15, 2.0, random.Random(3))
+    schedule_publishes(sim, keys, PublishLoad(30, 2, 5.0, 100, start=4.0), random.Random(4))
+    sim.call_at(6.0, lambda: sim.crash(17))
+    sim.run(until=40.0)
+    assert sim.nodes[0].stats.dead_peers + sum(n.stats.dead_peers for n in sim.nodes) > 0
+    return sim.digest(), taken
+
+
+def test_heartbeats_on_the_short_path_make_the_same_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator hears most heartbeats through ``Node.heartbeat`` instead of delivering
+    them as messages; event for event, the run is the one full delivery makes."""
+    full, none_short = _beats_run(False, monkeypatch)
+    short, taken = _beats_run(True, monkeypatch)
+    assert none_short == 0 and taken > 1000
+    assert short == full
+
+
+def test_halt_ends_a_run_after_the_current_event_and_keeps_the_queue() -> None:
+    sim = Simulator(SimConfig(nodes=30, degree=6, seed=1))
+    key = stream_keys(1)[0]
+    sim.call_at(1.0, lambda: sim.subscribe(3, key, 1))
+    sim.call_at(1.0, sim.halt)
+    sim.run()
+    assert sim.now == 1.0 and sim.in_flight > 0  # the search is still on its way
+    sim.run()  # a later run goes on, to quiet
+    assert sim.in_flight == 0 and key in sim.nodes[3].streams
+
+
+def test_route_probes_measure_each_batch_once_every_search_is_answered() -> None:
+    """Probes need their searches' answers, not a quiet network: the new roots' own looks
+    (and the probes' leaving) are still running when the measurement returns."""
+    sim = Simulator(SimConfig(nodes=300, degree=8, seed=2))
+    result = route_probes(sim, 40, random.Random(2), batch=20)
+    assert result["route_exact_pct"] == 100.0 and result["route_hops_mean"] > 1.0
+    assert sim.in_flight > 0
+    answered_at = sim.now
+    sim.run()
+    assert sim.now > answered_at
+
+
+def test_a_network_without_jitter_keeps_no_per_link_bookkeeping() -> None:
+    net = Network(3, NetworkModel(), random.Random(1))
+    assert net.arrivals(1.0, 0, 1) == [1.0 + net.latency(0, 1)]
+    assert net.resend_at(2.0, 1, 2) == 2.0 + net.latency(1, 2)
+    assert net._last == {}
+
+
+def test_the_command_line_pauses_the_collector_for_a_run_and_restores_it() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own setting is kept
+    finally:
+        gc.enable()
+
+
 def test_drop_and_duplicate_knobs_act() -> None:
     net = Network(2, NetworkModel(drop=0.5, duplicate=0.5), random.Random(2))
     counts = [len(net.arrivals(0.0, 0, 1)) for _ in range(2000)]
@@ -100,6 +183,26 @@ def test_cli_prints_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["violation_count"] == 0
     assert report["in_single_tree"] == report["subscriptions"] == 40
     assert report["route_exact_pct"] == 100.0
+
+
+def test_the_report_counts_what_the_joins_cost_apart_from_what_publishing_costs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Joins end before the first publish: messages sent until then are the joins' cost,
+    those after it publishing's; heartbeats and the route probes are neither's."""
+    argv = ["--nodes", "300", "--streams", "4", "--subscribers", "10", "--packets", "10"]
+    assert main([*argv, "--route-samples", "30", "--greedy-samples", "30", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    joins, publishing = report["join_messages_by_kind"], report["publish_messages_by_kind"]
+    assert "SubscribeRequest" in joins and "Heartbeat" not in joins
+    assert "SubscribeData" not in joins and "PublishData" not in joins
+    assert publishing["PublishData"] >= 40 and "Heartbeat" not in publishing
+    assert report["messages"] == sum(joins.values())
+    assert report["messages_per_join"] == report["messages"] / 40
+    assert report["messages_per_packet"] == report["publish_messages"] / 40
+    # Each packet reaches every tree member once; a delivery costs at least its own hop.
+    assert publishing["SubscribeData"] >= report["deliveries"] == 400
+    assert report["messages_per_delivery"] > 1.0
 
 
 def test_cli_summary_is_readable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -184,6 +184,19 @@ class Node:
             self._dispatch(now, peer, message)
         return self._flush(now)
 
+    def heartbeat(self, now: float, peer: PeerId) -> bool:
+        """``receive(now, peer, Heartbeat(...))`` for a driver that carries many heartbeats
+        and wants them cheap: True when it was handled here, with no effect to carry out
+        (the peer is linked and the end of an event has nothing to do); False: nothing
+        was done, pass the heartbeat to ``receive``. Hearing the peer is a heartbeat's
+        whole purpose, and a Heartbeat's round number is not read (pub0sub liveness)."""
+        record = self.peers.get(peer)
+        if record is None or self.flow.has_event_work():
+            return False
+        self.stats.received += 1
+        record.heard = now
+        return True
+
     def handle_timer(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``. Harmless to call early or more than once."""
         self._timers.run(now)

@@ -277,6 +277,16 @@ class PacketFlow:
         if showing.marks_sent or showing.marks_due:
             showing.tell_marks(now)
 
+    def has_event_work(self) -> bool:
+        """Whether ``after_event`` would do anything now."""
+        showing = self.showing
+        return bool(
+            self.credit.released
+            or self.backlog.backlogged
+            or showing.marks_sent
+            or showing.marks_due
+        )
+
     def busy(self) -> bool:
         """Whether a local publish awaits its answer, a root is in its takeover grace, or
         a root's mark is due (``Node.busy``)."""

@@ -12,6 +12,7 @@ import sys
 
 from overlay.core.config import NodeConfig
 from overlay.messages import MAX_PAYLOAD
+from testnet.sim.collector import collector_paused
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import NetworkModel
 from testnet.sim.report import PUBLISH_SUMMARY, SUMMARY
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         args.route_samples,
         publish,
     )
-    _, report = run_subscribe(exp)
+    with collector_paused():
+        _, report = run_subscribe(exp)
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:

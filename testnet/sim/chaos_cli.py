@@ -13,6 +13,7 @@ import sys
 from overlay.core.config import NodeConfig
 from testnet.sim.__main__ import _fraction, _positive
 from testnet.sim.chaos import ChaosExperiment, ChaosPlan, run_chaos
+from testnet.sim.collector import collector_paused
 from testnet.sim.simulator import SimConfig
 from testnet.sim.workload import PublishLoad
 
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as error:
         p.error(str(error))
-    _, report = run_chaos(exp)
+    with collector_paused():
+        _, report = run_chaos(exp)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from overlay.messages import PacketKind
@@ -51,15 +52,24 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
             log.published_as(node, uid, key, None, PacketKind.DATA, data)
 
         schedule_publishes(sim, keys, exp.publish, rng, before_publish)
+    # What the joins cost is what was sent before the first publish (they are over by
+    # then: the publishes start 5 s after the join window); the rest is publishing's.
+    joins_sent: Counter[str] = Counter()
+    if exp.publish is not None:
+        sim.call_at(exp.publish.start, lambda: joins_sent.update(sim.sent))
     started = time.perf_counter()
     sim.run()
     run = time.perf_counter() - started
+    run_sent = Counter(sim.sent)  # (the probes below send more)
+    if exp.publish is None:
+        joins_sent.update(run_sent)
     quiet_at = sim.last_message_at
     shapes = check_all(sim.nodes, sim.alive, sim.index)
     found = violations(shapes.values())
     # Heartbeats are a steady cost of the links, not of the workload: left out.
-    messages = sum(sim.sent.values()) - sim.sent["Heartbeat"]
-    search_hops = sim.sent["SubscribeRequest"] + sim.sent["ResubscribeRequest"]
+    del joins_sent["Heartbeat"]
+    messages = joins_sent.total()
+    search_hops = joins_sent["SubscribeRequest"] + joins_sent["ResubscribeRequest"]
     report: dict[str, object] = {
         "nodes": len(sim.nodes),
         "degree": exp.sim.degree,
@@ -70,11 +80,12 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
         **greedy_baseline(sim, exp.greedy_samples, random.Random(f"greedy-{exp.sim.seed}")),
         "messages": messages,
         "messages_per_join": messages / len(subs) if subs else 0.0,
+        "join_messages_by_kind": dict(joins_sent.most_common()),
         "search_hops_per_join": search_hops / len(subs) if subs else 0.0,
         "messages_lost": sim.lost,
         # Probes run after the workload is measured, on the same network.
         **route_probes(sim, exp.route_samples, random.Random(f"probes-{exp.sim.seed}")),
-        **(publish_results(sim, exp, log) if exp.publish is not None else {}),
+        **(publish_results(sim, exp, log, run_sent - joins_sent) if exp.publish else {}),
         "violation_count": len(found),
         "violations": found[:20],
         "virtual_time": quiet_at,
@@ -86,9 +97,10 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
 
 
 def publish_results(
-    sim: Simulator, exp: SubscribeExperiment, log: DeliveryLog
+    sim: Simulator, exp: SubscribeExperiment, log: DeliveryLog, sent: Counter[str]
 ) -> dict[str, object]:
-    """Did every subscriber get every packet once, in order; what did it cost and take?"""
+    """Did every subscriber get every packet once, in order; what did it cost and take?
+    ``sent``: the messages sent from the first publish on, by kind."""
     assert exp.publish is not None
     faults = exp.sim.network.drop > 0 or exp.sim.network.duplicate > 0
     problems = list(log.problems(complete=not faults))
@@ -100,6 +112,8 @@ def publish_results(
     # node that is not a child) raises it above 1.
     taken = sum(node.stats.stored - node.stats.published for node in sim.nodes)
     carried = sim.sent["SubscribeData"]
+    publishing = Counter(sent)
+    del publishing["Heartbeat"]
     return {
         "packets_scheduled": exp.streams * exp.publish.packets,
         "packets_ordered": ordered,
@@ -110,6 +124,10 @@ def publish_results(
         "delivery_problems": problems[:20],
         "duplicates": sum(node.stats.duplicates for node in sim.nodes),
         "link_stress": carried / taken if taken else 0.0,
+        "publish_messages": publishing.total(),
+        "messages_per_packet": publishing.total() / ordered if ordered else 0.0,
+        "messages_per_delivery": publishing.total() / deliveries if deliveries else 0.0,
+        "publish_messages_by_kind": dict(publishing.most_common()),
         "latency_p50_ms": 1000 * percentile(latency, 50),
         "latency_p99_ms": 1000 * percentile(latency, 99),
         "rdp_median": percentile(penalty, 50),

@@ -41,10 +41,15 @@ class Network:
         self.model = model
         self._rng = rng
         self._points = [(rng.random(), rng.random()) for _ in range(n)]
-        # FIFO bookkeeping: the last arrival time on each link. Kept in calm weather too, or
-        # a frame sent after a jittery spell ends could overtake one sent during it, and a
-        # subscriber would be told the overtaken packet was missed (links are FIFO).
+        # FIFO bookkeeping: the last arrival time on each link. Only jitter can make a
+        # frame overtake an earlier one: without it a link's latency is fixed and frames
+        # arrive in the order they were sent. So nothing is kept (16 entries a node, at a
+        # million nodes) until a model with jitter is first used; from then on it is kept
+        # in calm weather too, or a frame sent after a jittery spell ends could overtake
+        # one sent during it, and a subscriber would be told the overtaken packet was
+        # missed (links are FIFO).
         self._last: dict[tuple[int, int], float] = {}
+        self._jittered = False
         self._scale = model.latency_spread / math.sqrt(2.0)
 
     def add_node(self) -> None:
@@ -62,6 +67,10 @@ class Network:
         if model.drop and self._rng.random() < model.drop:
             return []
         copies = 2 if model.duplicate and self._rng.random() < model.duplicate else 1
+        if model.jitter:
+            self._jittered = True
+        elif not self._jittered:
+            return [now + self.latency(a, b)] * copies
         times = []
         for _ in range(copies):
             at = now + self.latency(a, b)
@@ -75,6 +84,8 @@ class Network:
     def resend_at(self, now: float, a: int, b: int) -> float:
         """When a frame held back on link a->b and sent again now arrives: no fault draws
         (TCP's retransmission), and never before an earlier frame on that link."""
-        at = max(now + self.latency(a, b), self._last.get((a, b), 0.0))
-        self._last[(a, b)] = at
+        at = now + self.latency(a, b)
+        if self._jittered:
+            at = max(at, self._last.get((a, b), 0.0))
+            self._last[(a, b)] = at
         return at

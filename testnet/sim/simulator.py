@@ -39,7 +39,9 @@ from overlay.messages import (
 )
 from testnet.sim.network import Network, NetworkModel
 
-_MESSAGE, _TIMER, _CALL = 0, 1, 2
+# Event kinds. A heartbeat is its own kind: the most common event of an idle network, it
+# takes a short path (``_deliver_beat``) that does what delivering it as a message would.
+_MESSAGE, _TIMER, _CALL, _BEAT = 0, 1, 2, 3
 _PACKET_EVENTS = (Packet, Epoch)
 
 
@@ -131,6 +133,7 @@ class Simulator:
         self.events = 0
         self.last_message_at = 0.0  # when the network last carried a message
         self.on_deliver: Callable[[int, ClientId, ClientEvent], None] | None = None
+        self._halted = False  # ``halt``: the running ``run`` returns after this event
         self._connect_all()
 
     def _new_node(self, i: int) -> Node:
@@ -143,22 +146,21 @@ class Simulator:
         """Bring every topology link up at time 0. The Hello exchange is applied directly
         instead of over the simulated latency: at 10^5 nodes that is 1.6 million messages
         that only set up the start state."""
+        # Effects are carried out without ``_apply``'s busy bookkeeping, which is done once
+        # for every node at the end; nothing here closes a link.
+        nodes, ids, now, carry_out = self.nodes, self.ids, self.now, self._carry_out
+        hellos = [Hello(node.location, node.boot_id) for node in nodes]
         for a, b in self.topology.edges():
-            self._hello(a, b)
-            self._hello(b, a)
+            carry_out(a, nodes[a].receive(now, ids[b], hellos[b]))
+            carry_out(b, nodes[b].receive(now, ids[a], hellos[a]))
         # Likewise the first friend-of-a-friend announcements, once every link is up.
-        for i, node in enumerate(self.nodes):
-            for effect in node.announce_neighbours(self.now):
+        for i, node in enumerate(nodes):
+            for effect in node.announce_neighbours(now):
                 if type(effect) is Send:
                     j = self.index[effect.peer]
-                    self._apply(j, self.nodes[j].receive(self.now, self.ids[i], effect.message))
-        self._busy = {i for i, node in enumerate(self.nodes) if node.busy()}
-
-    def _hello(self, a: int, b: int) -> None:
-        node_b = self.nodes[b]
-        self._apply(
-            a, self.nodes[a].receive(self.now, self.ids[b], Hello(node_b.location, node_b.boot_id))
-        )
+                    carry_out(j, nodes[j].receive(now, ids[i], effect.message))
+        assert not self._downs
+        self._busy = {i for i, node in enumerate(nodes) if node.busy()}
 
     def linked(self, a: int, b: int) -> bool:
         """Whether a message from ``a`` can reach ``b`` now: the link is open, not cut."""
@@ -220,12 +222,20 @@ class Simulator:
             ),
         )
 
+    def halt(self) -> None:
+        """Make the running ``run`` return once the event being handled is done (from an
+        ``on_deliver`` hook or a workload step: a measurement that has what it waited for
+        need not simulate the network going quiet). The queue is kept; ``run`` goes on."""
+        self._halted = True
+
     def run(self, until: float | None = None) -> None:
         """Process events in order up to ``until``; without it, until the network is quiet:
         no protocol message in flight, no workload step left, no node with work pending.
-        Upkeep (heartbeats, probes) never stops, so it does not count."""
+        Upkeep (heartbeats, probes) never stops, so it does not count. ``halt`` ends it
+        sooner."""
         queue = self._queue
-        while queue:
+        self._halted = False
+        while queue and not self._halted:
             if until is None:
                 if not self._work and not self._busy:
                     return
@@ -235,7 +245,9 @@ class Simulator:
             at, _, kind, a, b, payload = heapq.heappop(queue)
             self.now = at
             self.events += 1
-            if kind == _MESSAGE:
+            if kind == _BEAT:
+                self._deliver_beat(a, b, payload)  # type: ignore[arg-type]
+            elif kind == _MESSAGE:
                 if type(payload) not in UPKEEP:
                     self._work -= 1
                 self._deliver_message(a, b, payload)  # type: ignore[arg-type]
@@ -246,7 +258,7 @@ class Simulator:
             else:
                 self._work -= 1
                 payload()  # type: ignore[operator]
-        if until is not None:
+        if until is not None and not self._halted:
             self.now = max(self.now, until)
 
     def _deliver_message(self, src: int, dst: int, message: Message) -> None:
@@ -262,6 +274,23 @@ class Simulator:
         if isinstance(message, SubscribeSucceeded | SubscribeSucceededNewRoot):
             self.success_hops[message.uid] += 1
         self._apply(dst, self.nodes[dst].receive(self.now, self.ids[src], message))
+
+    def _deliver_beat(self, src: int, dst: int, message: Message) -> None:
+        """A heartbeat arrives: the receiving core hears its peer (``Node.heartbeat``). If
+        anything more is involved (a link that is down, a peer not known, work at the end of
+        the core's event), it is delivered as any message is. Hearing a peer changes
+        neither a core's effects nor whether it is busy, so nothing else follows."""
+        node = self.nodes[dst]
+        pair = (src, dst) if src < dst else (dst, src)
+        if (
+            not self.alive[dst]
+            or pair not in self._open
+            or pair in self._cut
+            or not node.heartbeat(self.now, self.ids[src])
+        ):
+            self._deliver_message(src, dst, message)
+        elif self._digest is not None:
+            self._digest.update(f"{self.now!r} {src} {dst} {message!r}\n".encode())
 
     # --- effects ----------------------------------------------------------------------------
 
@@ -329,6 +358,10 @@ class Simulator:
             self.disconnect(i, j)
             return
         self.duplicated += len(arrivals) > 1
+        if type(message) is Heartbeat:
+            for at in arrivals:
+                self._push(at, _BEAT, i, j, message)
+            return
         counts = type(message) not in UPKEEP
         for at in arrivals:
             self._work += counts
