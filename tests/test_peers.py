@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+from keyspace.location import distance
 from overlay.core.peers import Peer, PeerTable
 
 
@@ -85,3 +88,35 @@ def test_reach_wraps_around_the_circle() -> None:
     assert peer.reach(0.03125) == 0.09375  # 0.125 is the nearer, above
     assert peer.reach(0.5) == 0.0
     assert Peer(b"q", 0.5, 1).reach(0.25) == 0.25  # no neighbours: its own location
+
+
+def _ranked_closest(table: PeerTable, target: float, exclude: set[bytes]) -> Peer | None:
+    """The rule as stated: the least (reach, own distance, id) among peers not excluded."""
+    ranked = [
+        ((peer.reach(target), distance(target, peer.location), peer.id), peer)
+        for peer in table
+        if peer.id not in exclude
+    ]
+    return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
+
+
+def test_closest_picks_what_the_stated_rank_picks_on_random_tables() -> None:
+    """``closest`` computes reach and distance inline; on random tables (peers with and
+    without announced neighbours, shared locations, exclusions, targets on the seam at 0)
+    it picks the peer the plain rank does."""
+    rng = random.Random(7)
+    grid = [i / 64 for i in range(64)]  # coarse locations, so exact ties happen
+    for _ in range(3000):
+        table = PeerTable()
+        ids = [bytes([i]) for i in range(rng.randrange(0, 12))]
+        for peer_id in ids:
+            table.add(peer_id, rng.choice(grid), 1, 0.0)
+            record = table.get(peer_id)
+            assert record is not None
+            if rng.random() < 0.7:
+                record.neighbours = tuple(
+                    sorted(rng.choice(grid) for _ in range(rng.randrange(1, 6)))
+                )
+        exclude = {peer_id for peer_id in ids if rng.random() < 0.2}
+        target = rng.choice([*grid, rng.random(), 0.0, 0.999999])
+        assert table.closest(target, exclude) is _ranked_closest(table, target, exclude)

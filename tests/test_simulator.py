@@ -110,6 +110,18 @@ def test_heartbeats_on_the_short_path_make_the_same_run(monkeypatch: pytest.Monk
     assert short == full
 
 
+def test_a_round_of_heartbeats_as_one_chain_makes_the_same_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In calm weather a node's round of heartbeats waits in the event heap as one chain
+    with only its next heartbeat queued; event for event, the run is the one it makes with
+    every heartbeat queued on its own (as in weather with jitter or loss)."""
+    chained, _ = _beats_run(True, monkeypatch)
+    monkeypatch.setattr(Network, "calm", property(lambda self: False))
+    one_by_one, _ = _beats_run(True, monkeypatch)
+    assert chained == one_by_one
+
+
 def test_halt_ends_a_run_after_the_current_event_and_keeps_the_queue() -> None:
     sim = Simulator(SimConfig(nodes=30, degree=6, seed=1))
     key = stream_keys(1)[0]
@@ -121,11 +133,12 @@ def test_halt_ends_a_run_after_the_current_event_and_keeps_the_queue() -> None:
     assert sim.in_flight == 0 and key in sim.nodes[3].streams
 
 
-def test_route_probes_measure_each_batch_once_every_search_is_answered() -> None:
+def test_route_probes_measure_each_search_once_it_is_answered() -> None:
     """Probes need their searches' answers, not a quiet network: the new roots' own looks
     (and the probes' leaving) are still running when the measurement returns."""
     sim = Simulator(SimConfig(nodes=300, degree=8, seed=2))
-    result = route_probes(sim, 40, random.Random(2), batch=20)
+    result = route_probes(sim, 40, random.Random(2), concurrent=10)
+    assert result["route_samples"] == 40
     assert result["route_exact_pct"] == 100.0 and result["route_hops_mean"] > 1.0
     assert sim.in_flight > 0
     answered_at = sim.now

@@ -77,14 +77,34 @@ class PeerTable:
         reaches closest (friend-of-a-friend), then the closest itself, then the lower id.
 
         A linear scan: a node has tens of peers, and a scan beats keeping one sorted order
-        per key being routed.
+        per key being routed. Every routing hop makes one, so ``Peer.reach`` and
+        ``distance`` are written out inline (the same arithmetic: on the circle,
+        ``min(d, 1 - d)`` is ``1 - d`` exactly when ``d > 0.5``), and the rank tuple is
+        built only for a peer that may beat the best.
         """
         best: Peer | None = None
         best_rank: tuple[float, float, bytes] = (2.0, 2.0, b"")
+        best_reach = 2.0
         for peer in self._peers.values():
             if peer.id in exclude:
                 continue
-            rank = (peer.reach(target), distance(target, peer.location), peer.id)
+            own = abs(target - peer.location)
+            if own > 0.5:
+                own = 1.0 - own
+            reach = own
+            around = peer.neighbours
+            if around:
+                i = bisect_left(around, target)
+                below = abs(target - around[i - 1])
+                if below > 0.5:
+                    below = 1.0 - below
+                above = abs(target - around[i % len(around)])
+                if above > 0.5:
+                    above = 1.0 - above
+                reach = min(reach, below, above)
+            if reach > best_reach:
+                continue
+            rank = (reach, own, peer.id)
             if rank < best_rank:
-                best, best_rank = peer, rank
+                best, best_rank, best_reach = peer, rank, reach
         return best

@@ -52,6 +52,13 @@ class Network:
         self._jittered = False
         self._scale = model.latency_spread / math.sqrt(2.0)
 
+    @property
+    def calm(self) -> bool:
+        """Whether a message's arrival is just its link's latency: no loss or duplicate
+        drawn for it, and no jitter now or earlier (``_last`` is not kept)."""
+        model = self.model
+        return not (model.drop or model.duplicate or model.jitter or self._jittered)
+
     def add_node(self) -> None:
         """Place one more node (the next index) in the square."""
         self._points.append((self._rng.random(), self._rng.random()))

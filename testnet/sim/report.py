@@ -133,51 +133,68 @@ PROBE_CLIENT = -1
 
 
 def route_probes(
-    sim: Simulator, samples: int, rng: random.Random, batch: int = 1000
+    sim: Simulator, samples: int, rng: random.Random, concurrent: int | None = None
 ) -> dict[str, float]:
     """The overlay's own routing, measured with the real cores (friend-of-a-friend greedy
     routing, HTL, backtracking): random nodes subscribe to fresh streams, so each search
     must find its root; count the hops of the path it joins by, and check the root is the
     globally closest node. This is the figure to set beside Sandberg's.
 
-    Searches run ``batch`` at a time, each for its own stream, so they do not meet; the more
-    run together, the fewer seconds of every link's heartbeats each one costs (a search
-    takes about as long whether it runs alone or beside a thousand others).
-    A batch is measured as soon as every search in it has its answer, and its probes then
-    unsubscribe: the new roots' own checks for another root, and the leaving, go on
-    beside the next batch rather than being waited out (simulating a quiet network's
-    heartbeats for seconds each time would cost more than the searches)."""
+    ``concurrent`` searches run at once, each for its own stream, so they do not meet; the
+    more run together, the fewer seconds of every link's heartbeats each one costs (a
+    search takes about as long whether it runs alone or beside a thousand others). By
+    default one node in twenty, at least 10: more at once on a small network would meet
+    nodes at their ``max_streams`` (refused there, a probe counts as a miss).
+    A probe is measured as soon as its search has its answer; then it unsubscribes and the
+    next probe starts. Nothing waits for the network to go quiet: the new roots' own
+    checks for another root, and the leaving, go on beside the later probes."""
     n = len(sim.nodes)
+    if concurrent is None:
+        concurrent = max(10, n // 20)
     hops: list[float] = []
     exact = 0
-    waiting: set[tuple[int, bytes]] = set()
+    launched = 0
+    waiting: dict[tuple[int, bytes], int | None] = {}  # probes out -> their search's uid
     workload_hook = sim.on_deliver
+
+    def launch() -> None:
+        nonlocal launched
+        key = StreamKey.open(f"route-probe-{sim.config.seed}-{launched}").key
+        launched += 1
+        node = rng.randrange(n)
+        waiting[(node, key)] = None
+        sim.subscribe(node, key, PROBE_CLIENT)
+        stream = sim.nodes[node].streams.get(key)
+        if (node, key) in waiting and stream is not None:  # (not answered at once)
+            waiting[(node, key)] = stream.join_uid
+
+    def answered(node: int, key: bytes) -> None:
+        nonlocal exact
+        uid = waiting.pop((node, key))
+        hops.append(float(sim.success_hops.get(uid, 0)) if uid is not None else 0.0)
+        exact += root_of(sim, node, key) == closest_node(sim.topology, key_location(key))
+        sim.call_at(sim.now, lambda: sim.unsubscribe(node, key, PROBE_CLIENT))
+        if launched < samples:
+            sim.call_at(sim.now, launch)
+        elif not waiting:
+            sim.halt()
 
     def on_deliver(node: int, client: ClientId, event: ClientEvent) -> None:
         if workload_hook is not None:
             workload_hook(node, client, event)
-        if client == PROBE_CLIENT and isinstance(event, Subscribed | SubscribeFailed):
-            waiting.discard((node, event.key))
-            if not waiting:
-                sim.halt()
+        if (
+            client == PROBE_CLIENT
+            and isinstance(event, Subscribed | SubscribeFailed)
+            and (node, event.key) in waiting
+        ):
+            answered(node, event.key)
 
     sim.on_deliver = on_deliver
     try:
-        for start in range(0, samples, batch):
-            probes = []
-            for k in range(start, min(samples, start + batch)):
-                key = StreamKey.open(f"route-probe-{sim.config.seed}-{k}").key
-                node = rng.randrange(n)
-                waiting.add((node, key))
-                sim.subscribe(node, key, PROBE_CLIENT)
-                probes.append((node, key, sim.nodes[node].streams[key].join_uid))
-            if waiting:
-                sim.run()
-            for node, key, uid in probes:
-                hops.append(float(sim.success_hops.get(uid, 0)) if uid is not None else 0.0)
-                exact += root_of(sim, node, key) == closest_node(sim.topology, key_location(key))
-            for node, key, _ in probes:
-                sim.unsubscribe(node, key, PROBE_CLIENT)
+        while launched < min(samples, concurrent):
+            launch()
+        if waiting or launched < samples:
+            sim.run()
     finally:
         sim.on_deliver = workload_hook
     return {
@@ -208,7 +225,7 @@ closest node, in mean {route_hops_mean:.2f} hops, p99 {route_hops_p99:.0f} \
 {search_hops_per_join:.1f} search hops a subscription
   invariant violations  {violation_count}
   quiet after           {virtual_time:.2f} virtual s;  wall time {wall_setup:.2f} s setup + \
-{wall_run:.2f} s run
+{wall_run:.2f} s run + {wall_probes:.2f} s routing probes
 """
 
 PUBLISH_SUMMARY = """\

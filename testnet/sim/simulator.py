@@ -41,7 +41,9 @@ from testnet.sim.network import Network, NetworkModel
 
 # Event kinds. A heartbeat is its own kind: the most common event of an idle network, it
 # takes a short path (``_deliver_beat``) that does what delivering it as a message would.
-_MESSAGE, _TIMER, _CALL, _BEAT = 0, 1, 2, 3
+# In calm weather one node's round of heartbeats is a single chain (``_BEATS``): sorted by
+# arrival, with only its next heartbeat in the heap (see ``_chain_beats``).
+_MESSAGE, _TIMER, _CALL, _BEAT, _BEATS = 0, 1, 2, 3, 4
 _PACKET_EVENTS = (Packet, Epoch)
 
 
@@ -70,6 +72,10 @@ class SimConfig:
 # What a network sends however quiet it is: heartbeats and roots' probes. They are not
 # protocol work, so running "until quiet" does not wait for them.
 UPKEEP = frozenset({Heartbeat, RootProbe, ProbeAnswer})
+
+
+def _arrival(beat: tuple[float, int, int, Message]) -> tuple[float, int]:
+    return beat[0], beat[1]
 
 
 def node_id(index: int) -> bytes:
@@ -245,7 +251,13 @@ class Simulator:
             at, _, kind, a, b, payload = heapq.heappop(queue)
             self.now = at
             self.events += 1
-            if kind == _BEAT:
+            if kind == _BEATS:
+                chain: list[tuple[float, int, int, Message]] = payload  # type: ignore[assignment]
+                self._deliver_beat(a, b, chain.pop()[3])
+                if chain:
+                    at, seq, j, _ = chain[-1]
+                    heapq.heappush(queue, (at, seq, _BEATS, a, j, chain))
+            elif kind == _BEAT:
                 self._deliver_beat(a, b, payload)  # type: ignore[arg-type]
             elif kind == _MESSAGE:
                 if type(payload) not in UPKEEP:
@@ -308,9 +320,16 @@ class Simulator:
             self._tell_downs()
 
     def _carry_out(self, i: int, effects: list[Effect]) -> None:
+        beats: list[tuple[float, int, int, Message]] | None = None
+        calm = self.network.calm and not self.config.wire
         for effect in effects:
             if type(effect) is Send:
-                self._send(i, effect)
+                if calm and type(effect.message) is Heartbeat:
+                    if beats is None:
+                        beats = []
+                    self._send_beat(i, effect, beats)
+                else:
+                    self._send(i, effect)
             elif type(effect) is SetTimer:
                 at = max(effect.at, self.now)
                 if self._wake.get(i) != at:
@@ -326,6 +345,33 @@ class Simulator:
                 self.disconnect(i, self.index[effect.peer])
             elif type(effect) is Remember:
                 self.disks[i][effect.key] = effect.number
+        if beats:
+            self._chain_beats(i, beats)
+
+    def _send_beat(
+        self, i: int, effect: Send, beats: list[tuple[float, int, int, Message]]
+    ) -> None:
+        """``_send`` for a heartbeat in calm weather (no loss, duplicates or jitter draw a
+        number, so its arrival is just the link's latency): taken into ``beats`` with the
+        sequence number ``_push`` would give it."""
+        j = self.index.get(effect.peer)
+        self.sent["Heartbeat"] += 1
+        if j is None or not self.linked(i, j):
+            if j is None or not self._stall(i, j, effect.message):
+                self.lost += 1
+            return
+        self._seq += 1
+        beats.append((self.now + self.network.latency(i, j), self._seq, j, effect.message))
+
+    def _chain_beats(self, i: int, beats: list[tuple[float, int, int, Message]]) -> None:
+        """Queue node ``i``'s heartbeats as one chain: sorted by (arrival, sequence number),
+        only the first in the heap; each, as it is delivered, puts the next in (``run``).
+        A k-way merge: the heap pops exactly the order it would with every heartbeat in it
+        (the next of a chain is never due before the one ahead of it), and it holds one
+        entry per node's round instead of one per link."""
+        beats.sort(key=_arrival, reverse=True)
+        at, seq, j, _ = beats[-1]
+        heapq.heappush(self._queue, (at, seq, _BEATS, i, j, beats))
 
     def _tell_downs(self) -> None:
         """Tell the ends of links that closed while effects were being carried out. Not at
