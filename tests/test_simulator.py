@@ -12,7 +12,7 @@ from keyspace.topology import small_world
 from overlay.core.effects import Effect, Send
 from overlay.core.events import PublishAcked
 from overlay.core.node import Node
-from overlay.messages import Heartbeat
+from overlay.messages import Neighbours
 from testnet.sim.__main__ import main
 from testnet.sim.collector import collector_paused
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
@@ -317,6 +317,8 @@ def test_a_link_a_lost_frame_breaks_is_told_after_the_effects_that_lost_it(
     sim.network.arrivals = arrivals  # type: ignore[method-assign]
     # (on the class: a node's attributes are slots, not a dict a method could be put in)
     monkeypatch.setattr(Node, "link_down", link_down)
-    sim._apply(a, [Send(sim.ids[b], Heartbeat(1)), Send(sim.ids[c], Heartbeat(2))])
+    # (Announcements: a calm network's heartbeats arrive after their latency without a
+    # draw in ``arrivals``, so they could not be lost here.)
+    sim._apply(a, [Send(sim.ids[b], Neighbours((0.3,))), Send(sim.ids[c], Neighbours((0.6,)))])
     assert happened[:3] == ["send 0->1 lost", "send 0->2", "0 told 1 is gone"]
     assert not sim.linked(a, b)
