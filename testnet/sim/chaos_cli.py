@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from overlay.core.config import NodeConfig
 from testnet.sim.__main__ import _fraction, _positive
 from testnet.sim.chaos import ChaosExperiment, ChaosPlan, run_chaos
-from testnet.sim.collector import collector_paused
+from testnet.sim.collector import collector_paused, exit_now
 from testnet.sim.simulator import SimConfig
 from testnet.sim.workload import PublishLoad
 
@@ -97,4 +96,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
