@@ -112,16 +112,31 @@ def test_heartbeats_on_the_short_path_make_the_same_run(monkeypatch: pytest.Monk
     assert short == full
 
 
-def test_a_round_of_heartbeats_as_one_chain_makes_the_same_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """In calm weather a node's round of heartbeats waits in the event heap as one chain
-    with only its next heartbeat queued; event for event, the run is the one it makes with
-    every heartbeat queued on its own (as in weather with jitter or loss)."""
-    chained, _ = _beats_run(True, monkeypatch)
+def test_heartbeats_in_waves_make_the_same_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In calm weather the heartbeats sent at one moment wait in the event heap as one
+    wave; event for event, the run is the one it makes with every heartbeat queued on its
+    own (as in weather with jitter or loss)."""
+    waves, _ = _beats_run(True, monkeypatch)
     monkeypatch.setattr(Network, "calm", property(lambda self: False))
     one_by_one, _ = _beats_run(True, monkeypatch)
-    assert chained == one_by_one
+    assert waves == one_by_one
+
+
+def test_a_run_stops_between_two_heartbeats_of_a_wave() -> None:
+    """``run(until)`` ends at ``until`` even inside a wave, and the rest of the wave comes
+    later, in order: the two halves make the same run as one call."""
+
+    def traced(stops: list[float]) -> tuple[str, int]:
+        sim = Simulator(SimConfig(nodes=50, degree=6, seed=5, trace=True))
+        for stop in stops:
+            sim.run(until=stop)
+            assert sim.now == stop
+        return sim.digest(), sim.events
+
+    # The first round is sent at 5 s and arrives from 5.005 s to about 5.1 s.
+    whole = traced([12.0])
+    assert traced([5.03, 5.06, 12.0]) == whole
+    assert whole[1] > 2 * 50 * 6
 
 
 def test_halt_ends_a_run_after_the_current_event_and_keeps_the_queue() -> None:
