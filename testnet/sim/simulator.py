@@ -296,13 +296,12 @@ class Simulator:
         anything more is involved (a link that is down, a peer not known, work at the end of
         the core's event), it is delivered as any message is. Hearing a peer changes
         neither a core's effects nor whether it is busy, so nothing else follows."""
-        node = self.nodes[dst]
         pair = (src, dst) if src < dst else (dst, src)
         if (
             not self.alive[dst]
             or pair not in self._open
-            or pair in self._cut
-            or not node.heartbeat(self.now, self.ids[src])
+            or (self._cut and pair in self._cut)
+            or not self.nodes[dst].heartbeat(self.now, self.ids[src])
         ):
             self._deliver_message(src, dst, message)
         elif self._digest is not None:
@@ -379,11 +378,13 @@ class Simulator:
             if wave is self._wave:
                 self._wave = None  # due now: heartbeats sent later start another wave
             wave.sort(key=_arrival, reverse=True)
-        queue = self._queue
+        queue, deliver = self._queue, self._deliver_beat
         while wave and not self._halted:
             at, seq, i, j, message = wave[-1]
-            if queue and (queue[0][0], queue[0][1]) < (at, seq):
-                break
+            if queue:
+                first = queue[0]
+                if first[0] < at or (first[0] == at and first[1] < seq):
+                    break
             if until is None:
                 if not self._work and not self._busy:
                     break
@@ -392,7 +393,7 @@ class Simulator:
             wave.pop()
             self.now = at
             self.events += 1
-            self._deliver_beat(i, j, message)
+            deliver(i, j, message)
         if wave:
             at, seq = wave[-1][0], wave[-1][1]
             heapq.heappush(queue, (at, seq, _SORTED_WAVE, -1, -1, wave))
