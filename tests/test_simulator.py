@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +13,6 @@ from overlay.core.events import PublishAcked
 from overlay.core.node import Node
 from overlay.messages import Neighbours
 from testnet.sim.__main__ import main
-from testnet.sim.collector import collector_paused
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import Network, NetworkModel
 from testnet.sim.report import route_probes
@@ -168,36 +164,6 @@ def test_a_network_without_jitter_keeps_no_per_link_bookkeeping() -> None:
     assert net.arrivals(1.0, 0, 1) == [1.0 + net.latency(0, 1)]
     assert net.resend_at(2.0, 1, 2) == 2.0 + net.latency(1, 2)
     assert net._last == {}
-
-
-def test_the_command_exits_with_its_report_flushed_and_its_code() -> None:
-    """``python -m testnet.sim`` ends without the interpreter's teardown (``exit_now``):
-    its whole report still reaches a pipe, and its exit code is the run's."""
-    argv = ["--nodes", "200", "--streams", "2", "--subscribers", "5", "--packets", "5"]
-    done = subprocess.run(
-        [sys.executable, "-m", "testnet.sim", *argv, "--route-samples", "20", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["violation_count"] == 0 and report["deliveries"] == 50
-
-
-def test_the_command_line_pauses_the_collector_for_a_run_and_restores_it() -> None:
-    assert gc.isenabled()
-    with collector_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()  # a caller's own setting is kept
-    finally:
-        gc.enable()
 
 
 def test_drop_and_duplicate_knobs_act() -> None:

@@ -12,7 +12,7 @@ import sys
 
 from overlay.core.config import NodeConfig
 from overlay.messages import MAX_PAYLOAD
-from testnet.sim.collector import collector_paused, exit_now
+from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import NetworkModel
 from testnet.sim.report import PUBLISH_SUMMARY, SUMMARY
@@ -138,4 +138,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    run_command(main)

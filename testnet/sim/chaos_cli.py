@@ -12,7 +12,7 @@ import json
 from overlay.core.config import NodeConfig
 from testnet.sim.__main__ import _fraction, _positive
 from testnet.sim.chaos import ChaosExperiment, ChaosPlan, run_chaos
-from testnet.sim.collector import collector_paused, exit_now
+from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.simulator import SimConfig
 from testnet.sim.workload import PublishLoad
 
@@ -96,4 +96,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    run_command(main)

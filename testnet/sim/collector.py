@@ -9,16 +9,21 @@ tests) keep the interpreter's setting.
 
 At exit the interpreter would free that heap object by object, and collect it: 16 s after
 a 30,000-node run had printed its report. A command that is done skips it
-(``exit_now``).
+(``exit_now``). ``run_command`` ends a command that way, and cleanly when it is stopped:
+Ctrl-C or SIGTERM exit 130 or 143 (128 + the signal's number), and a reader that went away
+(``| head``) ends it quietly; neither prints a traceback.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
+from typing import NoReturn
 
 
 @contextmanager
@@ -34,10 +39,31 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` once standard output and error are flushed, without
     the interpreter's teardown. Only for a command's ``__main__``: nothing else may be
     left to run (no ``atexit`` handler, no open file but the standard streams)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def run_command(main: Callable[[], int]) -> NoReturn:
+    """Run a command's ``main`` and end the process with its status (``exit_now``), or
+    with 130 after Ctrl-C, 143 after SIGTERM, 0 if standard output's reader went away."""
+    stopped_by: list[int] = []
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
+    except BrokenPipeError:
+        # What is left in the buffer has nowhere to go: let the flush write it to nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    exit_now(code)
