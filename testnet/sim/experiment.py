@@ -64,11 +64,11 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
     run_sent = Counter(sim.sent)  # (the probes below send more)
     if exp.publish is None:
         joins_sent.update(run_sent)
+    # Heartbeats are a steady cost of the links, not of the workload: left out.
+    del run_sent["Heartbeat"], joins_sent["Heartbeat"]
     quiet_at = sim.last_message_at
     shapes = check_all(sim.nodes, sim.alive, sim.index)
     found = violations(shapes.values())
-    # Heartbeats are a steady cost of the links, not of the workload: left out.
-    del joins_sent["Heartbeat"]
     messages = joins_sent.total()
     search_hops = joins_sent["SubscribeRequest"] + joins_sent["ResubscribeRequest"]
     report: dict[str, object] = {
@@ -108,10 +108,10 @@ def _timed(name: str, measure: Callable[[], dict[str, float]]) -> dict[str, floa
 
 
 def publish_results(
-    sim: Simulator, exp: SubscribeExperiment, log: DeliveryLog, sent: Counter[str]
+    sim: Simulator, exp: SubscribeExperiment, log: DeliveryLog, publishing: Counter[str]
 ) -> dict[str, object]:
     """Did every subscriber get every packet once, in order; what did it cost and take?
-    ``sent``: the messages sent from the first publish on, by kind."""
+    ``publishing``: the messages sent from the first publish on, by kind."""
     assert exp.publish is not None
     faults = exp.sim.network.drop > 0 or exp.sim.network.duplicate > 0
     problems = list(log.problems(complete=not faults))
@@ -123,8 +123,6 @@ def publish_results(
     # node that is not a child) raises it above 1.
     taken = sum(node.stats.stored - node.stats.published for node in sim.nodes)
     carried = sim.sent["SubscribeData"]
-    publishing = Counter(sent)
-    del publishing["Heartbeat"]
     return {
         "packets_scheduled": exp.streams * exp.publish.packets,
         "packets_ordered": ordered,

@@ -178,7 +178,7 @@ class Simulator:
     def linked(self, a: int, b: int) -> bool:
         """Whether a message from ``a`` can reach ``b`` now: the link is open, not cut."""
         pair = (a, b) if a < b else (b, a)
-        return pair in self._open and pair not in self._cut
+        return pair in self._open and not (self._cut and pair in self._cut)
 
     # --- scheduling -------------------------------------------------------------------------
 
@@ -296,11 +296,9 @@ class Simulator:
         anything more is involved (a link that is down, a peer not known, work at the end of
         the core's event), it is delivered as any message is. Hearing a peer changes
         neither a core's effects nor whether it is busy, so nothing else follows."""
-        pair = (src, dst) if src < dst else (dst, src)
         if (
             not self.alive[dst]
-            or pair not in self._open
-            or (self._cut and pair in self._cut)
+            or not self.linked(dst, src)
             or not self.nodes[dst].heartbeat(self.now, self.ids[src])
         ):
             self._deliver_message(src, dst, message)
@@ -350,11 +348,8 @@ class Simulator:
         """``_send`` for a heartbeat in calm weather (no loss, duplicate or jitter draws a
         number, so its arrival is just the link's latency): into the wave of heartbeats
         sent now, with the sequence number ``_push`` would give it."""
-        j = self.index.get(effect.peer)
-        self.sent["Heartbeat"] += 1
-        if j is None or not self.linked(i, j):
-            if j is None or not self._stall(i, j, effect.message):
-                self.lost += 1
+        j = self._receiver(i, effect)
+        if j is None:
             return
         wave = self._wave
         if wave is None or self._wave_sent != self.now:
@@ -411,14 +406,23 @@ class Simulator:
             if self.alive[x] and self.ids[y] in self.nodes[x].peers:
                 self._apply(x, self.nodes[x].link_down(self.now, self.ids[y]))
 
-    def _send(self, i: int, effect: Send) -> None:
+    def _receiver(self, i: int, effect: Send) -> int | None:
+        """Count ``effect``'s message as sent from ``i``; the index of its receiver if the
+        link to it is up. Otherwise None: the frame is held back by a partition the link
+        has not noticed (``_stall``), or lost."""
         j = self.index.get(effect.peer)
-        message = effect.message
-        self.sent[type(message).__name__] += 1
+        self.sent[type(effect.message).__name__] += 1
         if j is None or not self.linked(i, j):
-            if j is None or not self._stall(i, j, message):
+            if j is None or not self._stall(i, j, effect.message):
                 self.lost += 1
+            return None
+        return j
+
+    def _send(self, i: int, effect: Send) -> None:
+        j = self._receiver(i, effect)
+        if j is None:
             return
+        message = effect.message
         if self.config.wire:
             message = decode(encode(message))
         arrivals = self.network.arrivals(self.now, i, j)
