@@ -22,6 +22,7 @@ from overlay.core.events import PublishAcked, PublishFailed
 from overlay.core.local_publishes import LocalPublish
 from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.streams import State, Stream
+from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Witnesses
 from overlay.messages import (
     PacketKind,
@@ -404,6 +405,8 @@ class Setup:
             self.store_new,
             self.reply_root,
             self.route,
+            kit.timers,
+            Tokens(),
         )
 
 
@@ -412,7 +415,7 @@ def test_a_peers_publish_is_held_pending_until_its_node_confirms() -> None:
     setup = Setup(kit)
     stream = kit.stream(State.ROOT, children=(b"C",))
     message = publish(7)
-    assert setup.part.number_new(stream, b"C", message, 0) == PublishNumbered(7, KEY, 0)
+    assert setup.part.number_new(0.0, stream, b"C", message, 0) == PublishNumbered(7, KEY, 0)
     assert list(stream.root.pending) == [0] and setup.store_new.calls == []
     setup.part.on_confirmed(b"C", PublishConfirmed(7, KEY, 0))
     assert setup.store_new.calls == [(stream, message, 0)]
@@ -424,7 +427,7 @@ def test_a_local_publish_with_nothing_pending_goes_down_at_once() -> None:
     kit = Kit()
     setup = Setup(kit)
     stream = kit.stream(State.ROOT, children=(b"C",))
-    answer = setup.part.number_new(stream, 1, publish(7), 0)
+    answer = setup.part.number_new(0.0, stream, 1, publish(7), 0)
     assert answer == PublishSucceeded(7, KEY, 0) and len(setup.store_new.calls) == 1
 
 
@@ -432,11 +435,11 @@ def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_r
     kit = Kit(config=NodeConfig(confirm_timeout=1.0, heartbeat_interval=1.0))
     setup = Setup(kit)
     stream = kit.stream(State.ROOT, children=(b"C",))
-    setup.part.number_new(stream, b"C", publish(7), 0)
-    setup.part.number_new(stream, 1, publish(8), 1)
-    setup.part.confirm_overdue()
+    setup.part.number_new(0.0, stream, b"C", publish(7), 0)
+    setup.part.number_new(0.0, stream, 1, publish(8), 1)
+    setup.part.confirm_overdue(0.0)
     assert stream.root.pending
-    setup.part.confirm_overdue()
+    setup.part.confirm_overdue(0.0)
     assert not stream.root.pending and kit.stats.unconfirmed == 2
     [(_, dropped)] = setup.requeue.calls
     assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]

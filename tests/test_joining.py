@@ -13,6 +13,7 @@ from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.pushes import Pushes
 from overlay.core.showing import Showing
 from overlay.core.streams import State
+from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Witnesses
 from overlay.messages import PublishData, SubscribeData, SubscribeSucceeded
 
@@ -24,7 +25,7 @@ def joining(kit: Kit) -> tuple[Joining, Calls]:
     peers = PeerWitnesses(kit.config, kit.stats, kit.streams, None, kit.out, witnesses, local, ok)
     confirming = Confirming(
         kit.config, kit.streams, kit.stats, kit.out, local, witnesses, peers,
-        Calls(), Calls(), Calls(), Calls(),
+        Calls(), Calls(), Calls(), Calls(), kit.timers, Tokens(),
     )  # fmt: skip
     pushes = Pushes(kit.config, kit.streams, kit.stats, kit.out)
     gathering = Gathering(kit.config, kit.stats, kit.out, pushes.push_one, confirming.push_claims)

@@ -11,6 +11,8 @@ N (0.45) roots KEY (0.5) for its local client 1; H (0.2) is a hostile child of i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodes import KEY, KEY2, MAX_HTL, joined_node, make, meet, proto, sends
 
 from overlay.codec import decode, encode
@@ -22,9 +24,13 @@ from overlay.core.streams import State
 from overlay.messages import (
     MAX_PACKET,
     FillRequest,
+    Heartbeat,
     Hello,
     Message,
     PacketKind,
+    PublishConfirmed,
+    PublishData,
+    PublishNumbered,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
@@ -235,3 +241,109 @@ def test_fill_requests_for_a_whole_window_in_a_loop_draw_only_the_childs_budget(
         cut_off |= any(isinstance(e, DropPeer) and e.peer == b"C" and e.fault for e in effects)
     assert replayed <= BUDGET_PER_SECOND
     assert node.stats.catch_ups_refused >= 90 and cut_off
+
+
+DEADLINE = NodeConfig().confirm_deadline
+
+
+def root_with_silent_publisher() -> Node:
+    """N roots KEY for its client 1; H joined as its child and publishes, and never sends
+    PublishConfirmed for the numbers N gives it (PublishNumbered)."""
+    node = make()
+    node.subscribe(0.0, KEY, 1)
+    meet(node, b"H", 0.2)
+    node.receive(0.1, b"H", SubscribeRequest(300, KEY, 5, 0.2, None))
+    return node
+
+
+def hostile_publish(node: Node, now: float, uid: int) -> int:
+    """H publishes; N numbers it and tells H the number, holding the packet for H's word."""
+    effects = node.receive(
+        now, b"H", PublishData(uid, KEY, None, 0.2, 5, b"h%d" % uid, None, PacketKind.DATA, None)
+    )
+    [number] = [m.packet for to, m in sends(effects) if isinstance(m, PublishNumbered)]
+    return number
+
+
+def packets_to(effects: Sequence[Effect], peer: bytes) -> list[bytes]:
+    return [m.data for to, m in sends(effects) if to == peer and isinstance(m, SubscribeData)]
+
+
+def test_a_packet_behind_a_number_its_publisher_never_confirms_waits_one_deadline() -> None:
+    """H's publish is numbered 0 and held for H's confirmation; client 1's publish, numbered
+    1, waits behind it (packets go down in number order). H never confirms: at
+    ``confirm_deadline`` after H's number, both go down, 0 unconfirmed, and the stream
+    carries on; it is not held for ``confirm_timeout``."""
+    node = root_with_silent_publisher()
+    assert hostile_publish(node, 1.0, 7) == 0
+    effects = node.publish(1.1, KEY, 1, 8, b"honest")
+    assert packets_to(effects, b"H") == []
+    node.receive(1.0 + DEADLINE * 0.6, b"H", Heartbeat(1))  # H is linked and well
+    assert packets_to(node.handle_timer(1.0 + DEADLINE - 0.01), b"H") == []
+    effects = node.handle_timer(1.0 + DEADLINE)
+    assert packets_to(effects, b"H") == [b"h7", b"honest"]
+    assert node.stats.released_unconfirmed == 1 and not node.streams[KEY].root.pending
+
+
+def test_a_number_whose_child_fell_silent_is_not_passed_over() -> None:
+    """After H's publish, nothing more comes from H: the link may be cut, and H may hold
+    its number as a claim it will push to the root of its side of the cut. The packets
+    behind it wait; once H is heard from again, past its deadline, they go down."""
+    node = root_with_silent_publisher()
+    hostile_publish(node, 1.0, 7)
+    node.publish(1.1, KEY, 1, 8, b"honest")
+    assert packets_to(node.handle_timer(1.0 + 3 * DEADLINE), b"H") == []
+    assert node.stats.released_unconfirmed == 0 and node.streams[KEY].root.pending
+    node.receive(1.0 + 3.1 * DEADLINE, b"H", Heartbeat(2))
+    effects = node.handle_timer(1.0 + 3.5 * DEADLINE)
+    assert packets_to(effects, b"H") == [b"h7", b"honest"]
+
+
+def test_a_lone_unconfirmed_number_holds_nobody_up_and_is_not_sent_early() -> None:
+    """With nothing behind it, H's unconfirmed packet is no stall: it waits as before, and a
+    publish that comes after its deadline finds it overdue and both go down at once."""
+    node = root_with_silent_publisher()
+    hostile_publish(node, 1.0, 7)
+    node.receive(1.0 + 1.5 * DEADLINE, b"H", Heartbeat(1))
+    assert packets_to(node.handle_timer(1.0 + 2 * DEADLINE), b"H") == []
+    assert node.stats.released_unconfirmed == 0
+    effects = node.publish(1.0 + 2.5 * DEADLINE, KEY, 1, 8, b"honest")
+    assert packets_to(effects, b"H") == [b"h7", b"honest"]
+
+
+def test_a_child_whose_numbers_keep_lapsing_unconfirmed_is_cut_off() -> None:
+    """H publishes twice a second and confirms nothing, while client 1 publishes behind
+    it: each of H's numbers goes down one deadline late. At its third lapse, two deadlines
+    after its first, H is cut off (a fault, so the runtime warns and refuses it a while);
+    what it still had pending goes down then, nothing is dropped."""
+    node = root_with_silent_publisher()
+    drops: list[DropPeer] = []
+    now = 1.0
+    for uid in range(10, 20):
+        hostile_publish(node, now, uid)
+        node.publish(now + 0.01, KEY, 1, 100 + uid, b"honest")
+        drops += [e for e in node.handle_timer(now + 0.5) if isinstance(e, DropPeer)]
+        if drops:
+            break
+        now += 0.5
+    [drop] = drops
+    assert drop.peer == b"H" and drop.fault and "unconfirmed" in drop.reason
+    assert now - 1.0 >= 2 * DEADLINE and node.stats.confirm_cutoffs == 1
+    assert not node.streams[KEY].root.pending and node.stats.unconfirmed == 0
+
+
+def test_a_late_confirmation_forgives_a_slow_child() -> None:
+    """H is slow, not hostile: its confirmations come after the deadline, for the packet
+    N sent down under its uid. Each forgives its lapses, so H is never cut off."""
+    node = root_with_silent_publisher()
+    now = 1.0
+    for uid in range(10, 15):
+        number = hostile_publish(node, now, uid)
+        node.publish(now + 0.01, KEY, 1, 100 + uid, b"honest")
+        node.receive(now + 0.6 * DEADLINE, b"H", Heartbeat(uid))
+        effects = node.handle_timer(now + DEADLINE)
+        assert packets_to(effects, b"H") == [b"h%d" % uid, b"honest"]
+        assert not [e for e in effects if isinstance(e, DropPeer)]
+        node.receive(now + DEADLINE + 0.05, b"H", PublishConfirmed(uid, KEY, number))
+        now += DEADLINE + 0.1
+    assert node.stats.released_unconfirmed == 5 and node.stats.confirm_cutoffs == 0

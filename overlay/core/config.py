@@ -170,6 +170,12 @@ class NodeConfig:
     # they are numbered, and that race can show a number that the other side gives to
     # another publish. Only the root's setting counts; every node answers PublishNumbered.
     confirm_publishes: bool = True
+    # How long a root holds a peer's numbered publish for its confirmation while a later
+    # packet waits behind it (``confirming``); past it the packet goes down unconfirmed, so
+    # a child that never confirms (or is slow to) costs the stream at most this much delay.
+    # Well above a loaded link's round trip, so a healthy publisher's node confirms first.
+    # A lone pending packet, which holds nobody up, waits ``confirm_timeout`` as before.
+    confirm_deadline: float = 1.0
     # Good signatures remembered, so a node verifies each packet once (see signatures.py).
     signature_cache: int = 8192
     # A root's commit mark rides the packets it sends down (``showing``); when it moved and
@@ -209,6 +215,11 @@ class NodeConfig:
             )
         if not self.confirm_timeout > 0:
             raise ValueError(f"confirm_timeout must be positive, got {self.confirm_timeout}")
+        if not 0 < self.confirm_deadline <= self.confirm_timeout:
+            raise ValueError(
+                "need 0 < confirm_deadline <= confirm_timeout, got "
+                f"{self.confirm_deadline} and {self.confirm_timeout}"
+            )
         if not isinstance(self.confirm_publishes, bool):
             raise ValueError(
                 f"confirm_publishes must be true or false, got {self.confirm_publishes!r}"

@@ -33,24 +33,33 @@ afresh. Otherwise stale relay entries can close a cycle that a number goes round
 
 Packets go down in number order, so a confirmed packet waits for the pending ones before
 it. A local publisher at the root needs no confirmation, but its packet waits behind
-pending ones too. A pending packet whose confirmation does not come within
-``confirm_timeout`` (its publisher died, or is cut off) is dropped, with every pending
-packet after it; nothing was delivered or acknowledged for them, and their publishers,
-retrying, are numbered afresh. So is one whose publish came through a child the root has
-lost since, at once: its confirmation could only come back that way. A root that stops
-being root drops what is pending the same way. A packet pushed up from another root's
-numbering (it may have gone down there) drops everything pending, and is then weighed as
-if nothing were pending: it takes its number if that is the next, or collides. A pending
-number that a claim shows the tree had already is dropped when its turn comes. At most
-``max_queued_publishes`` wait at once; past that, a publish is refused BUSY.
+pending ones too. So one child that never confirms would hold the stream: a pending packet
+with another behind it, whose child is still heard from, waits ``confirm_deadline`` (1 s)
+at most, then goes down unconfirmed (``release_overdue``), a lapse of that child; a child
+that keeps lapsing is cut off (``confirm_lapses``). A pending packet whose child fell
+silent (it may be cut off, holding the number as a claim) is not passed over: when its
+confirmation has not come within ``confirm_timeout`` (its publisher died, or is cut off),
+it is dropped, with every pending packet after it; nothing was delivered or acknowledged
+for them, and their publishers, retrying, are numbered afresh. So is one whose publish
+came through a child the root has lost since, at once: its confirmation could only come
+back that way. A root that stops being root drops what is pending the same way. A packet
+pushed up from another root's numbering (it may have gone down there) drops everything
+pending, and is then weighed as if nothing were pending: it takes its number if that is
+the next, or collides. A pending number that a claim shows the tree had already is
+dropped when its turn comes. At most ``max_queued_publishes`` wait at once; past that, a
+publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
 down (about twice the delivery latency of the simulator's main job, see the README); a
 publisher at the root pays nothing. A root whose publisher's node dies stalls the packets
 numbered after its publish until the loss is noticed (liveness) or ``confirm_timeout``.
 
-What it does not close: the publisher's node confirms, the root sends the packet down, the
-cut comes, and the publisher's node dies before its side learns the number from it. Two
+What it does not close: a packet sent down past its deadline reopens, for that packet, the
+race above, should a cut below the relay child it came through come within that deadline,
+before the publisher's node learned its number (a node that did learn it holds the claim,
+which names the same packet). And:
+the publisher's node confirms, the root sends the packet down, the cut comes, and the
+publisher's node dies before its side learns the number from it. Two
 failures at one moment. A relay that passed the confirmation up is a second witness on the
 publisher's side (``witnesses``): it pushes the claim too, and weighs it if it becomes root.
 A publisher that was the root's own child has no such relay; so the publisher's node also
@@ -69,12 +78,16 @@ from collections.abc import Callable
 from typing import Any
 
 from overlay.core.config import NodeConfig
+from overlay.core.confirm_lapses import ConfirmLapses
 from overlay.core.effects import PeerId
 from overlay.core.local_publishes import LocalPublish
 from overlay.core.outbox import Outbox
 from overlay.core.peer_witnesses import PeerWitnesses
+from overlay.core.peers import PeerTable
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Pending, Source, State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
     MAX_WIRE_HTL,
@@ -86,6 +99,8 @@ from overlay.messages import (
     PublishSucceeded,
 )
 
+CONFIRM_TIMER = "confirm"
+
 
 class Confirming:
     """Numbers that wait for their publisher's confirmation at a root (``RootState.pending``),
@@ -93,8 +108,12 @@ class Confirming:
 
     __slots__ = (
         "config",
+        "due",
+        "lapses",
         "local",
+        "out",
         "peer_witnesses",
+        "peers",
         "reply_root",
         "requeue",
         "route",
@@ -102,6 +121,8 @@ class Confirming:
         "stats",
         "store_new",
         "streams",
+        "timers",
+        "tokens",
         "witnesses",
     )
 
@@ -118,10 +139,14 @@ class Confirming:
         store_new: Callable[[Stream, PublishData, int], None],
         reply_root: Callable[[Stream, Source, PublishData, Any], None],
         route: Callable[[float, Stream, Source, PublishData], None],
+        timers: TimerQueue,
+        tokens: Tokens,
+        peers: PeerTable | None = None,
     ) -> None:
         self.config = config
         self.streams = streams
         self.stats = stats
+        self.out = out
         self.send = out.send
         self.local = local
         self.witnesses = witnesses
@@ -130,25 +155,109 @@ class Confirming:
         self.store_new = store_new
         self.reply_root = reply_root
         self.route = route
+        self.timers = timers
+        self.tokens = tokens
+        self.peers = peers
+        self.due: dict[int, bytes] = {}  # confirm timer token -> its stream's key
+        self.lapses = ConfirmLapses(config.confirm_deadline)
+        timers.on(CONFIRM_TIMER, self.on_confirm_timer)
 
     # --- at the root ---------------------------------------------------------------------
 
     def number_new(
-        self, stream: Stream, source: Source, message: PublishData, number: int
+        self, now: float, stream: Stream, source: Source, message: PublishData, number: int
     ) -> PublishSucceeded | PublishNumbered | None:
         """A new publish numbered ``number`` at the root: sent down at once if nothing is
         pending and its publisher is local (or the root does not confirm publishes),
-        otherwise held until confirmed."""
+        otherwise held until confirmed, or until ``confirm_deadline`` has passed for every
+        pending packet before it (``release_overdue``)."""
         local = not isinstance(source, bytes)
-        if (local or not self.config.confirm_publishes) and not stream.root.pending:
+        pending = stream.root.pending
+        if (local or not self.config.confirm_publishes) and not pending:
             self.store_new(stream, message, number)
             return PublishSucceeded(message.uid, message.key, number)
-        stream.root.pending[number] = Pending(source, message, confirmed=local)
-        if len(stream.root.pending) == 1:
+        pending[number] = Pending(source, message, confirmed=local, at=now)
+        if len(pending) == 1:
             stream.root.pending_rounds = 0
+        self.release_overdue(now, stream)  # (it may have been all that was lacking)
         if local:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
+
+    def release_overdue(self, now: float, stream: Stream) -> None:
+        """Send down, unconfirmed, each oldest pending packet whose confirmation is
+        ``confirm_deadline`` overdue while a later one waits behind it and its child still
+        talks to us (heard from since half its deadline), and arm the timer that weighs
+        the oldest next.
+
+        Why not wait ``confirm_timeout``: packets go down in number order, so one child
+        that never confirms would hold the whole stream that long per publish. Why send
+        it rather than drop it: its publisher's node may hold the number as a claim by
+        now (only the confirmation is missing), and would push it to a later root, which
+        takes it where a dropped number had gone to another publish. Sent, the number
+        has one content on the root's side, and the claim (if any) names that same one.
+        Why only a child still heard from: one cut off from us falls silent, and its
+        side of the cut may hold the number as a claim or give it again; a chaos replay
+        (two publishers across a cut) numbered twice when such a packet was passed over.
+        What it still gives up is the race confirmation closes (module notes) for a cut
+        below a relay child, in this very deadline, before the publisher's node learned
+        the number. A lone pending packet holds nobody up, so it waits
+        ``confirm_timeout`` (``confirm_overdue``) as before."""
+        pending = stream.root.pending
+        deadline = self.config.confirm_deadline
+        poll = False
+        while len(pending) > 1 and stream.state is State.ROOT:
+            entry = pending[next(iter(pending))]
+            if entry.confirmed or now < entry.at + deadline:
+                break
+            if not self._heard_since(entry.source, entry.at + deadline / 2):
+                poll = True  # cut off, maybe: wait for a sign of life, or liveness
+                break
+            entry.confirmed = True
+            self.stats.released_unconfirmed += 1
+            if isinstance(entry.source, bytes):
+                self._lapsed(now, stream, entry.source)
+            self._flush(stream)
+        if pending and stream.root.confirm_token is None:
+            first = pending[next(iter(pending))]
+            if first.at + deadline > now:
+                at = first.at + deadline
+            else:
+                at = now + (deadline / 4 if poll else deadline)
+            token = stream.root.confirm_token = self.tokens.take()
+            self.due[token] = stream.key
+            self.timers.add(at, (CONFIRM_TIMER, token, 0))
+
+    def _heard_since(self, source: Source, since: float) -> bool:
+        """Whether the child ``source`` (a local client: always) sent us anything at or
+        after ``since``: a child cut off from us falls silent, one that ignores our number
+        does not."""
+        if not isinstance(source, bytes) or self.peers is None:
+            return True
+        peer = self.peers.get(source)
+        return peer is not None and peer.heard >= since
+
+    def on_confirm_timer(self, now: float, token: int, attempt: int) -> None:
+        key = self.due.pop(token, None)
+        stream = None if key is None else self.streams.get(key)
+        if stream is None or stream.root.confirm_token != token:
+            return
+        stream.root.confirm_token = None
+        self.release_overdue(now, stream)
+
+    def _lapsed(self, now: float, stream: Stream, peer: PeerId) -> None:
+        """A number that came through child ``peer`` lapsed: one lapse too many, and
+        everything pending from it goes down now (nothing is dropped: the numbers after
+        its would be given again, their publishers made to retry), and it is cut off."""
+        lapses = self.lapses.lapsed(now, peer)
+        if lapses is None:
+            return
+        for entry in stream.root.pending.values():
+            if entry.source == peer and not entry.confirmed:
+                entry.confirmed = True
+                self.stats.released_unconfirmed += 1
+        self.stats.confirm_cutoffs += 1
+        self.out.drop(peer, f"let {lapses} numbers it was given go unconfirmed")
 
     def refusal(self, stream: Stream, message: PublishData) -> PublishError | None:
         """Why the root cannot order ``message`` next, counting the pending packets before
@@ -235,8 +344,12 @@ class Confirming:
             return
         pending = stream.root.pending.get(message.packet) if stream.state is State.ROOT else None
         if pending is None or pending.message.uid != message.uid:
+            held = stream.window.get(message.packet)
+            if held is not None and held.uid == message.uid:
+                self.lapses.confirmed(peer)  # late, for a packet sent down unconfirmed
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
+        self.lapses.confirmed(peer)
         self._confirm(stream, pending)
 
     def _confirm(self, stream: Stream, pending: Pending) -> None:
@@ -291,16 +404,20 @@ class Confirming:
                 self.drop_pending(stream, number)
                 return
 
-    def confirm_overdue(self) -> None:
+    def confirm_overdue(self, now: float) -> None:
         """One heartbeat round passed: a root whose oldest pending packet has waited
-        ``confirm_timeout`` for its publisher drops it and everything after it."""
+        ``confirm_timeout`` for its publisher drops it and everything after it (a lone
+        one: with others behind it, ``release_overdue`` sent it down long before)."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
         for stream in self.streams.values():
             if not stream.root.pending:
                 continue
             stream.root.pending_rounds += 1
             if stream.root.pending_rounds > rounds:
+                first = stream.root.pending[next(iter(stream.root.pending))]
                 self.drop_pending(stream)
+                if isinstance(first.source, bytes) and not first.confirmed:
+                    self._lapsed(now, stream, first.source)
 
     # --- at the publisher's node, and on the way ---------------------------------------------
 

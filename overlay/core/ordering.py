@@ -85,7 +85,9 @@ class Ordering:
             return PublishSucceeded(message.uid, message.key, number)
         return PublishCollision(message.uid, message.key, number, next_number(stream))
 
-    def serialize(self, stream: Stream, message: PublishData, source: Source) -> Decision:
+    def serialize(
+        self, now: float, stream: Stream, message: PublishData, source: Source
+    ) -> Decision:
         """The root's decision on one publish; a new packet is stored and broadcast."""
         uids = stream.uids
         assert uids is not None, "only a root serializes"
@@ -131,7 +133,7 @@ class Ordering:
         number = next_number(stream)
         self.stats.numbered += 1
         self._remember(stream, message, number)
-        return confirming.number_new(stream, source, message, number)
+        return confirming.number_new(now, stream, source, message, number)
 
     def _fill(self, stream: Stream, message: PublishData) -> Answer:
         """Take a packet the old root ordered that this root lacks, in its order. The old

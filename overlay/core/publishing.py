@@ -157,7 +157,7 @@ class PacketFlow:
         self._drop = out.drop
         self.signatures = SignatureChecker(config.signature_cache)
         self._signature_ok = signature_ok = self.signatures.packet_ok
-        tokens = Tokens()  # (one counter: graces and questions to a parent)
+        tokens = Tokens()  # (one counter: graces, questions to a parent, confirmations)
 
         broadcast = self.broadcast = Broadcast(stats, memory, out, signature_ok)
         ordering = self.ordering = Ordering(stats, memory, signature_ok, broadcast.store)
@@ -188,6 +188,9 @@ class PacketFlow:
             ordering.store_new,
             self._reply_root,
             self._route,
+            timers,
+            tokens,
+            peers,
         )
         commits = self.commits = Commits(
             config,
@@ -373,7 +376,7 @@ class PacketFlow:
                     self.takeover.close_tail(stream)
             if not self.backlog.held_back(stream, source, message):  # (``backlog``)
                 self._reply_root(
-                    stream, source, message, self.ordering.serialize(stream, message, source)
+                    stream, source, message, self.ordering.serialize(now, stream, message, source)
                 )
             return
         if stream.state is not State.JOINED or stream.parent is None:

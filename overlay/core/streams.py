@@ -125,6 +125,7 @@ class Pending:
     source: Source
     message: PublishData
     confirmed: bool
+    at: float = 0.0  # when it was numbered: its confirmation is due ``confirm_deadline`` later
 
 
 _DEFAULTS = NodeConfig()
@@ -180,6 +181,7 @@ class RootState:
     # order, and the heartbeat rounds the oldest has waited for its confirmation.
     pending: dict[int, Pending] = field(default_factory=dict)
     pending_rounds: int = 0
+    confirm_token: int | None = None  # the timer that next weighs the oldest (None: none)
     # The mark it last sent down (``Stream.shown_upto``): ``mark_rounds``: quiet heartbeat
     # rounds the root has repeated that mark; ``mark_carried``: a packet took its mark down
     # since the last round; ``told_at``: when the root's mark last went down, on a packet or

@@ -81,7 +81,7 @@ class Takeover:
         confirming: Confirming,
         ask_down: Callable[[Stream], None],
         missing: Callable[[Stream, int, int], None],
-        serialize: Callable[[Stream, PublishData, Source], Any],
+        serialize: Callable[[float, Stream, PublishData, Source], Any],
         reply_root: Callable[[Stream, Source, PublishData, Any], None],
         wait: Callable[[Stream, Source, PublishData], None],
         carried: Callable[[float, Stream], None],
@@ -264,7 +264,7 @@ class Takeover:
             assert message.packet is not None and stream.next_in is not None
             if message.packet > stream.next_in:
                 self.missing(stream, stream.next_in, message.packet - 1)
-            self.reply_root(stream, source, message, self.serialize(stream, message, source))
+            self.reply_root(stream, source, message, self.serialize(now, stream, message, source))
         # Then the claims beyond the head, in number order, so that a run of them is taken
         # whole (``on_claim``); then what waited.
         claims = sorted(
@@ -317,7 +317,7 @@ class Takeover:
         ):
             answer = PublishCollision(message.uid, message.key, number, next_number(stream))
         else:
-            answer = self.serialize(stream, message, source)
+            answer = self.serialize(now, stream, message, source)
         if isinstance(answer, PublishCollision):
             self.stats.claims_refused += 1
             if not isinstance(source, bytes):
