@@ -37,7 +37,8 @@ Columns:
 * ``lost``, ``dup``: acknowledged publishes that never reached a subscriber / arrived more
   than once, matched by content, summed over both subscribers; ``bad``: deliveries out of
   number order, under another number than the one acknowledged, or with content nobody
-  published (a forgery that got through);
+  published (a forgery that got through). What the attacker published in its own name
+  on the open stream is no forgery: the JSON counts it as ``own``;
 * ``stall ms``: the longest gap between consecutive deliveries at a subscriber that
   overlaps the attack (a gap still open at the end counts up to the end of the row); at
   ``--rate 50`` an undisturbed stream shows about 20 ms. ``at s``: when that gap began,
@@ -85,7 +86,7 @@ from overlay.core.events import (
     Subscribed,
 )
 from overlay.runtime.host import NodeHost
-from testnet.bench.hostile_attacks import ATTACKS, interrupted
+from testnet.bench.hostile_attacks import ATTACKS, OWN_PUBLISH, interrupted
 from testnet.local import LocalNetwork
 
 KEY = StreamKey.open("hostile-bench").key
@@ -195,11 +196,13 @@ def _check(subscriber: _Subscriber, publisher: _Publisher) -> dict[str, int]:
     uid_of = {data: uid for uid, data in publisher.sent.items()}
     seen = Counter(data for _, data in subscriber.packets)
     numbers = [number for number, _ in subscriber.packets]
+    own = sum(1 for _, data in subscriber.packets if data.startswith(OWN_PUBLISH))
     return {
         "delivered": len(subscriber.packets),
         "lost": sum(1 for uid in publisher.acked if not seen[publisher.sent[uid]]),
         "duplicated": sum(n - 1 for n in seen.values() if n > 1),
-        "foreign": sum(1 for _, data in subscriber.packets if data not in uid_of),
+        "own": own,
+        "foreign": sum(1 for _, data in subscriber.packets if data not in uid_of) - own,
         "misnumbered": sum(
             1
             for number, data in subscriber.packets
