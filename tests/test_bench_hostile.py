@@ -10,14 +10,16 @@ import json
 import pytest
 import trio
 
-from testnet.bench import hostile, hostile_attacks
-from testnet.bench.hostile_attacks import ATTACKS, Tally, perform
+from testnet.bench import hostile, hostile_peer
+from testnet.bench.hostile_attacks import ATTACKS, perform
+from testnet.bench.hostile_peer import Tally
 
 # What each attack must have done in a fraction of a second: the connections it opened,
 # and, for those that break the protocol, how many the node cut (at least one).
 CUT = {"garbage", "oversized_frame", "before_hello", "false_location", "claim_without_number"}
 DID = {
     "forged_data": "forged_sent",
+    "false_neighbours": "announced",
     "uid_reuse": "reused",
     "join_drop": "joined",
     "unconfirmed_publish": "published",
@@ -57,7 +59,7 @@ def test_quick_run_measures_the_honest_stream_and_the_attack(
 
 async def test_every_attack_reaches_a_node() -> None:
     """Each attack, a moment each, against a real network's root (this process)."""
-    hostile_attacks.prepare(hostile.KEY, len(ATTACKS))  # (ids with work, made untimed)
+    hostile_peer.prepare(hostile.KEY, len(ATTACKS))  # (ids with work, made untimed)
     with trio.fail_after(60):
         async with hostile._TaggedNetwork(hostile._ring()) as net:
             await net.wait_linked()

@@ -24,12 +24,9 @@ so its Hello never makes the root hand the tree on (that is churn, not an attack
 from __future__ import annotations
 
 import argparse
-import contextlib
-import itertools
 import json
 import random
 import sys
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from enum import IntEnum
@@ -38,257 +35,46 @@ from typing import Any
 import cbor2
 import trio
 
-from keyspace.id_work import DEFAULT_ID_WORK
-from keyspace.location import distance, key_location, location_from_id
+from keyspace.location import key_location, location_from_id
 from keyspace.stream_key import StreamKey
-from overlay.codec import decode, encode
-from overlay.errors import RemoteProtocolError
 from overlay.messages import (
     Heartbeat,
-    Held,
-    HeldQuery,
     Hello,
-    Message,
+    Neighbours,
     PacketKind,
     PublishData,
-    RestartConfirmed,
     ResubscribeRequest,
     SubscribeData,
     SubscribeRequest,
-    SubscribeRestarted,
-    SubscribeSucceeded,
-    Unsubscribe,
 )
-from overlay.runtime.framing import (
-    PREFIX_SIZE,
-    SEALED_MAX,
-    FrameReader,
-    frame,
-    record,
-    split_records,
+from overlay.runtime.framing import PREFIX_SIZE
+from overlay.runtime.handshake import MAGIC
+from testnet.bench.hostile_peer import (
+    HTL,
+    Peer,
+    Tally,
+    Target,
+    as_child,
+    far_identity,
+    keep_trying,
+    linked,
+    prepare,
+    until_closed,
 )
-from overlay.runtime.handshake import MAGIC, Handshake, Session
-from overlay.runtime.identity import Identity
 
-NETWORK = b"testnet"  # LocalNetwork's default
 # A hello's first bytes: its length prefix (a hello of 60 bytes) and the magic, then nothing.
 HALF_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
-HTL = 10  # a search's budget, as a node's own (NodeConfig.max_htl)
-# Each loop of connect-and-misbehave waits this long between tries: the attack is about
-# what one bad connection does, so a few dozen a second are plenty and keep the attacker's
-# own CPU (on a shared machine) from being what slows the honest nodes.
-PAUSE = 0.02
+
+
 # Kernel sources for the connection floods: all of 127/8 is loopback on Linux, and the node
 # allows max_handshakes_per_address (32) at once from one address.
 FLOOD_ADDRESSES = 100
-# The longest a whole frame may take to send (why: ``Peer.send_body``).
-SEND_TIMEOUT = 5.0
-# An honest peer's heartbeat: well inside the node's dead_after (15 s by default).
-HEARTBEAT = 2.0
 
 
 # What an attacker publishes under its own name on the open stream (``unconfirmed_publish``):
 # anyone may publish there, so such a packet delivered is no forgery; the bench counts it
 # apart (``own``).
 OWN_PUBLISH = b"the attacker's own publish "
-
-
-class Tally:
-    """What the attacker saw; printed as JSON at the end."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.cut = 0  # closed or refused by the node before we closed them
-        self.received: Counter[str] = Counter()
-        self.sent: Counter[str] = Counter()
-        self.notes: Counter[str] = Counter()
-        self.open: list[Peer] = []  # connections of the current try, closed after it
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "connections": self.connections,
-            "cut": self.cut,
-            "received": dict(self.received),
-            "sent": dict(self.sent),
-            "notes": dict(self.notes),
-        }
-
-
-class Peer:
-    """One connection to the node, as a peer: handshake, sealed messages, and a reader that
-    drains (and counts) whatever the node sends, so the attacker is never a slow reader."""
-
-    def __init__(self, stream: trio.SocketStream, tally: Tally) -> None:
-        self.stream = stream
-        self.tally = tally
-        self.session: Session | None = None
-        self.reader = FrameReader(SEALED_MAX)
-        self.closed_by_node = trio.Event()
-        self.messages: list[Message] = []
-        self.arrived = trio.Event()
-        self._closing = False
-        self._sending = trio.Lock()
-        self.high: dict[bytes, int] = {}  # newest packet received, by stream
-        self.wanted: dict[bytes, int] = {}  # the packet a HeldQuery waits for, by stream
-
-    @classmethod
-    async def connect(cls, target: tuple[str, int], tally: Tally) -> Peer:
-        stream = await trio.open_tcp_stream(*target)
-        tally.connections += 1
-        peer = cls(stream, tally)
-        tally.open.append(peer)
-        return peer
-
-    async def handshake(self, identity: Identity) -> bool:
-        """A genuine handshake as the dialling side; False if the node closed first."""
-        shake = Handshake(identity, initiator=True, network=NETWORK)
-        await self.stream.send_all(frame(shake.start()))
-        while not shake.done:
-            data = await self.receive()
-            if not data:
-                return False
-            for body in self.reader.feed(data):
-                reply = shake.receive(body)
-                if reply:
-                    await self.stream.send_all(frame(reply))
-        self.session = shake.session()
-        return True
-
-    async def send(self, message: Message) -> None:
-        self.tally.sent[type(message).__name__] += 1
-        await self.send_body(encode(message))
-
-    async def send_body(self, body: bytes) -> None:
-        # One sender at a time: frames must reach the wire in the order of their nonces.
-        # And whole: a send cut short by the attack's time would leave half a frame, which
-        # the node rightly takes for a broken peer, so the frame is shielded (for at most
-        # ``SEND_TIMEOUT``: past it the link is closed, never written to again).
-        assert self.session is not None
-        async with self._sending:
-            data = frame(self.session.seal(record(body)))
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(SEND_TIMEOUT):
-                    await self.stream.send_all(data)
-                    return
-                await self.aclose()
-                raise trio.ClosedResourceError("a frame could not be sent in time")
-
-    async def read_forever(self) -> None:
-        """Read and decode until the node closes the link, answering what an honest child
-        must (``_answer``) and sending a Heartbeat every ``HEARTBEAT`` seconds: each attack
-        misbehaves only as it says, never also as a silent child the node would wait for."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._beat)
-            await self._read()
-            nursery.cancel_scope.cancel()
-
-    async def _beat(self) -> None:
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            for n in itertools.count():
-                await trio.sleep(HEARTBEAT)
-                await self.send(Heartbeat(n))
-
-    async def _read(self) -> None:
-        assert self.session is not None
-        while True:
-            data = await self.receive()
-            if not data:
-                return
-            for body in self.reader.feed(data):
-                for one in split_records(self.session.open(body)):
-                    message = decode(one)
-                    self.tally.received[type(message).__name__] += 1
-                    self.messages.append(message)
-                    for answer in self._answer(message):
-                        await self.send(answer)
-            self.arrived.set()
-            self.arrived = trio.Event()
-
-    def _answer(self, message: Message) -> list[Message]:
-        """An honest child's answers: Held once it holds what a HeldQuery asks about (the
-        root waits ``confirm_timeout`` for a child that stays silent), RestartConfirmed to
-        a SubscribeRestarted (the restart waits for it too)."""
-        if isinstance(message, SubscribeData):
-            self.high[message.key] = max(self.high.get(message.key, -1), message.packet)
-        elif isinstance(message, HeldQuery):
-            self.wanted[message.key] = max(self.wanted.get(message.key, -1), message.packet)
-        elif isinstance(message, SubscribeRestarted):
-            seen = self.high.get(message.key)
-            return [RestartConfirmed(message.uid, message.key, seen)]
-        key = getattr(message, "key", None)
-        if key in self.wanted and self.high.get(key, -1) >= self.wanted[key]:
-            return [Held(key, self.wanted.pop(key))]
-        return []
-
-    async def wait_for(self, kind: type[Message], timeout: float) -> Message | None:
-        with trio.move_on_after(timeout):
-            while True:
-                for message in self.messages:
-                    if type(message) is kind:
-                        return message
-                if self.closed_by_node.is_set():
-                    return None
-                await self.arrived.wait()
-        return None
-
-    async def receive(self) -> bytes:
-        try:
-            data = await self.stream.receive_some(65536)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            data = b""
-        if not data:
-            self._node_closed()
-        return data
-
-    def _node_closed(self) -> None:
-        if not self._closing and not self.closed_by_node.is_set():
-            self.tally.cut += 1
-            self.closed_by_node.set()
-            self.arrived.set()
-
-    async def leave(self, keys: list[bytes]) -> None:
-        """Leave as an honest child does when its time is up: Unsubscribe from ``keys``,
-        then close. Shielded, so it runs when the attack's time cancels it; an abrupt drop
-        is an attack of its own (``join_drop``), not how every other attack should end."""
-        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                for key in keys:
-                    await self.send(Unsubscribe(key))
-            await self.aclose()
-
-    async def aclose(self) -> None:
-        self._closing = True
-        await trio.aclose_forcefully(self.stream)
-
-
-# Identities made before an attack's clock starts (``prepare``): the bench times what the
-# node goes through, from the attack's first connection, not the attacker's key making.
-_MADE: dict[bytes, list[Identity]] = {}
-
-
-def prepare(key: bytes, count: int = 1) -> None:
-    """Make ``count`` identities for attacks on ``key`` ahead of time (``far_identity``)."""
-    made = _MADE.setdefault(key, [])
-    while len(made) < count:
-        made.append(_far(key, DEFAULT_ID_WORK))
-
-
-def far_identity(key: bytes, work: int = DEFAULT_ID_WORK) -> Identity:
-    """An identity at least a quarter circle from ``key`` (one in two qualifies), whose id
-    carries ``work`` bits: what a node asks of a peer it takes the Hello of (one made by
-    ``prepare`` if there is one left). An attack refused before that check needs none."""
-    made = _MADE.get(key)
-    if work == DEFAULT_ID_WORK and made:
-        return made.pop()
-    return _far(key, work)
-
-
-def _far(key: bytes, work: int) -> Identity:
-    target = key_location(key)
-    while True:
-        identity = Identity.generate(work)
-        if distance(location_from_id(identity.public), target) >= 0.25:
-            return identity
 
 
 def inconsistent_publish(uid: int, key: bytes, where: float) -> bytes:
@@ -307,32 +93,6 @@ def inconsistent_publish(uid: int, key: bytes, where: float) -> bytes:
 # --- attacks ---------------------------------------------------------------------------------
 # Each runs until cancelled (the caller bounds it by --seconds) and counts into ``tally``.
 
-Target = tuple[str, int]
-
-
-async def _loop(tally: Tally, one: Callable[[], Awaitable[None]]) -> None:
-    """Run ``one`` connection's misbehaviour again and again, ``PAUSE`` apart: a link the
-    node closes is dialled again, as a real attacker would. Whatever a try leaves open
-    (it failed half way) is closed after it, so the attacker's sockets stay bounded."""
-    while True:
-        try:
-            await one()
-        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
-            pass
-        finally:
-            for peer in tally.open:
-                await peer.aclose()
-            tally.open.clear()
-        await trio.sleep(PAUSE)
-
-
-async def _until_closed(peer: Peer, timeout: float = 2.0) -> None:
-    """Read until the node closes the connection (it is counted as cut then), or give up."""
-    with trio.move_on_after(timeout):
-        while await peer.receive():
-            pass
-    await peer.aclose()
-
 
 async def garbage(target: Target, key: bytes, tally: Tally) -> None:
     """Random bytes instead of a handshake, a fresh connection each time."""
@@ -341,9 +101,9 @@ async def garbage(target: Target, key: bytes, tally: Tally) -> None:
     async def one() -> None:
         peer = await Peer.connect(target, tally)
         await peer.stream.send_all(rng.randbytes(4096))
-        await _until_closed(peer)
+        await until_closed(peer)
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def oversized(target: Target, key: bytes, tally: Tally) -> None:
@@ -352,30 +112,21 @@ async def oversized(target: Target, key: bytes, tally: Tally) -> None:
     async def one() -> None:
         peer = await Peer.connect(target, tally)
         await peer.stream.send_all((60_000).to_bytes(PREFIX_SIZE, "big") + bytes(8192))
-        await _until_closed(peer)
+        await until_closed(peer)
 
-    await _loop(tally, one)
-
-
-async def _linked(target: Target, tally: Tally, identity: Identity) -> Peer | None:
-    """A connection with a finished handshake (None if the node closed it during it)."""
-    peer = await Peer.connect(target, tally)
-    if not await peer.handshake(identity):
-        await peer.aclose()
-        return None
-    return peer
+    await keep_trying(tally, one)
 
 
 async def before_hello(target: Target, key: bytes, tally: Tally) -> None:
     """A valid handshake, then a Heartbeat where the Hello must come first."""
 
     async def one() -> None:
-        peer = await _linked(target, tally, far_identity(key, work=0))
+        peer = await linked(target, tally, far_identity(key, work=0))
         if peer is not None:
             await peer.send(Heartbeat(0))
-            await _until_closed(peer)
+            await until_closed(peer)
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def false_location(target: Target, key: bytes, tally: Tally) -> None:
@@ -383,12 +134,34 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
     give: were it believed, the root would hand the stream's tree to the liar."""
 
     async def one() -> None:
-        peer = await _linked(target, tally, far_identity(key, work=0))
+        peer = await linked(target, tally, far_identity(key, work=0))
         if peer is not None:
             await peer.send(Hello(key_location(key), random.getrandbits(63)))
-            await _until_closed(peer)
+            await until_closed(peer)
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
+
+
+async def false_neighbours(target: Target, key: bytes, tally: Tally) -> None:
+    """A peer sitting where its id puts it announces, ten times a second, a neighbour on
+    the stream key's own location under an id that does not give it: were it believed,
+    searches for the key would come to the liar (friend-of-a-friend routing)."""
+    identity = far_identity(key)
+
+    async def one() -> None:
+        peer = await linked(target, tally, identity)
+        if peer is None:
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer.read_forever)
+            await peer.send(Hello(location_from_id(identity.public), random.getrandbits(63)))
+            while not peer.closed_by_node.is_set():
+                await peer.send(Neighbours((key_location(key),), (random.randbytes(32),)))
+                tally.notes["announced"] += 1
+                await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()
+
+    await keep_trying(tally, one)
 
 
 async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None:
@@ -396,31 +169,15 @@ async def claim_without_number(target: Target, key: bytes, tally: Tally) -> None
     identity = far_identity(key)
 
     async def one() -> None:
-        peer = await _linked(target, tally, identity)
+        peer = await linked(target, tally, identity)
         if peer is not None:
             where = location_from_id(identity.public)
             await peer.send(Hello(where, random.getrandbits(63)))
             await peer.send_body(inconsistent_publish(random.getrandbits(63), key, where))
             tally.sent["PublishData(claim, no number)"] += 1
-            await _until_closed(peer)
+            await until_closed(peer)
 
-    await _loop(tally, one)
-
-
-async def _as_child(
-    target: Target, key: bytes, tally: Tally, nursery: trio.Nursery, identity: Identity
-) -> tuple[Peer, SubscribeSucceeded | None]:
-    """Link, say Hello where the id puts us, and join the stream as the node's child; the
-    peer's reader runs in ``nursery``. Raises OSError if the node closed the link."""
-    peer = await _linked(target, tally, identity)
-    if peer is None:
-        raise OSError("closed during the handshake")
-    where = location_from_id(identity.public)
-    nursery.start_soon(peer.read_forever)
-    await peer.send(Hello(where, 1))
-    await peer.send(SubscribeRequest(random.getrandbits(63), key, HTL, where, None))
-    joined = await peer.wait_for(SubscribeSucceeded, 5.0)
-    return peer, joined if isinstance(joined, SubscribeSucceeded) else None
+    await keep_trying(tally, one)
 
 
 async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
@@ -430,7 +187,7 @@ async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
 
     async def one() -> None:
         async with trio.open_nursery() as nursery:
-            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            peer, joined = await as_child(target, key, tally, nursery, identity)
             tally.notes["joined"] += joined is not None
             head = (joined.last_packet if joined is not None else None) or 0
             try:
@@ -447,7 +204,7 @@ async def forged_data(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
@@ -461,7 +218,7 @@ async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
 
     async def one() -> None:
         async with trio.open_nursery() as nursery:
-            peer = await _linked(target, tally, identity)
+            peer = await linked(target, tally, identity)
             if peer is None:
                 return
             nursery.start_soon(peer.read_forever)
@@ -482,7 +239,7 @@ async def uid_reuse(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key, *others])
             nursery.cancel_scope.cancel()
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
@@ -492,12 +249,12 @@ async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
 
     async def one() -> None:
         async with trio.open_nursery() as nursery:
-            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            peer, joined = await as_child(target, key, tally, nursery, identity)
             tally.notes["joined"] += joined is not None
             await peer.aclose()
             nursery.cancel_scope.cancel()
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
@@ -508,7 +265,7 @@ async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
 
     async def one() -> None:
         async with trio.open_nursery() as nursery:
-            peer, joined = await _as_child(target, key, tally, nursery, identity)
+            peer, joined = await as_child(target, key, tally, nursery, identity)
             tally.notes["joined"] += joined is not None
             try:
                 while not peer.closed_by_node.is_set():
@@ -524,7 +281,7 @@ async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
@@ -536,7 +293,7 @@ async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
 
     async def one() -> None:
         async with trio.open_nursery() as nursery:
-            peer = await _linked(target, tally, identity)
+            peer = await linked(target, tally, identity)
             if peer is None:
                 return
             nursery.start_soon(peer.read_forever)
@@ -551,7 +308,7 @@ async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
-    await _loop(tally, one)
+    await keep_trying(tally, one)
 
 
 async def _flood(target: Target, tally: Tally, connections: int, first: bytes) -> None:
@@ -608,6 +365,7 @@ async def perform(
         "oversized_frame": oversized,
         "before_hello": before_hello,
         "false_location": false_location,
+        "false_neighbours": false_neighbours,
         "forged_data": forged_data,
         "uid_reuse": uid_reuse,
         "claim_without_number": claim_without_number,
@@ -644,6 +402,7 @@ ATTACKS = (
     "oversized_frame",
     "before_hello",
     "false_location",
+    "false_neighbours",
     "forged_data",
     "uid_reuse",
     "claim_without_number",
