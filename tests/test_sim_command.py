@@ -40,9 +40,14 @@ def test_the_command_exits_with_its_report_flushed_and_its_code() -> None:
 
 def test_the_command_line_pauses_the_collector_for_a_run_and_restores_it() -> None:
     assert gc.isenabled()
+    frozen = gc.get_freeze_count()
     with collector_paused():
         assert not gc.isenabled()
+        made = [[i] for i in range(1000)]
     assert gc.isenabled()
+    # What the run made is out of the collector's reach: re-enabling does not traverse it.
+    assert gc.get_freeze_count() >= frozen + len(made)
+    gc.unfreeze()
     gc.disable()
     try:
         with collector_paused():

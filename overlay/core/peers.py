@@ -12,7 +12,7 @@ closer, so the chosen peer reaches something closer, and every two hops make pro
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 
 from keyspace.location import distance
@@ -45,10 +45,14 @@ class Peer:
 class PeerTable:
     """Connected peers by id, in the order they connected (iteration is deterministic)."""
 
-    __slots__ = ("_peers",)
+    __slots__ = ("_peers", "get")
 
     def __init__(self) -> None:
         self._peers: dict[PeerId, Peer] = {}
+        # The record of a peer, or None: the dict's own ``get``, bound once, since every
+        # message a node receives looks its sender up (a Python method around it cost a
+        # frame per message, 4% of a 64,000-node simulation).
+        self.get: Callable[[PeerId], Peer | None] = self._peers.get
 
     def add(self, peer_id: PeerId, location: float, boot_id: int, now: float) -> Peer | None:
         """Record a peer's Hello, heard at ``now``; returns the previous record if the peer
@@ -59,9 +63,6 @@ class PeerTable:
 
     def remove(self, peer_id: PeerId) -> Peer | None:
         return self._peers.pop(peer_id, None)
-
-    def get(self, peer_id: PeerId) -> Peer | None:
-        return self._peers.get(peer_id)
 
     def __contains__(self, peer_id: object) -> bool:
         return peer_id in self._peers
