@@ -32,7 +32,6 @@ from overlay.messages import (
     MAX_DESCRIPTOR,
     MAX_FRAME,
     MAX_NEIGHBOURS,
-    MAX_NODE_ID,
     MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
@@ -124,18 +123,6 @@ def _locations(value: object) -> object:
     return tuple(_location(item) for item in items)
 
 
-_NODE_ID = _bytes_of(1, MAX_NODE_ID)
-
-
-def _node_ids(value: object) -> object:
-    if type(value) not in (list, tuple):
-        raise ValueError(f"expected an array of node ids, got {type(value).__name__}")
-    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-    if len(items) > MAX_NEIGHBOURS:
-        raise ValueError(f"{len(items)} node ids exceed the limit of {MAX_NEIGHBOURS}")
-    return tuple(_NODE_ID(item) for item in items)
-
-
 _PACKET = _int_in(0, MAX_PACKET)
 
 
@@ -174,7 +161,6 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_LOCATION: _optional(_location),
     Kind.OPT_SEEN: _optional(_int_in(-1, MAX_PACKET)),
     Kind.FLAG: _flag,
-    Kind.NODE_IDS: _node_ids,
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.

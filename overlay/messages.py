@@ -49,7 +49,6 @@ MAX_FRAME = MAX_PAYLOAD + 1024  # payload plus every other field of the largest 
 MAX_U64 = 2**64 - 1
 MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for every consumer
 MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announce fewer
-MAX_NODE_ID = 64  # bytes of a node id in Neighbours (32 in the runtime: an Ed25519 key)
 MAX_OPEN_EPOCHS = 256  # open epochs a frontier may list; the root refuses to open more
 MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 200 bytes
 
@@ -79,7 +78,6 @@ class Kind(IntEnum):
     # stream's start without a word.
     OPT_SEEN = 17
     FLAG = 18  # CBOR true or false (never a number)
-    NODE_IDS = 19  # tuple of at most MAX_NEIGHBOURS bytes, each of length 1..MAX_NODE_ID
 
 
 def _f(kind: Kind) -> Any:
@@ -167,16 +165,10 @@ class Neighbours(Message):
     pick the peer *next to* the closest location, not only the closest peer, which shortens
     routes on a small-world graph from O(log^2 n) toward O(log n) hops. Sent after links
     change, debounced, so a burst of link changes costs one message per peer.
-
-    ``ids[i]`` is the node id of the peer at ``locations[i]``: a receiver checks each
-    location against the one its id gives, as it checks a Hello's, and drops those it
-    cannot check, a location with no id among them (``overlay.runtime.vouching``), so an
-    announcement is not taken on the sender's word either.
     """
 
     TYPE: ClassVar[int] = 18
     locations: tuple[float, ...] = _f(Kind.LOCATIONS)
-    ids: tuple[bytes, ...] = _opt(Kind.NODE_IDS, ())
 
 
 # --- Subscribing -----------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from overlay.messages import (
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_NEIGHBOURS,
-    MAX_NODE_ID,
     MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
@@ -66,7 +65,6 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
         st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         max_size=20,
     ).map(tuple),
-    Kind.NODE_IDS: st.lists(st.binary(min_size=1, max_size=MAX_NODE_ID), max_size=20).map(tuple),
 }
 
 
@@ -84,7 +82,6 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: MAX_U64,
     Kind.COUNT: MAX_COUNT,
     Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
-    Kind.NODE_IDS: tuple(bytes([i]) * MAX_NODE_ID for i in range(MAX_NEIGHBOURS)),
     Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
     Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
     Kind.OPT_UID: MAX_U64,
@@ -106,7 +103,6 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 0,
     Kind.COUNT: 0,
     Kind.LOCATIONS: (),
-    Kind.NODE_IDS: (),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: (),
     Kind.OPT_UID: None,

@@ -85,8 +85,6 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.randrange(MAX_COUNT + 1)
         case Kind.LOCATIONS:
             return tuple(rng.random() for _ in range(rng.choice((0, 1, 16, 40))))
-        case Kind.NODE_IDS:
-            return tuple(rng.randbytes(32) for _ in range(rng.choice((0, 1, 16, 40))))
         case Kind.OPT_DESCRIPTOR:
             return rng.randbytes(rng.randrange(33, 233))
         case Kind.EPOCH_STARTS:

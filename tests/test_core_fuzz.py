@@ -218,8 +218,6 @@ class Attacker:
                 return rng.choice((0, 1, *PublishError))
             case Kind.LOCATIONS:
                 return tuple(rng.random() for _ in range(rng.randrange(3)))
-            case Kind.NODE_IDS:
-                return tuple(rng.choice((b"A", b"B", b"x")) for _ in range(rng.randrange(3)))
             case Kind.EPOCH_STARTS:
                 return rng.choice(((), ((0, 0),)))
             case Kind.FLAG:

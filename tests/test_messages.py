@@ -167,7 +167,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
     ),
-    "Neighbours": (("locations", Kind.LOCATIONS), ("ids", Kind.NODE_IDS)),
+    "Neighbours": (("locations", Kind.LOCATIONS),),
     "Accepted": (("uid", Kind.UID),),
 }
 
@@ -186,7 +186,6 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
     Kind.LOCATIONS: (0.25, 0.75),
-    Kind.NODE_IDS: (b"a" * 32, b"b" * 32),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: ((1, 2),),
     Kind.OPT_UID: 2**64 - 1,

@@ -15,23 +15,13 @@ from pathlib import Path
 import pytest
 import trio
 from loopback_nets import FAST, LIMIT, chain
-from raw_peers import (
-    _peer_locations,
-    _say_hello,
-    closed_by_peer,
-    connect,
-    handshake,
-    still_works,
-)
+from raw_peers import _peer_locations, _say_hello, closed_by_peer, still_works
 
-from keyspace.id_work import DEFAULT_ID_WORK, id_work
+from keyspace.id_work import DEFAULT_ID_WORK
 from keyspace.location import location_from_id
-from overlay.codec import encode
-from overlay.messages import Hello, Neighbours
 from overlay.runtime.config import ConfigError, RuntimeConfig, config_from_dict, load_config
-from overlay.runtime.framing import frame, record
 from overlay.runtime.identity import Identity, node_id_text
-from overlay.runtime.vouching import checked_neighbours, location_refusal
+from overlay.runtime.vouching import location_refusal
 from testnet.local import LocalNetwork
 
 # --- the rule -------------------------------------------------------------------------------
@@ -61,29 +51,6 @@ def test_even_the_nearest_other_float_is_refused() -> None:
 def test_a_vouched_peer_may_claim_any_location() -> None:
     peer = Identity.generate().public
     assert location_refusal(peer, (location_from_id(peer) + 0.5) % 1.0, {peer}) is None
-
-
-def test_an_announcement_keeps_only_the_locations_its_ids_give() -> None:
-    """A friend-of-a-friend announcement is held to the Hello's rule: from an unvouched
-    peer, a location is taken only if its node id gives it (and carries the work)."""
-    honest, liar = Identity.generate().public, Identity.generate().public
-    near_key = 0.5
-    message = Neighbours((location_from_id(honest), near_key), (honest, liar))
-    kept, dropped = checked_neighbours(b"announcer", message, 0, frozenset())
-    assert kept == Neighbours((location_from_id(honest),), (honest,)) and dropped == 1
-
-
-def test_an_announced_id_without_the_work_is_dropped() -> None:
-    cheap = Identity.generate().public
-    message = Neighbours((location_from_id(cheap),), (cheap,))
-    required = id_work(cheap) + 1
-    kept, dropped = checked_neighbours(b"announcer", message, required, frozenset())
-    assert kept.locations == () and dropped == 1
-
-
-def test_a_vouched_peer_s_announcement_is_taken_whole() -> None:
-    anywhere = Neighbours((0.5, 0.25), (b"x", b"y"))
-    assert checked_neighbours(b"friend", anywhere, 12, {b"friend"}) == (anywhere, 0)
 
 
 # --- over a real link ----------------------------------------------------------------------
@@ -151,38 +118,6 @@ async def test_the_claim_of_a_vouched_peer_is_taken_and_the_same_claim_of_anothe
                 r.levelno for r in caplog.records if node_id_text(stranger.public) in r.getMessage()
             ] == [logging.WARNING]
             await trio.aclose_forcefully(kept)
-
-
-async def test_an_open_node_drops_announced_locations_the_ids_do_not_give(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A linked stranger announces two neighbours: one where its id puts it, and one it
-    says sits on the key's location, under an id that gives another. Routing is told of
-    the first only; the second is one warning naming the announcer, and the link stays."""
-    caplog.set_level(logging.WARNING, logger="overlay")
-    with trio.fail_after(LIMIT):
-        async with LocalNetwork(chain(2), core=FAST) as net:
-            await net.wait_linked()
-            host = net.node(0).host
-            announcer = Identity.generate(DEFAULT_ID_WORK)
-            honest, liar = Identity.generate(DEFAULT_ID_WORK), Identity.generate(DEFAULT_ID_WORK)
-            stream = await connect(net.node(0))
-            session, _ = await handshake(stream, announcer)
-            true_location = location_from_id(honest.public)
-            false_location = (location_from_id(liar.public) + 0.37) % 1.0
-            for message in (
-                Hello(location_from_id(announcer.public), 1),
-                Neighbours((true_location, false_location), (honest.public, liar.public)),
-            ):
-                await stream.send_all(frame(session.seal(record(encode(message)))))
-            await host.wait_until(lambda: host.refusals.counts.get("neighbours") == 1)
-            peer = host.core.peers.get(announcer.public)
-            assert peer is not None and peer.neighbours == (true_location,)
-            (said,) = [
-                r for r in caplog.records if node_id_text(announcer.public) in r.getMessage()
-            ]
-            assert said.levelno == logging.WARNING and "Neighbours" in said.getMessage()
-            await trio.aclose_forcefully(stream)
 
 
 async def test_a_listed_peer_in_trust_mode_may_claim_any_location() -> None:

@@ -137,13 +137,11 @@ class Liveness:
     def announce(self) -> None:
         """Tell every peer where our other peers are, now."""
         self.announce_at = None
-        around = sorted((peer.location, peer.id) for peer in self._peers)
-        if len(around) > MAX_NEIGHBOURS:
+        locations = sorted(peer.location for peer in self._peers)
+        if len(locations) > MAX_NEIGHBOURS:
             # Keep an even spread around the circle rather than one arc of it.
-            step = len(around) / MAX_NEIGHBOURS
-            around = [around[int(i * step)] for i in range(MAX_NEIGHBOURS)]
-        message = Neighbours(
-            tuple(location for location, _ in around), tuple(peer for _, peer in around)
-        )
+            step = len(locations) / MAX_NEIGHBOURS
+            locations = [locations[int(i * step)] for i in range(MAX_NEIGHBOURS)]
+        message = Neighbours(tuple(locations))
         for peer in self._peers:
             self._out.send(peer.id, message)

@@ -66,14 +66,14 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Hello, Message, Neighbours, SubscribeData
+from overlay.messages import Hello, Message, SubscribeData
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.refusals import Refusal, Refusals
 from overlay.runtime.state_file import StateFile, StateFileError
-from overlay.runtime.vouching import checked_neighbours, location_refusal, work_refusal
+from overlay.runtime.vouching import location_refusal, work_refusal
 
 log = logging.getLogger("overlay.node")
 
@@ -251,15 +251,6 @@ class NodeHost:
                 link.refusal = Refusal.ID_WORK  # an id that cost too little to make
                 link.close(f"refused its Hello: {refused}")
                 return
-        elif type(message) is Neighbours:
-            message, dropped = checked_neighbours(link.peer, message, self._id_work, self._vouched)
-            if dropped:
-                self.refusals(
-                    Refusal.NEIGHBOURS,
-                    node_id_text(link.peer),
-                    f"its Neighbours lists {dropped} location(s) that their node ids do not "
-                    f"give (or ids without the work); dropped, the rest taken",
-                )
         now = self._clock()
         try:
             effects = self.core.receive(now, link.peer, message)

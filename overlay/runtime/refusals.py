@@ -42,8 +42,6 @@ class Refusal(enum.StrEnum):
     PEER_DROPPED = "peer_dropped"  # the protocol cut the peer off (forged, before Hello...)
     LOCATION = "location"  # a Hello claiming a location its id does not give (``vouching``)
     ID_WORK = "id_work"  # an unvouched peer whose id carries too little work (``vouching``)
-    # Locations in an unvouched peer's Neighbours that its ids do not give: dropped, link kept
-    NEIGHBOURS = "neighbours"
     CLIENT_PROTOCOL = "client_protocol"  # a malformed request, one before Hello, ...
     COOLDOWN = "cooldown"  # cut off for a fault and back too soon (``cooldown``)
 

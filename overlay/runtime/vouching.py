@@ -14,15 +14,6 @@ an operator's own nodes (a testnet, a trust graph whose locations were chosen by
 location swapping) may sit where their operator put them. In ``trust = "listed"`` mode every
 linked peer is listed, so every claim is taken; in open mode, only the listed peers' are.
 
-Announcements are held to the same rule. A peer's Neighbours lists where its other peers
-sit, and routing believes that too (friend-of-a-friend: a search goes to the peer *next to*
-the closest location), so a peer free to announce any location could draw every search for
-a key to itself. Each location comes with its node's id; from a peer the operator does not
-vouch for, only the locations those ids give, from ids that carry the work, are taken, and
-the rest are dropped with a warning (an honest peer may be linked to a vouched node that
-sits elsewhere, so the link stays). Claiming a neighbour near a key then costs what sitting
-there costs: grinding an id.
-
 The comparison is exact, and that is sound: ``location_from_id`` is deterministic, and a
 Hello carries its location as a CBOR float64, which carries a Python float bit for bit, so
 an honest peer's claim equals the receiver's own derivation exactly.
@@ -40,7 +31,6 @@ from collections.abc import Container
 
 from keyspace.id_work import id_work
 from keyspace.location import location_from_id
-from overlay.messages import Neighbours
 
 
 def location_refusal(peer: bytes, claimed: float, vouched: Container[bytes]) -> str | None:
@@ -69,22 +59,3 @@ def work_refusal(peer: bytes, required: int, vouched: Container[bytes]) -> str |
         f"its node id carries {carried} bits of work and this node asks {required}"
         " ([peers] identity_work; overlay keygen --work makes such an id)"
     )
-
-
-def checked_neighbours(
-    peer: bytes, message: Neighbours, required: int, vouched: Container[bytes]
-) -> tuple[Neighbours, int]:
-    """``peer``'s announcement as far as it can be checked (module notes), and how many
-    locations were dropped: all taken from a vouched peer; from another, those its ids give
-    and whose ids carry ``required`` bits of work."""
-    if peer in vouched:
-        return message, 0
-    kept = [
-        (location, node)
-        for location, node in zip(message.locations, message.ids, strict=False)
-        if location == location_from_id(node) and id_work(node) >= required
-    ]
-    dropped = len(message.locations) - len(kept)
-    if not dropped:
-        return message, 0
-    return Neighbours(tuple(loc for loc, _ in kept), tuple(node for _, node in kept)), dropped
