@@ -19,7 +19,6 @@ from testnet.bench.hostile_peer import Tally
 CUT = {"garbage", "oversized_frame", "before_hello", "false_location", "claim_without_number"}
 DID = {
     "forged_data": "forged_sent",
-    "false_neighbours": "announced",
     "uid_reuse": "reused",
     "join_drop": "joined",
     "unconfirmed_publish": "published",

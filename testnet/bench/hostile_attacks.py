@@ -40,7 +40,6 @@ from keyspace.stream_key import StreamKey
 from overlay.messages import (
     Heartbeat,
     Hello,
-    Neighbours,
     PacketKind,
     PublishData,
     ResubscribeRequest,
@@ -138,28 +137,6 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
         if peer is not None:
             await peer.send(Hello(key_location(key), random.getrandbits(63)))
             await until_closed(peer)
-
-    await keep_trying(tally, one)
-
-
-async def false_neighbours(target: Target, key: bytes, tally: Tally) -> None:
-    """A peer sitting where its id puts it announces, ten times a second, a neighbour on
-    the stream key's own location under an id that does not give it: were it believed,
-    searches for the key would come to the liar (friend-of-a-friend routing)."""
-    identity = far_identity(key)
-
-    async def one() -> None:
-        peer = await linked(target, tally, identity)
-        if peer is None:
-            return
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(peer.read_forever)
-            await peer.send(Hello(location_from_id(identity.public), random.getrandbits(63)))
-            while not peer.closed_by_node.is_set():
-                await peer.send(Neighbours((key_location(key),), (random.randbytes(32),)))
-                tally.notes["announced"] += 1
-                await trio.sleep(0.1)
-            nursery.cancel_scope.cancel()
 
     await keep_trying(tally, one)
 
@@ -365,7 +342,6 @@ async def perform(
         "oversized_frame": oversized,
         "before_hello": before_hello,
         "false_location": false_location,
-        "false_neighbours": false_neighbours,
         "forged_data": forged_data,
         "uid_reuse": uid_reuse,
         "claim_without_number": claim_without_number,
@@ -402,7 +378,6 @@ ATTACKS = (
     "oversized_frame",
     "before_hello",
     "false_location",
-    "false_neighbours",
     "forged_data",
     "uid_reuse",
     "claim_without_number",
