@@ -437,9 +437,9 @@ def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_r
     stream = kit.stream(State.ROOT, children=(b"C",))
     setup.part.number_new(0.0, stream, b"C", publish(7), 0)
     setup.part.number_new(0.0, stream, 1, publish(8), 1)
-    setup.part.confirm_overdue(0.0)
+    setup.part.confirm_overdue()
     assert stream.root.pending
-    setup.part.confirm_overdue(0.0)
+    setup.part.confirm_overdue()
     assert not stream.root.pending and kit.stats.unconfirmed == 2
     [(_, dropped)] = setup.requeue.calls
     assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]

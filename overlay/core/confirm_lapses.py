@@ -1,22 +1,25 @@
-"""Children whose numbers lapse unconfirmed: one that keeps letting them is cut off.
+"""Children whose numbers lapse unconfirmed: not waited for again, for a while.
 
 A root holds a peer's publish, numbered, until the publisher's node confirms the number
 (``confirming``). Past ``confirm_deadline``, with a later packet waiting behind it, the
-root sends it down unconfirmed: a *lapse* of the child the publish came through. An honest
-child lapses only when its path is slow, and its confirmation still comes, late; a late
-one that names a packet the root sent down under that uid forgives the child, as an
-on-time one does. A child that has lapsed ``LIMIT`` times, over at least ``SPAN``
-deadlines, with no confirmation in between, is cut off (``DropPeer``, a fault: the runtime
-logs it and refuses the peer for a cooldown). Each lapse cost the stream up to one
-deadline; a hostile child that publishes and never confirms costs it a few seconds once,
-not a stall per publish for as long as it stays.
+root sends it down unconfirmed: a *lapse* of the child the publish came through. For
+``QUIET`` deadlines after a lapse the root does not wait for that child at all: a publish
+that comes through it goes down as soon as its turn comes, as if the root did not confirm
+publishes (``confirm_publishes`` off, for that child alone). A confirmation from the child
+that comes in time, for a number still pending, ends the quiet at once. So a child that
+never confirms costs the stream one deadline per ``QUIET`` deadlines, not one per publish.
 
-An honest child whose confirmations take longer than ``SPAN`` deadlines is cut off too: a
-path that slow holds every packet behind it that long, and its subtree is better served
-rejoining elsewhere.
+Why not cut it off: the lapse is charged to the child the publish came through, and the
+root cannot tell a hostile child from an honest relay with a hostile publisher below it (or
+a slow path). Cutting an honest relay off would tear its subtree out of every stream its
+link carries. Not waiting costs only the packets that come through that child: for a while
+they lose what confirmation gives them (the partition race, ``confirming``).
+
+A late confirmation forgives nothing: the packet's uid went down with it, so anyone could
+forge one.
 
 Bounded: at most ``TRACKED`` peers are remembered, the least recently lapsed forgotten
-first; a confirmation from a peer forgets it.
+first, and an entry ends with its quiet.
 """
 
 from __future__ import annotations
@@ -25,37 +28,40 @@ from collections import OrderedDict
 
 from overlay.core.effects import PeerId
 
-LIMIT = 3
-SPAN = 2  # deadlines between the first lapse counted and the one that cuts off
+QUIET = 30  # deadlines a child is not waited for after a lapse
 TRACKED = 4096
 
 
 class ConfirmLapses:
-    """Per peer: the time of its first lapse since it last confirmed, and how many since."""
+    """Per peer: until when the root does not wait for its confirmations."""
 
-    __slots__ = ("_lapses", "_span")
+    __slots__ = ("_quiet", "_until")
 
     def __init__(self, confirm_deadline: float) -> None:
-        self._span = SPAN * confirm_deadline
-        self._lapses: OrderedDict[PeerId, tuple[float, int]] = OrderedDict()
+        self._quiet = QUIET * confirm_deadline
+        self._until: OrderedDict[PeerId, float] = OrderedDict()
 
-    def lapsed(self, now: float, peer: PeerId) -> int | None:
-        """A number that came through ``peer`` went down unconfirmed (or was dropped): the
-        lapses since its last confirmation if that makes it one to cut off, else None."""
-        first, count = self._lapses.pop(peer, (now, 0))
-        count += 1
-        self._lapses[peer] = (first, count)
-        while len(self._lapses) > TRACKED:
-            self._lapses.popitem(last=False)
-        if count >= LIMIT and now - first >= self._span:
-            del self._lapses[peer]
-            return count
-        return None
+    def lapsed(self, now: float, peer: PeerId) -> None:
+        """A number that came through ``peer`` went down unconfirmed (or was dropped)."""
+        self._until.pop(peer, None)
+        self._until[peer] = now + self._quiet
+        while len(self._until) > TRACKED:
+            self._until.popitem(last=False)
+
+    def waits_for(self, now: float, peer: PeerId) -> bool:
+        """Whether a publish that comes through ``peer`` now waits for its confirmation."""
+        until = self._until.get(peer)
+        if until is None:
+            return True
+        if now < until:
+            return False
+        del self._until[peer]
+        return True
 
     def confirmed(self, peer: PeerId) -> None:
-        """``peer`` confirmed a number, on time or late: its lapses are forgiven."""
-        if self._lapses:
-            self._lapses.pop(peer, None)
+        """``peer`` confirmed a pending number in time: its quiet ends."""
+        if self._until:
+            self._until.pop(peer, None)
 
     def __len__(self) -> int:
-        return len(self._lapses)
+        return len(self._until)

@@ -35,8 +35,8 @@ Packets go down in number order, so a confirmed packet waits for the pending one
 it. A local publisher at the root needs no confirmation, but its packet waits behind
 pending ones too. So one child that never confirms would hold the stream: a pending packet
 with another behind it, whose child is still heard from, waits ``confirm_deadline`` (1 s)
-at most, then goes down unconfirmed (``release_overdue``), a lapse of that child; a child
-that keeps lapsing is cut off (``confirm_lapses``). A pending packet whose child fell
+at most, then goes down unconfirmed (``release_overdue``), a lapse of that child, which is
+then not waited for at all for a while (``confirm_lapses``). A pending packet whose child fell
 silent (it may be cut off, holding the number as a claim) is not passed over: when its
 confirmation has not come within ``confirm_timeout`` (its publisher died, or is cut off),
 it is dropped, with every pending packet after it; nothing was delivered or acknowledged
@@ -54,12 +54,12 @@ down (about twice the delivery latency of the simulator's main job, see the READ
 publisher at the root pays nothing. A root whose publisher's node dies stalls the packets
 numbered after its publish until the loss is noticed (liveness) or ``confirm_timeout``.
 
-What it does not close: a packet sent down past its deadline reopens, for that packet, the
-race above, should a cut below the relay child it came through come within that deadline,
-before the publisher's node learned its number (a node that did learn it holds the claim,
-which names the same packet). And:
-the publisher's node confirms, the root sends the packet down, the cut comes, and the
-publisher's node dies before its side learns the number from it. Two
+What it does not close: a packet sent down past its deadline, or through a child not
+waited for since a lapse, reopens the race above for that packet, should a cut (below that
+child, for the first) come before the publisher's node learned its number (a node that did
+learn it holds the claim, which names the same packet). And: the publisher's node
+confirms, the root sends the packet down, the cut comes, and the publisher's node dies
+before its side learns the number from it. Two
 failures at one moment. A relay that passed the confirmation up is a second witness on the
 publisher's side (``witnesses``): it pushes the claim too, and weighs it if it becomes root.
 A publisher that was the root's own child has no such relay; so the publisher's node also
@@ -172,11 +172,15 @@ class Confirming:
         otherwise held until confirmed, or until ``confirm_deadline`` has passed for every
         pending packet before it (``release_overdue``)."""
         local = not isinstance(source, bytes)
+        # A child that let a number lapse is not waited for, for a while (``confirm_lapses``).
+        unwaited = isinstance(source, bytes) and not self.lapses.waits_for(now, source)
+        if unwaited:
+            self.stats.released_unconfirmed += 1
         pending = stream.root.pending
-        if (local or not self.config.confirm_publishes) and not pending:
+        if (local or unwaited or not self.config.confirm_publishes) and not pending:
             self.store_new(stream, message, number)
             return PublishSucceeded(message.uid, message.key, number)
-        pending[number] = Pending(source, message, confirmed=local, at=now)
+        pending[number] = Pending(source, message, confirmed=local or unwaited, at=now)
         if len(pending) == 1:
             stream.root.pending_rounds = 0
         self.release_overdue(now, stream)  # (it may have been all that was lacking)
@@ -246,18 +250,14 @@ class Confirming:
         self.release_overdue(now, stream)
 
     def _lapsed(self, now: float, stream: Stream, peer: PeerId) -> None:
-        """A number that came through child ``peer`` lapsed: one lapse too many, and
-        everything pending from it goes down now (nothing is dropped: the numbers after
-        its would be given again, their publishers made to retry), and it is cut off."""
-        lapses = self.lapses.lapsed(now, peer)
-        if lapses is None:
-            return
+        """A number that came through child ``peer`` lapsed: it is not waited for, for a
+        while, so what is pending from it goes down as its turn comes."""
+        self.lapses.lapsed(now, peer)
+        self.stats.lapses += 1
         for entry in stream.root.pending.values():
             if entry.source == peer and not entry.confirmed:
                 entry.confirmed = True
                 self.stats.released_unconfirmed += 1
-        self.stats.confirm_cutoffs += 1
-        self.out.drop(peer, f"let {lapses} numbers it was given go unconfirmed")
 
     def refusal(self, stream: Stream, message: PublishData) -> PublishError | None:
         """Why the root cannot order ``message`` next, counting the pending packets before
@@ -344,12 +344,10 @@ class Confirming:
             return
         pending = stream.root.pending.get(message.packet) if stream.state is State.ROOT else None
         if pending is None or pending.message.uid != message.uid:
-            held = stream.window.get(message.packet)
-            if held is not None and held.uid == message.uid:
-                self.lapses.confirmed(peer)  # late, for a packet sent down unconfirmed
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
-        self.lapses.confirmed(peer)
+        if pending.source == peer:
+            self.lapses.confirmed(peer)  # in time: its quiet ends (``confirm_lapses``)
         self._confirm(stream, pending)
 
     def _confirm(self, stream: Stream, pending: Pending) -> None:
@@ -400,11 +398,15 @@ class Confirming:
             self.drop_pending(stream)
             return
         for number, entry in stream.root.pending.items():
-            if isinstance(entry.source, bytes) and entry.source not in stream.children:
+            if (
+                isinstance(entry.source, bytes)
+                and not entry.confirmed  # (sent down as its turn comes: needs nothing more)
+                and entry.source not in stream.children
+            ):
                 self.drop_pending(stream, number)
                 return
 
-    def confirm_overdue(self, now: float) -> None:
+    def confirm_overdue(self) -> None:
         """One heartbeat round passed: a root whose oldest pending packet has waited
         ``confirm_timeout`` for its publisher drops it and everything after it (a lone
         one: with others behind it, ``release_overdue`` sent it down long before)."""
@@ -414,10 +416,9 @@ class Confirming:
                 continue
             stream.root.pending_rounds += 1
             if stream.root.pending_rounds > rounds:
-                first = stream.root.pending[next(iter(stream.root.pending))]
+                # Not a lapse of its child (``confirm_lapses``): its publisher died, or is
+                # cut off, and that is when waiting for the others matters most.
                 self.drop_pending(stream)
-                if isinstance(first.source, bytes) and not first.confirmed:
-                    self._lapsed(now, stream, first.source)
 
     # --- at the publisher's node, and on the way ---------------------------------------------
 

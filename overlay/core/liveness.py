@@ -125,7 +125,7 @@ class Liveness:
         flow = self._flow
         flow.repeat_marks()  # a root's mark, lest a notice was lost (``showing``)
         flow.overdue()  # a root's unanswered HeldQuery (``commits``)
-        flow.confirm_overdue(now)  # a root's unconfirmed publishes (``confirming``)
+        flow.confirm_overdue()  # a root's unconfirmed publishes (``confirming``)
 
     def links_changed(self, now: float) -> None:
         """Links came or went: announce our peers after ``announce_delay``, unless due."""

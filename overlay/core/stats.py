@@ -56,8 +56,10 @@ class NodeStats:
     past_queries: int = 0  # PastQuery sent down: a root's lacks after a takeover (gathering)
     confirmed: int = 0  # confirmations a root took for pending publishes (confirming)
     unconfirmed: int = 0  # numbered publishes dropped unconfirmed at a root (confirming)
-    released_unconfirmed: int = 0  # sent down past confirm_deadline, unconfirmed (confirming)
-    confirm_cutoffs: int = 0  # children cut off for numbers that lapsed (confirm_lapses)
+    # Peers' publishes a root sent down unconfirmed: past confirm_deadline, or from a child
+    # not waited for after a lapse (confirming)
+    released_unconfirmed: int = 0
+    lapses: int = 0  # children's numbers that lapsed: not waited for a while (confirm_lapses)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
