@@ -371,3 +371,26 @@ def test_a_packet_sent_down_unconfirmed_is_not_dropped_when_its_child_goes() -> 
     node.receive(now + 0.2, b"Q", PublishConfirmed(20, KEY, 2))
     effects = node.receive(now + 0.3, b"Q", PublishConfirmed(22, KEY, 4))
     assert packets_to(effects, b"Q") == [b"p22"] and not node.streams[KEY].root.pending
+
+
+def test_a_child_cannot_end_its_quiet_by_confirming_a_packet_not_waited_for() -> None:
+    """After H's lapse, H's publish 3 waits only for Q's unconfirmed 2 ahead of it. H
+    confirms 3 in time: that proves nothing (N was not waiting for it), so H's quiet goes
+    on, and H's next publish goes down at once rather than holding the stream again."""
+    node = root_with_silent_publisher()
+    meet(node, b"Q", 0.3)
+    node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
+    hostile_publish(node, 1.0, 10)
+    node.publish(1.01, KEY, 1, 110, b"honest")
+    node.receive(1.0 + 0.6 * DEADLINE, b"H", Heartbeat(1))
+    node.handle_timer(1.0 + DEADLINE)  # H lapses
+    now = 1.0 + 1.5 * DEADLINE
+    node.receive(now, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None))
+    assert hostile_publish(node, now, 21) == 3
+    node.receive(now + 0.1, b"H", PublishConfirmed(21, KEY, 3))
+    node.receive(now + 0.2, b"Q", PublishConfirmed(20, KEY, 2))
+    assert not node.streams[KEY].root.pending
+    effects = node.receive(
+        now + 0.3, b"H", PublishData(22, KEY, None, 0.2, 5, b"h22", None, PacketKind.DATA, None)
+    )
+    assert packets_to(effects, b"H") == [b"h22"]  # down at once: still not waited for

@@ -36,7 +36,8 @@ it. A local publisher at the root needs no confirmation, but its packet waits be
 pending ones too. So one child that never confirms would hold the stream: a pending packet
 with another behind it, whose child is still heard from, waits ``confirm_deadline`` (1 s)
 at most, then goes down unconfirmed (``release_overdue``), a lapse of that child, which is
-then not waited for at all for a while (``confirm_lapses``). A pending packet whose child fell
+then not waited for at all on that stream for a while (``confirm_lapses``). A pending
+packet whose child fell
 silent (it may be cut off, holding the number as a claim) is not passed over: when its
 confirmation has not come within ``confirm_timeout`` (its publisher died, or is cut off),
 it is dropped, with every pending packet after it; nothing was delivered or acknowledged
@@ -173,14 +174,15 @@ class Confirming:
         pending packet before it (``release_overdue``)."""
         local = not isinstance(source, bytes)
         # A child that let a number lapse is not waited for, for a while (``confirm_lapses``).
-        unwaited = isinstance(source, bytes) and not self.lapses.waits_for(now, source)
-        if unwaited:
-            self.stats.released_unconfirmed += 1
+        unwaited = isinstance(source, bytes) and not self.lapses.waits_for(now, stream.key, source)
         pending = stream.root.pending
         if (local or unwaited or not self.config.confirm_publishes) and not pending:
+            self.stats.released_unconfirmed += unwaited
             self.store_new(stream, message, number)
             return PublishSucceeded(message.uid, message.key, number)
-        pending[number] = Pending(source, message, confirmed=local or unwaited, at=now)
+        pending[number] = Pending(
+            source, message, confirmed=local or unwaited, at=now, waited=not unwaited
+        )
         if len(pending) == 1:
             stream.root.pending_rounds = 0
         self.release_overdue(now, stream)  # (it may have been all that was lacking)
@@ -218,7 +220,7 @@ class Confirming:
                 poll = True  # cut off, maybe: wait for a sign of life, or liveness
                 break
             entry.confirmed = True
-            self.stats.released_unconfirmed += 1
+            entry.waited = False
             if isinstance(entry.source, bytes):
                 self._lapsed(now, stream, entry.source)
             self._flush(stream)
@@ -252,12 +254,12 @@ class Confirming:
     def _lapsed(self, now: float, stream: Stream, peer: PeerId) -> None:
         """A number that came through child ``peer`` lapsed: it is not waited for, for a
         while, so what is pending from it goes down as its turn comes."""
-        self.lapses.lapsed(now, peer)
+        self.lapses.lapsed(now, stream.key, peer)
         self.stats.lapses += 1
         for entry in stream.root.pending.values():
             if entry.source == peer and not entry.confirmed:
                 entry.confirmed = True
-                self.stats.released_unconfirmed += 1
+                entry.waited = False
 
     def refusal(self, stream: Stream, message: PublishData) -> PublishError | None:
         """Why the root cannot order ``message`` next, counting the pending packets before
@@ -346,8 +348,6 @@ class Confirming:
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
-        if pending.source == peer:
-            self.lapses.confirmed(peer)  # in time: its quiet ends (``confirm_lapses``)
         self._confirm(stream, pending)
 
     def _confirm(self, stream: Stream, pending: Pending) -> None:
@@ -371,6 +371,7 @@ class Confirming:
                 return
             del pending[number]
             stream.root.pending_rounds = 0
+            self.stats.released_unconfirmed += not entry.waited
             self.store_new(stream, entry.message, number)
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self.reply_root(stream, entry.source, entry.message, answer)

@@ -126,6 +126,7 @@ class Pending:
     message: PublishData
     confirmed: bool
     at: float = 0.0  # when it was numbered: its confirmation is due ``confirm_deadline`` later
+    waited: bool = True  # False: it goes down unconfirmed, its child not waited for
 
 
 _DEFAULTS = NodeConfig()
