@@ -169,9 +169,11 @@ class Confirming:
         self, now: float, stream: Stream, source: Source, message: PublishData, number: int
     ) -> PublishSucceeded | PublishNumbered | None:
         """A new publish numbered ``number`` at the root: sent down at once if nothing is
-        pending and its publisher is local (or the root does not confirm publishes),
-        otherwise held until confirmed, or until ``confirm_deadline`` has passed for every
-        pending packet before it (``release_overdue``)."""
+        pending and its publisher is local, or the root does not confirm publishes, or
+        does not wait for the child it came through on this stream since a lapse
+        (``confirm_lapses``); otherwise held until confirmed, or until
+        ``confirm_deadline`` has passed for every pending packet before it
+        (``release_overdue``)."""
         local = not isinstance(source, bytes)
         # A child that let a number lapse is not waited for, for a while (``confirm_lapses``).
         unwaited = isinstance(source, bytes) and not self.lapses.waits_for(now, stream.key, source)
@@ -252,8 +254,8 @@ class Confirming:
         self.release_overdue(now, stream)
 
     def _lapsed(self, now: float, stream: Stream, peer: PeerId) -> None:
-        """A number that came through child ``peer`` lapsed: it is not waited for, for a
-        while, so what is pending from it goes down as its turn comes."""
+        """A number that came through child ``peer`` lapsed: it is not waited for on this
+        stream for a while, so what is pending from it goes down as its turn comes."""
         self.lapses.lapsed(now, stream.key, peer)
         self.stats.lapses += 1
         for entry in stream.root.pending.values():
