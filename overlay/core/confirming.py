@@ -37,36 +37,34 @@ pending ones too. So one child that never confirms would hold the stream: a pend
 with another behind it, whose child is still heard from, waits ``confirm_deadline`` (1 s)
 at most, then goes down unconfirmed (``release_overdue``), a lapse of that child, which is
 then not waited for at all on that stream for a while (``confirm_lapses``). A pending
-packet whose child fell
-silent (it may be cut off, holding the number as a claim) is not passed over: when its
-confirmation has not come within ``confirm_timeout`` (its publisher died, or is cut off),
-it is dropped, with every pending packet after it; nothing was delivered or acknowledged
-for them, and their publishers, retrying, are numbered afresh. So is one whose publish
-came through a child the root has lost since, at once: its confirmation could only come
-back that way. A root that stops being root drops what is pending the same way. A packet
-pushed up from another root's numbering (it may have gone down there) drops everything
-pending, and is then weighed as if nothing were pending: it takes its number if that is
-the next, or collides. A pending number that a claim shows the tree had already is
-dropped when its turn comes. At most ``max_queued_publishes`` wait at once; past that, a
-publish is refused BUSY.
+packet whose child fell silent (it may be cut off, holding the number as a claim) is not
+passed over: when its confirmation has not come within ``confirm_timeout`` (its publisher
+died, or is cut off), it is dropped, with every pending packet after it; nothing was
+delivered or acknowledged for them, and their publishers, retrying, are numbered afresh. So
+is one whose publish came through a child the root has lost since, at once: its
+confirmation could only come back that way. A root that stops being root drops what is
+pending the same way. A packet pushed up from another root's numbering (it may have gone
+down there) drops everything pending, and is then weighed as if nothing were pending: it
+takes its number if that is the next, or collides. A pending number that a claim shows the
+tree had already is dropped when its turn comes. At most ``max_queued_publishes`` wait at
+once; past that, a publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
 down (about twice the delivery latency of the simulator's main job, see the README); a
 publisher at the root pays nothing. A root whose publisher's node dies stalls the packets
 numbered after its publish until the loss is noticed (liveness) or ``confirm_timeout``.
 
-What it does not close: a packet sent down past its deadline, or through a child not
-waited for since a lapse, reopens the race above for that packet, should a cut (below that
-child, for the first) come before the publisher's node learned its number (a node that did
-learn it holds the claim, which names the same packet). And: the publisher's node
-confirms, the root sends the packet down, the cut comes, and the publisher's node dies
-before its side learns the number from it. Two
-failures at one moment. A relay that passed the confirmation up is a second witness on the
-publisher's side (``witnesses``): it pushes the claim too, and weighs it if it becomes root.
-A publisher that was the root's own child has no such relay; so the publisher's node also
-tells the number to a few direct peers other than its parent as it confirms, and they
-witness it the same way (``peer_witnesses``). What is left: every witness dies or is cut
-off too.
+What it does not close: a packet sent down past its deadline, or through a child not waited
+for since a lapse, reopens the race above for that packet, should a cut (below that child,
+for the first) come before the publisher's node learned its number (a node that did learn
+it holds the claim, which names the same packet). And: the publisher's node confirms, the
+root sends the packet down, the cut comes, and the publisher's node dies before its side
+learns the number from it. Two failures at one moment. A relay that passed the confirmation
+up is a second witness on the publisher's side (``witnesses``): it pushes the claim too,
+and weighs it if it becomes root. A publisher that was the root's own child has no such
+relay; so the publisher's node also tells the number to a few direct peers other than its
+parent as it confirms, and they witness it the same way (``peer_witnesses``). What is left:
+every witness dies or is cut off too.
 
 ``Confirming`` is a component of ``PacketFlow`` (``overlay.core.publishing``).
 """
@@ -112,7 +110,6 @@ class Confirming:
         "due",
         "lapses",
         "local",
-        "out",
         "peer_witnesses",
         "peers",
         "reply_root",
@@ -147,7 +144,6 @@ class Confirming:
         self.config = config
         self.streams = streams
         self.stats = stats
-        self.out = out
         self.send = out.send
         self.local = local
         self.witnesses = witnesses
@@ -221,10 +217,9 @@ class Confirming:
             if not self._heard_since(entry.source, entry.at + deadline / 2):
                 poll = True  # cut off, maybe: wait for a sign of life, or liveness
                 break
-            entry.confirmed = True
-            entry.waited = False
-            if isinstance(entry.source, bytes):
-                self._lapsed(now, stream, entry.source)
+            # (Unconfirmed, so a peer's: a local publish is confirmed when numbered.)
+            assert isinstance(entry.source, bytes)
+            self._lapsed(now, stream, entry.source)  # (this entry among the child's)
             self._flush(stream)
         if pending and stream.root.confirm_token is None:
             first = pending[next(iter(pending))]
