@@ -49,6 +49,9 @@ class FakeLink:
     def send_encoded(self, body: bytes) -> None:
         self.sent.append(decode(body))
 
+    def flush(self) -> None:
+        pass
+
     def close(self, reason: str) -> None:
         self.reason = self.reason or reason
 

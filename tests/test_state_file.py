@@ -14,8 +14,8 @@ from typing import Any
 import cbor2
 import pytest
 
-from overlay.core.effects import Remember
-from overlay.messages import Hello
+from overlay.core.effects import Remember, Send
+from overlay.messages import Heartbeat, Hello
 from overlay.runtime.config import RuntimeConfig, config_from_dict, load_config
 from overlay.runtime.host import NodeHost
 from overlay.runtime.state_file import _MIN_COMPACT, StateFile, StateFileError, _record
@@ -24,17 +24,25 @@ A, B, C = b"a" * 32, b"b" * 32, b"c" * 32
 
 
 class FakeLink:
-    """The host's view of a link: its peer, and how it was closed."""
+    """The host's view of a link: its peer, how it was closed, and each time what was
+    queued on it was written (``flushed``: the messages of that write)."""
 
-    def __init__(self, peer: bytes) -> None:
+    def __init__(self, peer: bytes, log: list[object] | None = None) -> None:
         self.peer = self.initiator = peer
         self.refusal: object = None
         self.address: str | None = None
         self.reason: str | None = None
         self.queued_bytes = 0
+        self.log = log if log is not None else []
+        self._queued: list[bytes] = []
 
     def send_encoded(self, body: bytes) -> None:
-        pass
+        self._queued.append(body)
+
+    def flush(self) -> None:
+        if self._queued:
+            self.log.append(("sent", len(self._queued)))
+            self._queued = []
 
     def close(self, reason: str) -> None:
         self.reason = self.reason or reason
@@ -206,6 +214,36 @@ async def test_the_messages_of_one_read_of_a_link_are_written_once_at_its_end(
     assert writes == [cbor2.dumps([A, 6]) + cbor2.dumps([C, 2])]
     host._apply([Remember(A, 7)])  # outside a read (a client's publish, a timer): at once
     assert writes[1:] == [cbor2.dumps([A, 7])]
+
+
+async def test_a_number_is_on_disk_before_the_frames_of_its_step_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A root numbers a packet and sends it down in one step. Were the frame out first, a
+    # root that crashed between the two would restart without the number and give it to
+    # another packet, while a child holds this one under it. So in a step the state file
+    # is written first, then the links: at the end of a call, or of a link's read.
+    state = StateFile(tmp_path / "n.state")
+    log: list[object] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        log.append("state file")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    host = NodeHost(bytes(32), 0.5, rng=random.Random(1), state=state, vouched={B})
+    link = FakeLink(B, log)
+    assert host.link_opened(link)  # (its Hello goes out)
+    log.clear()
+    host._apply([Send(B, Heartbeat(1)), Remember(A, 5), Send(B, Heartbeat(2))])
+    assert log == ["state file", ("sent", 2)]
+    log.clear()
+    host.received(link, Hello(0.25, 1))  # a read's first message; its answers wait
+    host._apply([Send(B, Heartbeat(3)), Remember(A, 6)])
+    assert log == []
+    host.read_done()
+    assert log == ["state file", ("sent", 1)]
 
 
 @pytest.mark.parametrize("fails", ["write", "replace"])

@@ -97,7 +97,10 @@ class PeerLink(Protocol):
         """Queue ``message``; never blocks. A link whose queue overflows closes itself."""
 
     def send_encoded(self, body: bytes) -> None:
-        """``send`` for a message the host has encoded already."""
+        """Queue a message the host has encoded already, for the next ``flush``."""
+
+    def flush(self) -> None:
+        """Write what is queued, as far as the connection takes it now; never blocks."""
 
     def close(self, reason: str) -> None:
         """Close the link (idempotent); its task then calls ``NodeHost.link_closed``."""
@@ -145,6 +148,9 @@ class NodeHost:
         # link is handing over the messages of one read (``received`` .. ``read_done``).
         self._remembered: dict[bytes, int] = {}
         self._reading = False
+        # Links sent to since their last ``flush``: flushed once a step's effects are all
+        # queued, so the step's messages to one peer share frames (``_flush_links``).
+        self._unflushed: dict[PeerId, PeerLink] = {}
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
         self.links: dict[PeerId, PeerLink] = {}
@@ -264,10 +270,10 @@ class NodeHost:
 
     def read_done(self) -> None:
         """A link handed over every message of one read: what they asked to keep goes to
-        the state file in one write. That is still before any frame they queued is sent,
-        since the links write from their own tasks, which run once this one waits."""
+        the state file in one write, and then the frames they queued go out."""
         self._reading = False
         self._write_remembered()
+        self._flush_links()
 
     # --- local clients --------------------------------------------------------------------
 
@@ -340,6 +346,7 @@ class NodeHost:
                         continue
                     self.frames_out += 1
                     link.send_encoded(body)
+                    self._unflushed[effect.peer] = link
             elif type(effect) is Deliver:
                 sink = self._clients.get(effect.client)
                 if sink is not None:
@@ -357,15 +364,24 @@ class NodeHost:
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
-        if remembered and not self._reading:
-            # Written before this call returns, so before any frame it queued is sent: the
-            # links and client sessions write from their own tasks, later. (During a link's
-            # read, once at its end: ``read_done``.)
-            self._write_remembered()
+        if not self._reading:
+            # The state file first, then the links: a number is on disk before any frame
+            # that shows it leaves (a restarted node must not give it again). Client
+            # sessions write from their own tasks, later. (During a link's read, both once
+            # at its end: ``read_done``.)
+            if remembered:
+                self._write_remembered()
+            if self._unflushed:
+                self._flush_links()
         if self._waiters:
             for event in self._waiters:
                 event.set()
             self._waiters.clear()
+
+    def _flush_links(self) -> None:
+        unflushed, self._unflushed = self._unflushed, {}
+        for link in unflushed.values():
+            link.flush()
 
     def _encode(self, message: Message) -> bytes | None:
         """``message``'s frame body, or None if our code built one that does not encode."""

@@ -1,0 +1,101 @@
+"""How a link writes: ``flush`` puts what a step queued on the socket before the step ends,
+with no task switch; what the socket does not take goes out later from the writer task,
+ahead of anything queued after it. Real ``Link`` objects over a connected socket pair,
+with the sessions of a real handshake."""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+from test_link_frames import Inbox, packet, sessions
+
+from overlay.codec import encode
+from overlay.messages import Heartbeat, Message
+from overlay.runtime.framing import SEALED_MAX, FrameReader
+from overlay.runtime.link import Link
+
+
+def socket_links() -> tuple[Link, Link, socket.socket, socket.socket]:
+    """A sending link and a receiving one over a socket pair, and the pair's two sockets
+    (the links' trio sockets wrap these very objects)."""
+    ours, theirs = sessions()
+    left, right = socket.socketpair()
+    sender = Link(
+        trio.SocketStream(trio.socket.from_stdlib_socket(left)),
+        ours,
+        FrameReader(SEALED_MAX),
+        peer=b"B",
+        initiator=b"A",
+    )
+    receiver = Link(
+        trio.SocketStream(trio.socket.from_stdlib_socket(right)),
+        theirs,
+        FrameReader(SEALED_MAX),
+        peer=b"A",
+        initiator=b"A",
+    )
+    return sender, receiver, left, right
+
+
+def read_now(receiver_socket: socket.socket, receiver: Link) -> list[Message]:
+    """The messages on the receiving socket already, read and opened without waiting."""
+    inbox = Inbox(10**9)
+    data = b""
+    while True:
+        try:
+            chunk = receiver_socket.recv(1 << 20, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+        data += chunk
+    for body in receiver._reader.feed(data):
+        receiver._take(inbox, body)
+    return inbox.messages
+
+
+async def test_a_flush_puts_the_frames_of_a_step_on_the_socket_before_it_returns() -> None:
+    # Neither link's task runs: whatever reaches the peer was written by ``flush`` itself,
+    # in the step that queued it.
+    sender, receiver, _, right = socket_links()
+    sender.send_encoded(encode(Heartbeat(1)))
+    sender.send_encoded(encode(packet(0)))
+    assert read_now(right, receiver) == []  # queued, not yet written
+    sender.flush()
+    assert read_now(right, receiver) == [Heartbeat(1), packet(0)]
+    assert sender.held_bytes == 0
+
+
+async def test_what_the_socket_does_not_take_goes_out_later_in_order() -> None:
+    # A peer that reads slowly: the socket's buffers fill, ``flush`` writes what fits, the
+    # writer task sends the rest when the socket drains, and frames queued meanwhile follow
+    # it. The receiver gets every message once, in the order they were queued.
+    sender, receiver, left, _ = socket_links()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    messages: list[Message] = [packet(n, 4000) for n in range(600)]
+    inbox = Inbox(len(messages))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender.run, Inbox(0))
+        for start in range(0, len(messages), 100):
+            for message in messages[start : start + 100]:
+                sender.send_encoded(encode(message))
+            sender.flush()
+        assert sender.held_bytes > 0  # (the socket did not take it all: the writer has it)
+        nursery.start_soon(receiver.run, inbox)
+        with trio.fail_after(10):
+            await inbox.done.wait()
+        assert receiver.reason is None and sender.reason is None
+        assert sender.held_bytes == 0
+        nursery.cancel_scope.cancel()
+    assert inbox.messages == messages
+
+
+async def test_a_closed_link_writes_nothing_more() -> None:
+    # Its descriptor is closed once its task ends, and the number may then name another
+    # connection: nothing may be written through it after the close.
+    sender, receiver, _, right = socket_links()
+    sender.send_encoded(encode(Heartbeat(1)))
+    sender.close("test")
+    sender.send_encoded(encode(Heartbeat(2)))
+    sender.flush()
+    assert read_now(right, receiver) == []
+    assert sender.held_bytes == 0
