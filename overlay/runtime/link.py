@@ -26,7 +26,9 @@ subtree restarts and finds another way; a child catches up from its new parent's
 Dropping the link, not messages, is deliberate: the protocol assumes each link delivers
 everything in order (as TCP does), and one silently lost frame would be a silent gap.
 
-Reading: frames are opened and decoded one at a time and handed to the host. Anything wrong
+Reading: straight from the socket (``os.read``), without the stream's layers, after a
+checkpoint, so a peer that keeps the socket full still lets every other task run between
+its reads. Frames are opened and decoded one at a time and handed to the host. Anything wrong
 (a frame over the size limit, one that fails authentication, a malformed message) closes this
 link with a logged reason; the node and its other links go on (``RemoteProtocolError``).
 """
@@ -118,10 +120,11 @@ class Link:
         self.address: str | None = None
         self.bytes_out = 0
         self.bytes_in = 0
-        # The socket's descriptor, for ``flush``'s write without a task switch; -1 for a
-        # stream that is not a socket (tests' memory streams): the writer task sends all.
-        # Written only while ``reason`` is None: the descriptor is closed (and its number
-        # free for reuse) only after ``run`` has set it.
+        # The socket's descriptor, for ``flush``'s write without a task switch and for the
+        # reader's reads; -1 for a stream that is not a socket (tests' memory streams),
+        # which the writer task and ``receive_some`` serve. Used only while ``reason`` is
+        # None, or by the reader task: the descriptor is closed (and its number free for
+        # reuse) only after ``run`` has set ``reason`` and its tasks have ended.
         socket = getattr(stream, "socket", None)
         self._fd: int = socket.fileno() if socket is not None else -1
         # Sealed bytes ``flush`` could not write: the writer sends them before anything else.
@@ -250,7 +253,7 @@ class Link:
             finally:
                 owner.read_done()
             while not self.closed:
-                data = await self._stream.receive_some(READ_SIZE)
+                data = await self._receive()
                 if not data:
                     self.close("the peer closed the link")
                     return
@@ -265,6 +268,18 @@ class Link:
             self.close(f"{type(error).__name__}: {error}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.close(f"connection lost: {error}")
+
+    async def _receive(self) -> bytes | bytearray:
+        """The next bytes from the peer (empty at its end): what the stream's
+        ``receive_some`` gives, read straight from the socket when there is one."""
+        if self._fd < 0:
+            return await self._stream.receive_some(READ_SIZE)
+        await trio.lowlevel.checkpoint()  # (between reads: every other task runs too)
+        while True:
+            try:
+                return os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._fd)
 
     def _take(self, owner: LinkOwner, body: bytes) -> None:
         if self.reason is not None:

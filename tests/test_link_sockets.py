@@ -1,13 +1,15 @@
-"""How a link writes: ``flush`` puts what a step queued on the socket before the step ends,
-with no task switch; what the socket does not take goes out later from the writer task,
-ahead of anything queued after it. Real ``Link`` objects over a connected socket pair,
-with the sessions of a real handshake."""
+"""How a link uses its socket. Writing: ``flush`` puts what a step queued on the socket
+before the step ends, with no task switch; what the socket does not take goes out later
+from the writer task, ahead of anything queued after it. Reading: straight from the
+socket, with a checkpoint between reads. Real ``Link`` objects over a connected socket
+pair, with the sessions of a real handshake."""
 
 from __future__ import annotations
 
 import socket
 
 import trio
+import trio.testing
 from test_link_frames import Inbox, packet, sessions
 
 from overlay.codec import encode
@@ -99,3 +101,33 @@ async def test_a_closed_link_writes_nothing_more() -> None:
     sender.flush()
     assert read_now(right, receiver) == []
     assert sender.held_bytes == 0
+
+
+async def test_a_reader_hands_over_what_arrives_and_closes_at_the_peers_end() -> None:
+    sender, receiver, left, _ = socket_links()
+    inbox = Inbox(3)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receiver.run, inbox)
+        for n in range(3):
+            sender.send(Heartbeat(n))
+        with trio.fail_after(5):
+            await inbox.done.wait()
+        assert inbox.messages == [Heartbeat(0), Heartbeat(1), Heartbeat(2)]
+        left.shutdown(socket.SHUT_WR)
+        with trio.fail_after(5):
+            await receiver.wait_closed()
+    assert receiver.reason == "the peer closed the link"
+
+
+async def test_a_read_is_a_checkpoint_even_when_data_is_waiting() -> None:
+    # A peer that keeps the socket full must not hold the node: every read lets the other
+    # tasks run first, though its bytes are there already.
+    sender, receiver, _, _ = socket_links()
+    sender.send_encoded(encode(Heartbeat(1)))
+    sender.flush()
+    with trio.testing.assert_checkpoints():
+        data = await receiver._receive()
+    inbox = Inbox(1)
+    for body in receiver._reader.feed(data):
+        receiver._take(inbox, body)
+    assert inbox.messages == [Heartbeat(1)]
