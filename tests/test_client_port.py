@@ -4,7 +4,9 @@ hostile or slow clients, which lose their own connection and nothing else."""
 
 from __future__ import annotations
 
+import logging
 import socket
+import struct
 
 import pytest
 import trio
@@ -27,6 +29,7 @@ from overlay.client.protocol import (
 )
 from overlay.core.events import Epoch, Packet, PublishAcked, PublishFailed
 from overlay.messages import PacketKind, PublishError
+from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, ClientSession
 from overlay.runtime.framing import FrameReader
 
@@ -219,7 +222,7 @@ class _SilentHost:
     def refusals(self, reason: object, who: str, detail: str) -> None:
         pass
 
-    def add_client(self, sink: object) -> int:
+    def add_client(self, sink: object, flush: object = None) -> int:
         return 1
 
     def remove_client(self, client: int) -> None:
@@ -252,3 +255,126 @@ async def test_a_client_with_too_many_unanswered_publishes_is_not_read_until_ans
             await trio.testing.wait_all_tasks_blocked()
             assert host.published == [10, 11, 12, 13]
             nursery.cancel_scope.cancel()
+
+
+def _events_waiting(sock: socket.socket, frames: FrameReader | None = None) -> list[object]:
+    """The whole events on the client's socket already, read without waiting; ``frames``
+    keeps a part of one for the next call."""
+    frames = frames if frames is not None else FrameReader(1 << 24)
+    data = b""
+    while True:
+        try:
+            data += sock.recv(1 << 20, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+    return [decode_event(body) for body in frames.feed(data)]
+
+
+async def test_a_steps_events_are_on_the_clients_socket_when_the_step_ends() -> None:
+    """The host delivers a packet and an ack in one step: both are written before the step
+    returns, with no task of the session's run in between (``flush``)."""
+    from overlay.core.effects import Deliver
+    from overlay.runtime.host import NodeHost
+
+    host = NodeHost(bytes(32), 0.5)
+    node_side, client_side = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(node_side))
+    session = ClientSession(host, stream, ClientPortConfig())
+    client = host.add_client(session, session.flush)
+    key = StreamKey.open("flushed").key
+    packet = Packet(key, 0, b"x", None, PacketKind.DATA)
+    host._apply([Deliver(client, packet), Deliver(client, PublishAcked(key, 7, 0))])
+    assert _events_waiting(client_side) == [packet, PublishAcked(key, 7, 0)]
+    assert session.held_bytes == 0
+
+
+async def test_the_last_word_follows_the_rest_of_a_frame_already_begun() -> None:
+    """A client that reads slowly: ``flush`` wrote part of its queue, ending inside a
+    frame, and the session then ends (too slow). The client gets the rest of the batch
+    begun (the send in progress) and then the ProtocolError, never the error inside a
+    frame."""
+    node_side, client_side = socket.socketpair()
+    node_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(node_side))
+    session = ClientSession(_SilentHost(), stream, ClientPortConfig())  # type: ignore[arg-type]
+    key = StreamKey.open("slow").key
+    packets = [Packet(key, n, bytes(60_000), None, PacketKind.DATA) for n in range(4)]
+    for packet in packets:
+        session.deliver(packet)
+    session.flush()
+    assert session.held_bytes > 0  # (the socket took part of it)
+    session.fail(None, ErrorCode.TOO_SLOW, "test")
+    received: list[object] = []
+    frames = FrameReader(1 << 24)
+    with trio.fail_after(HANG):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session._writer)
+            while not received or not isinstance(received[-1], ProtocolError):
+                await trio.sleep(0)
+                received += _events_waiting(client_side, frames)
+    # The batch the socket had begun to take goes out whole, then the last word.
+    assert received[:-1] == packets
+    assert isinstance(received[-1], ProtocolError) and received[-1].code is ErrorCode.TOO_SLOW
+    node_side.close()
+    client_side.close()
+
+
+class _BudgetedHost(_SilentHost):
+    """A silent host with a node-wide queue bound."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budget = QueueBudget(1 << 30)  # type: ignore[assignment]
+
+
+def _tcp_session(host: _SilentHost) -> tuple[ClientSession, socket.socket, socket.socket]:
+    """A session over a real loopback TCP connection; the node's and the client's sockets."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    node_side, _ = listener.accept()
+    listener.close()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(node_side))
+    return ClientSession(host, stream, ClientPortConfig()), node_side, client  # type: ignore[arg-type]
+
+
+async def test_a_client_that_resets_its_connection_ends_its_session_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A subscriber killed with events unread resets its TCP connection; the session's next
+    read meets the reset. The session ends as for any client that went away, not logged as
+    a fault of the node."""
+    session, _, client = _tcp_session(_SilentHost())
+    key = StreamKey.open("reset").key
+    with trio.fail_after(HANG):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run)
+            client.sendall(encode_request(Hello(1, PROTOCOL_VERSION, "")))
+            await trio.testing.wait_all_tasks_blocked()
+            session.deliver(Packet(key, 0, b"unread", None, PacketKind.DATA))
+            session.flush()
+            await trio.testing.wait_all_tasks_blocked()
+            assert session.held_bytes == 0  # (all written: the writer has nothing to send)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()  # (a reset: unread data, linger 0)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_a_session_that_ends_holding_a_partial_write_gives_its_bytes_back() -> None:
+    """The socket took part of a flush, and the session ends (here: the node shuts down)
+    before its writer sends the rest: what it held of the node's queue budget is given
+    back, or the budget would go on cutting healthy links and clients for it."""
+    host = _BudgetedHost()
+    session, node_side, client = _tcp_session(host)
+    node_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    key = StreamKey.open("partial").key
+    for n in range(40):
+        session.deliver(Packet(key, n, bytes(60_000), None, PacketKind.DATA))
+    session.flush()
+    assert host.budget.total == session.held_bytes > 0
+    with trio.fail_after(HANG):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run)
+            nursery.cancel_scope.cancel()  # (before the session's writer ever runs)
+    assert host.budget.total == 0
+    client.close()

@@ -14,13 +14,17 @@ from test_link_frames import Inbox, packet, sessions
 
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Message
+from overlay.runtime.budget import QueueBudget
+from overlay.runtime.direct_io import receive
 from overlay.runtime.framing import SEALED_MAX, FrameReader
 from overlay.runtime.link import Link
 
 
-def socket_links() -> tuple[Link, Link, socket.socket, socket.socket]:
-    """A sending link and a receiving one over a socket pair, and the pair's two sockets
-    (the links' trio sockets wrap these very objects)."""
+def socket_links(
+    budget: QueueBudget | None = None,
+) -> tuple[Link, Link, socket.socket, socket.socket]:
+    """A sending link (sharing ``budget``) and a receiving one over a socket pair, and the
+    pair's two sockets (the links' trio sockets wrap these very objects)."""
     ours, theirs = sessions()
     left, right = socket.socketpair()
     sender = Link(
@@ -29,6 +33,7 @@ def socket_links() -> tuple[Link, Link, socket.socket, socket.socket]:
         FrameReader(SEALED_MAX),
         peer=b"B",
         initiator=b"A",
+        budget=budget,
     )
     receiver = Link(
         trio.SocketStream(trio.socket.from_stdlib_socket(right)),
@@ -86,6 +91,7 @@ async def test_what_the_socket_does_not_take_goes_out_later_in_order() -> None:
         with trio.fail_after(10):
             await inbox.done.wait()
         assert receiver.reason is None and sender.reason is None
+        await trio.testing.wait_all_tasks_blocked()  # (the writer's last send returns)
         assert sender.held_bytes == 0
         nursery.cancel_scope.cancel()
     assert inbox.messages == messages
@@ -126,8 +132,28 @@ async def test_a_read_is_a_checkpoint_even_when_data_is_waiting() -> None:
     sender.send_encoded(encode(Heartbeat(1)))
     sender.flush()
     with trio.testing.assert_checkpoints():
-        data = await receiver._receive()
+        data = await receive(receiver._stream, receiver._fd, 1 << 20)
     inbox = Inbox(1)
     for body in receiver._reader.feed(data):
         receiver._take(inbox, body)
     assert inbox.messages == [Heartbeat(1)]
+
+
+async def test_a_link_that_closes_holding_a_partial_write_gives_its_bytes_back() -> None:
+    # The socket took part of a flush; the link closes before its writer ever sends the
+    # rest. The node's queue budget must not keep counting those bytes once the link is
+    # gone, or it would cut healthy links for room that no longer exists.
+    budget = QueueBudget(1 << 30)
+    sender, _, left, right = socket_links(budget)
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender.run, Inbox(0))
+        for n in range(100):
+            sender.send_encoded(encode(packet(n, 4000)))
+        sender.flush()
+        assert budget.total == sender.held_bytes > 0
+        sender.close("test")
+    assert sender.reason == "test"
+    assert budget.total == 0
+    left.close()
+    right.close()

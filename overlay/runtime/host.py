@@ -151,6 +151,8 @@ class NodeHost:
         # Links sent to since their last ``flush``: flushed once a step's effects are all
         # queued, so the step's messages to one peer share frames (``_flush_links``).
         self._unflushed: dict[PeerId, PeerLink] = {}
+        self._client_flushes: dict[ClientId, Callable[[], None]] = {}  # (``add_client``)
+        self._unflushed_clients: dict[ClientId, Callable[[], None]] = {}
         remembered = None if state is None else state.kept
         self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
         self.links: dict[PeerId, PeerLink] = {}
@@ -273,18 +275,24 @@ class NodeHost:
         the state file in one write, and then the frames they queued go out."""
         self._reading = False
         self._write_remembered()
-        self._flush_links()
+        self._flush_outputs()
 
     # --- local clients --------------------------------------------------------------------
 
-    def add_client(self, sink: ClientSink) -> ClientId:
+    def add_client(self, sink: ClientSink, flush: Callable[[], None] | None = None) -> ClientId:
+        """Register a client; ``flush``, if given, is called once a step's events for it are
+        all delivered (as a link's ``flush``), so a session can write them in that step."""
         client = self._next_client
         self._next_client += 1
         self._clients[client] = sink
+        if flush is not None:
+            self._client_flushes[client] = flush
         return client
 
     def remove_client(self, client: ClientId) -> None:
         """The client went away: it leaves every stream it was in (the core prunes)."""
+        self._client_flushes.pop(client, None)
+        self._unflushed_clients.pop(client, None)
         if self._clients.pop(client, None) is not None:
             self._apply(self.core.remove_client(self._clock(), client))
 
@@ -351,6 +359,9 @@ class NodeHost:
                 sink = self._clients.get(effect.client)
                 if sink is not None:
                     sink.deliver(effect.event)
+                    flush = self._client_flushes.get(effect.client)
+                    if flush is not None:
+                        self._unflushed_clients[effect.client] = flush
             elif type(effect) is SetTimer:
                 self._set_deadline(effect.at)
             elif type(effect) is DropPeer:
@@ -365,23 +376,27 @@ class NodeHost:
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
         if not self._reading:
-            # The state file first, then the links: a number is on disk before any frame
-            # that shows it leaves (a restarted node must not give it again). Client
-            # sessions write from their own tasks, later. (During a link's read, both once
-            # at its end: ``read_done``.)
+            # The state file first, then the links and client sessions: a number is on
+            # disk before any frame that shows it leaves (a restarted node must not give it
+            # again). (During a link's read, both once at its end: ``read_done``.)
             if remembered:
                 self._write_remembered()
-            if self._unflushed:
-                self._flush_links()
+            if self._unflushed or self._unflushed_clients:
+                self._flush_outputs()
         if self._waiters:
             for event in self._waiters:
                 event.set()
             self._waiters.clear()
 
-    def _flush_links(self) -> None:
-        unflushed, self._unflushed = self._unflushed, {}
-        for link in unflushed.values():
+    def _flush_outputs(self) -> None:
+        """Write what the step queued: on each link sent to, and to each client session
+        that asked to be told (``add_client``)."""
+        links, self._unflushed = self._unflushed, {}
+        for link in links.values():
             link.flush()
+        clients, self._unflushed_clients = self._unflushed_clients, {}
+        for flush in clients.values():
+            flush()
 
     def _encode(self, message: Message) -> bytes | None:
         """``message``'s frame body, or None if our code built one that does not encode."""

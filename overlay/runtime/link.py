@@ -26,9 +26,8 @@ subtree restarts and finds another way; a child catches up from its new parent's
 Dropping the link, not messages, is deliberate: the protocol assumes each link delivers
 everything in order (as TCP does), and one silently lost frame would be a silent gap.
 
-Reading: straight from the socket (``os.read``), without the stream's layers, after a
-checkpoint, so a peer that keeps the socket full still lets every other task run between
-its reads. Frames are opened and decoded one at a time and handed to the host. Anything wrong
+Reading: straight from the socket (``overlay.runtime.direct_io``), with a checkpoint
+between reads. Frames are opened and decoded one at a time and handed to the host. Anything wrong
 (a frame over the size limit, one that fails authentication, a malformed message) closes this
 link with a logged reason; the node and its other links go on (``RemoteProtocolError``).
 """
@@ -36,7 +35,6 @@ link with a logged reason; the node and its other links go on (``RemoteProtocolE
 from __future__ import annotations
 
 import logging
-import os
 from typing import Protocol
 
 import trio
@@ -46,6 +44,7 @@ from overlay.core.effects import PeerId
 from overlay.errors import RemoteProtocolError
 from overlay.messages import Message
 from overlay.runtime.budget import QueueBudget
+from overlay.runtime.direct_io import NO_SOCKET, receive, socket_of, write_now
 from overlay.runtime.framing import (
     MAX_PLAINTEXT,
     PREFIX_SIZE,
@@ -120,13 +119,9 @@ class Link:
         self.address: str | None = None
         self.bytes_out = 0
         self.bytes_in = 0
-        # The socket's descriptor, for ``flush``'s write without a task switch and for the
-        # reader's reads; -1 for a stream that is not a socket (tests' memory streams),
-        # which the writer task and ``receive_some`` serve. Used only while ``reason`` is
-        # None, or by the reader task: the descriptor is closed (and its number free for
-        # reuse) only after ``run`` has set ``reason`` and its tasks have ended.
-        socket = getattr(stream, "socket", None)
-        self._fd: int = socket.fileno() if socket is not None else -1
+        # The socket's descriptor (``direct_io``): written by ``flush`` only while ``reason``
+        # is None, read by the reader task; ``run`` closes the stream after both.
+        self._fd = socket_of(stream)
         # Sealed bytes ``flush`` could not write: the writer sends them before anything else.
         self._unsent: memoryview | None = None
 
@@ -173,15 +168,13 @@ class Link:
         waiting; the writer task sends the rest, and anything queued while it does."""
         if self.reason is not None or not self._queue:
             return
-        if self._fd < 0 or self._writing:
+        if self._fd == NO_SOCKET or self._writing:
             self._ready.set()  # (the writer is busy: it takes the queue when it is done)
             return
         data = self._seal_queued()
         size, self._queued = self._queued, 0
         try:
-            written = os.write(self._fd, data)
-        except BlockingIOError:
-            written = 0
+            written = write_now(self._fd, data)
         except OSError as error:
             self._release(size)
             self.close(f"connection lost: {error}")
@@ -234,6 +227,12 @@ class Link:
         finally:
             if self.reason is None:
                 self.reason = "node shutting down"
+            # What is still held goes back to the budget: the writer can be cancelled at
+            # its wait, before the send that would release a partial flush's rest.
+            self._release(self._queued + self._writing)
+            self._queue.clear()
+            self._queued = self._writing = 0
+            self._unsent = None
             if self._budget is not None:
                 self._budget.leave(self)
             owner.link_closed(self, self.reason)
@@ -253,7 +252,7 @@ class Link:
             finally:
                 owner.read_done()
             while not self.closed:
-                data = await self._receive()
+                data = await receive(self._stream, self._fd, READ_SIZE)
                 if not data:
                     self.close("the peer closed the link")
                     return
@@ -268,18 +267,6 @@ class Link:
             self.close(f"{type(error).__name__}: {error}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.close(f"connection lost: {error}")
-
-    async def _receive(self) -> bytes | bytearray:
-        """The next bytes from the peer (empty at its end): what the stream's
-        ``receive_some`` gives, read straight from the socket when there is one."""
-        if self._fd < 0:
-            return await self._stream.receive_some(READ_SIZE)
-        await trio.lowlevel.checkpoint()  # (between reads: every other task runs too)
-        while True:
-            try:
-                return os.read(self._fd, READ_SIZE)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self._fd)
 
     def _take(self, owner: LinkOwner, body: bytes) -> None:
         if self.reason is not None:

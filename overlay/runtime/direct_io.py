@@ -1,0 +1,58 @@
+"""Reading and writing a connection's socket directly, for the node's links and client
+sessions, without the layers of trio's ``SocketStream`` (a conflict detector, a socket
+wrapper, a non-blocking helper: several Python calls per read or write).
+
+Writing: ``write_now`` writes what the socket takes at once and never waits, so a node
+writes a step's frames in that step, with no task switch; the caller's writer task sends the
+rest (``SocketStream.send_all``, which waits for the socket to drain). Reading: ``receive``
+checkpoints first, as ``receive_some`` does, so a peer that keeps the socket full still
+lets every other task run between its reads, and waits for the socket only when nothing is
+there.
+
+A descriptor is used only while its stream is open: the owner closes the stream only after
+its tasks have ended and it has stopped calling ``write_now``, since a closed descriptor's
+number can be given to the next connection. A stream that is not a socket (tests' memory
+streams) has no descriptor (``NO_SOCKET``): the owner uses the stream's own methods.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import trio
+
+NO_SOCKET = -1
+
+
+def socket_of(stream: trio.abc.Stream) -> int:
+    """The descriptor of ``stream``'s socket, or NO_SOCKET."""
+    sock = getattr(stream, "socket", None)
+    return sock.fileno() if sock is not None else NO_SOCKET
+
+
+def write_now(fd: int, data: bytes) -> int:
+    """Write as much of ``data`` as the socket takes now; how many bytes it took (0 when
+    its buffer is full). Raises OSError if the connection is broken."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
+async def receive(stream: trio.abc.Stream, fd: int, size: int) -> bytes | bytearray:
+    """At most ``size`` bytes from ``stream`` (empty at its end), after a checkpoint. A
+    broken connection (a reset) raises ``trio.BrokenResourceError``, as ``receive_some``
+    does, so callers handle both kinds of stream alike."""
+    if fd == NO_SOCKET:
+        return await stream.receive_some(size)
+    await trio.lowlevel.checkpoint()
+    while True:
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(fd)
+        except OSError as error:
+            if error.errno == errno.EBADF:
+                raise trio.ClosedResourceError("the connection was closed") from None
+            raise trio.BrokenResourceError(f"the connection broke: {error}") from error
