@@ -264,9 +264,12 @@ def _events_waiting(sock: socket.socket, frames: FrameReader | None = None) -> l
     data = b""
     while True:
         try:
-            data += sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            chunk = sock.recv(1 << 20, socket.MSG_DONTWAIT)
         except BlockingIOError:
             break
+        if not chunk:
+            break  # (the node closed the connection)
+        data += chunk
     return [decode_event(body) for body in frames.feed(data)]
 
 
@@ -286,36 +289,40 @@ async def test_a_steps_events_are_on_the_clients_socket_when_the_step_ends() -> 
     host._apply([Deliver(client, packet), Deliver(client, PublishAcked(key, 7, 0))])
     assert _events_waiting(client_side) == [packet, PublishAcked(key, 7, 0)]
     assert session.held_bytes == 0
+    node_side.close()
+    client_side.close()
 
 
 async def test_the_last_word_follows_the_rest_of_a_frame_already_begun() -> None:
     """A client that reads slowly: ``flush`` wrote part of its queue, ending inside a
-    frame, and the session then ends (too slow). The client gets the rest of the batch
-    begun (the send in progress) and then the ProtocolError, never the error inside a
-    frame."""
+    frame, and the session then ends (too slow) while its reader waits for the client's
+    next request, which comes only in part. The client gets the rest of the batch begun
+    (the send in progress) and then the ProtocolError, never the error inside a frame,
+    and the reader's end does not cut the writer short."""
     node_side, client_side = socket.socketpair()
     node_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(node_side))
     session = ClientSession(_SilentHost(), stream, ClientPortConfig())  # type: ignore[arg-type]
     key = StreamKey.open("slow").key
-    packets = [Packet(key, n, bytes(60_000), None, PacketKind.DATA) for n in range(4)]
-    for packet in packets:
-        session.deliver(packet)
-    session.flush()
-    assert session.held_bytes > 0  # (the socket took part of it)
-    session.fail(None, ErrorCode.TOO_SLOW, "test")
+    packets = [Packet(key, n, bytes(60_000), None, PacketKind.DATA) for n in range(16)]
     received: list[object] = []
     frames = FrameReader(1 << 24)
-    with trio.fail_after(HANG):
+    with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(session._writer)
+            nursery.start_soon(session.run)
+            await trio.testing.wait_all_tasks_blocked()
+            for packet in packets:
+                session.deliver(packet)
+            session.flush()
+            assert session.held_bytes > 0  # (the socket took part of it)
+            session.fail(None, ErrorCode.TOO_SLOW, "test")
+            client_side.sendall(encode_request(Hello(1, PROTOCOL_VERSION, ""))[:3])
             while not received or not isinstance(received[-1], ProtocolError):
                 await trio.sleep(0)
                 received += _events_waiting(client_side, frames)
     # The batch the socket had begun to take goes out whole, then the last word.
     assert received[:-1] == packets
     assert isinstance(received[-1], ProtocolError) and received[-1].code is ErrorCode.TOO_SLOW
-    node_side.close()
     client_side.close()
 
 

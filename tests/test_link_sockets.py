@@ -54,6 +54,8 @@ def read_now(receiver_socket: socket.socket, receiver: Link) -> list[Message]:
             chunk = receiver_socket.recv(1 << 20, socket.MSG_DONTWAIT)
         except BlockingIOError:
             break
+        if not chunk:
+            break  # (the sending side closed)
         data += chunk
     for body in receiver._reader.feed(data):
         receiver._take(inbox, body)

@@ -341,7 +341,10 @@ class ClientSession:
             return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        scope.cancel()  # the client is gone: nothing left to write
+        if self.closing is None:
+            scope.cancel()  # the client is gone: nothing left to write
+        # (else the session is ending: the writer sends the rest begun and the last word,
+        # within ``close_timeout``, and then the session ends)
 
     async def _room_for_more(self) -> bool:
         """Wait while the client has too many publishes unanswered (the rest of this read
