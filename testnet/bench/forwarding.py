@@ -18,15 +18,16 @@ without a gap or repeat). The publisher is a local client *at the root*
 and no extra hop sits in front of the node.
 
 Plain variant: a trio program in the forwarder process reads length-prefixed frames from a
-TCP source (in the receiver process), frames each once and appends it to the queue of each of
-N TCP sinks, written by one coalescing writer per sink (the node's pattern: join everything
-queued, one ``send_all``). The sinks parse frames and count. Each of its frames is the size
-of one packet as the node sends it alone (1 KB payload, the message header and a 16-byte
-tag); the node packs what is queued for a child into sealed frames of up to 64 KiB, a 4-byte
-record length per packet and one tag per frame, so it puts a few bytes fewer per packet on
-the wire. The plain program does strictly more input work than the node (it reads its
-packets from a socket; the node's publisher is a function call), so the ratio errs against
-the node, if at all.
+TCP source (in the receiver process), frames each once and appends it to the queue of each
+of N TCP sinks, written by one coalescing writer task per sink (join everything queued, one
+``send_all``; the node joins the same way, and writes at the end of the step that queued the
+frames, without a task, when the socket takes them). The sinks parse frames and count. Each
+of its frames is the size of one packet as the node sends it alone (1 KB payload, the
+message header and a 16-byte tag); the node packs what is queued for a child into sealed
+frames of up to 64 KiB, a 4-byte record length per packet and one tag per frame, so it puts
+a few bytes fewer per packet on the wire. The plain program does strictly more input work
+than the node (it reads its packets from a socket; the node's publisher is a function call),
+so the ratio errs against the node, if at all.
 
 Flow control is the same for both: the receiver process reports, on a separate loopback
 control connection, how many packets *every* child has received (the minimum), and the
@@ -288,7 +289,7 @@ def plain_body_size(payload: int) -> int:
 
 
 class _Writer:
-    """One sink's coalescing writer, as ``overlay.runtime.link.Link`` writes."""
+    """One sink's coalescing writer task: everything queued, in one ``send_all``."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
