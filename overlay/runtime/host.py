@@ -149,7 +149,7 @@ class NodeHost:
         self._remembered: dict[bytes, int] = {}
         self._reading = False
         # Links sent to since their last ``flush``: flushed once a step's effects are all
-        # queued, so the step's messages to one peer share frames (``_flush_links``).
+        # queued, so the step's messages to one peer share frames (``_flush_outputs``).
         self._unflushed: dict[PeerId, PeerLink] = {}
         self._client_flushes: dict[ClientId, Callable[[], None]] = {}  # (``add_client``)
         self._unflushed_clients: dict[ClientId, Callable[[], None]] = {}
