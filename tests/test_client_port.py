@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 from client_node import running_node
+from socket_reads import waiting_bytes
 
 from keyspace.stream_key import StreamKey
 from overlay.client import open_client
@@ -261,16 +262,7 @@ def _events_waiting(sock: socket.socket, frames: FrameReader | None = None) -> l
     """The whole events on the client's socket already, read without waiting; ``frames``
     keeps a part of one for the next call."""
     frames = frames if frames is not None else FrameReader(1 << 24)
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(1 << 20, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break  # (the node closed the connection)
-        data += chunk
-    return [decode_event(body) for body in frames.feed(data)]
+    return [decode_event(body) for body in frames.feed(waiting_bytes(sock))]
 
 
 async def test_a_steps_events_are_on_the_clients_socket_when_the_step_ends() -> None:

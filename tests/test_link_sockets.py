@@ -10,6 +10,7 @@ import socket
 
 import trio
 import trio.testing
+from socket_reads import waiting_bytes
 from test_link_frames import Inbox, packet, sessions
 
 from overlay.codec import encode
@@ -17,6 +18,7 @@ from overlay.messages import Heartbeat, Message
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.direct_io import receive
 from overlay.runtime.framing import SEALED_MAX, FrameReader
+from overlay.runtime.handshake import Session
 from overlay.runtime.link import Link
 
 
@@ -27,37 +29,21 @@ def socket_links(
     pair's two sockets (the links' trio sockets wrap these very objects)."""
     ours, theirs = sessions()
     left, right = socket.socketpair()
-    sender = Link(
-        trio.SocketStream(trio.socket.from_stdlib_socket(left)),
-        ours,
-        FrameReader(SEALED_MAX),
-        peer=b"B",
-        initiator=b"A",
-        budget=budget,
-    )
-    receiver = Link(
-        trio.SocketStream(trio.socket.from_stdlib_socket(right)),
-        theirs,
-        FrameReader(SEALED_MAX),
-        peer=b"A",
-        initiator=b"A",
-    )
-    return sender, receiver, left, right
+
+    def link(
+        sock: socket.socket, session: Session, peer: bytes, shares: QueueBudget | None
+    ) -> Link:
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        reader = FrameReader(SEALED_MAX)
+        return Link(stream, session, reader, peer=peer, initiator=b"A", budget=shares)
+
+    return link(left, ours, b"B", budget), link(right, theirs, b"A", None), left, right
 
 
 def read_now(receiver_socket: socket.socket, receiver: Link) -> list[Message]:
     """The messages on the receiving socket already, read and opened without waiting."""
     inbox = Inbox(10**9)
-    data = b""
-    while True:
-        try:
-            chunk = receiver_socket.recv(1 << 20, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break  # (the sending side closed)
-        data += chunk
-    for body in receiver._reader.feed(data):
+    for body in receiver._reader.feed(waiting_bytes(receiver_socket)):
         receiver._take(inbox, body)
     return inbox.messages
 

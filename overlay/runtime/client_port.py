@@ -217,13 +217,13 @@ class ClientSession:
         self.queue.clear()
         size, self.queued_bytes = self.queued_bytes, 0
         try:
-            written = write_now(self._fd, data)
+            self._unsent = write_now(self._fd, data)
         except OSError:
-            written = 0  # (the writer's send meets the same error and ends the session)
-        if written == len(data):
+            # (all left to the writer, whose send meets the same error and ends the session)
+            self._unsent = memoryview(data)
+        if self._unsent is None:
             self._release(size)
             return
-        self._unsent = memoryview(data)[written:]
         self.writing_bytes = size
         self._wakeup.set()
 

@@ -31,13 +31,14 @@ def socket_of(stream: trio.abc.Stream) -> int:
     return sock.fileno() if sock is not None else NO_SOCKET
 
 
-def write_now(fd: int, data: bytes) -> int:
-    """Write as much of ``data`` as the socket takes now; how many bytes it took (0 when
-    its buffer is full). Raises OSError if the connection is broken."""
+def write_now(fd: int, data: bytes) -> memoryview | None:
+    """Write as much of ``data`` as the socket takes now; the rest it did not take, or None
+    if it took everything. Raises OSError if the connection is broken."""
     try:
-        return os.write(fd, data)
+        written = os.write(fd, data)
     except BlockingIOError:
-        return 0
+        written = 0
+    return None if written == len(data) else memoryview(data)[written:]
 
 
 async def receive(stream: trio.abc.Stream, fd: int, size: int) -> bytes | bytearray:

@@ -174,15 +174,14 @@ class Link:
         data = self._seal_queued()
         size, self._queued = self._queued, 0
         try:
-            written = write_now(self._fd, data)
+            self._unsent = write_now(self._fd, data)
         except OSError as error:
             self._release(size)
             self.close(f"connection lost: {error}")
             return
-        if written == len(data):
+        if self._unsent is None:
             self._release(size)
             return
-        self._unsent = memoryview(data)[written:]
         self._writing = size
         self._ready.set()
 
