@@ -9,8 +9,8 @@ from loopback_nets import join, publish_all
 
 from overlay.codec import encode
 from overlay.messages import Hello
-from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
-from overlay.runtime.handshake import Handshake, HandshakeError, Session
+from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame, record
+from overlay.runtime.handshake import MAGIC, Handshake, HandshakeError, Session
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
@@ -19,6 +19,18 @@ from testnet.local import LocalNetwork
 
 async def connect(node: RunningNode) -> trio.SocketStream:
     return await trio.open_tcp_stream(node.peer_address.host, node.peer_address.port)
+
+
+# The first bytes of a hello and no more: a handshake begun and stalled. (A connection that
+# sends nothing at all is not even handed to the node's accept() on Linux.)
+STALLED_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
+
+
+async def stall(node: RunningNode) -> trio.SocketStream:
+    """Dial ``node`` and begin a handshake that never goes on."""
+    stream = await connect(node)
+    await stream.send_all(STALLED_HELLO)
+    return stream
 
 
 async def closed_by_peer(stream: trio.SocketStream) -> bool:

@@ -19,7 +19,7 @@ import pytest
 import trio
 from client_node import running_node
 from loopback_nets import FAST, chain
-from raw_peers import closed_by_peer, connect, handshake, still_works
+from raw_peers import STALLED_HELLO, closed_by_peer, connect, handshake, stall, still_works
 
 from overlay.client.protocol import (
     PROTOCOL_VERSION,
@@ -65,11 +65,12 @@ def refusals(node: RunningNode) -> dict[str, int]:
 
 
 async def refused(node: RunningNode) -> bool:
-    """Connect and read until the node closes the connection; True once it has (a reset may
-    come before the connect is even reported: the node closes refused connections at once)."""
+    """Begin a handshake and read until the node closes the connection; True once it has (a
+    reset may come before the connect is even reported or the bytes sent: the node closes
+    refused connections at once)."""
     try:
-        stream = await connect(node)
-    except OSError:
+        stream = await stall(node)
+    except (OSError, trio.BrokenResourceError):
         return True
     try:
         return await closed_by_peer(stream)
@@ -103,7 +104,7 @@ async def test_connections_past_one_address_s_share_are_closed_at_accept() -> No
     async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
         await net.wait_linked()
         node = net.node(0)
-        idle = [await connect(node), await connect(node)]
+        idle = [await stall(node), await stall(node)]
         with trio.fail_after(QUICK):
             assert await refused(node)
         assert refusals(node) == {"address_full": 1}
@@ -119,12 +120,36 @@ async def test_the_oldest_handshake_makes_room_and_an_honest_peer_still_links() 
     async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
         await net.wait_linked()
         node = net.node(0)
-        stalled = [await connect(node) for _ in range(3)]
+        stalled = [await stall(node) for _ in range(3)]
         honest = Identity.generate()
         with trio.fail_after(QUICK):
             await handshake(await connect(node), honest)
             assert await closed_by_peer(stalled[0])  # the oldest made room
         assert refusals(node) == {"handshakes_full": 1}
+        await still_works(net)
+
+
+@bounded
+async def test_a_peer_whose_hello_comes_late_still_links_when_every_slot_is_held() -> None:
+    """Every slot is held by a stalled handshake. A peer connects, and its hello comes only
+    after the node has accepted and refused a connection made after it: the node must not
+    have judged the peer silent meanwhile (its first bytes decide), so it links."""
+    runtime = RuntimeConfig(handshake_timeout=120.0, max_handshakes=3)
+    async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
+        await net.wait_linked()
+        node = net.node(0)
+        stalled = [await stall(node) for _ in range(3)]
+        with trio.fail_after(QUICK):
+            assert await refused(node)  # every slot is held
+        late = await connect(node)
+        with trio.fail_after(QUICK):
+            assert await refused(node)  # the node has gone past the late peer's connect
+        honest = Identity.generate()
+        with trio.fail_after(QUICK):
+            await handshake(late, honest)
+            await node.host.wait_until(lambda: honest.public in node.host.links)
+            assert await closed_by_peer(stalled[0])  # the oldest made room
+        assert refusals(node) == {"handshakes_full": 3}
         await still_works(net)
 
 
@@ -140,11 +165,17 @@ async def test_a_peer_whose_hello_is_in_gets_a_slot_from_a_crowded_backlog_of_si
         honest = Identity.generate()
         shake = Handshake(honest, initiator=True, network=b"testnet")
         target = (node.peer_address.host, node.peer_address.port)
+
+        def stalled() -> socket.socket:
+            sock = socket.create_connection(target)
+            sock.sendall(STALLED_HELLO)
+            return sock
+
         # Blocking connects: the node's tasks do not run until all are in its backlog.
-        silent = [socket.create_connection(target) for _ in range(12)]
+        silent = [stalled() for _ in range(12)]
         sock = socket.create_connection(target)
         sock.sendall(frame(shake.start()))
-        silent += [socket.create_connection(target) for _ in range(12)]
+        silent += [stalled() for _ in range(12)]
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
         reader = FrameReader(SEALED_MAX)
         with trio.fail_after(QUICK):

@@ -31,6 +31,7 @@ import collections
 import contextlib
 import errno
 import logging
+import math
 import os
 import random
 import socket
@@ -83,10 +84,18 @@ ACCEPT_RETRY = 0.1
 # 1 a pass let the backlog overflow.
 ACCEPT_BURST = 4
 # Passes between accepting a connection and judging whether its first handshake message is
-# in (``HandshakeSlots``): a remote peer sends it as soon as it connects; a dialler in this
-# very process (a testnet's node) a task switch or two later (``trio.open_tcp_stream``'s
-# nursery). At most ACCEPT_BURST x JUDGING_PASSES connections wait, holding no task.
+# in (``HandshakeSlots``): its first bytes are in at accept (DEFER_ACCEPT), but a message
+# may come in more than one segment; without DEFER_ACCEPT, a remote peer sends it as soon
+# as it connects, and a dialler in this very process (a testnet's node) a task switch or
+# two later (``trio.open_tcp_stream``'s nursery). At most ACCEPT_BURST x JUDGING_PASSES
+# connections wait, holding no task.
 JUDGING_PASSES = 3
+# A connection is handed to accept() only once its first bytes are in (Linux's
+# TCP_DEFER_ACCEPT, for up to the handshake timeout): the dialler speaks first, so an honest
+# peer's hello is there when it is judged, however late its first segment follows its
+# connect, and a connection that sends nothing costs the kernel a half-open entry and us
+# nothing (no accept, no slot, no task). Elsewhere, JUDGING_PASSES is all the wait there is.
+DEFER_ACCEPT = getattr(socket, "TCP_DEFER_ACCEPT", None)
 # Closing a refused connection with a reset (SO_LINGER 0) leaves no TIME_WAIT socket behind
 # on our side, so a flood of refused connections costs the kernel nothing that lingers.
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -325,6 +334,12 @@ async def serve_peers(
                 for _, conn, _ in judging:  # cancelled before their turn
                     conn.close()
 
+    if DEFER_ACCEPT is not None:
+        for listener in listeners:
+            with contextlib.suppress(OSError):
+                listener.socket.setsockopt(
+                    socket.IPPROTO_TCP, DEFER_ACCEPT, max(1, math.ceil(params.handshake_timeout))
+                )
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(accept, listener, nursery)

@@ -2,7 +2,7 @@
 their handshake.
 
     python -m testnet.bench.hostile_connections [--attackers 5000] [--addresses 100]
-        [--duration 20] [--samples 200] [--json]
+        [--duration 20] [--samples 200] [--shared-cpus] [--json]
 
 Method. This process runs a two-node network on loopback (``LocalNetwork``, default
 ``[limits]``). A second process (this module with ``--attack``) keeps ``--attackers``
@@ -16,6 +16,12 @@ before the attack (idle) and once it has run a few seconds (under attack):
 * ``publish_ms``: how long node 1's publish takes to be acknowledged (node 0 roots the
   stream), one at a time, ``--samples`` of them (median and 99th percentile);
 * this process's resident memory, and the node's refusals by reason.
+
+Where the attack runs: an attacker is another machine, so by default the attacker process
+runs on CPUs of its own and this process (both nodes) on the rest (``os.sched_setaffinity``,
+half and half; on one CPU both share it). ``--shared-cpus`` lets the two share every CPU,
+as on a machine a busy neighbour shares: then the node's tail also measures the scheduler
+taking its CPU away for the attacker's.
 
 Bounded: at most ``--attackers`` connections (the process's open-file limit is shared by
 the attacker's sockets) for ``--duration`` seconds; loopback only.
@@ -105,6 +111,8 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
         node = net.node(0)
         await _measure(net, 20, 1)  # warm up: the stream's tree, the code paths
         idle = await _measure(net, args.samples, 1_000)
+        ours, theirs = _placement(args.shared_cpus)
+        os.sched_setaffinity(0, ours)
         attack = subprocess.Popen(
             [
                 sys.executable,
@@ -118,6 +126,8 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
                 str(args.addresses),
                 "--duration",
                 str(args.duration),
+                "--attack-cpus",
+                ",".join(map(str, sorted(theirs))),
             ],
             env={**os.environ},
         )
@@ -131,10 +141,20 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "attackers": args.attackers,
         "addresses": args.addresses,
+        "cpus": {"nodes": sorted(ours), "attacker": sorted(theirs)},
         "idle": idle,
         "under_attack": under,
         "refusals": refusals,
     }
+
+
+def _placement(shared: bool) -> tuple[set[int], set[int]]:
+    """The CPUs for this process (the nodes) and for the attacker's."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if shared or len(cpus) < 2:
+        return set(cpus), set(cpus)
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
 
 
 def _chain() -> Topology:
@@ -175,18 +195,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--addresses", type=int, default=100, help="source addresses (<=250)")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of attack")
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument(
+        "--shared-cpus", action="store_true", help="let the attacker share the nodes' CPUs"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--attack", metavar="HOST:PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--attack-cpus", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 1 <= args.addresses <= 250 or not 1 <= args.attackers <= 8000:
         parser.error("--addresses must be in 1..250 and --attackers in 1..8000")
     if args.attack:
+        if args.attack_cpus:
+            os.sched_setaffinity(0, {int(cpu) for cpu in args.attack_cpus.split(",")})
         trio.run(_attack, args.attack, args.attackers, args.addresses, args.duration)
         return 0
     report = trio.run(_bench, args)
     if args.json:
         print(json.dumps(report, indent=1))
     else:
+        print("cpus", report["cpus"], "load average", os.getloadavg())
         for phase in ("idle", "under_attack"):
             print(phase, report[phase])
         print("refusals", report["refusals"])
