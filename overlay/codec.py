@@ -39,6 +39,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -123,6 +124,18 @@ def _locations(value: object) -> object:
     return tuple(_location(item) for item in items)
 
 
+def _vouches(value: object) -> object:
+    if type(value) not in (list, tuple):
+        raise ValueError(f"expected an array of vouches, got {type(value).__name__}")
+    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+    if len(items) > MAX_NEIGHBOURS:
+        raise ValueError(f"{len(items)} vouches exceed the limit of {MAX_NEIGHBOURS}")
+    for item in items:
+        if type(item) is not bytes or len(item) not in (0, VOUCH_SIZE):
+            raise ValueError(f"a vouch is empty or {VOUCH_SIZE} bytes")
+    return tuple(items)
+
+
 _PACKET = _int_in(0, MAX_PACKET)
 
 
@@ -161,6 +174,7 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_LOCATION: _optional(_location),
     Kind.OPT_SEEN: _optional(_int_in(-1, MAX_PACKET)),
     Kind.FLAG: _flag,
+    Kind.VOUCHES: _vouches,
 }
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.

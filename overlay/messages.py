@@ -51,6 +51,8 @@ MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for ever
 MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announce fewer
 MAX_OPEN_EPOCHS = 256  # open epochs a frontier may list; the root refuses to open more
 MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 200 bytes
+NODE_ID_SIZE = 32  # an Ed25519 public key
+VOUCH_SIZE = NODE_ID_SIZE + SIGNATURE_SIZE  # a neighbour's id and its vouch for the sender
 
 
 class Kind(IntEnum):
@@ -78,6 +80,8 @@ class Kind(IntEnum):
     # stream's start without a word.
     OPT_SEEN = 17
     FLAG = 18  # CBOR true or false (never a number)
+    # tuple of at most MAX_NEIGHBOURS entries, each empty or VOUCH_SIZE bytes
+    VOUCHES = 19
 
 
 def _f(kind: Kind) -> Any:
@@ -142,11 +146,15 @@ class Hello(Message):
 
     ``boot_id`` changes every time a node starts; a peer that comes back with a new one has
     lost all its stream state and is dropped from every stream it was in (spec).
+    ``vouch``: the sender's signature saying it is linked to the receiver, which the
+    receiver may show others when it announces its neighbours
+    (``overlay.runtime.neighbour_vouches``); the core neither makes nor reads it.
     """
 
     TYPE: ClassVar[int] = 1
     location: float = _f(Kind.LOCATION)
     boot_id: int = _f(Kind.BOOT_ID)
+    vouch: bytes | None = _opt(Kind.OPT_SIGNATURE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +173,14 @@ class Neighbours(Message):
     pick the peer *next to* the closest location, not only the closest peer, which shortens
     routes on a small-world graph from O(log^2 n) toward O(log n) hops. Sent after links
     change, debounced, so a burst of link changes costs one message per peer.
+    ``vouches``: empty, or for each location that neighbour's id and its ``Hello.vouch``
+    for the sender, so that a receiver need not take the location on the sender's word
+    (``overlay.runtime.neighbour_vouches``); the core neither makes nor reads them.
     """
 
     TYPE: ClassVar[int] = 18
     locations: tuple[float, ...] = _f(Kind.LOCATIONS)
+    vouches: tuple[bytes, ...] = _opt(Kind.VOUCHES, ())
 
 
 # --- Subscribing -----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -61,6 +62,7 @@ _SAMPLES: dict[Kind, Any] = {
     Kind.OPT_LOCATION: 0.5,
     Kind.OPT_SEEN: 1,
     Kind.FLAG: True,
+    Kind.VOUCHES: (bytes(VOUCH_SIZE),),
 }
 if set(_SAMPLES) != set(Kind):
     raise ImportError(f"overlay.schema has no sample for {sorted(set(Kind) - set(_SAMPLES))}")
@@ -74,7 +76,7 @@ def schema_text(types: tuple[type[Message], ...] = MESSAGE_TYPES) -> bytes:
     """Everything the fingerprint covers, one line each, for ``types``."""
     lines = [
         f"bounds {KEY_SIZE} {SIGNATURE_SIZE} {MAX_WIRE_HTL} {MAX_PAYLOAD} {MAX_FRAME} "
-        f"{MAX_PACKET} {MAX_NEIGHBOURS} {MAX_OPEN_EPOCHS} {MAX_DESCRIPTOR}",
+        f"{MAX_PACKET} {MAX_NEIGHBOURS} {MAX_OPEN_EPOCHS} {MAX_DESCRIPTOR} {VOUCH_SIZE}",
         "kinds " + " ".join(f"{k.name}={k.value}" for k in Kind),
         "packet-kinds " + " ".join(f"{k.name}={k.value}" for k in PacketKind),
         "publish-errors " + " ".join(f"{e.name}={e.value}" for e in PublishError),

@@ -20,6 +20,7 @@ from overlay.messages import (
     MAX_U64,
     MAX_WIRE_HTL,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -65,6 +66,11 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
         st.floats(0.0, 1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         max_size=20,
     ).map(tuple),
+    Kind.VOUCHES: st.lists(
+        st.sampled_from((b"", b"v" * VOUCH_SIZE))
+        | st.binary(min_size=VOUCH_SIZE, max_size=VOUCH_SIZE),
+        max_size=20,
+    ).map(tuple),
 }
 
 
@@ -82,6 +88,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: MAX_U64,
     Kind.COUNT: MAX_COUNT,
     Kind.LOCATIONS: tuple(i / MAX_NEIGHBOURS for i in range(MAX_NEIGHBOURS)),
+    Kind.VOUCHES: (b"v" * VOUCH_SIZE,) * MAX_NEIGHBOURS,
     Kind.OPT_DESCRIPTOR: b"\xff" * MAX_DESCRIPTOR,
     Kind.EPOCH_STARTS: tuple((MAX_PACKET, MAX_PACKET) for _ in range(MAX_OPEN_EPOCHS)),
     Kind.OPT_UID: MAX_U64,
@@ -103,6 +110,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 0,
     Kind.COUNT: 0,
     Kind.LOCATIONS: (),
+    Kind.VOUCHES: (),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: (),
     Kind.OPT_UID: None,

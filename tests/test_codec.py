@@ -40,6 +40,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Heartbeat,
     Hello,
     Kind,
@@ -77,6 +78,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
     Kind.LOCATIONS: (0.25, 0.5),
+    Kind.VOUCHES: (b"", b"v" * VOUCH_SIZE),
     Kind.OPT_DESCRIPTOR: b"d" * 40,
     Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
     Kind.OPT_UID: 2**63 + 5,
@@ -181,7 +183,7 @@ def test_encoder_accepts_plain_int_packet_kind_and_decoder_returns_the_member() 
 @pytest.mark.parametrize(
     ("message", "hex_frame"),
     [
-        (Hello(location=0.5, boot_id=7), "8301fb3fe000000000000007"),
+        (Hello(location=0.5, boot_id=7), "8401fb3fe000000000000007f6"),
         (Heartbeat(seq=MAX_U64), "82021bffffffffffffffff"),
         (
             SubscribeData(
@@ -209,9 +211,9 @@ def test_golden_frames(message: Message, hex_frame: str) -> None:
 def test_location_is_accepted_only_in_the_canonical_float_width() -> None:
     """The wire format is canonical (one encoding per message): our encoder writes locations
     as double-precision floats, so the same 0.5 as a half or single float is refused."""
-    assert decode(bytes.fromhex("8301fb3fe000000000000007")) == Hello(location=0.5, boot_id=7)
+    assert decode(bytes.fromhex("8401fb3fe000000000000007f6")) == Hello(location=0.5, boot_id=7)
     for narrow in ("f93800", "fa3f000000"):
-        assert "canonical" in decode_error(bytes.fromhex("8301" + narrow + "07"))
+        assert "canonical" in decode_error(bytes.fromhex("8401" + narrow + "07f6"))
 
 
 # --- Frame-level rejections ----------------------------------------------------------------
@@ -426,6 +428,12 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         ((0.5, 1), "expected a float location, got int"),
         (0.5, "expected an array of locations, got float"),
         (b"ab", "expected an array of locations, got bytes"),
+    ],
+    Kind.VOUCHES: [
+        ((b"",) * (MAX_NEIGHBOURS + 1), f"exceed the limit of {MAX_NEIGHBOURS}"),
+        ((b"v" * (VOUCH_SIZE - 1),), f"a vouch is empty or {VOUCH_SIZE} bytes"),
+        (("v" * VOUCH_SIZE,), f"a vouch is empty or {VOUCH_SIZE} bytes"),
+        (b"ab", "expected an array of vouches, got bytes"),
     ],
     Kind.OPT_DESCRIPTOR: [
         (b"d" * 32, "length 32 is outside [33, 232]"),

@@ -29,6 +29,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -85,6 +86,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.randrange(MAX_COUNT + 1)
         case Kind.LOCATIONS:
             return tuple(rng.random() for _ in range(rng.choice((0, 1, 16, 40))))
+        case Kind.VOUCHES:
+            return tuple(rng.choice((b"", rng.randbytes(VOUCH_SIZE))) for _ in range(3))
         case Kind.OPT_DESCRIPTOR:
             return rng.randbytes(rng.randrange(33, 233))
         case Kind.EPOCH_STARTS:

@@ -218,6 +218,8 @@ class Attacker:
                 return rng.choice((0, 1, *PublishError))
             case Kind.LOCATIONS:
                 return tuple(rng.random() for _ in range(rng.randrange(3)))
+            case Kind.VOUCHES:
+                return ()  # (the core never reads them)
             case Kind.EPOCH_STARTS:
                 return rng.choice(((), ((0, 0),)))
             case Kind.FLAG:

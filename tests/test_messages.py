@@ -17,6 +17,7 @@ from overlay.messages import (
     KEY_SIZE,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -60,7 +61,11 @@ PINNED_TYPE_CODES: dict[str, int] = {
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
 PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
-    "Hello": (("location", Kind.LOCATION), ("boot_id", Kind.BOOT_ID)),
+    "Hello": (
+        ("location", Kind.LOCATION),
+        ("boot_id", Kind.BOOT_ID),
+        ("vouch", Kind.OPT_SIGNATURE),
+    ),
     "Heartbeat": (("seq", Kind.UID),),
     "SubscribeRequest": (
         ("uid", Kind.UID),
@@ -167,7 +172,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("kind", Kind.PACKET_KIND),
         ("sig", Kind.OPT_SIGNATURE),
     ),
-    "Neighbours": (("locations", Kind.LOCATIONS),),
+    "Neighbours": (("locations", Kind.LOCATIONS), ("vouches", Kind.VOUCHES)),
     "Accepted": (("uid", Kind.UID),),
 }
 
@@ -186,6 +191,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.BOOT_ID: 2**40,
     Kind.COUNT: 1,
     Kind.LOCATIONS: (0.25, 0.75),
+    Kind.VOUCHES: (b"", bytes(VOUCH_SIZE)),
     Kind.OPT_DESCRIPTOR: None,
     Kind.EPOCH_STARTS: ((1, 2),),
     Kind.OPT_UID: 2**64 - 1,

@@ -46,13 +46,15 @@ from overlay.runtime.refusals import Refusal
 # The reasons a link is closed for that are the peer's fault. Not LINKS_FULL (the node was
 # full), not HANDSHAKE (no id was proven; the handshake slots bound that cost already).
 # A slow reader cools down too: reconnecting at once would only refill its queue; and so
-# does an id without the work the network asks (``vouching``), which no redial can mend.
+# does an id without the work the network asks (``vouching``), which no redial can mend,
+# and a vouch that does not verify (``neighbour_vouches``): a lie.
 FAULTS = frozenset(
     {
         Refusal.PEER_PROTOCOL,
         Refusal.PEER_DROPPED,
         Refusal.LOCATION,
         Refusal.ID_WORK,
+        Refusal.VOUCH,
         Refusal.SLOW_PEER,
         Refusal.QUEUES_FULL,
     }

@@ -29,11 +29,14 @@ every other stream goes on. A message our code built that does not encode closes
 it was for (``encode_faults``): the protocol assumes a link loses nothing silently. The
 simulator and the core's tests fence nothing: there a fault fails the run.
 
-Locations: a peer's Hello is the one message the host judges before the core sees it. Its
-location must be the one the peer's node id gives unless the operator vouches for the peer
-(``vouched``, the config's ``[peers] trusted``), and its id must carry the network's work
-(``id_work``, the config's ``[peers] identity_work``); a Hello that fails either closes its
-link with a warning, and the core never learns of the peer (``overlay.runtime.vouching``).
+Locations: a peer's Hello and Neighbours are the messages the host judges before the core
+sees them. A Hello's location must be the one the peer's node id gives unless the operator
+vouches for the peer (``vouched``, the config's ``[peers] trusted``), and its id must carry
+the network's work (``id_work``, the config's ``[peers] identity_work``); a Hello that fails
+either closes its link with a warning, and the core never learns of the peer
+(``overlay.runtime.vouching``). With ``vouches``, each Hello we send carries our signed word
+that we are linked to its peer, and an announcement of neighbours keeps only those shown
+by their own word (``overlay.runtime.neighbour_vouches``).
 
 Duplicate links: two nodes that dial each other at once end up with two authenticated links.
 Both ends keep the one whose initiator has the smaller node id, so they agree without a word
@@ -66,16 +69,20 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Hello, Message, SubscribeData
+from overlay.messages import Hello, Message, Neighbours, SubscribeData
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
+from overlay.runtime.neighbour_vouches import NeighbourVouches
 from overlay.runtime.refusals import Refusal, Refusals
 from overlay.runtime.state_file import StateFile, StateFileError
 from overlay.runtime.vouching import location_refusal, work_refusal
 
 log = logging.getLogger("overlay.node")
+
+# Messages whose vouches the host adds on their way out (``neighbour_vouches``).
+_VOUCHED = frozenset({Hello, Neighbours})
 
 
 class PeerLink(Protocol):
@@ -118,7 +125,9 @@ class NodeHost:
     """Runs one ``Node`` core under trio. Create it, start ``run`` in a nursery (it runs the
     timer), then register links and clients as they come and go. ``vouched``: the peers
     whose Hello may claim any location; every other peer must sit where its id puts it,
-    and its id must carry ``id_work`` bits of work (``keyspace.id_work``)."""
+    and its id must carry ``id_work`` bits of work (``keyspace.id_work``). ``vouches``:
+    the signed word on links that neighbour announcements carry; a host without it (a
+    test's) sends none and takes announced neighbours as said."""
 
     def __init__(
         self,
@@ -133,10 +142,12 @@ class NodeHost:
         id_work: int = 0,
         budget: QueueBudget | None = None,
         cooldowns: Cooldowns | None = None,
+        vouches: NeighbourVouches | None = None,
     ) -> None:
         self._clock = clock
         self._vouched = vouched
         self._id_work = id_work
+        self._vouches = vouches
         # Every refused or cut-off peer and client, counted by reason and logged.
         self.refusals = Refusals(clock)
         # Peers cut off for a fault, refused until their cooldown ends (``cooldown``).
@@ -226,6 +237,8 @@ class NodeHost:
         if self.links.get(link.peer) is not link:
             return
         del self.links[link.peer]
+        if self._vouches is not None:
+            self._vouches.forget(link.peer)
         if link.refusal in FAULTS:
             trusted = link.peer in self._vouched
             cooldown = self.cooldowns.cut_off(link.peer, link.address, trusted=trusted)
@@ -259,6 +272,23 @@ class NodeHost:
                 link.refusal = Refusal.ID_WORK  # an id that cost too little to make
                 link.close(f"refused its Hello: {refused}")
                 return
+            if self._vouches is not None:
+                refused = self._vouches.heard_hello(link.peer, message)
+                if refused is not None:
+                    link.refusal = Refusal.VOUCH
+                    link.close(f"refused its Hello: {refused}")
+                    return
+        elif (
+            type(message) is Neighbours
+            and self._vouches is not None
+            and link.peer in self.core.peers  # (before its Hello: the core cuts it off)
+        ):
+            taken = self._vouches.heard_neighbours(link.peer, message)
+            if isinstance(taken, str):
+                link.refusal = Refusal.VOUCH  # a neighbour it cannot show
+                link.close(f"refused its Neighbours: {taken}")
+                return
+            message = taken
         now = self._clock()
         try:
             effects = self.core.receive(now, link.peer, message)
@@ -348,9 +378,15 @@ class NodeHost:
                 if link is not None:
                     if effect.message is not last:
                         last = effect.message
-                        body = self._encode(last)
+                        if self._vouches is not None and type(last) in _VOUCHED:
+                            body = self._encode(self._vouched_message(effect.peer, last))
+                            if type(last) is Hello:
+                                last = None  # its vouch names its peer: not for another
+                        else:
+                            body = self._encode(last)
                     if body is None:  # (logged with its traceback by ``_encode``)
-                        link.close(f"internal error: our {type(last).__name__} did not encode")
+                        what = type(effect.message).__name__
+                        link.close(f"internal error: our {what} did not encode")
                         continue
                     self.frames_out += 1
                     link.send_encoded(body)
@@ -397,6 +433,15 @@ class NodeHost:
         clients, self._unflushed_clients = self._unflushed_clients, {}
         for flush in clients.values():
             flush()
+
+    def _vouched_message(self, peer: PeerId, message: Message) -> Message:
+        """``message`` to ``peer`` with the vouches it carries (``neighbour_vouches``)."""
+        vouches = self._vouches
+        assert vouches is not None
+        if type(message) is Hello:
+            return vouches.hello(peer, message)
+        assert type(message) is Neighbours
+        return vouches.announcement(message, self.core.peers)
 
     def _encode(self, message: Message) -> bytes | None:
         """``message``'s frame body, or None if our code built one that does not encode."""

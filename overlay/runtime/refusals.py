@@ -42,6 +42,7 @@ class Refusal(enum.StrEnum):
     PEER_DROPPED = "peer_dropped"  # the protocol cut the peer off (forged, before Hello...)
     LOCATION = "location"  # a Hello claiming a location its id does not give (``vouching``)
     ID_WORK = "id_work"  # an unvouched peer whose id carries too little work (``vouching``)
+    VOUCH = "vouch"  # a Hello's or a neighbour's vouch that does not verify
     CLIENT_PROTOCOL = "client_protocol"  # a malformed request, one before Hello, ...
     COOLDOWN = "cooldown"  # cut off for a fault and back too soon (``cooldown``)
 

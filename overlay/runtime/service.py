@@ -25,6 +25,7 @@ from overlay.runtime.config import Address, RuntimeConfig
 from overlay.runtime.cooldown import Cooldowns
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
+from overlay.runtime.neighbour_vouches import NeighbourVouches
 from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
 from overlay.runtime.state_file import StateFile
 
@@ -104,6 +105,13 @@ async def _serve(
         id_work=config.identity_work,
         budget=budget,
         cooldowns=Cooldowns(trio.current_time, capacity=config.max_cooldowns),
+        vouches=NeighbourVouches(
+            identity,
+            config.network.encode(),
+            config.identity_work,
+            config.trusted,
+            trio.current_time,
+        ),
     )
     params = LinkParams.from_config(identity, config, budget)
     peer_listeners = await _listen(config.listen, "peers")
