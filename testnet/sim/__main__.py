@@ -12,10 +12,10 @@ import sys
 
 from overlay.core.config import NodeConfig
 from overlay.messages import MAX_PAYLOAD
-from testnet.sim.collector import collector_paused, run_command
+from testnet.sim.collector import collector_paused, memory_now, peak_memory, run_command
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import NetworkModel
-from testnet.sim.report import PUBLISH_SUMMARY, SUMMARY
+from testnet.sim.report import MEMORY_SUMMARY, PUBLISH_SUMMARY, SUMMARY
 from testnet.sim.simulator import SimConfig
 from testnet.sim.workload import PublishLoad
 
@@ -121,14 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         args.route_samples,
         publish,
     )
+    before = memory_now()  # (the interpreter and its modules: not the network's)
     with collector_paused():
         _, report = run_subscribe(exp)
+    peak = peak_memory()
+    report["peak_mib"] = peak / 2**20
+    report["bytes_per_node"] = (peak - before) / args.nodes
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
         print(SUMMARY.format(**report), end="")
         if publish is not None:
             print(PUBLISH_SUMMARY.format(**report), end="")
+        print(MEMORY_SUMMARY.format(**report), end="")
         for line in report["violations"]:  # type: ignore[attr-defined]
             print(f"  ! {line}")
         for line in report.get("delivery_problems", []):  # type: ignore[attr-defined]

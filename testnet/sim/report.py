@@ -228,6 +228,12 @@ closest node, in mean {route_hops_mean:.2f} hops, p99 {route_hops_p99:.0f} \
 {wall_run:.2f} s run + {wall_probes:.2f} s routing probes
 """
 
+# The process's figures, printed after both summaries (``python -m testnet.sim``).
+MEMORY_SUMMARY = """\
+  peak memory           {peak_mib:,.0f} MiB in all; {bytes_per_node:,.0f} bytes a node \
+(the peak above what the process held before building the network)
+"""
+
 PUBLISH_SUMMARY = """\
 publishing: {packets_scheduled} packets ({packets_ordered} ordered by the roots, \
 {publish_acks} acknowledged)

@@ -1,0 +1,63 @@
+"""``python -m testnet.sim.cost``: one workload on networks of several sizes, as real
+processes, with its table, its JSON and its plot; and the simulator's memory figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+WORKLOAD = ["--streams", "2", "--subscribers", "5", "--packets", "2"]
+
+
+def _cost(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "testnet.sim.cost", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_each_size_is_measured_and_drawn(tmp_path: Path) -> None:
+    plot = tmp_path / "cost.png"
+    done = _cost("--sizes", "120,60", *WORKLOAD, "--plot", str(plot))
+    assert done.returncode == 0, done.stderr
+    head, *rows = done.stdout.splitlines()[1:]
+    assert head.split()[:3] == ["nodes", "msgs/sub", "hops/sub"]
+    assert [row.split()[0] for row in rows] == ["60", "120"]  # smallest first
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_json_has_every_figure_of_every_size() -> None:
+    done = _cost("--sizes", "60,90", *WORKLOAD, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [row["nodes"] for row in rows] == [60, 90]
+    for row in rows:
+        assert not row["failed"]
+        # Ten subscriptions cost messages; four packets reach five subscribers each.
+        assert row["messages_per_join"] > 1 and row["search_hops_per_join"] >= 1
+        assert row["messages_per_delivery"] == row["messages_per_packet"] / 5
+        assert 1_000 < row["bytes_per_node"] < 1_000_000
+
+
+def test_a_bad_size_list_is_one_line_naming_it() -> None:
+    done = _cost("--sizes", "100,many")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("'100,many' is not a comma list of sizes")
+
+
+def test_the_simulator_reports_its_peak_memory_a_node() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "testnet.sim", "--nodes", "100", *WORKLOAD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "peak memory" in line]
+    assert "MiB in all" in line and "bytes a node" in line
