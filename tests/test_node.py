@@ -136,13 +136,17 @@ def test_hello_with_new_boot_id_from_parent_restarts_the_stream() -> None:
     assert node.stats.restarts == 1
 
 
-def test_neighbours_are_recorded_without_our_own_location() -> None:
+def test_neighbours_are_kept_as_announced_and_our_own_location_never_counts() -> None:
+    """P announces us among its neighbours; the tuple is kept as it came (so every node P
+    told can share it), and P does not reach the key through us."""
     node = make(0.45)
     meet(node, b"P", 0.3)
     meet(node, b"Q", 0.4)
-    assert node.receive(0.0, b"P", Neighbours((0.1, 0.45, 0.499))) == []
+    announced = Neighbours((0.1, 0.45, 0.499))
+    assert node.receive(0.0, b"P", announced) == []
     record = node.peers.get(b"P")
-    assert record is not None and record.neighbours == (0.1, 0.499)
+    assert record is not None and record.neighbours is announced.locations
+    assert record.reach(0.46, own=0.45) == pytest.approx(0.039)  # 0.499, not us at 0.45
     # P now reaches next to the key, so a search goes to P rather than to the closer Q.
     assert one_send(node.subscribe(0.0, KEY, 1))[0] == b"P"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from keyspace.location import distance
 from overlay.core.peers import Peer, PeerTable
 
@@ -90,10 +92,30 @@ def test_reach_wraps_around_the_circle() -> None:
     assert Peer(b"q", 0.5, 1).reach(0.25) == 0.25  # no neighbours: its own location
 
 
-def _ranked_closest(table: PeerTable, target: float, exclude: set[bytes]) -> Peer | None:
-    """The rule as stated: the least (reach, own distance, id) among peers not excluded."""
+def test_our_own_location_in_a_peer_s_neighbours_never_counts() -> None:
+    """Announced around us, a peer reaches a target next to us only through its other
+    neighbours, whichever side and however many times we are listed."""
+    peer = Peer(b"p", 0.25, 1, neighbours=(0.125, 0.5, 0.5, 0.75))
+    assert peer.reach(0.5) == 0.0
+    assert peer.reach(0.5, own=0.5) == 0.25  # 0.25 itself, or 0.75
+    assert peer.reach(0.55, own=0.5) == pytest.approx(0.2)  # 0.75 above, not 0.5 below
+    assert peer.reach(0.45, own=0.5) == pytest.approx(0.2)  # 0.25 itself, below
+    only_us = Peer(b"q", 0.25, 1, neighbours=(0.5,))
+    assert only_us.reach(0.5, own=0.5) == 0.25  # no other neighbour: its own location
+
+
+def _ranked_closest(
+    table: PeerTable, target: float, exclude: set[bytes], own: float
+) -> Peer | None:
+    """The rule as stated: the least (reach, own distance, id) among peers not excluded,
+    each peer's reach over its neighbours other than ``own``."""
+
+    def reach(peer: Peer) -> float:
+        others = tuple(x for x in peer.neighbours if x != own)
+        return Peer(peer.id, peer.location, 1, neighbours=others).reach(target)
+
     ranked = [
-        ((peer.reach(target), distance(target, peer.location), peer.id), peer)
+        ((reach(peer), distance(target, peer.location), peer.id), peer)
         for peer in table
         if peer.id not in exclude
     ]
@@ -107,16 +129,18 @@ def test_closest_picks_what_the_stated_rank_picks_on_random_tables() -> None:
     rng = random.Random(7)
     grid = [i / 64 for i in range(64)]  # coarse locations, so exact ties happen
     for _ in range(3000):
-        table = PeerTable()
+        own = rng.choice(grid)  # often among the peers' neighbours, and at times all of them
+        table = PeerTable(own)
         ids = [bytes([i]) for i in range(rng.randrange(0, 12))]
         for peer_id in ids:
             table.add(peer_id, rng.choice(grid), 1, 0.0)
             record = table.get(peer_id)
             assert record is not None
             if rng.random() < 0.7:
+                near = [own, *grid[:4]] if rng.random() < 0.3 else grid
                 record.neighbours = tuple(
-                    sorted(rng.choice(grid) for _ in range(rng.randrange(1, 6)))
+                    sorted(rng.choice(near) for _ in range(rng.randrange(1, 6)))
                 )
         exclude = {peer_id for peer_id in ids if rng.random() < 0.2}
-        target = rng.choice([*grid, rng.random(), 0.0, 0.999999])
-        assert table.closest(target, exclude) is _ranked_closest(table, target, exclude)
+        target = rng.choice([*grid, rng.random(), 0.0, 0.999999, own])
+        assert table.closest(target, exclude) is _ranked_closest(table, target, exclude, own)

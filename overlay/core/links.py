@@ -3,8 +3,6 @@ back with a new boot id), a link lost, a peer gone from every stream, its neighb
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-
 from keyspace.location import is_closer
 from overlay.core.catch_up_budget import CatchUpBudget
 from overlay.core.effects import PeerId
@@ -96,15 +94,12 @@ class Links:
         """``peer`` told us where its peers are (friend-of-a-friend routing)."""
         record = self._peers.get(peer)
         if record is not None:
-            # Sorted, without our own location (a peer is no nearer the target for being
-            # linked to us); bisect finds it in C rather than a scan in Python.
-            around = sorted(message.locations)
-            own = self._location
-            i = bisect_left(around, own)
-            end = bisect_right(around, own, i)
-            if end > i:
-                del around[i:end]
-            record.neighbours = tuple(around)
+            # Sorted (bisect finds a target's place in C), and kept as it came when it came
+            # sorted, as every node announces: one tuple for every node it reached, our own
+            # location in it (``peers``).
+            locations = message.locations
+            ordered = tuple(sorted(locations))
+            record.neighbours = locations if ordered == locations else ordered
 
     def forget_peer(self, now: float, peer: PeerId, at_once: bool = True) -> None:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.

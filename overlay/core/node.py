@@ -119,7 +119,7 @@ class Node:
         self.rng = rng
         # A fresh boot id per start tells peers that our stream state is gone (spec).
         self.boot_id = boot_id if boot_id is not None else rng.getrandbits(64)
-        self.peers = peers = PeerTable()
+        self.peers = peers = PeerTable(location)
         self.streams: dict[bytes, Stream] = {}
         streams = self.streams
         self.stats = stats = NodeStats()
