@@ -16,7 +16,14 @@ from testnet.bench.hostile_peer import Tally
 
 # What each attack must have done in a fraction of a second: the connections it opened,
 # and, for those that break the protocol, how many the node cut (at least one).
-CUT = {"garbage", "oversized_frame", "before_hello", "false_location", "claim_without_number"}
+CUT = {
+    "garbage",
+    "oversized_frame",
+    "before_hello",
+    "false_location",
+    "false_neighbours",
+    "claim_without_number",
+}
 DID = {
     "forged_data": "forged_sent",
     "uid_reuse": "reused",

@@ -17,7 +17,8 @@ every acknowledged publish to reach every subscriber. Ctrl-C stops the row and t
 Attacks (``--attacks``, all by default, each described in ``hostile_attacks``), on the root
 unless said: ``garbage`` bytes on the peer port; ``half_handshake`` (slowloris, 500
 connections); an ``oversized_frame`` announced in the handshake; a message ``before_hello``;
-a Hello at a ``false_location`` (the key's); ``forged_data``, SubscribeData from a child of
+a Hello at a ``false_location`` (the key's); ``false_neighbours``, announced without their
+own signed word or with a forged one; ``forged_data``, SubscribeData from a child of
 node 1 (a member with a parent, whose subscriber the forgery would reach); ``uid_reuse`` of
 a search in flight for another key; a ``claim_without_number``; ``join_drop``, a child that
 joins and drops its link in a loop; ``unconfirmed_publish``, a child whose publishes are

@@ -38,8 +38,10 @@ import trio
 from keyspace.location import key_location, location_from_id
 from keyspace.stream_key import StreamKey
 from overlay.messages import (
+    SIGNATURE_SIZE,
     Heartbeat,
     Hello,
+    Neighbours,
     PacketKind,
     PublishData,
     ResubscribeRequest,
@@ -136,6 +138,28 @@ async def false_location(target: Target, key: bytes, tally: Tally) -> None:
         peer = await linked(target, tally, far_identity(key, work=0))
         if peer is not None:
             await peer.send(Hello(key_location(key), random.getrandbits(63)))
+            await until_closed(peer)
+
+    await keep_trying(tally, one)
+
+
+async def false_neighbours(target: Target, key: bytes, tally: Tally) -> None:
+    """Once linked, a Neighbours naming a neighbour on the stream key's own location without
+    that neighbour's signed word (dropped: were it believed, every search for the key would
+    come here), then one naming a real identity with a word it never signed (a lie: the
+    link is cut off)."""
+    identity = far_identity(key)
+    shown = far_identity(key)  # an id with the network's work, where its id puts it
+
+    async def one() -> None:
+        peer = await linked(target, tally, identity)
+        if peer is not None:
+            await peer.send(Hello(location_from_id(identity.public), random.getrandbits(63)))
+            await peer.send(Neighbours((key_location(key),)))
+            tally.sent["Neighbours(unshown)"] += 1
+            forged = shown.public + random.randbytes(SIGNATURE_SIZE)
+            await peer.send(Neighbours((location_from_id(shown.public),), (forged,)))
+            tally.sent["Neighbours(forged word)"] += 1
             await until_closed(peer)
 
     await keep_trying(tally, one)
@@ -342,6 +366,7 @@ async def perform(
         "oversized_frame": oversized,
         "before_hello": before_hello,
         "false_location": false_location,
+        "false_neighbours": false_neighbours,
         "forged_data": forged_data,
         "uid_reuse": uid_reuse,
         "claim_without_number": claim_without_number,
@@ -361,7 +386,7 @@ async def perform(
 def run(attack: str, target: Target, key: bytes, seconds: float, count: int) -> dict[str, Any]:
     """Run ``attack`` for ``seconds`` and return what the attacker saw."""
     tally = Tally()
-    prepare(key)
+    prepare(key, 2)  # (``false_neighbours`` uses two)
 
     async def main() -> None:
         # The bench times the attack from this line, not from the process's start.
@@ -378,6 +403,7 @@ ATTACKS = (
     "oversized_frame",
     "before_hello",
     "false_location",
+    "false_neighbours",
     "forged_data",
     "uid_reuse",
     "claim_without_number",
