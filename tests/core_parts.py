@@ -52,7 +52,7 @@ class Parts:
         self.stats = stats = NodeStats()
         self.out = out = Outbox(stats)
         self.timers = timers = TimerQueue()
-        self.peers = peers = PeerTable()
+        self.peers = peers = PeerTable(location)
         self.streams: dict[bytes, Stream] = {}
         self.seen = RecentIds(config.seen_uid_ttl, config.seen_uid_capacity)
         self.awaiting: dict[int, bytes] = {}

@@ -22,7 +22,7 @@ async def connect(node: RunningNode) -> trio.SocketStream:
 
 
 # The first bytes of a hello and no more: a handshake begun and stalled. (A connection that
-# sends nothing at all is not even handed to the node's accept() on Linux.)
+# sends nothing reaches the node's accept() on Linux only once its deferral ends.)
 STALLED_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
 
 

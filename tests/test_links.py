@@ -4,6 +4,7 @@ boot id or a link lost is forgotten as parent and child, and a peer's neighbours
 
 from __future__ import annotations
 
+import pytest
 from core_parts import TreeParts
 
 from overlay.core.streams import State
@@ -59,9 +60,12 @@ def test_a_lost_link_forgets_the_peer_as_a_child_and_a_root_holds_for_it() -> No
     assert list(stream.children) == [b"D"]
 
 
-def test_a_peers_neighbours_are_kept_sorted_without_our_own_location() -> None:
+def test_a_peers_neighbours_are_kept_sorted_and_our_own_location_does_not_count() -> None:
     parts = TreeParts()
     parts.links.on_hello(1.0, b"A", Hello(0.2, 100))
     parts.links.on_neighbours(b"A", Neighbours((0.9, 0.45, 0.1)))
-    assert parts.peers.get(b"A").neighbours  # type: ignore[union-attr] == (0.1, 0.9)
+    record = parts.peers.get(b"A")
+    assert record is not None and record.neighbours == (0.1, 0.45, 0.9)
+    assert parts.peers.closest(0.46, ()) is record
+    assert record.reach(0.46, own=0.45) == pytest.approx(0.26)  # 0.2 itself, not us
     parts.links.on_neighbours(b"gone", Neighbours((0.3,)))  # no record: nothing to keep

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -95,6 +96,18 @@ async def test_a_large_frame_announced_in_the_handshake_closes_at_once(
         (line,) = [r for r in caplog.records if "handshake" in r.getMessage()]
         assert line.levelno == logging.WARNING and "60000 bytes" in line.getMessage()
         assert "127.0.0.1:" in line.getMessage()
+        await still_works(net)
+
+
+@bounded
+async def test_a_node_whose_handshakes_never_time_out_still_links() -> None:
+    """``handshake_timeout = inf`` is a valid setting: the listener's deferral is bounded
+    instead of failing to start."""
+    runtime = RuntimeConfig(handshake_timeout=math.inf)
+    async with LocalNetwork(chain(2), core=FAST, runtime=runtime) as net:
+        await net.wait_linked()
+        with trio.fail_after(QUICK):
+            await handshake(await connect(net.node(0)), Identity.generate())
         await still_works(net)
 
 

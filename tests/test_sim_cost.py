@@ -3,10 +3,16 @@ processes, with its table, its JSON and its plot; and the simulator's memory fig
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testnet.sim import cost
 
 WORKLOAD = ["--streams", "2", "--subscribers", "5", "--packets", "2"]
 
@@ -61,3 +67,26 @@ def test_the_simulator_reports_its_peak_memory_a_node() -> None:
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if "peak memory" in line]
     assert "MiB in all" in line and "bytes a node" in line
+
+
+def test_a_plot_that_cannot_be_written_is_refused_before_any_run(tmp_path: Path) -> None:
+    done = _cost("--sizes", "60", *WORKLOAD, "--plot", str(tmp_path / "missing" / "c.png"))
+    assert done.returncode == 2
+    assert "no directory" in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_size_without_a_report_is_named_and_the_others_go_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 90-node run's process dies (as one killed for want of memory would): the
+    60-node row is still printed, the 90-node failure is named, and the status is 1."""
+    real = cost.measure
+
+    def measure(size: int, args: argparse.Namespace) -> dict[str, Any] | str:
+        return "killed by signal 9: no message" if size == 90 else real(size, args)
+
+    monkeypatch.setattr(cost, "measure", measure)
+    assert cost.main(["--sizes", "60,90", *WORKLOAD]) == 1
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["60"]
+    assert "90 nodes: no report (killed by signal 9" in err

@@ -90,12 +90,15 @@ ACCEPT_BURST = 4
 # two later (``trio.open_tcp_stream``'s nursery). At most ACCEPT_BURST x JUDGING_PASSES
 # connections wait, holding no task.
 JUDGING_PASSES = 3
-# A connection is handed to accept() only once its first bytes are in (Linux's
-# TCP_DEFER_ACCEPT, for up to the handshake timeout): the dialler speaks first, so an honest
-# peer's hello is there when it is judged, however late its first segment follows its
-# connect, and a connection that sends nothing costs the kernel a half-open entry and us
-# nothing (no accept, no slot, no task). Elsewhere, JUDGING_PASSES is all the wait there is.
+# A connection is handed to accept() once its first bytes are in (Linux's TCP_DEFER_ACCEPT):
+# the dialler speaks first, so an honest peer's hello is there when it is judged, however
+# late its first segment follows its connect. One that sends nothing waits in the kernel,
+# costing us nothing, until the deferral ends (the handshake timeout, rounded up to the
+# kernel's SYN-ACK retries), or until a full SYN queue turns to SYN cookies; then it comes
+# to accept() silent, and the slots judge it as before. Elsewhere, JUDGING_PASSES is all
+# the wait there is.
 DEFER_ACCEPT = getattr(socket, "TCP_DEFER_ACCEPT", None)
+MAX_DEFER = 3600  # seconds: a handshake timeout beyond it (or infinite) defers this long
 # Closing a refused connection with a reset (SO_LINGER 0) leaves no TIME_WAIT socket behind
 # on our side, so a flood of refused connections costs the kernel nothing that lingers.
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -335,11 +338,13 @@ async def serve_peers(
                     conn.close()
 
     if DEFER_ACCEPT is not None:
+        timeout = params.handshake_timeout
+        defer = max(1, math.ceil(timeout)) if timeout < MAX_DEFER else MAX_DEFER
         for listener in listeners:
-            with contextlib.suppress(OSError):
-                listener.socket.setsockopt(
-                    socket.IPPROTO_TCP, DEFER_ACCEPT, max(1, math.ceil(params.handshake_timeout))
-                )
+            try:
+                listener.socket.setsockopt(socket.IPPROTO_TCP, DEFER_ACCEPT, defer)
+            except OSError as error:
+                log.warning("connections are accepted before they speak: %s", error)
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(accept, listener, nursery)

@@ -156,10 +156,9 @@ async def false_neighbours(target: Target, key: bytes, tally: Tally) -> None:
         if peer is not None:
             await peer.send(Hello(location_from_id(identity.public), random.getrandbits(63)))
             await peer.send(Neighbours((key_location(key),)))
-            tally.sent["Neighbours(unshown)"] += 1
             forged = shown.public + random.randbytes(SIGNATURE_SIZE)
             await peer.send(Neighbours((location_from_id(shown.public),), (forged,)))
-            tally.sent["Neighbours(forged word)"] += 1
+            tally.notes["forged_words"] += 1
             await until_closed(peer)
 
     await keep_trying(tally, one)

@@ -13,8 +13,9 @@ peak memory a node; wall seconds. ``--plot`` draws the four curves against the n
 size (matplotlib, ``pip install -e '.[viz]'``). These are the curves an operator needs to
 predict what a larger network costs.
 
-A run that breaks an invariant or loses a delivery fails the command (status 1), as the
-simulator itself does.
+A size whose run breaks an invariant or loses a delivery, or whose process fails (killed
+for want of memory, say), is reported as such and the other sizes go on; the command then
+ends with status 1.
 """
 
 from __future__ import annotations
@@ -70,11 +71,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--streams, --subscribers and --packets must be at least 1")
     if args.subscribers > args.sizes[0]:
         p.error(f"--subscribers {args.subscribers} exceeds the smallest size {args.sizes[0]}")
+    if args.plot is not None:
+        # Before the runs, not after them: a plot that cannot be made must not cost them.
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error("--plot needs matplotlib: pip install -e '.[viz]'")
+        if not args.plot.parent.is_dir():
+            p.error(f"--plot {args.plot}: no directory {args.plot.parent}")
     return args
 
 
-def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One size's run of the workload, as ``python -m testnet.sim --json`` reports it."""
+def measure(size: int, args: argparse.Namespace) -> dict[str, Any] | str:
+    """One size's run of the workload, as ``python -m testnet.sim --json`` reports it, or
+    why there is no report."""
     command = [
         sys.executable, "-m", "testnet.sim", "--nodes", str(size),
         "--streams", str(args.streams), "--subscribers", str(args.subscribers),
@@ -85,7 +95,10 @@ def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1) or not done.stdout.strip():
-        raise RuntimeError(f"the {size}-node run failed: {done.stderr.strip()[-500:]}")
+        code = done.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        last = done.stderr.strip().splitlines()[-1:] or ["no message"]
+        return f"{how}: {last[0]}"
     report: dict[str, Any] = json.loads(done.stdout)
     report["wall_s"] = wall
     report["failed"] = done.returncode == 1
@@ -131,27 +144,33 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    broken: dict[int, str] = {}  # size -> why its run has no report
     for size in args.sizes:
-        rows.append(measure(size, args))
+        measured = measure(size, args)
+        if isinstance(measured, str):
+            broken[size] = measured
+            print(f"{size:,} nodes: no report ({measured})", file=sys.stderr, flush=True)
+            continue
+        rows.append(measured)
         if not args.json:
-            print(f"{size:,} nodes: {rows[-1]['wall_s']:.1f} s", file=sys.stderr, flush=True)
+            print(f"{size:,} nodes: {measured['wall_s']:.1f} s", file=sys.stderr, flush=True)
     title = (
         f"{args.streams} streams x {args.subscribers} subscribers, {args.packets} packets a "
         f"stream (seed {args.seed})"
     )
-    if args.plot is not None:
-        plot(rows, args.plot, title)
     if args.json:
         keys = [key for key, _, _ in COLUMNS] + ["failed"]
         print(json.dumps([{key: row[key] for key in keys} for row in rows]))
-    else:
+    elif rows:
         print(title)
         print(table(rows))
+    if args.plot is not None and rows:
+        plot(rows, args.plot, title)
     failed = [row["nodes"] for row in rows if row["failed"]]
     if failed:
         print(f"invariant or delivery problems at {failed} nodes", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or broken else 0
 
 
 if __name__ == "__main__":
