@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import Any
 
@@ -114,22 +114,25 @@ def _flag(value: object) -> object:
     return value
 
 
-def _locations(value: object) -> object:
+def _array(value: object, limit: int, what: str, items_are: str) -> Sequence[object]:
+    """``value`` as a decoded array of at most ``limit`` items, or ValueError naming
+    ``what`` it should hold (``items_are``: how the limit's message names them)."""
     # Decoded arrays are lists; messages hold tuples so they stay immutable and hashable.
     if type(value) not in (list, tuple):
-        raise ValueError(f"expected an array of locations, got {type(value).__name__}")
-    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-    if len(items) > MAX_NEIGHBOURS:
-        raise ValueError(f"{len(items)} locations exceed the limit of {MAX_NEIGHBOURS}")
+        raise ValueError(f"expected an array of {what}, got {type(value).__name__}")
+    items: Sequence[object] = value  # type: ignore[assignment]
+    if len(items) > limit:
+        raise ValueError(f"{len(items)} {items_are} exceed the limit of {limit}")
+    return items
+
+
+def _locations(value: object) -> object:
+    items = _array(value, MAX_NEIGHBOURS, "locations", "locations")
     return tuple(_location(item) for item in items)
 
 
 def _vouches(value: object) -> object:
-    if type(value) not in (list, tuple):
-        raise ValueError(f"expected an array of vouches, got {type(value).__name__}")
-    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-    if len(items) > MAX_NEIGHBOURS:
-        raise ValueError(f"{len(items)} vouches exceed the limit of {MAX_NEIGHBOURS}")
+    items = _array(value, MAX_NEIGHBOURS, "vouches", "vouches")
     for item in items:
         if type(item) is not bytes or len(item) not in (0, VOUCH_SIZE):
             raise ValueError(f"a vouch is empty or {VOUCH_SIZE} bytes")
@@ -140,11 +143,7 @@ _PACKET = _int_in(0, MAX_PACKET)
 
 
 def _epoch_starts(value: object) -> object:
-    if type(value) not in (list, tuple):
-        raise ValueError(f"expected an array of epoch starts, got {type(value).__name__}")
-    items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-    if len(items) > MAX_OPEN_EPOCHS:
-        raise ValueError(f"{len(items)} open epochs exceed the limit of {MAX_OPEN_EPOCHS}")
+    items = _array(value, MAX_OPEN_EPOCHS, "epoch starts", "open epochs")
     starts = []
     for item in items:
         pair: list[object] | tuple[object, ...] = item  # type: ignore[assignment]
