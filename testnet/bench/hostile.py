@@ -89,6 +89,7 @@ from overlay.core.events import (
 from overlay.runtime.host import NodeHost
 from testnet.bench.hostile_attacks import ATTACKS, OWN_PUBLISH, interrupted
 from testnet.local import LocalNetwork
+from testnet.process_memory import memory_now
 
 KEY = StreamKey.open("hostile-bench").key
 PUBLISHER, SUBSCRIBERS = 2, (1, 3)
@@ -171,11 +172,7 @@ class _Subscriber:
 
 
 def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return memory_now() / 2**20
 
 
 def _ring() -> Topology:

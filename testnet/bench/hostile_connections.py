@@ -49,6 +49,7 @@ from overlay.runtime.handshake import MAGIC
 from overlay.runtime.identity import Identity
 from overlay.runtime.peering import LinkParams, authenticate
 from testnet.local import LocalNetwork
+from testnet.process_memory import memory_now
 
 # A hello's first bytes: its length prefix (a hello of 60 bytes) and the magic, then
 # nothing; the node waits for the rest until its timeout or until it needs the slot.
@@ -66,11 +67,7 @@ class _Acks:
 
 
 def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return memory_now() / 2**20
 
 
 async def _measure(net: LocalNetwork, samples: int, first_uid: int) -> dict[str, Any]:

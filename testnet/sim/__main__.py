@@ -12,7 +12,8 @@ import sys
 
 from overlay.core.config import NodeConfig
 from overlay.messages import MAX_PAYLOAD
-from testnet.sim.collector import collector_paused, memory_now, peak_memory, run_command
+from testnet.process_memory import memory_now, peak_memory
+from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
 from testnet.sim.network import NetworkModel
 from testnet.sim.report import MEMORY_SUMMARY, PUBLISH_SUMMARY, SUMMARY

@@ -16,41 +16,14 @@ Ctrl-C or SIGTERM exit 130 or 143 (128 + the signal's number), and a reader that
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
-import resource
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import NoReturn
-
-
-def peak_memory() -> int:
-    """This process's peak resident memory so far, in bytes."""
-    return _status_bytes("VmHWM:")
-
-
-def memory_now() -> int:
-    """This process's resident memory now, in bytes (0 where ``/proc`` is not there)."""
-    return _status_bytes("VmRSS:")
-
-
-def _status_bytes(field: str) -> int:
-    with (
-        contextlib.suppress(OSError, ValueError),
-        open("/proc/self/status", encoding="ascii") as status,
-    ):
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    if field != "VmHWM:":
-        return 0
-    # (Elsewhere: getrusage's maximum, in kilobytes on Linux and bytes on macOS.)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
 
 
 @contextmanager
