@@ -9,11 +9,12 @@ from loopback_nets import join, publish_all
 
 from overlay.codec import encode
 from overlay.messages import Hello
-from overlay.runtime.framing import PREFIX_SIZE, SEALED_MAX, FrameReader, frame, record
-from overlay.runtime.handshake import MAGIC, Handshake, HandshakeError, Session
+from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
+from overlay.runtime.handshake import Handshake, HandshakeError, Session
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
+from testnet.bench.hostile_attacks import HALF_HELLO
 from testnet.local import LocalNetwork
 
 
@@ -21,15 +22,12 @@ async def connect(node: RunningNode) -> trio.SocketStream:
     return await trio.open_tcp_stream(node.peer_address.host, node.peer_address.port)
 
 
-# The first bytes of a hello and no more: a handshake begun and stalled. (A connection that
-# sends nothing reaches the node's accept() on Linux only once its deferral ends.)
-STALLED_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
-
-
 async def stall(node: RunningNode) -> trio.SocketStream:
-    """Dial ``node`` and begin a handshake that never goes on."""
+    """Dial ``node`` and begin a handshake that never goes on: the first bytes of a hello
+    and no more. (A connection that sends nothing reaches the node's accept() on Linux only
+    once its deferral ends.)"""
     stream = await connect(node)
-    await stream.send_all(STALLED_HELLO)
+    await stream.send_all(HALF_HELLO)
     return stream
 
 

@@ -20,7 +20,7 @@ import pytest
 import trio
 from client_node import running_node
 from loopback_nets import FAST, chain
-from raw_peers import STALLED_HELLO, closed_by_peer, connect, handshake, stall, still_works
+from raw_peers import closed_by_peer, connect, handshake, stall, still_works
 
 from overlay.client.protocol import (
     PROTOCOL_VERSION,
@@ -39,6 +39,7 @@ from overlay.runtime.framing import SEALED_MAX, FrameReader, frame, record
 from overlay.runtime.handshake import Handshake
 from overlay.runtime.identity import Identity
 from overlay.runtime.service import RunningNode
+from testnet.bench.hostile_attacks import HALF_HELLO
 from testnet.local import LocalNetwork
 from testnet.survey import Answer
 from tools.stats_cmd import stats_table
@@ -181,7 +182,7 @@ async def test_a_peer_whose_hello_is_in_gets_a_slot_from_a_crowded_backlog_of_si
 
         def stalled() -> socket.socket:
             sock = socket.create_connection(target)
-            sock.sendall(STALLED_HELLO)
+            sock.sendall(HALF_HELLO)
             return sock
 
         # Blocking connects: the node's tasks do not run until all are in its backlog.

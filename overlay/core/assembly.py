@@ -233,8 +233,8 @@ class Components:
         uid: int,
         new_root: bool,
         last_seen: int | None,
-        must_beat: float | None = None,
-        wait: bool = True,
+        must_beat: float | None,
+        wait: bool,
     ) -> None:
         self.membership.adopt(now, stream, peer, uid, new_root, last_seen, must_beat, wait)
 

@@ -44,16 +44,12 @@ from keyspace.stream_key import StreamKey
 from keyspace.topology import Topology
 from overlay.core.config import NodeConfig
 from overlay.core.events import ClientEvent, PublishAcked
-from overlay.runtime.framing import PREFIX_SIZE
-from overlay.runtime.handshake import MAGIC
 from overlay.runtime.identity import Identity
 from overlay.runtime.peering import LinkParams, authenticate
+from testnet.bench.hostile_attacks import HALF_HELLO
 from testnet.local import LocalNetwork
 from testnet.process_memory import memory_now
 
-# A hello's first bytes: its length prefix (a hello of 60 bytes) and the magic, then
-# nothing; the node waits for the rest until its timeout or until it needs the slot.
-HALF_HELLO = (60).to_bytes(PREFIX_SIZE, "big") + MAGIC
 KEY = StreamKey.open("hostile-bench").key
 
 
