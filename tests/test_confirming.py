@@ -417,7 +417,7 @@ def test_a_peers_publish_is_held_pending_until_its_node_confirms() -> None:
     message = publish(7)
     assert setup.part.number_new(0.0, stream, b"C", message, 0) == PublishNumbered(7, KEY, 0)
     assert list(stream.root.pending) == [0] and setup.store_new.calls == []
-    setup.part.on_confirmed(b"C", PublishConfirmed(7, KEY, 0))
+    setup.part.on_confirmed(0.1, b"C", PublishConfirmed(7, KEY, 0))
     assert setup.store_new.calls == [(stream, message, 0)]
     assert setup.reply_root.calls == [(stream, b"C", message, PublishSucceeded(7, KEY, 0))]
     assert not stream.root.pending and kit.stats.confirmed == 1

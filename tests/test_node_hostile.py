@@ -26,9 +26,12 @@ from overlay.messages import (
     MAX_PACKET,
     FillRequest,
     Heartbeat,
+    Held,
+    HeldQuery,
     Hello,
     Message,
     PacketKind,
+    PublishCollision,
     PublishConfirmed,
     PublishData,
     PublishNumbered,
@@ -41,6 +44,7 @@ from overlay.messages import (
     SubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
+    Unsubscribe,
 )
 
 
@@ -270,6 +274,11 @@ def packets_to(effects: Sequence[Effect], peer: bytes) -> list[bytes]:
     return [m.data for to, m in sends(effects) if to == peer and isinstance(m, SubscribeData)]
 
 
+def refused_to(effects: Sequence[Effect], peer: bytes) -> list[int]:
+    """The numbers ``peer`` is told are refused (PublishCollision), so it publishes afresh."""
+    return [m.packet for to, m in sends(effects) if to == peer and isinstance(m, PublishCollision)]
+
+
 def test_a_packet_behind_a_number_its_publisher_never_confirms_waits_one_deadline() -> None:
     """H's publish is numbered 0 and held for H's confirmation; client 1's publish, numbered
     1, waits behind it (packets go down in number order). H never confirms: at
@@ -286,18 +295,61 @@ def test_a_packet_behind_a_number_its_publisher_never_confirms_waits_one_deadlin
     assert node.stats.released_unconfirmed == 1 and not node.streams[KEY].root.pending
 
 
-def test_a_number_whose_child_fell_silent_is_not_passed_over() -> None:
+def test_a_number_whose_child_fell_silent_is_not_passed_over_while_it_may_answer() -> None:
     """After H's publish, nothing more comes from H: the link may be cut, and H may hold
-    its number as a claim it will push to the root of its side of the cut. The packets
-    behind it wait; once H is heard from again, past its deadline, they go down."""
+    its number as a claim it will push to the root of its side of the cut. Past the
+    deadline N asks H something it answers at once (HeldQuery) and holds the packets
+    behind H's; H answers within half a deadline, so it is linked and well: both go down,
+    H's unconfirmed."""
     node = root_with_silent_publisher()
     hostile_publish(node, 1.0, 7)
     node.publish(1.1, KEY, 1, 8, b"honest")
-    assert packets_to(node.handle_timer(1.0 + 3 * DEADLINE), b"H") == []
-    assert node.stats.released_unconfirmed == 0 and node.streams[KEY].root.pending
-    node.receive(1.0 + 3.1 * DEADLINE, b"H", Heartbeat(2))
-    effects = node.handle_timer(1.0 + 3.5 * DEADLINE)
+    effects = node.handle_timer(1.0 + DEADLINE)
+    assert [m for to, m in sends(effects) if to == b"H"] == [HeldQuery(KEY, 0)]
+    assert packets_to(node.handle_timer(1.0 + 1.25 * DEADLINE), b"H") == []
+    node.receive(1.0 + 1.3 * DEADLINE, b"H", Held(KEY, 0))
+    effects = node.handle_timer(1.0 + 1.5 * DEADLINE)
     assert packets_to(effects, b"H") == [b"h7", b"honest"]
+    assert node.stats.released_unconfirmed == 1 and node.stats.silent_drops == 0
+
+
+def test_a_number_whose_child_stays_silent_is_dropped_and_the_packets_behind_go_on() -> None:
+    """H publishes (0), then says nothing and leaves N's question unanswered; behind it
+    wait Q's publish (1) and client 1's (2). Half a deadline after asking, N drops 0 and
+    everything after it: client 1's publish is numbered again at once, first of all (0),
+    and Q (H too) is told its number is refused as a claim is (PublishCollision), so Q's
+    node publishes afresh without waiting for ``publish_timeout``. H lapses: its next publish is
+    not waited for. The stream stood still one and a half deadlines, not
+    ``confirm_timeout``; H stays linked (it may be an honest relay, cut off for a moment)."""
+    node = root_with_silent_publisher()
+    meet(node, b"Q", 0.3)
+    node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
+    assert hostile_publish(node, 1.0, 7) == 0
+    effects = node.receive(
+        1.05, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None)
+    )
+    assert [m for _, m in sends(effects)] == [PublishNumbered(20, KEY, 1)]
+    node.publish(1.1, KEY, 1, 8, b"honest")
+    node.receive(1.2, b"Q", PublishConfirmed(20, KEY, 1))  # Q is well; H says nothing
+    node.handle_timer(1.0 + DEADLINE)  # H asked
+    assert packets_to(node.handle_timer(1.0 + 1.25 * DEADLINE), b"Q") == []
+    effects = node.handle_timer(1.0 + 1.5 * DEADLINE)
+    assert packets_to(effects, b"Q") == [b"honest"]
+    refused = [m for to, m in sends(effects) if to == b"Q" and isinstance(m, PublishCollision)]
+    assert refused == [PublishCollision(20, KEY, 1, 0)]
+    assert not [e for e in effects if isinstance(e, DropPeer)]
+    stats = node.stats
+    assert (stats.silent_drops, stats.unconfirmed, stats.renewed, stats.lapses) == (1, 3, 2, 1)
+    now = 1.0 + 2 * DEADLINE
+    effects = node.receive(
+        now, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None)
+    )
+    assert [m for _, m in sends(effects) if isinstance(m, PublishNumbered)] == [
+        PublishNumbered(20, KEY, 1)
+    ]
+    node.receive(now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None))
+    effects = node.receive(now + 0.1, b"Q", PublishConfirmed(20, KEY, 1))
+    assert packets_to(effects, b"Q") == [b"q20", b"h9"]  # H's 2, not waited for, follows
 
 
 def test_a_lone_unconfirmed_number_holds_nobody_up_and_is_not_sent_early() -> None:
@@ -394,3 +446,71 @@ def test_a_child_cannot_end_its_quiet_by_confirming_a_packet_not_waited_for() ->
         now + 0.3, b"H", PublishData(22, KEY, None, 0.2, 5, b"h22", None, PacketKind.DATA, None)
     )
     assert packets_to(effects, b"H") == [b"h22"]  # down at once: still not waited for
+
+
+def test_a_publish_numbered_while_a_silent_childs_number_is_overdue_keeps_its_number() -> None:
+    """H's number 0 is past its deadline and H was asked, unanswered, for half a deadline;
+    Q's publish arrives before N's timer runs. Q is told its number (2), and nothing is
+    dropped under it: only the timer drops, so Q is never told a number after being told
+    it was refused. Then the timer drops 0 and all behind it, and Q is told so."""
+    node = root_with_silent_publisher()
+    meet(node, b"Q", 0.3)
+    node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
+    hostile_publish(node, 1.0, 7)
+    node.publish(1.1, KEY, 1, 8, b"honest")
+    node.handle_timer(1.0 + DEADLINE)  # H asked
+    effects = node.receive(
+        1.0 + 1.5 * DEADLINE,
+        b"Q",
+        PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None),
+    )
+    assert [m for _, m in sends(effects)] == [PublishNumbered(20, KEY, 2)]
+    assert list(node.streams[KEY].root.pending) == [0, 1, 2]
+    effects = node.handle_timer(1.0 + 1.5 * DEADLINE)
+    refused = [
+        m.packet for to, m in sends(effects) if to == b"Q" and isinstance(m, PublishCollision)
+    ]
+    assert refused == [2] and node.stats.silent_drops == 1
+
+
+def test_a_child_that_confirms_just_before_it_would_be_dropped_lapses() -> None:
+    """H says nothing past its number's deadline, then confirms just before the half
+    deadline N gave it is up. The packets behind go down, and H lapses all the same: its
+    next publish is not waited for, so it cannot hold the stream a deadline and a half
+    with every publish."""
+    node = root_with_silent_publisher()
+    hostile_publish(node, 1.0, 7)
+    node.publish(1.01, KEY, 1, 8, b"honest")
+    node.handle_timer(1.0 + DEADLINE)  # H asked
+    effects = node.receive(1.0 + 1.49 * DEADLINE, b"H", PublishConfirmed(7, KEY, 0))
+    assert packets_to(effects, b"H") == [b"h7", b"honest"]
+    assert node.stats.lapses == 1
+    now = 1.0 + 2 * DEADLINE
+    effects = node.receive(
+        now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None)
+    )
+    assert packets_to(effects, b"H") == [b"h9"]  # down at once: not waited for
+
+
+def test_a_child_that_leaves_holding_the_stream_up_lapses_and_the_rest_publish_afresh() -> None:
+    """H's number 0 holds Q's 1 up; H leaves (Unsubscribe) before N would drop it, and
+    joins again. 0 and 1 are dropped; Q is told at once to publish afresh, and H lapses, so
+    leaving and rejoining cannot stall the stream publish after publish."""
+    node = root_with_silent_publisher()
+    meet(node, b"Q", 0.3)
+    node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
+    hostile_publish(node, 1.0, 7)
+    node.receive(1.05, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q", None, PacketKind.DATA, None))
+    node.receive(1.06, b"Q", PublishConfirmed(20, KEY, 1))
+    node.handle_timer(1.0 + DEADLINE)  # H asked
+    effects = node.receive(1.0 + 1.45 * DEADLINE, b"H", Unsubscribe(KEY))
+    refused = [
+        m.packet for to, m in sends(effects) if to == b"Q" and isinstance(m, PublishCollision)
+    ]
+    assert refused == [1] and node.stats.lapses == 1
+    now = 1.0 + 1.5 * DEADLINE
+    node.receive(now, b"H", SubscribeRequest(302, KEY, 5, 0.2, None))
+    node.receive(now, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q", None, PacketKind.DATA, None))
+    node.receive(now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None))
+    effects = node.receive(now + 0.1, b"Q", PublishConfirmed(20, KEY, 0))
+    assert packets_to(effects, b"Q") == [b"q", b"h9"]  # H's, not waited for, follows at once

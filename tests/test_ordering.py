@@ -82,7 +82,7 @@ def test_a_peers_publish_is_numbered_and_waits_for_its_node_to_confirm() -> None
     stream = root(kit, 0)
     assert setup.part.serialize(0.0, stream, publish(7), b"C") == PublishNumbered(7, KEY, 1)
     assert setup.stored() == []
-    setup.confirming.on_confirmed(b"C", PublishConfirmed(7, KEY, 1))
+    setup.confirming.on_confirmed(0.1, b"C", PublishConfirmed(7, KEY, 1))
     assert setup.stored() == [(1, 7)]
 
 

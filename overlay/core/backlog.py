@@ -138,14 +138,16 @@ class Backlog:
         """Local publishes whose pending numbers were dropped (``confirming``) go back to
         the front of the backlog, in their old order, ahead of what their clients
         published after them (a client's publish held back behind them was numbered
-        before their retries). A peer's node retries its own."""
+        before their retries). A peer's node retries its own. In place: ``drain`` may be
+        going through this very backlog."""
         front = {m.uid: (source, m) for source, m in dropped if not isinstance(source, bytes)}
         if not front:
             return
-        stream.root.backlog = {
-            **front,
-            **{u: e for u, e in stream.root.backlog.items() if u not in front},
-        }
+        backlog = stream.root.backlog
+        rest = [(u, e) for u, e in backlog.items() if u not in front]
+        backlog.clear()
+        backlog.update(front)
+        backlog.update(rest)
         self.backlogged[stream.key] = None
 
     def _gone(self, stream: Stream, source: Source, uid: int) -> bool:

@@ -173,6 +173,8 @@ class NodeConfig:
     # How long a root holds a peer's numbered publish for its confirmation while a later
     # packet waits behind it (``confirming``); past it the packet goes down unconfirmed, so
     # a child that never confirms (or is slow to) costs the stream at most this much delay.
+    # A child that fell silent is asked for a sign of life and has half of it again to give
+    # one; without it, its packet and those behind are dropped and published afresh.
     # Well above a loaded link's round trip, so a healthy publisher's node confirms first.
     # A lone pending packet, which holds nobody up, waits ``confirm_timeout`` as before.
     confirm_deadline: float = 1.0

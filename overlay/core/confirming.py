@@ -27,9 +27,10 @@ How. The number reaches the publisher's side before the packet reaches anyone:
 
 A number goes down only along relays still in the tree (the sender is the relay's parent,
 the publish's source still its child), as a confirmation comes back up: a number that
-crosses a change of the tree is dropped, and the root's pending packet with it after
-``confirm_timeout`` (or at once, if it lost that child), its publisher's retry numbered
-afresh. Otherwise stale relay entries can close a cycle that a number goes round for ever.
+crosses a change of the tree is dropped, and the root's pending packet with it (at once,
+if it lost that child; past its deadline and a silent half deadline more, if others wait
+behind it; else after ``confirm_timeout``), its publisher's retry numbered afresh.
+Otherwise stale relay entries can close a cycle that a number goes round for ever.
 
 Packets go down in number order, so a confirmed packet waits for the pending ones before
 it. A local publisher at the root needs no confirmation, but its packet waits behind
@@ -38,11 +39,14 @@ with another behind it, whose child is still heard from, waits ``confirm_deadlin
 at most, then goes down unconfirmed (``release_overdue``), a lapse of that child, which is
 then not waited for at all on that stream for a while (``confirm_lapses``). A pending
 packet whose child fell silent (it may be cut off, holding the number as a claim) is not
-passed over: when its confirmation has not come within ``confirm_timeout`` (its publisher
-died, or is cut off), it is dropped, with every pending packet after it; nothing was
-delivered or acknowledged for them, and their publishers, retrying, are numbered afresh. So
-is one whose publish came through a child the root has lost since, at once: its
-confirmation could only come back that way. A root that stops being root drops what is
+passed over: the root asks that child something it answers at once (HeldQuery), and
+without a sign of life within half a deadline drops the packet with every pending packet
+after it (``_fell_silent``), and the child lapses; nothing was delivered or acknowledged
+for them, and their nodes are told to publish afresh at once. A lone pending packet, which
+holds nobody up, is dropped when its confirmation has not come within ``confirm_timeout``
+(its publisher died, or is cut off); its publisher, retrying, is numbered afresh. So is one
+whose publish came through a child the root has lost since, at once: its confirmation
+could only come back that way. A root that stops being root drops what is
 pending the same way. A packet pushed up from another root's numbering (it may have gone
 down there) drops everything pending, and is then weighed as if nothing were pending: it
 takes its number if that is the next, or collides. A pending number that a claim shows the
@@ -51,8 +55,8 @@ once; past that, a publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
 down (about twice the delivery latency of the simulator's main job, see the README); a
-publisher at the root pays nothing. A root whose publisher's node dies stalls the packets
-numbered after its publish until the loss is noticed (liveness) or ``confirm_timeout``.
+publisher at the root pays nothing. A publisher's node that dies, or a child that falls
+silent, stalls the packets numbered after its publish a deadline and a half at most.
 
 What it does not close: a packet sent down past its deadline, or through a child not waited
 for since a lapse, reopens the race above for that packet, should a cut (below that child,
@@ -84,13 +88,15 @@ from overlay.core.outbox import Outbox
 from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.peers import PeerTable
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Pending, Source, State, Stream
+from overlay.core.streams import Pending, Source, State, Stream, next_number
 from overlay.core.timers import TimerQueue
 from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Relay, Witnesses
 from overlay.messages import (
     MAX_WIRE_HTL,
+    HeldQuery,
     PacketKind,
+    PublishCollision,
     PublishConfirmed,
     PublishData,
     PublishError,
@@ -188,7 +194,7 @@ class Confirming:
             return None  # answered when it goes down (``_flush``)
         return PublishNumbered(message.uid, message.key, number)
 
-    def release_overdue(self, now: float, stream: Stream) -> None:
+    def release_overdue(self, now: float, stream: Stream, timer: bool = False) -> None:
         """Send down, unconfirmed, each oldest pending packet whose confirmation is
         ``confirm_deadline`` overdue while a later one waits behind it and its child still
         talks to us (heard from since half its deadline), and arm the timer that weighs
@@ -203,6 +209,8 @@ class Confirming:
         Why only a child still heard from: one cut off from us falls silent, and its
         side of the cut may hold the number as a claim or give it again; a chaos replay
         (two publishers across a cut) numbered twice when such a packet was passed over.
+        A silent one is asked for a sign of life (HeldQuery, which a child answers at
+        once) and given half a deadline to show one; then it is dropped (``_fell_silent``).
         What it still gives up is the race confirmation closes (module notes) for a cut
         below a relay child, in this very deadline, before the publisher's node learned
         the number. A lone pending packet holds nobody up, so it waits
@@ -211,16 +219,31 @@ class Confirming:
         deadline = self.config.confirm_deadline
         poll = False
         while len(pending) > 1 and stream.state is State.ROOT:
-            entry = pending[next(iter(pending))]
+            number = next(iter(pending))
+            entry = pending[number]
             if entry.confirmed or now < entry.at + deadline:
-                break
-            if not self._heard_since(entry.source, entry.at + deadline / 2):
-                poll = True  # cut off, maybe: wait for a sign of life, or liveness
                 break
             # (Unconfirmed, so a peer's: a local publish is confirmed when numbered.)
             assert isinstance(entry.source, bytes)
-            self._lapsed(now, stream, entry.source)  # (this entry among the child's)
-            self._flush(stream)
+            if self._heard_since(entry.source, entry.at + deadline / 2):
+                self._lapsed(now, stream, entry.source)  # (this entry among the child's)
+                self._flush(stream)
+                continue
+            # Cut off, maybe: ask it something it answers at once, and wait half a
+            # deadline for the answer (or any other sign of life). Only the timer asks and
+            # drops: a publish being numbered (``number_new``) must not see its own number
+            # dropped before it is told it, nor a backlog being drained be requeued.
+            if not timer:
+                poll = True
+                break
+            if entry.asked is None:
+                entry.asked = now
+                asked = 0 if stream.next_in is None else max(stream.next_in - 1, 0)
+                self.send(entry.source, HeldQuery(stream.key, asked))
+            if now < entry.asked + deadline / 2:
+                poll = True
+                break
+            self._fell_silent(now, stream, number, entry.source)
         if pending and stream.root.confirm_token is None:
             first = pending[next(iter(pending))]
             if first.at + deadline > now:
@@ -230,6 +253,29 @@ class Confirming:
             token = stream.root.confirm_token = self.tokens.take()
             self.due[token] = stream.key
             self.timers.add(at, (CONFIRM_TIMER, token, 0))
+
+    def _fell_silent(self, now: float, stream: Stream, number: int, child: PeerId) -> None:
+        """The oldest pending ``number`` came through ``child``, which said nothing since
+        half its deadline nor answered our question, while later packets wait behind it:
+        it is dropped with them (``drop_pending``, which has their nodes publish afresh at
+        once), and ``child`` lapses, so its publishes are not waited for a while.
+
+        Why drop, not send down: ``child`` may be cut off before its publisher's node heard
+        the number, and its side of the cut give the number to another publish (a chaos
+        replay numbered twice when such a packet was sent down). Why not wait
+        ``confirm_timeout`` as for a lone one: it holds every packet behind it, and waiting
+        buys nothing for a cut longer than the wait. A cut is noticed by liveness
+        (``dead_after``) on both sides before the publisher's node pushes its claim to a new
+        root, so whether the number was dropped after two deadlines or after
+        ``confirm_timeout``, this side has given it again by then: the race is the one of a
+        partition with publishers on both sides (README, known limits). A link that comes
+        back sooner brings no claim up (the publisher's node pushes claims only on a change
+        of tree), its late confirmation is ignored, and its publisher's retry is numbered
+        afresh."""
+        self.stats.silent_drops += 1
+        self.drop_pending(stream, number, renew=True)
+        self.lapses.lapsed(now, stream.key, child)
+        self.stats.lapses += 1
 
     def _heard_since(self, source: Source, since: float) -> bool:
         """Whether the child ``source`` (a local client: always) sent us anything at or
@@ -246,7 +292,7 @@ class Confirming:
         if stream is None or stream.root.confirm_token != token:
             return
         stream.root.confirm_token = None
-        self.release_overdue(now, stream)
+        self.release_overdue(now, stream, timer=True)
 
     def _lapsed(self, now: float, stream: Stream, peer: PeerId) -> None:
         """A number that came through child ``peer`` lapsed: it is not waited for on this
@@ -330,9 +376,12 @@ class Confirming:
         else:
             self.drop_pending(stream)
 
-    def on_confirmed(self, peer: PeerId, message: PublishConfirmed) -> None:
+    def on_confirmed(self, now: float, peer: PeerId, message: PublishConfirmed) -> None:
         """A publisher's node holds its publish under the number we gave it; a relay passes
-        that up to its parent."""
+        that up to its parent. At the root, one that comes past its deadline while later
+        packets wait is a lapse of the child all the same: else a child could hold every
+        publish behind its own for almost a deadline and a half, each time, by confirming
+        just before it is dropped (``release_overdue``)."""
         stream = self.streams.get(message.key)
         if stream is None or peer not in stream.children:
             self.stats.ignored += 1
@@ -345,6 +394,12 @@ class Confirming:
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
+        waiting = next(reversed(stream.root.pending)) > message.packet
+        late = now >= pending.at + self.config.confirm_deadline
+        if pending.waited and waiting and late and not pending.confirmed:
+            pending.confirmed = True
+            self.stats.confirmed += 1
+            self._lapsed(now, stream, peer)  # (its later numbers: not waited for either)
         self._confirm(stream, pending)
 
     def _confirm(self, stream: Stream, pending: Pending) -> None:
@@ -373,41 +428,72 @@ class Confirming:
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self.reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(self, stream: Stream, first: int | None = None) -> None:
+    def drop_pending(self, stream: Stream, first: int | None = None, renew: bool = False) -> None:
         """Forget the pending packets from ``first`` on (all of them by default): their
-        numbers are free again, and their publishers, retrying, are numbered afresh."""
+        numbers are free again, and their publishers, retrying, are numbered afresh. With
+        ``renew``, a peer's node is told so at once (below), rather than retry after
+        ``publish_timeout``. Not by default, nor in a grace: a root that holds numbering
+        (a push from another root, a takeover) asks for claims and refuses them at the
+        grace's end, and a fresh publish sent meanwhile under a claim's uid waits behind
+        the claim as a plain retry would, to be answered only after ``publish_timeout``."""
+        renew = renew and stream.root.recover_until is None
         uids = stream.uids
         dropped = []
+        renewals: list[tuple[PeerId, int, int]] = []
         for number in [n for n in stream.root.pending if first is None or n >= first]:
             entry = stream.root.pending.pop(number)
             self.stats.unconfirmed += 1
             if uids is not None and uids.get(entry.message.uid) == number:
                 uids.forget(entry.message.uid)
             dropped.append((entry.source, entry.message))
+            source = entry.source
+            signed = entry.message.packet is not None
+            if renew and isinstance(source, bytes) and not signed and source in stream.children:
+                renewals.append((source, entry.message.uid, number))
         self.requeue(stream, dropped)  # local ones, numbered again first (``backlog``)
+        if renewals:
+            # A peer's node holds the number as a claim, or will once our PublishNumbered
+            # reaches it (it went first, the same way): refused as a claim is
+            # (``Takeover.on_claim``), its node publishes afresh at once, rather than
+            # after ``publish_timeout``. (A signed publish names its own number: its
+            # node retries it as before.)
+            after = next_number(stream)
+            for source, uid, number in renewals:
+                self.stats.renewed += 1
+                self.send(source, PublishCollision(uid, stream.key, number, after))
 
     def orphaned_pending(self, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish
         that came through a child no longer ours is dropped now, not after
         ``confirm_timeout``. Its confirmation can only come through that child (one from
         elsewhere is ignored), and a root that holds numbers nobody can confirm both stalls
-        the stream and, gone idle, is kept as if it had numbered something."""
+        the stream and, gone idle, is kept as if it had numbered something.
+
+        A child that left holding later packets up lapses (from when it was numbered),
+        or it could leave and join again to stall the stream without ever lapsing; and
+        the nodes of what is dropped behind it are told to publish afresh at once."""
         if stream.state is not State.ROOT:
             self.drop_pending(stream)
             return
-        for number, entry in stream.root.pending.items():
+        pending = stream.root.pending
+        for number, entry in pending.items():
+            source = entry.source
             if (
-                isinstance(entry.source, bytes)
+                isinstance(source, bytes)
                 and not entry.confirmed  # (sent down as its turn comes: needs nothing more)
-                and entry.source not in stream.children
+                and source not in stream.children
             ):
-                self.drop_pending(stream, number)
+                if entry.waited and next(reversed(pending)) > number:
+                    self.lapses.lapsed(entry.at, stream.key, source)
+                    self.stats.lapses += 1
+                self.drop_pending(stream, number, renew=True)
                 return
 
     def confirm_overdue(self) -> None:
         """One heartbeat round passed: a root whose oldest pending packet has waited
         ``confirm_timeout`` for its publisher drops it and everything after it (a lone
-        one: with others behind it, ``release_overdue`` sent it down long before)."""
+        one: with others behind it, ``release_overdue`` sent it down or dropped it long
+        before)."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
         for stream in self.streams.values():
             if not stream.root.pending:

@@ -23,8 +23,7 @@ from overlay.core.gathering import Gathering
 from overlay.core.outbox import Outbox
 from overlay.core.pushes import Pushes
 from overlay.core.showing import Showing
-from overlay.core.streams import State, Stream
-from overlay.core.takeover import next_number
+from overlay.core.streams import State, Stream, next_number
 from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 
 

@@ -28,8 +28,8 @@ from overlay.core.confirming import Confirming
 from overlay.core.memory import Memory
 from overlay.core.showing import root_stamp
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Source, Stream
-from overlay.core.takeover import backfills, fills_hole, next_number
+from overlay.core.streams import Source, Stream, next_number
+from overlay.core.takeover import backfills, fills_hole
 from overlay.core.uid_table import content_digest
 from overlay.messages import (
     PublishCollision,

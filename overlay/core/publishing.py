@@ -305,7 +305,7 @@ class PacketFlow:
         if isinstance(message, PublishNumbered):
             self.confirming.on_numbered(peer, message)
         elif isinstance(message, PublishConfirmed):
-            self.confirming.on_confirmed(peer, message)
+            self.confirming.on_confirmed(now, peer, message)
         else:
             self.peer_witnesses.on_peer_witness(now, peer, message)
 

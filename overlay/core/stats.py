@@ -60,6 +60,10 @@ class NodeStats:
     # not waited for after a lapse (confirming)
     released_unconfirmed: int = 0
     lapses: int = 0  # children's numbers that lapsed: not waited for a while (confirm_lapses)
+    # Pending numbers dropped, with those behind them, because their child fell silent and
+    # did not answer a question while later packets waited (confirming)
+    silent_drops: int = 0
+    renewed: int = 0  # peers' dropped pending numbers a root told their nodes to publish afresh
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

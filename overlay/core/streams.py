@@ -127,6 +127,9 @@ class Pending:
     confirmed: bool
     at: float = 0.0  # when it was numbered: its confirmation is due ``confirm_deadline`` later
     waited: bool = True  # False: it goes down unconfirmed, its child not waited for
+    # When the root, past its deadline and hearing nothing from its child, asked that child
+    # for a sign of life (``Confirming.release_overdue``); None: not asked.
+    asked: float | None = None
 
 
 _DEFAULTS = NodeConfig()
@@ -302,3 +305,12 @@ def new_stream(
         window=Window(config.window_packets, config.window_bytes),
         frontier=Frontier(config.max_open_epochs, config.max_done_epochs),
     )
+
+
+def next_number(stream: Stream) -> int:
+    """The number a root gives its next new packet: past every number the tree is known to
+    have given, and never below what this node has processed."""
+    after = 0 if stream.high is None else stream.high + 1
+    if stream.root.pending:  # numbered, not yet sent down (``confirming``)
+        after = max(after, next(reversed(stream.root.pending)) + 1)
+    return after if stream.next_in is None else max(after, stream.next_in)

@@ -22,7 +22,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Source, State, Stream
+from overlay.core.streams import Source, State, Stream, next_number
 from overlay.core.timers import TimerQueue
 from overlay.core.tokens import Tokens
 from overlay.core.uid_table import UidTable, content_digest
@@ -37,15 +37,6 @@ RECOVER_TIMER = "recover"
 
 # A takeover claim beyond this is ignored: numbering must have room to go on below MAX_PACKET.
 _LAST_CLAIM = MAX_PACKET - 2**32
-
-
-def next_number(stream: Stream) -> int:
-    """The number a root gives its next new packet: past every number the tree is known to
-    have given, and never below what this node has processed."""
-    after = 0 if stream.high is None else stream.high + 1
-    if stream.root.pending:  # numbered, not yet sent down (``confirming``)
-        after = max(after, next(reversed(stream.root.pending)) + 1)
-    return after if stream.next_in is None else max(after, stream.next_in)
 
 
 class Takeover:
