@@ -30,6 +30,7 @@ DID = {
     "uid_reuse": "reused",
     "join_drop": "joined",
     "unconfirmed_publish": "published",
+    "silent_publish": "published",
     "catch_up_flood": "requests",
     "false_neighbours": "forged_words",
 }

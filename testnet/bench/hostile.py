@@ -22,9 +22,11 @@ own signed word or with a forged one; ``forged_data``, SubscribeData from a chil
 node 1 (a member with a parent, whose subscriber the forgery would reach); ``uid_reuse`` of
 a search in flight for another key; a ``claim_without_number``; ``join_drop``, a child that
 joins and drops its link in a loop; ``unconfirmed_publish``, a child whose publishes are
-never confirmed; ``catch_up_flood``, subscribes from packet 0, a hundred a second; and an
+never confirmed; ``silent_publish``, a child that falls silent after each publish;
+``catch_up_flood``, subscribes from packet 0, a hundred a second; and an
 ``idle_flood`` of 2,000 silent connections. An attacker that joins the stream otherwise acts
-as an honest child (it answers HeldQuery and SubscribeRestarted, heartbeats) and leaves with
+as an honest child (it answers HeldQuery and SubscribeRestarted, heartbeats; all but
+``silent_publish``, whose attack is to stop) and leaves with
 an Unsubscribe when its time is up, so each row shows the cost of its own attack: an abrupt
 drop is ``join_drop``'s.
 

@@ -257,9 +257,18 @@ async def join_drop(target: Target, key: bytes, tally: Tally) -> None:
     await keep_trying(tally, one)
 
 
-async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
-    """A child of the root that publishes twice a second and never sends PublishConfirmed
-    for the numbers the root gives it (PublishNumbered): the root holds each unsent."""
+# How long ``silent_publish`` says nothing after each publish: well under the node's
+# ``dead_after`` (15 s), so liveness never drops it.
+MUTE = 10.0
+
+
+async def _publishing_child(
+    target: Target, key: bytes, tally: Tally, *, pause: float, mute: bool
+) -> None:
+    """A child of the root that publishes in its own name every ``pause`` seconds and never
+    sends PublishConfirmed for the numbers the root gives it (PublishNumbered). ``mute``:
+    between publishes it says nothing at all, heartbeats and answers included, and sends
+    one heartbeat before the next."""
     identity = far_identity(key)
     where = location_from_id(identity.public)
 
@@ -275,13 +284,32 @@ async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
                         PublishData(uid, key, None, where, HTL, data, None, PacketKind.DATA, None)
                     )
                     tally.notes["published"] += 1
+                    peer.mute = mute
+                    await trio.sleep(pause)
                     peer.messages.clear()
-                    await trio.sleep(0.5)
+                    if mute:
+                        peer.mute = False
+                        await peer.send(Heartbeat(0))
             finally:
+                peer.mute = False
                 await peer.leave([key])
             nursery.cancel_scope.cancel()
 
     await keep_trying(tally, one)
+
+
+async def unconfirmed_publish(target: Target, key: bytes, tally: Tally) -> None:
+    """A child of the root that publishes twice a second and never confirms a number: the
+    root holds each unsent."""
+    await _publishing_child(target, key, tally, pause=0.5, mute=False)
+
+
+async def silent_publish(target: Target, key: bytes, tally: Tally) -> None:
+    """A child of the root that publishes, then says nothing at all for ``MUTE`` seconds
+    (no confirmation, heartbeat or answer), then one heartbeat and its next publish, in a
+    loop. To the root it is a child cut off just after its publish, which may hold its
+    number as a claim."""
+    await _publishing_child(target, key, tally, pause=MUTE, mute=True)
 
 
 async def catch_up_flood(target: Target, key: bytes, tally: Tally) -> None:
@@ -371,6 +399,7 @@ async def perform(
         "claim_without_number": claim_without_number,
         "join_drop": join_drop,
         "unconfirmed_publish": unconfirmed_publish,
+        "silent_publish": silent_publish,
         "catch_up_flood": catch_up_flood,
     }
     with trio.move_on_after(seconds):
@@ -408,6 +437,7 @@ ATTACKS = (
     "claim_without_number",
     "join_drop",
     "unconfirmed_publish",
+    "silent_publish",
     "catch_up_flood",
     "idle_flood",
 )

@@ -104,6 +104,7 @@ class Peer:
         self._sending = trio.Lock()
         self.high: dict[bytes, int] = {}  # newest packet received, by stream
         self.wanted: dict[bytes, int] = {}  # the packet a HeldQuery waits for, by stream
+        self.mute = False  # True: no heartbeat, no answer (a child cut off, as the node sees it)
 
     @classmethod
     async def connect(cls, target: tuple[str, int], tally: Tally) -> Peer:
@@ -160,7 +161,8 @@ class Peer:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             for n in itertools.count():
                 await trio.sleep(HEARTBEAT)
-                await self.send(Heartbeat(n))
+                if not self.mute:
+                    await self.send(Heartbeat(n))
 
     async def _read(self) -> None:
         assert self.session is not None
@@ -174,7 +176,8 @@ class Peer:
                     self.tally.received[type(message).__name__] += 1
                     self.messages.append(message)
                     for answer in self._answer(message):
-                        await self.send(answer)
+                        if not self.mute:
+                            await self.send(answer)
             self.arrived.set()
             self.arrived = trio.Event()
 
