@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nodes import KEY, KEY2, MAX_HTL, joined_node, make, meet, proto, sends
+from nodes import KEY, KEY2, MAX_HTL, joined_node, make, meet, own_uid, proto, sends
 
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
@@ -21,7 +21,7 @@ from overlay.core.confirm_lapses import QUIET
 from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
 from overlay.core.probes import _BACK
-from overlay.core.streams import State
+from overlay.core.streams import LAST_CLAIM, State
 from overlay.messages import (
     MAX_PACKET,
     FillRequest,
@@ -514,3 +514,21 @@ def test_a_child_that_leaves_holding_the_stream_up_lapses_and_the_rest_publish_a
     node.receive(now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None))
     effects = node.receive(now + 0.1, b"Q", PublishConfirmed(20, KEY, 0))
     assert packets_to(effects, b"Q") == [b"q", b"h9"]  # H's, not waited for, follows at once
+
+
+def test_a_parents_head_past_the_last_number_a_claim_may_name_is_not_believed() -> None:
+    """P answers N's search with SubscribeSucceeded naming its head as MAX_PACKET. Were N
+    to believe it, then, root once P is gone, it would give its next publish MAX_PACKET +
+    1, which no message can carry, and every publish would fail. Beyond ``LAST_CLAIM`` the
+    head is ignored, as a search's word is in a takeover: N starts at 0."""
+    node = make()
+    meet(node, b"P", 0.49)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    node.receive(0.0, b"P", SubscribeSucceeded(uid, KEY, MAX_PACKET))
+    stream = node.streams[KEY]
+    assert (stream.state, stream.high, stream.start) == (State.JOINED, None, 0)
+    node = make()
+    meet(node, b"P", 0.49)
+    uid = own_uid(node.subscribe(0.0, KEY, 1))
+    node.receive(0.0, b"P", SubscribeSucceeded(uid, KEY, LAST_CLAIM))
+    assert node.streams[KEY].high == LAST_CLAIM  # (at the bound, it is)

@@ -41,7 +41,7 @@ from overlay.core.fills import Span, gaps
 from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
-from overlay.messages import MAX_WIRE_HTL, PastQuery
+from overlay.messages import MAX_PACKET, MAX_WIRE_HTL, PastQuery
 
 # Spans one query round asks for, per child: a root's lacks come in a few runs (what one
 # lost branch had), so the first few cover them; the rest is announced missed as before.
@@ -83,8 +83,11 @@ class Gathering:
         # And one window beyond the head: a packet the old root sent down may have reached
         # a member no resubscriber spoke for, and the publisher's node of one it numbered
         # keeps a claim on it (``push_claims``), which it brings up only when asked.
-        beyond = (top + 1, top + self.config.window_packets)
-        self.ask_spans(stream, [*_merged(lacking)[: _SPANS - 1], beyond])
+        # (Never past MAX_PACKET: a number near it, however it came, asks for none beyond.)
+        spans = _merged(lacking)[: _SPANS - 1]
+        if top < MAX_PACKET:
+            spans.append((top + 1, min(top + self.config.window_packets, MAX_PACKET)))
+        self.ask_spans(stream, spans)
 
     def ask_spans(self, stream: Stream, spans: list[Span], child: PeerId | None = None) -> None:
         """Ask every child (or just ``child``) for the packets of ``spans`` (the lowest

@@ -13,6 +13,7 @@ new parent sends it up (``push_up``, ``push_claims``). A child told a head below
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from overlay.core.confirming import Confirming
@@ -23,7 +24,7 @@ from overlay.core.gathering import Gathering
 from overlay.core.outbox import Outbox
 from overlay.core.pushes import Pushes
 from overlay.core.showing import Showing
-from overlay.core.streams import State, Stream, next_number
+from overlay.core.streams import LAST_CLAIM, State, Stream, next_number
 from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 
 
@@ -110,6 +111,10 @@ class Joining:
         """We took a parent; ``reply`` is its SubscribeSucceeded (None: a new root's, which
         numbers on after ``root_head`` if it names one), and ``last_seen`` what our search
         asked to resume after."""
+        if reply is not None and reply.last_packet is not None and reply.last_packet > LAST_CLAIM:
+            reply = dataclasses.replace(reply, last_packet=None)  # (not believed: ``LAST_CLAIM``)
+        if root_head is not None and root_head > LAST_CLAIM:
+            root_head = None
         theirs = None if reply is None else reply.last_packet
         self.release_early(stream, True)  # (a question to the old parent is over)
         self.showing.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)

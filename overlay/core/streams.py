@@ -33,7 +33,7 @@ from overlay.core.fills import Fill
 from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
-from overlay.messages import PublishData, PublishSucceeded
+from overlay.messages import MAX_PACKET, PublishData, PublishSucceeded
 
 # Restart uids a stream remembers. Restarts reach a node one at a time per ancestor that lost
 # its link, so a handful covers every restart still travelling through the subtree.
@@ -305,6 +305,13 @@ def new_stream(
         window=Window(config.window_packets, config.window_bytes),
         frontier=Frontier(config.max_open_epochs, config.max_done_epochs),
     )
+
+
+# A head a peer reports (a search's last_seen, a child's report, a parent's or new root's
+# head) beyond this is not believed: numbering must have room to go on below MAX_PACKET, and
+# a root that took such a head would have no number left to give (nor could a message
+# carry it).
+LAST_CLAIM = MAX_PACKET - 2**32
 
 
 def next_number(stream: Stream) -> int:

@@ -22,21 +22,17 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.memory import Memory
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Source, State, Stream, next_number
+from overlay.core.streams import LAST_CLAIM, Source, State, Stream, next_number
 from overlay.core.timers import TimerQueue
 from overlay.core.tokens import Tokens
 from overlay.core.uid_table import UidTable, content_digest
 from overlay.messages import (
-    MAX_PACKET,
     PublishCollision,
     PublishData,
     PublishSucceeded,
 )
 
 RECOVER_TIMER = "recover"
-
-# A takeover claim beyond this is ignored: numbering must have room to go on below MAX_PACKET.
-_LAST_CLAIM = MAX_PACKET - 2**32
 
 
 class Takeover:
@@ -119,8 +115,8 @@ class Takeover:
                     uids.remember(packet.uid, number, digest)
         stream.root.remembered = None
         remembered = self.memory.last(stream.key) if stream.next_in is None else None
-        if stream.next_in is None and last_seen is not None and 0 <= last_seen <= _LAST_CLAIM:
-            # (a search's word, as a child's report is: beyond ``_LAST_CLAIM`` it is ignored,
+        if stream.next_in is None and last_seen is not None and 0 <= last_seen <= LAST_CLAIM:
+            # (a search's word, as a child's report is: beyond ``LAST_CLAIM`` it is ignored,
             # or numbering and the questions a grace asks would run past MAX_PACKET)
             self.continue_after(stream, last_seen)
         if stream.next_in is None:
@@ -130,7 +126,7 @@ class Takeover:
         high = -1 if stream.high is None else stream.high
         if (
             remembered is not None
-            and high < remembered <= _LAST_CLAIM
+            and high < remembered <= LAST_CLAIM
             and remembered >= stream.next_in
         ):
             # We hold none of its packets, but saw it numbered this far before (``memory``):
@@ -158,7 +154,7 @@ class Takeover:
         above it, after a grace in which the child brings what it holds. A claim far
         beyond our own head moves it by at most one window: a peer cannot make the root
         skip an unbounded range of numbers."""
-        if stream.state is not State.ROOT or last_seen is None or not 0 <= last_seen <= _LAST_CLAIM:
+        if stream.state is not State.ROOT or last_seen is None or not 0 <= last_seen <= LAST_CLAIM:
             return  # (a claim so near the end of the numbers leaves no room to go on)
         high = stream.high
         if high is not None and last_seen <= high:
