@@ -87,6 +87,21 @@ def test_a_child_that_keeps_joining_and_dropping_its_link_is_cut_off() -> None:
     assert root is not None and H not in root.children
 
 
+def test_a_child_that_drops_its_link_again_before_the_hold_ends_is_counted_too() -> None:
+    """H joins and drops its link ``LIMIT`` times, each within the hold the one before
+    brought on (a join and a drop take H a few milliseconds, the hold and look a second):
+    each drop makes the root look again, so each counts, and H's next request to join
+    cuts it off as if it had waited for each hold to end."""
+    net = with_hostile_child()
+    for _ in range(LIMIT):
+        net.disconnect(H, b"R")
+        net.advance(net.now + 0.01)
+        net.connect(H, b"R")
+        net.subscribe(H, KEY)
+    [(at, drop)] = [(name, d) for name, d in net.dropped if d.peer == H]
+    assert at == b"R" and drop.fault and f"{LIMIT} times" in drop.reason
+
+
 def test_holds_older_than_the_window_are_forgiven() -> None:
     drops = ChildDrops()
     for at in (0.0, 1.0):

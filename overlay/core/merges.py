@@ -222,9 +222,14 @@ class Merges:
         closed (``at_once``) closed for the subtree's top at the same moment, and its
         restart is a few round trips: the grace is ``lost_child_grace``. A child lost to
         silence may be noticed by its subtree a heartbeat interval later than by us: the
-        whole ``takeover_grace``. The hold counts against ``peer`` (``child_drops``)."""
-        if stream.state is State.ROOT and stream.root.looking is None and not stream.root.look_due:
-            self._child_drops.dropped(now, peer)
+        whole ``takeover_grace``. The hold counts against ``peer`` (``child_drops``), and
+        so does a drop while a hold or look is on already: it makes the look run again
+        (``look_lost``), so a peer dropping its link faster than a look ends would hold the
+        stream without ever being counted."""
+        if stream.state is not State.ROOT:
+            return
+        self._child_drops.dropped(now, peer)
+        if stream.root.looking is None and not stream.root.look_due:
             stream.root.look_due = True
             stream.root.relooks = 0
             config = self._config
