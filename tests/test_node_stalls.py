@@ -8,12 +8,15 @@ plus a hostile child H of R, with explicit times.
 
 from __future__ import annotations
 
-from corenet import CoreNet
+from corenet import CoreNet, key_at
+from nodes import make, meet
 from publish_tree import KEY, packets, place, tree
 
 from overlay.core.child_drops import LIMIT, WINDOW, ChildDrops
 from overlay.core.config import NodeConfig
+from overlay.core.effects import DropPeer
 from overlay.core.events import PublishAcked
+from overlay.messages import Hello, SubscribeRequest
 
 H = b"H"
 CONFIG = NodeConfig()
@@ -100,6 +103,25 @@ def test_a_child_that_drops_its_link_again_before_the_hold_ends_is_counted_too()
         net.subscribe(H, KEY)
     [(at, drop)] = [(name, d) for name, d in net.dropped if d.peer == H]
     assert at == b"R" and drop.fault and f"{LIMIT} times" in drop.reason
+
+
+def test_a_child_on_several_streams_whose_link_drops_once_may_join_again() -> None:
+    """N roots ``LIMIT`` streams, and H is its child on each. H's link closes once (its node
+    restarted): one drop, not one per stream, so H's requests to join again are taken,
+    not answered by cutting it off."""
+    keys = [key_at(0.5, tag=10 + i) for i in range(LIMIT)]
+    node = make()
+    meet(node, H, 0.2)
+    for i, key in enumerate(keys):
+        node.subscribe(0.0, key, 1)
+        node.receive(0.1, H, SubscribeRequest(300 + i, key, 5, 0.2, None))
+        assert H in node.streams[key].children
+    node.link_down(1.0, H)
+    node.link_up(1.1, H)
+    node.receive(1.1, H, Hello(0.2, 101))  # (a new boot: the restarted node)
+    effects = node.receive(1.2, H, SubscribeRequest(400, keys[0], 5, 0.2, None))
+    assert not [e for e in effects if isinstance(e, DropPeer)]
+    assert H in node.streams[keys[0]].children
 
 
 def test_holds_older_than_the_window_are_forgiven() -> None:

@@ -36,9 +36,13 @@ class ChildDrops:
         self._drops: OrderedDict[PeerId, list[float]] = OrderedDict()
 
     def dropped(self, now: float, peer: PeerId) -> None:
-        """``peer``'s link as a root's child closed, and the root held numbering for it."""
+        """``peer``'s link as a root's child closed, and the root held numbering for it.
+        Once per loss of the link: the root tells this for each stream the peer was its
+        child on, all at the same moment, and an honest node carrying three of our streams
+        that restarted once is no peer dropping its link three times."""
         times = [t for t in self._drops.pop(peer, []) if now - t < WINDOW]
-        times.append(now)
+        if not times or times[-1] != now:
+            times.append(now)
         self._drops[peer] = times
         while len(self._drops) > TRACKED:
             self._drops.popitem(last=False)
