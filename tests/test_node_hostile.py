@@ -31,6 +31,7 @@ from overlay.messages import (
     Hello,
     Message,
     PacketKind,
+    PacketsMissed,
     PublishCollision,
     PublishConfirmed,
     PublishData,
@@ -44,6 +45,7 @@ from overlay.messages import (
     SubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
+    SubscribeSucceededNewRoot,
     Unsubscribe,
 )
 
@@ -532,3 +534,38 @@ def test_a_parents_head_past_the_last_number_a_claim_may_name_is_not_believed() 
     uid = own_uid(node.subscribe(0.0, KEY, 1))
     node.receive(0.0, b"P", SubscribeSucceeded(uid, KEY, LAST_CLAIM))
     assert node.streams[KEY].high == LAST_CLAIM  # (at the bound, it is)
+
+
+def test_a_parents_packet_or_gap_past_the_last_number_cuts_it_off() -> None:
+    """P, N's parent, sends SubscribeData numbered MAX_PACKET, or PacketsMissed up to it.
+    Taken, N's next expected number would be MAX_PACKET + 1, its subtree's too, and N as
+    root could number nothing a message can carry. No stream gets past ``LAST_CLAIM``: it
+    is a fault, and N's numbering is untouched."""
+    for lie in (
+        SubscribeData(KEY, MAX_PACKET, b"x", None, PacketKind.DATA, None, None, None, None),
+        PacketsMissed(KEY, 0, MAX_PACKET),
+    ):
+        node = joined_node()
+        effects = node.receive(0.1, b"P", lie)
+        [drop] = [e for e in effects if isinstance(e, DropPeer)]
+        assert drop.peer == b"P" and drop.fault and str(LAST_CLAIM) in drop.reason
+        assert node.streams[KEY].next_in is None and node.streams[KEY].high is None
+
+
+def test_a_childs_resume_point_past_the_last_number_does_not_move_the_relays() -> None:
+    """C asks N to join from after MAX_PACKET; N routes the search to P, which becomes the
+    new root. N, a relay on its path, would start at MAX_PACKET + 1 and take every packet
+    after for a duplicate. The word is ignored, as a takeover ignores it."""
+    node = make()
+    meet(node, b"P", 0.49)
+    meet(node, b"C", 0.2)
+    effects = node.receive(0.1, b"C", SubscribeRequest(500, KEY, MAX_HTL, 0.2, MAX_PACKET))
+    [(to, forwarded)] = [(to, m) for to, m in sends(effects) if isinstance(m, SubscribeRequest)]
+    assert to == b"P"
+    node.receive(0.2, b"P", SubscribeSucceededNewRoot(forwarded.uid, KEY, None))
+    stream = node.streams[KEY]
+    assert stream.next_in is None and stream.start in (None, 0)
+    effects = node.receive(
+        0.3, b"P", SubscribeData(KEY, 0, b"first", None, PacketKind.DATA, None, None, None, None)
+    )
+    assert packets_to(effects, b"C") == [b"first"]

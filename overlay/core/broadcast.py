@@ -29,7 +29,7 @@ from overlay.core.epochs import malformed
 from overlay.core.memory import Memory
 from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
-from overlay.core.streams import State, Stream
+from overlay.core.streams import LAST_CLAIM, State, Stream
 from overlay.core.window import NOTHING_OWED
 from overlay.messages import PacketsMissed, PublishData, SubscribeData
 
@@ -92,6 +92,9 @@ class Broadcast:
     def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> None:
         """A packet from ``stream``'s parent ``peer``."""
         problem = malformed(packet)
+        if problem is None and packet.packet > LAST_CLAIM:
+            # (No stream gets there; taken, it would leave its numbering no room.)
+            problem = f"its number is past {LAST_CLAIM}"
         if problem is not None:
             self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
             return
@@ -128,6 +131,9 @@ class Broadcast:
     def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
         if message.first > message.last:
             self._drop(peer, f"PacketsMissed with first {message.first} > last {message.last}")
+            return
+        if message.last > LAST_CLAIM:
+            self._drop(peer, f"PacketsMissed up to {message.last}, past {LAST_CLAIM}")
             return
         first = message.first
         if stream.next_in is not None:

@@ -115,6 +115,8 @@ class Joining:
             reply = dataclasses.replace(reply, last_packet=None)  # (not believed: ``LAST_CLAIM``)
         if root_head is not None and root_head > LAST_CLAIM:
             root_head = None
+        if last_seen is not None and last_seen > LAST_CLAIM:
+            last_seen = None  # (the requester's word, which may be a hostile child's)
         theirs = None if reply is None else reply.last_packet
         self.release_early(stream, True)  # (a question to the old parent is over)
         self.showing.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
