@@ -37,6 +37,7 @@ from overlay.messages import (
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
 )
+from testnet.sim.links import Links
 from testnet.sim.network import Network, NetworkModel
 
 # Event kinds. A heartbeat is its own kind: the most common event of an idle network, it
@@ -109,7 +110,7 @@ class Simulator:
         self.locations = list(self.topology.locations)
         # The links that exist (topology edges, plus those of nodes added later), and those
         # of them that are open now. A message crosses only an open link.
-        self.links: list[set[int]] = [set(row) for row in self.topology.neighbours]
+        self.links = Links(self.topology.neighbours)
         self._open: set[tuple[int, int]] = set(self.topology.edges())
         self._cut: set[tuple[int, int]] = set()  # links a partition holds down
         self._sides: list[set[int]] = []  # the sides cut off, until the heal
@@ -488,8 +489,7 @@ class Simulator:
         if pair in self._open or not (self.alive[a] and self.alive[b]):
             return
         self._open.add(pair)
-        self.links[a].add(b)
-        self.links[b].add(a)
+        self.links.add(a, b)
         self._apply(a, self.nodes[a].link_up(self.now, self.ids[b]))
         self._apply(b, self.nodes[b].link_up(self.now, self.ids[a]))
 
@@ -532,7 +532,7 @@ class Simulator:
         self.ids.append(node_id(i))
         self.index[self.ids[i]] = i
         self.locations.append(location)
-        self.links.append(set())
+        self.links.add_node()
         self.network.add_node()
         self.disks.append({})
         self.nodes.append(self._new_node(i))
@@ -542,8 +542,7 @@ class Simulator:
                 # A node that joins during a partition is on the rest's side: a link to
                 # the side cut off would bridge the cut, carrying the rest's publishes to
                 # that side's root. Dialled at heal.
-                self.links[i].add(j)
-                self.links[j].add(i)
+                self.links.add(i, j)
                 self._cut.add((j, i))
                 continue
             self.connect(i, j)
