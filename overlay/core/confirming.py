@@ -274,8 +274,7 @@ class Confirming:
         afresh."""
         self.stats.silent_drops += 1
         self.drop_pending(stream, number, renew=True)
-        self.lapses.lapsed(now, stream.key, child)
-        self.stats.lapses += 1
+        self._lapsed(now, stream, child)  # (after the drop: nothing of it is left to mark)
 
     def _heard_since(self, source: Source, since: float) -> bool:
         """Whether the child ``source`` (a local client: always) sent us anything at or
@@ -483,10 +482,10 @@ class Confirming:
                 and not entry.confirmed  # (sent down as its turn comes: needs nothing more)
                 and source not in stream.children
             ):
-                if entry.waited and next(reversed(pending)) > number:
-                    self.lapses.lapsed(entry.at, stream.key, source)
-                    self.stats.lapses += 1
+                held_up = entry.waited and next(reversed(pending)) > number
                 self.drop_pending(stream, number, renew=True)
+                if held_up:
+                    self._lapsed(entry.at, stream, source)  # (after the drop, as above)
                 return
 
     def confirm_overdue(self) -> None:
