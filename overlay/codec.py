@@ -25,7 +25,13 @@ from typing import Any
 
 import cbor2
 
-from overlay.compiled_checks import Decoder, Encoder, compile_decoder, compile_encoder
+from overlay.compiled_checks import (
+    Decoder,
+    Encoder,
+    compile_decoder,
+    compile_encoder,
+    compile_test,
+)
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
     KEY_SIZE,
@@ -35,6 +41,7 @@ from overlay.messages import (
     MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
+    MAX_RUN,
     MAX_U64,
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
@@ -44,6 +51,7 @@ from overlay.messages import (
     Message,
     PacketKind,
     SubscribeData,
+    SubscribeRun,
     field_kinds,
 )
 
@@ -153,6 +161,32 @@ def _epoch_starts(value: object) -> object:
     return tuple(starts)
 
 
+# The kinds of one packet of a SubscribeRun: SubscribeData's fields after its key and number.
+_RUN_ITEM_KINDS = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+
+
+def _run_items(value: object) -> object:
+    items = _array(value, MAX_RUN, "packets", "packets")
+    if not items:
+        raise ValueError("a run holds at least one packet")
+    plain = _RUN_ITEM_TEST
+    checks = _RUN_ITEM_CHECKS
+    run = []
+    for index, item in enumerate(items):
+        fields: Sequence[object] = item  # type: ignore[assignment]
+        if plain(item):
+            kind = fields[2]
+            run.append((*fields[:2], _PACKET_KINDS[kind], *fields[3:]))  # type: ignore[index]
+            continue
+        if type(item) not in (list, tuple) or len(fields) != len(checks):
+            raise ValueError(f"packet {index} is not an array of {len(checks)} fields")
+        try:
+            run.append(tuple(check(field) for check, field in zip(checks, fields, strict=True)))
+        except ValueError as exc:
+            raise ValueError(f"packet {index}: {exc}") from None
+    return tuple(run)
+
+
 # Each kind's check: the value as the message holds it, or ValueError saying what is wrong.
 FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.UID: _int_in(0, MAX_U64),
@@ -174,7 +208,11 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_SEEN: _optional(_int_in(-1, MAX_PACKET)),
     Kind.FLAG: _flag,
     Kind.VOUCHES: _vouches,
+    Kind.RUN: _run_items,
 }
+_RUN_ITEM_CHECKS = tuple(FIELD_CHECKS[kind] for kind in _RUN_ITEM_KINDS)
+_RUN_ITEM_TEST = compile_test("run_item", _RUN_ITEM_KINDS)
+_PACKET_KINDS: dict[int, PacketKind] = {int(kind): kind for kind in PacketKind}
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
 _SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], object]], ...]]] = {
@@ -191,8 +229,8 @@ _TIED = frozenset(
     cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency
 )
 
-# The one message a relay sends on unchanged, to every child: worth remembering its frame.
-_FORWARDED = SubscribeData.TYPE
+# The messages a relay sends on unchanged, to every child: worth remembering their frames.
+_FORWARDED = frozenset((SubscribeData.TYPE, SubscribeRun.TYPE))
 
 
 def _refuse_tag(decoder: Any, tag: Any) -> Any:
@@ -306,6 +344,6 @@ def decode(frame: bytes) -> Message:
         problem = message.inconsistency()
         if problem is not None:
             raise DecodeError(f"{cls.__name__}: {problem}")
-    if cls.TYPE == _FORWARDED:
+    if code in _FORWARDED:
         _remember(message, bytes(frame))
     return message

@@ -157,3 +157,25 @@ def compile_encoder(cls: type[Message]) -> Encoder | None:
     )
     encoder: Encoder = _compile(source, f"encode_{cls.__name__}", {"_PacketKind": PacketKind})
     return encoder
+
+
+# A compiled test of one array's values against their kinds: True only if each is plainly
+# valid (the wire's ints, or a ``PacketKind`` member where the kind is one).
+Test = Callable[[Any], bool]
+
+
+def compile_test(name: str, kinds: tuple[Kind, ...]) -> Test:
+    """The test of a sequence of exactly ``len(kinds)`` values, one per kind: what a
+    ``SubscribeRun`` checks for each packet it carries. As with the decoders, it only ever
+    accepts; the codec's field-by-field checks decide anything else and name the fault."""
+    names = [f"v{i}" for i in range(len(kinds))]
+    tests = " and ".join(_TESTS[kind].format(v=v) for v, kind in zip(names, kinds, strict=True))
+    source = (
+        f"def test_{name}(value):\n"
+        f"    if type(value) not in (list, tuple) or len(value) != {len(kinds)}:\n"
+        f"        return False\n"
+        f"    {', '.join(names)}, = value\n"
+        f"    return {tests}\n"
+    )
+    test: Test = _compile(source, f"test_{name}", {})
+    return test

@@ -27,6 +27,9 @@ other seeds add. Two deliberate extensions of the spec's field lists:
 * ``SubscribeData.mark`` is how far the root has committed, as its sender knows it: a
   member shows its clients only that far, and a standalone ``Committed`` carries it only
   when no packet does (``overlay.core.showing``).
+* ``SubscribeRun`` is consecutive ``SubscribeData`` of one stream in one frame: a parent
+  sends what one step of its own produced for a child as one message, so a burst costs a
+  child one decode and one event, not one per packet (``overlay.core.runs``).
 
 Type codes are part of the wire format: never renumber one, only add. A field added to a
 message is added last, and every node sends it (a frame without it does not decode): a
@@ -51,6 +54,7 @@ MAX_PACKET = 2**63 - 1  # packet numbers and epochs: signed-64-bit safe for ever
 MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announce fewer
 MAX_OPEN_EPOCHS = 256  # open epochs a frontier may list; the root refuses to open more
 MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 200 bytes
+MAX_RUN = 1024  # packets one SubscribeRun may carry (a frame's size bounds it too)
 NODE_ID_SIZE = 32  # an Ed25519 public key
 VOUCH_SIZE = NODE_ID_SIZE + SIGNATURE_SIZE  # a neighbour's id and its vouch for the sender
 
@@ -82,6 +86,9 @@ class Kind(IntEnum):
     FLAG = 18  # CBOR true or false (never a number)
     # tuple of at most MAX_NEIGHBOURS entries, each empty or VOUCH_SIZE bytes
     VOUCHES = 19
+    # tuple of 1..MAX_RUN SubscribeData, numbered on from the message's ``first``
+    # (``SubscribeRun``, whose codec path checks each as a SubscribeData)
+    RUN = 20
 
 
 def _f(kind: Kind) -> Any:
@@ -500,6 +507,52 @@ class SubscribeData(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class SubscribeRun(Message):
+    """Packets ``first``, ``first + 1``, ... of stream ``key`` in one frame. It means exactly
+    what the SubscribeData it stands for would, sent one after another: ``packets[i]`` is
+    packet ``first + i``'s ``(data, epoch, kind, sig, epoch_first, uid, mark)``, the fields
+    a SubscribeData carries after its key and number (``run_of`` and ``unrun`` convert)."""
+
+    TYPE: ClassVar[int] = 32
+    key: bytes = _f(Kind.KEY)
+    first: int = _f(Kind.PACKET)
+    packets: tuple[RunItem, ...] = _f(Kind.RUN)
+
+    def inconsistency(self) -> str | None:
+        if self.first + len(self.packets) - 1 > MAX_PACKET:
+            return f"its last packet is past {MAX_PACKET}"
+        return None
+
+
+# One packet of a ``SubscribeRun``: SubscribeData's fields from ``data`` on.
+RunItem = tuple[bytes, int | None, PacketKind, bytes | None, int | None, int | None, int | None]
+
+
+def run_item(packet: SubscribeData) -> RunItem:
+    return (
+        packet.data,
+        packet.epoch,
+        packet.kind,
+        packet.sig,
+        packet.epoch_first,
+        packet.uid,
+        packet.mark,
+    )
+
+
+def run_of(packets: list[SubscribeData]) -> SubscribeRun:
+    """The run of ``packets``: consecutive numbers of one stream, at least one."""
+    first = packets[0]
+    return SubscribeRun(first.key, first.packet, tuple([run_item(p) for p in packets]))
+
+
+def unrun(run: SubscribeRun) -> list[SubscribeData]:
+    """The SubscribeData ``run`` stands for, in order."""
+    key, number = run.key, run.first
+    return [SubscribeData(key, number + i, *item) for i, item in enumerate(run.packets)]
+
+
+@dataclass(frozen=True, slots=True)
 class PacketsMissed(Message):
     """Catch-up could not cover packets ``first..last`` (inclusive): they left the window.
 
@@ -626,6 +679,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PublishCollision,
     PublishRejected,
     SubscribeData,
+    SubscribeRun,
     PacketsMissed,
     Neighbours,
     Accepted,

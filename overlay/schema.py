@@ -63,6 +63,7 @@ _SAMPLES: dict[Kind, Any] = {
     Kind.OPT_SEEN: 1,
     Kind.FLAG: True,
     Kind.VOUCHES: (bytes(VOUCH_SIZE),),
+    Kind.RUN: ((b"d", 1, PacketKind.DATA, None, 1, 1, 1),),
 }
 if set(_SAMPLES) != set(Kind):
     raise ImportError(f"overlay.schema has no sample for {sorted(set(Kind) - set(_SAMPLES))}")

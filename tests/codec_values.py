@@ -24,6 +24,7 @@ from overlay.messages import (
     Kind,
     Message,
     PacketKind,
+    SubscribeData,
     field_kinds,
 )
 
@@ -72,6 +73,11 @@ KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
         max_size=20,
     ).map(tuple),
 }
+# One packet of a run: SubscribeData's fields after its key and number.
+RUN_ITEM_KINDS = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+KIND_STRATEGIES[Kind.RUN] = st.lists(
+    st.tuples(*(KIND_STRATEGIES[kind] for kind in RUN_ITEM_KINDS)), min_size=1, max_size=4
+).map(tuple)
 
 
 LARGEST_VALUE: dict[Kind, object] = {
@@ -95,6 +101,7 @@ LARGEST_VALUE: dict[Kind, object] = {
     Kind.OPT_LOCATION: LARGEST_LOCATION,
     Kind.FLAG: True,
 }
+LARGEST_VALUE[Kind.RUN] = (tuple(LARGEST_VALUE[kind] for kind in RUN_ITEM_KINDS),)
 
 SMALLEST_VALUE: dict[Kind, object] = {
     Kind.UID: 0,
@@ -117,6 +124,7 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.OPT_LOCATION: None,
     Kind.FLAG: False,
 }
+SMALLEST_VALUE[Kind.RUN] = (tuple(SMALLEST_VALUE[kind] for kind in RUN_ITEM_KINDS),)
 
 
 def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:

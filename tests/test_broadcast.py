@@ -3,15 +3,26 @@ a gap goes down as PacketsMissed, never a silent one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flowkit import KEY, Calls, Kit, packet, store
 
 from overlay.core.broadcast import Broadcast
+from overlay.core.delivery import Member
 from overlay.core.early_waits import EarlyWaits
-from overlay.core.effects import DropPeer
+from overlay.core.effects import Deliver, DropPeer, Send
 from overlay.core.showing import Showing
 from overlay.core.streams import State, Stream
 from overlay.core.tokens import Tokens
-from overlay.messages import Message, PacketsMissed, SubscribeData
+from overlay.messages import (
+    Message,
+    PacketKind,
+    PacketsMissed,
+    SubscribeData,
+    SubscribeRun,
+    run_of,
+    unrun,
+)
 
 
 class Setup:
@@ -109,3 +120,105 @@ def test_a_packet_above_a_gap_asked_of_the_parent_waits_for_the_answer() -> None
     assert sent[0] == (b"C", PacketsMissed(KEY, 1, 2))
     assert numbers(sent[1:]) == [(b"C", 3)]
     assert stream.early is None and stream.next_in == 4
+
+
+# --- runs (``SubscribeRun``) ----------------------------------------------------------------
+
+
+def marked(number: int, mark: int | None, epoch: int | None = None) -> SubscribeData:
+    first = None if epoch is None else 1
+    return SubscribeData(KEY, number, b"x", epoch, PacketKind.DATA, None, first, 1000, mark)
+
+
+def flat(sent: list[tuple[bytes, Message]]) -> list[tuple[bytes, SubscribeData | Message]]:
+    """``sent`` with every run as the packets it stands for, one by one."""
+    out: list[tuple[bytes, SubscribeData | Message]] = []
+    for peer, message in sent:
+        if isinstance(message, SubscribeRun):
+            out += [(peer, p) for p in unrun(message)]
+        else:
+            out.append((peer, message))
+    return out
+
+
+def listening(kit: Kit) -> Stream:
+    """A member with children C and D and a local client 7 owed packet 1 on."""
+    stream = member(kit, b"C", b"D")
+    stream.local[7] = Member(cursor=1)
+    stream.shown_upto = 0
+    return stream
+
+
+def test_a_run_that_continues_the_stream_is_sent_on_as_that_run_to_every_child() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = listening(kit)
+    run = run_of([marked(n, n - 1) for n in (1, 2, 3)])  # (each with the mark before it)
+    setup.part.on_run(b"P", run, stream)
+    effects = kit.out.take()
+    sends = [(e.peer, e.message) for e in effects if isinstance(e, Send)]
+    assert sends == [(b"C", run), (b"D", run)] and sends[0][1] is run  # (its frame is reused)
+    assert (stream.next_in, stream.high, kit.stats.stored) == (4, 3, 3)
+    assert [stream.window.get(n) for n in (1, 2, 3)] == unrun(run)
+    assert kit.memory.last(KEY) == 3 and stream.shown_upto == 2
+    shown = [e.event.number for e in effects if isinstance(e, Deliver)]  # type: ignore[union-attr]
+    assert shown == [1, 2]  # up to the mark the run brought
+
+
+def test_a_run_does_what_its_packets_would_one_by_one() -> None:
+    # Packets 1..4, the parent's mark rising on the way, into a member whose own mark is 0:
+    # the children get the same packets with the same marks, the client the same events.
+    packets = [marked(1, None), marked(2, 1), marked(3, 1), marked(4, 3)]
+    one, many = Kit(), Kit()
+    single, together = Setup(one), Setup(many)
+    for kit in (one, many):
+        listening(kit)
+    for p in packets:
+        single.part.on_data(b"P", p, one.streams[KEY])
+    together.part.on_run(b"P", run_of(packets), many.streams[KEY])
+    a, b = one.out.take(), many.out.take()
+
+    def events(effects: list[Any]) -> list[Any]:
+        return [e.event for e in effects if isinstance(e, Deliver)]
+
+    def by_child(effects: list[Any]) -> dict[bytes, list[Any]]:
+        sent = [(e.peer, e.message) for e in effects if isinstance(e, Send)]
+        return {c: [m for p, m in flat(sent) if p == c] for c in (b"C", b"D")}
+
+    assert events(a) == events(b) and events(a)
+    assert by_child(a) == by_child(b) and len(by_child(b)[b"C"]) == 4
+    s, t = one.streams[KEY], many.streams[KEY]
+    assert (s.next_in, s.high, s.shown_upto) == (t.next_in, t.high, t.shown_upto) == (5, 4, 3)
+    assert [s.window.get(n) for n in range(5)] == [t.window.get(n) for n in range(5)]
+    assert one.stats.stored == many.stats.stored == 4
+
+
+def test_a_run_past_a_gap_sends_the_gap_down_missed_first() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = member(kit, b"C")
+    setup.part.on_run(b"P", run_of([packet(3), packet(4)]), stream)
+    sent = kit.sent()
+    assert sent[0] == (b"C", PacketsMissed(KEY, 1, 2))
+    assert numbers(flat(sent)[1:]) == [(b"C", 3), (b"C", 4)]
+    assert stream.next_in == 5 and kit.stats.gaps == 1
+
+
+def test_a_malformed_packet_in_a_run_drops_the_parent_and_nothing_after_it_is_taken() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = member(kit, b"C")
+    bad = SubscribeData(KEY, 2, b"x", 5, PacketKind.DATA, None, None)  # epoch, no first
+    setup.part.on_run(b"P", run_of([packet(1), bad, packet(3)]), stream)
+    effects = kit.out.take()
+    assert [type(e) for e in effects if isinstance(e, DropPeer)] == [DropPeer]
+    assert stream.next_in == 2 and stream.window.get(3) is None
+
+
+def test_a_run_of_packets_already_held_is_counted_as_duplicates() -> None:
+    kit = Kit()
+    setup = Setup(kit)
+    stream = member(kit, b"C")
+    store(stream, 1, 2)
+    setup.part.on_run(b"P", run_of([packet(1), packet(2)]), stream)
+    assert kit.sent() == [] and kit.stats.duplicates == 2 and stream.next_in == 3

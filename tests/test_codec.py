@@ -36,6 +36,7 @@ from overlay.messages import (
     MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
+    MAX_RUN,
     MAX_U64,
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
@@ -84,6 +85,10 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.OPT_UID: 2**63 + 5,
     Kind.OPT_LOCATION: 0.75,
     Kind.FLAG: True,
+    Kind.RUN: (
+        (b"one", None, PacketKind.DATA, None, None, 9, None),
+        (b"two", 4, PacketKind.EPOCH_CLOSED, b"s" * SIGNATURE_SIZE, 2, None, 3),
+    ),
 }
 
 
@@ -457,6 +462,17 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         (-1, "-1 is outside"),
         (MAX_U64 + 1, "is outside"),
         (1.5, "expected an integer, got float"),
+    ],
+    Kind.RUN: [
+        ((), "a run holds at least one packet"),
+        (((b"", None, 0, None, None, None, None),) * (MAX_RUN + 1), "exceed the limit"),
+        (((b"", None, 0, None, None, None),), "packet 0 is not an array of 7 fields"),
+        (
+            ((b"", None, 0, None, None, None, None), (b"", None, 3, None, None, None, None)),
+            "packet 1: unknown packet kind 3",
+        ),
+        (((b"", -1, 0, None, None, None, None),), "packet 0: -1 is outside"),
+        (b"ab", "expected an array of packets, got bytes"),
     ],
 }
 

@@ -14,6 +14,7 @@ from codec_values import (
     KIND_STRATEGIES,
     LARGEST_VALUE,
     MAX_COUNT,
+    RUN_ITEM_KINDS,
     SMALLEST_VALUE,
     messages_of,
     wire_fields,
@@ -63,7 +64,7 @@ def random_value(kind: Kind, rng: random.Random) -> object:
     pick = rng.random()
     if pick < 0.2:
         return SMALLEST_VALUE[kind]
-    if pick < 0.3 and kind is not Kind.DATA:
+    if pick < 0.3 and kind not in (Kind.DATA, Kind.RUN):
         return LARGEST_VALUE[kind]
     match kind:
         case Kind.UID | Kind.BOOT_ID:
@@ -100,6 +101,11 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.choice((None, -1, rng.randrange(MAX_PACKET + 1) >> rng.randrange(63)))
         case Kind.FLAG:
             return rng.random() < 0.5
+        case Kind.RUN:
+            return tuple(
+                tuple(random_value(kind, rng) for kind in RUN_ITEM_KINDS)
+                for _ in range(rng.randrange(1, 4))
+            )
     raise AssertionError(f"no random values for {kind!r}")
 
 

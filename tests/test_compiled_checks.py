@@ -8,12 +8,18 @@ import math
 from enum import IntEnum
 
 import pytest
-from codec_values import LARGEST_VALUE, SMALLEST_VALUE, messages_of, wire_fields
+from codec_values import (
+    LARGEST_VALUE,
+    RUN_ITEM_KINDS,
+    SMALLEST_VALUE,
+    messages_of,
+    wire_fields,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlay.codec import FIELD_CHECKS, encode
-from overlay.compiled_checks import compile_decoder, compile_encoder
+from overlay.compiled_checks import compile_decoder, compile_encoder, compile_test
 from overlay.messages import (
     KEY_SIZE,
     MAX_DESCRIPTOR,
@@ -29,11 +35,13 @@ from overlay.messages import (
     PacketKind,
     PublishError,
     SubscribeData,
+    SubscribeRun,
     SubscribeSucceeded,
     field_kinds,
 )
 
 COMPILED = [cls for cls in MESSAGE_TYPES if compile_decoder(cls) is not None]
+_RUN_ITEM_TEST = compile_test("run_item", RUN_ITEM_KINDS)
 
 # Values at and around every kind's bounds, and of every wrong type a peer could send.
 _EDGES: list[object] = [
@@ -108,9 +116,11 @@ def _accepted(kind: Kind, value: object) -> tuple[bool, object]:
 
 def test_the_array_fields_and_only_those_are_left_to_the_codec() -> None:
     left = {cls for cls in MESSAGE_TYPES if cls not in COMPILED}
-    assert left == {SubscribeSucceeded, Neighbours}
+    assert left == {SubscribeSucceeded, Neighbours, SubscribeRun}
     for cls in left:
-        assert {Kind.EPOCH_STARTS, Kind.LOCATIONS} & {kind for _, kind in field_kinds(cls)}
+        assert {Kind.EPOCH_STARTS, Kind.LOCATIONS, Kind.RUN} & {
+            kind for _, kind in field_kinds(cls)
+        }
     assert all(compile_encoder(cls) is not None for cls in COMPILED)
 
 
@@ -157,6 +167,26 @@ def test_a_compiled_encoder_refuses_what_the_codec_would_refuse(cls: type[Messag
                 if wire is not None:
                     assert _accepted(kind, plain)[0], (cls.__name__, kind, value)
                     assert wire[i + 1] == plain
+
+
+def test_a_run_packets_compiled_test_accepts_a_value_exactly_when_the_codec_does() -> None:
+    # The run's per-packet test, against the codec's own check of the whole run.
+    for base in (SMALLEST_VALUE, LARGEST_VALUE):
+        row = [int(v) if isinstance(v, IntEnum) else v for v in (base[k] for k in RUN_ITEM_KINDS)]
+        for i, kind in enumerate(RUN_ITEM_KINDS):
+            for value in _EDGES:
+                item = row[:]
+                item[i] = value
+                accepted, checked = _accepted(Kind.RUN, [item])
+                if type(value) in _DECODED:
+                    assert _RUN_ITEM_TEST(item) == accepted, (kind, value)
+                if _RUN_ITEM_TEST(item):
+                    assert accepted, (kind, value)
+                    got = checked[0][i]  # type: ignore[index]
+                    assert got == _accepted(kind, value)[1] and type(got) is type(
+                        _accepted(kind, value)[1]
+                    ), (kind, value)
+    assert not _RUN_ITEM_TEST(row[:-1]) and not _RUN_ITEM_TEST(b"x" * len(row))
 
 
 @settings(max_examples=300, deadline=None)

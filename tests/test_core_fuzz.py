@@ -224,6 +224,19 @@ class Attacker:
                 return rng.choice(((), ((0, 0),)))
             case Kind.FLAG:
                 return rng.random() < 0.5
+            case Kind.RUN:
+                kinds = (
+                    Kind.DATA,
+                    Kind.OPT_PACKET,
+                    Kind.PACKET_KIND,
+                    Kind.OPT_SIGNATURE,
+                    Kind.OPT_PACKET,
+                    Kind.OPT_UID,
+                    Kind.OPT_PACKET,
+                )
+                return tuple(
+                    tuple(self.value(k) for k in kinds) for _ in range(rng.randrange(1, 4))
+                )
         raise AssertionError(f"no values for {kind!r}")
 
     def message(self) -> Message | None:

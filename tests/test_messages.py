@@ -57,6 +57,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "PublishConfirmed": 29,
     "Committed": 30,
     "PublishWitness": 31,
+    "SubscribeRun": 32,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -137,6 +138,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("uid", Kind.OPT_UID),
         ("mark", Kind.OPT_PACKET),
     ),
+    "SubscribeRun": (("key", Kind.KEY), ("first", Kind.PACKET), ("packets", Kind.RUN)),
     "PacketsMissed": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "FillRequest": (("key", Kind.KEY), ("first", Kind.PACKET), ("last", Kind.PACKET)),
     "RootProbe": (
@@ -197,6 +199,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.OPT_UID: 2**64 - 1,
     Kind.OPT_LOCATION: 0.5,
     Kind.FLAG: False,
+    Kind.RUN: ((b"payload", None, PacketKind.DATA, None, None, 7, 2),),
 }
 
 

@@ -10,6 +10,10 @@ thereby all subscribers". The rules:
 * **Signatures.** On a signed stream a node checks a packet before it stores or forwards
   it, once (``signatures.py``). A peer that sends a bad one is dropped; the packet is not
   stored, so the genuine packet of that number is still accepted when it comes.
+* **Runs.** A ``SubscribeRun`` means what its packets would, one by one (``on_run``). One
+  that continues the stream with nothing to wait for (the common case of a burst) is
+  stored in one pass and sent on as one run per child, so a relay's cost for a burst is
+  one event and one send per child, not one per packet.
 * **Delivery.** A local client is given what it can have (``pump``): at a root, what
   enough children hold too (``commits``); at a member, what the root said it committed
   (``showing``).
@@ -31,7 +35,14 @@ from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import LAST_CLAIM, State, Stream
 from overlay.core.window import NOTHING_OWED
-from overlay.messages import PacketsMissed, PublishData, SubscribeData
+from overlay.messages import (
+    PacketsMissed,
+    PublishData,
+    SubscribeData,
+    SubscribeRun,
+    run_of,
+    unrun,
+)
 
 
 class Broadcast:
@@ -89,44 +100,91 @@ class Broadcast:
         self._stored_at_root = stored_at_root
         self._release = release
 
-    def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> None:
-        """A packet from ``stream``'s parent ``peer``."""
+    def on_run(self, peer: PeerId, run: SubscribeRun, stream: Stream) -> None:
+        """A run of packets from ``stream``'s parent ``peer``: what its packets would do
+        one by one (``on_data``), in one pass when the run is the stream's next packets and
+        nothing waits (no gap held for a fill, no signature to check), sent on as one run
+        to each child; the same run object if no mark changed on the way, so its frame is
+        not encoded again."""
+        packets = unrun(run)
+        if not self._continues(stream, packets):
+            for packet in packets:
+                if not self.on_data(peer, packet, stream):
+                    return  # the parent is dropped: nothing more of it counts
+            return
+        last = packets[-1].packet
+        self.memory.saw(stream.key, last)
+        self.stats.stored += len(packets)
+        stamp, window, frontier = self._stamp, stream.window, stream.frontier
+        stamped = [stamp(stream, packet) for packet in packets]
+        for packet in stamped:
+            window.add(packet)
+            frontier.observe(packet)
+        stream.next_in = last + 1
+        if stream.contiguous_from is None:
+            stream.contiguous_from = run.first
+        if stream.high is None or last > stream.high:
+            stream.high = last
+        if stream.fed:
+            changed = any(a is not b for a, b in zip(stamped, packets, strict=True))
+            out = run_of(stamped) if changed else run
+            for child in stream.fed:
+                self._send(child, out)
+        self.pump(stream)
+
+    def _continues(self, stream: Stream, packets: list[SubscribeData]) -> bool:
+        """Whether ``packets`` are the stream's next, each valid and new, with nothing
+        that handles a packet of its own (a fill's wait, a signature, a root's commits)."""
+        if (
+            stream.next_in != packets[0].packet
+            or stream.early is not None
+            or stream.signer is not None
+            or stream.state is State.ROOT
+            or packets[-1].packet > LAST_CLAIM
+        ):
+            return False
+        accepts = stream.window.accepts
+        return all(malformed(p) is None and accepts(p.packet) for p in packets)
+
+    def on_data(self, peer: PeerId, packet: SubscribeData, stream: Stream) -> bool:
+        """A packet from ``stream``'s parent ``peer``. False: the parent is dropped for it."""
         problem = malformed(packet)
         if problem is None and packet.packet > LAST_CLAIM:
             # (No stream gets there; taken, it would leave its numbering no room.)
             problem = f"its number is past {LAST_CLAIM}"
         if problem is not None:
             self._drop(peer, f"malformed SubscribeData {packet.packet}: {problem}")
-            return
+            return False
         number = packet.packet
         old = stream.next_in is not None and number < stream.next_in
         if (old and stream.fills is None) or not stream.window.accepts(number):
             self.stats.duplicates += 1
-            return
+            return True
         if stream.signer is not None and not self._signature_ok(stream, packet):
             self.stats.forged += 1
             self._drop(peer, f"forged signature on packet {number}")
-            return
+            return False
         if old:
             # One we never had, asked for (``refills``): kept for the child waiting for it;
             # every other child and local client is past it.
             self.stats.filled += 1
             stream.window.add(packet)
-            return
+            return True
         early = stream.early
         if early is not None and stream.next_in is not None and number > stream.next_in:
             # Above a gap we asked the parent to fill: it waits for the answer.
             if early.covers(stream.next_in) and early.hold(packet):
-                return
+                return True
             self._release_early(stream, True)  # (give up: past the bounds, as without a wait)
             if stream.next_in is not None and number < stream.next_in:
                 self.stats.duplicates += 1
-                return
+                return True
         if stream.next_in is not None and number > stream.next_in:
             self.missing(stream, stream.next_in, number - 1)
         self.store(stream, packet)
         if stream.early is not None:
             self._release_early(stream, False)
+        return True
 
     def on_missed(self, peer: PeerId, message: PacketsMissed, stream: Stream) -> None:
         if message.first > message.last:

@@ -64,6 +64,7 @@ from overlay.messages import (
     SubscribeData,
     SubscribeRequest,
     SubscribeRestarted,
+    SubscribeRun,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
     Unsubscribe,
@@ -169,11 +170,14 @@ class Node:
             record.heard = now  # any message shows the peer is alive
         if type(message) is Heartbeat and record is not None:
             return self._flush(now)  # hearing it was its whole purpose
-        if type(message) is SubscribeData and record is not None:
-            # The one message a node handles at the broadcast's rate: skip the dispatch.
+        if (type(message) is SubscribeData or type(message) is SubscribeRun) and record is not None:
+            # The messages a node handles at the broadcast's rate: skip the dispatch.
             stream = self._from_parent(peer, message.key)
             if stream is not None:
-                self.flow.on_data(peer, message, stream)
+                if type(message) is SubscribeData:
+                    self.flow.on_data(peer, message, stream)
+                elif type(message) is SubscribeRun:
+                    self.flow.on_run(peer, message, stream)
                 if stream.fills is not None:
                     self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):

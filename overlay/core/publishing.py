@@ -117,6 +117,7 @@ class PacketFlow:
         "on_held_query",
         "on_missed",
         "on_recover_timer",
+        "on_run",
         "ordering",
         "overdue",
         "peer_witnesses",
@@ -240,6 +241,7 @@ class PacketFlow:
 
         # What the node calls (``self.flow.<name>``), the components' own methods.
         self.on_data = broadcast.on_data  # (every packet: no call in between)
+        self.on_run = broadcast.on_run
         self.on_missed = broadcast.on_missed
         self.pump = broadcast.pump
         self.publish = publishes.publish

@@ -69,13 +69,14 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Hello, Message, Neighbours, SubscribeData
+from overlay.messages import Hello, Message, Neighbours, SubscribeData, SubscribeRun
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.neighbour_vouches import NeighbourVouches
 from overlay.runtime.refusals import Refusal, Refusals
+from overlay.runtime.runs import Runs
 from overlay.runtime.state_file import StateFile, StateFileError
 from overlay.runtime.vouching import location_refusal, work_refusal
 
@@ -162,6 +163,10 @@ class NodeHost:
         # Links sent to since their last ``flush``: flushed once a step's effects are all
         # queued, so the step's messages to one peer share frames (``_flush_outputs``).
         self._unflushed: dict[PeerId, PeerLink] = {}
+        # Packets this step sends each peer, gathered into runs (``runs``), and the last
+        # message encoded with its frame body: a broadcast encodes once for every child.
+        self._runs: Runs[PeerLink] = Runs(self._send)
+        self._encoded: tuple[Message, bytes] | None = None
         self._client_flushes: dict[ClientId, Callable[[], None]] = {}  # (``add_client``)
         self._unflushed_clients: dict[ClientId, Callable[[], None]] = {}
         remembered = None if state is None else state.kept
@@ -177,7 +182,8 @@ class NodeHost:
         self.links_refused = 0  # duplicate links closed by the tie-break
         self.frames_in = 0
         self.frames_out = 0
-        self.packets_in = 0  # of frames_in, SubscribeData: the rest is control traffic
+        self.data_in = 0  # of frames_in, SubscribeData and SubscribeRun: the rest is control
+        self.packets_in = 0  # packets those carried
         # Faults contained (see the module notes): each a bug of ours to fix.
         self.receive_faults = 0  # the core raised on a peer's message: that link closed
         self.timer_faults = 0  # the core raised in a timer: that timer lost
@@ -260,7 +266,11 @@ class NodeHost:
         self.frames_in += 1
         self._reading = True
         if type(message) is SubscribeData:
+            self.data_in += 1
             self.packets_in += 1
+        elif type(message) is SubscribeRun:
+            self.data_in += 1
+            self.packets_in += len(message.packets)
         if type(message) is Hello:
             refused = location_refusal(link.peer, message.location, self._vouched)
             if refused is not None:
@@ -368,29 +378,18 @@ class NodeHost:
     # --- effects --------------------------------------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
-        # A broadcast is one message object sent to every child in a row: encode it once.
-        last: Message | None = None
-        body: bytes | None = b""
         remembered = self._remembered
+        runs = self._runs
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
                 if link is not None:
-                    if effect.message is not last:
-                        last = effect.message
-                        if self._vouches is not None and type(last) in _VOUCHED:
-                            body = self._encode(self._vouched_message(effect.peer, last))
-                            if type(last) is Hello:
-                                last = None  # its vouch names its peer: not for another
-                        else:
-                            body = self._encode(last)
-                    if body is None:  # (logged with its traceback by ``_encode``)
-                        what = type(effect.message).__name__
-                        link.close(f"internal error: our {what} did not encode")
+                    if type(effect.message) is SubscribeData:
+                        runs.add(link, effect.peer, effect.message)  # (sent at the flush)
                         continue
-                    self.frames_out += 1
-                    link.send_encoded(body)
-                    self._unflushed[effect.peer] = link
+                    if runs:
+                        runs.send(effect.peer)  # (what the core sent before this goes first)
+                    self._send(link, effect.peer, effect.message)
             elif type(effect) is Deliver:
                 sink = self._clients.get(effect.client)
                 if sink is not None:
@@ -417,7 +416,7 @@ class NodeHost:
             # again). (During a link's read, both once at its end: ``read_done``.)
             if remembered:
                 self._write_remembered()
-            if self._unflushed or self._unflushed_clients:
+            if self._unflushed or self._unflushed_clients or self._runs:
                 self._flush_outputs()
         if self._waiters:
             for event in self._waiters:
@@ -427,12 +426,36 @@ class NodeHost:
     def _flush_outputs(self) -> None:
         """Write what the step queued: on each link sent to, and to each client session
         that asked to be told (``add_client``)."""
+        if self._runs:
+            self._runs.send_all()
+        self._encoded = None
         links, self._unflushed = self._unflushed, {}
         for link in links.values():
             link.flush()
         clients, self._unflushed_clients = self._unflushed_clients, {}
         for flush in clients.values():
             flush()
+
+    def _send(self, link: PeerLink, peer: PeerId, message: Message) -> None:
+        """Encode ``message`` and queue it on ``link``. A broadcast is one message object
+        sent to every child in a row: it is encoded once (``_encoded``)."""
+        encoded = self._encoded
+        if encoded is not None and encoded[0] is message:
+            body: bytes | None = encoded[1]
+        elif self._vouches is not None and type(message) in _VOUCHED:
+            body = self._encode(self._vouched_message(peer, message))
+            if body is not None and type(message) is not Hello:  # (a Hello's vouch names
+                self._encoded = (message, body)  # its peer: not for another)
+        else:
+            body = self._encode(message)
+            if body is not None:
+                self._encoded = (message, body)
+        if body is None:  # (logged with its traceback by ``_encode``)
+            link.close(f"internal error: our {type(message).__name__} did not encode")
+            return
+        self.frames_out += 1
+        link.send_encoded(body)
+        self._unflushed[peer] = link
 
     def _vouched_message(self, peer: PeerId, message: Message) -> Message:
         """``message`` to ``peer`` with the vouches it carries (``neighbour_vouches``)."""

@@ -167,7 +167,7 @@ async def measure_network(
         depths = _depths(net, chosen)
         asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
         told = sum(node.host.core.stats.commit_notices for node in net.nodes)
-        frames = sum(node.host.frames_in for node in net.nodes)
+        control = sum(node.host.frames_in - node.host.data_in for node in net.nodes)
         packets = sum(node.host.packets_in for node in net.nodes)
         start = trio.current_time()
         sent: dict[int, float] = {}
@@ -197,7 +197,7 @@ async def measure_network(
         elapsed = trio.current_time() - start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
-        frames = sum(node.host.frames_in for node in net.nodes) - frames
+        control = sum(node.host.frames_in - node.host.data_in for node in net.nodes) - control
         packets = sum(node.host.packets_in for node in net.nodes) - packets
     latencies: list[float] = []
     duplicates = order_violations = delivered = 0
@@ -227,8 +227,8 @@ async def measure_network(
         "achieved_rate": count / elapsed,
         "deliveries_per_s": delivered / elapsed,
         "packet_messages": packets,
-        "control_messages": frames - packets,
-        "control_per_packet_edge": (frames - packets) / max(1, packets),
+        "control_messages": control,
+        "control_per_packet_edge": control / max(1, packets),
         "subscribers": chosen,
         "depths": depths,
         "latency_ms": summarize(latencies),

@@ -1,0 +1,111 @@
+"""Runs: the packets one step sends a peer, gathered into ``SubscribeRun`` frames.
+
+The core says "send this packet to that child" once per packet and child. What one step of
+the node produces for a child (a burst a root numbered, a run a relay took in, a catch-up)
+goes out as one ``SubscribeRun`` of consecutive packets instead: one frame to decode and
+one event at the child, not one per packet. Nothing waits for a run to grow: a run is what
+is already queued when the step ends (``Host._flush_outputs``), so a lone packet on a quiet
+stream goes as its own ``SubscribeData``, as early as before.
+
+Rules that keep a run's meaning that of its packets sent one by one:
+
+* a run holds consecutive numbers of one stream, to one link, in the order the core sent
+  them; a packet that does not continue it (another stream, a gap, a refill below) starts a
+  new one;
+* any other message to the peer sends the peer's pending run first (``send``), so what the
+  child reads is in the order the core sent it;
+* a run stays within the frame bound (``MAX_FRAME``) and ``MAX_RUN`` packets.
+
+The same packets sent to several children make one run object (``_made``), so the driver
+encodes it once for all of them, as it does a single packet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from overlay.core.effects import PeerId
+from overlay.messages import MAX_FRAME, MAX_RUN, Message, SubscribeData, run_of
+
+# What a packet adds to a run's frame besides its data, at most: its signature, five
+# integers of up to nine bytes, headers. Counted high, so a run never outgrows the frame.
+_PACKET_OVERHEAD = 128
+_RUN_OVERHEAD = 64  # the run's own header, key and first number
+
+Link = TypeVar("Link")
+
+
+class _Pending(Generic[Link]):
+    __slots__ = ("link", "packets", "size")
+
+    def __init__(self, link: Link, packet: SubscribeData) -> None:
+        self.link = link
+        self.packets = [packet]
+        self.size = _RUN_OVERHEAD + _PACKET_OVERHEAD + len(packet.data)
+
+    def take(self, packet: SubscribeData) -> bool:
+        """Add ``packet`` if it continues the run and fits; False: it starts another."""
+        last = self.packets[-1]
+        size = self.size + _PACKET_OVERHEAD + len(packet.data)
+        if (
+            packet.packet != last.packet + 1
+            or packet.key != last.key
+            or size > MAX_FRAME
+            or len(self.packets) >= MAX_RUN
+        ):
+            return False
+        self.packets.append(packet)
+        self.size = size
+        return True
+
+
+class Runs(Generic[Link]):
+    """Each peer's pending run this step. ``send(link, peer, message)`` writes a message
+    (the driver's encode-and-queue); ``Link`` is whatever the driver keeps per peer."""
+
+    __slots__ = ("_made", "_pending", "_send")
+
+    def __init__(self, send: Callable[[Link, PeerId, Message], None]) -> None:
+        self._send = send
+        self._pending: dict[PeerId, _Pending[Link]] = {}
+        self._made: tuple[list[SubscribeData], Message] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, link: Link, peer: PeerId, packet: SubscribeData) -> None:
+        """``packet`` goes to ``peer`` over ``link``, in a run with those before it."""
+        pending = self._pending.get(peer)
+        if pending is not None:
+            if pending.link is link and pending.take(packet):
+                return
+            self.send(peer)
+        self._pending[peer] = _Pending(link, packet)
+
+    def send(self, peer: PeerId) -> None:
+        """Send ``peer``'s pending run now, if it has one (another message follows it)."""
+        pending = self._pending.pop(peer, None)
+        if pending is not None:
+            self._send(pending.link, peer, self._message(pending.packets))
+
+    def send_all(self) -> None:
+        """The step is done: every pending run goes."""
+        pending, self._pending = self._pending, {}
+        for peer, run in pending.items():
+            self._send(run.link, peer, self._message(run.packets))
+        self._made = None
+
+    def _message(self, packets: list[SubscribeData]) -> Message:
+        if len(packets) == 1:
+            return packets[0]
+        made = self._made
+        if (
+            made is not None
+            and len(made[0]) == len(packets)
+            and all(a is b for a, b in zip(made[0], packets, strict=True))
+        ):
+            return made[1]
+        run = run_of(packets)
+        self._made = (packets, run)
+        return run

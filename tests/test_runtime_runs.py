@@ -1,0 +1,122 @@
+"""``Runs`` built alone: what one step sends a peer goes as runs of consecutive packets, in
+the order the core sent it, within a frame; and, end to end over real TCP, a burst reaches
+a subscriber two hops down as runs, every packet once and in order."""
+
+from __future__ import annotations
+
+import trio
+from flowkit import packet
+from loopback_nets import FAST, LIMIT, _key_near, join, publish_all
+
+from keyspace.topology import Topology
+from overlay.codec import encode
+from overlay.messages import MAX_FRAME, MAX_PAYLOAD, Message, SubscribeData, SubscribeRun, unrun
+from overlay.runtime.runs import Runs
+from testnet.local import LocalNetwork
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, bytes, Message]] = []
+        self.runs: Runs[str] = Runs(self.send)
+
+    def send(self, link: str, peer: bytes, message: Message) -> None:
+        self.messages.append((link, peer, message))
+
+    def numbers(self) -> list[tuple[bytes, list[int]]]:
+        """Each message sent, as its peer and the packet numbers it carries."""
+        out = []
+        for _, peer, message in self.messages:
+            if isinstance(message, SubscribeRun):
+                out.append((peer, [p.packet for p in unrun(message)]))
+            else:
+                assert isinstance(message, SubscribeData)
+                out.append((peer, [message.packet]))
+        return out
+
+
+def test_consecutive_packets_to_a_peer_go_as_one_run_and_a_gap_starts_another() -> None:
+    sent = Sent()
+    for number in (1, 2, 3):
+        sent.runs.add("link", b"C", packet(number))
+    assert sent.messages == [] and sent.runs  # nothing goes before the step ends
+    for number in (5, 6):
+        sent.runs.add("link", b"C", packet(number))
+    assert sent.numbers() == [(b"C", [1, 2, 3])]  # (5 does not continue it)
+    sent.runs.send_all()
+    assert sent.numbers() == [(b"C", [1, 2, 3]), (b"C", [5, 6])]
+    assert not sent.runs
+
+
+def test_a_lone_packet_goes_as_itself() -> None:
+    sent = Sent()
+    one = packet(4)
+    sent.runs.add("link", b"C", one)
+    sent.runs.send_all()
+    assert sent.messages == [("link", b"C", one)]
+
+
+def test_a_peers_pending_run_goes_before_whatever_is_sent_it_next() -> None:
+    sent = Sent()
+    sent.runs.add("link", b"C", packet(1))
+    sent.runs.add("link", b"D", packet(1))
+    sent.runs.add("link", b"C", packet(2))
+    sent.runs.send(b"C")  # (the driver is about to send C another message)
+    assert sent.numbers() == [(b"C", [1, 2])]
+    sent.runs.send_all()
+    assert sent.numbers() == [(b"C", [1, 2]), (b"D", [1])]
+
+
+def test_the_same_packets_to_several_peers_are_one_run_object() -> None:
+    sent = Sent()
+    packets = [packet(n) for n in (1, 2, 3)]
+    for p in packets:
+        for peer in (b"C", b"D", b"E"):
+            sent.runs.add("link", peer, p)
+    sent.runs.send_all()
+    runs = [message for _, _, message in sent.messages]
+    assert len(runs) == 3 and runs[0] is runs[1] is runs[2]  # (encoded once)
+
+
+def test_a_new_link_to_the_peer_starts_a_new_run() -> None:
+    sent = Sent()
+    sent.runs.add("old", b"C", packet(1))
+    sent.runs.add("new", b"C", packet(2))
+    sent.runs.send_all()
+    assert [
+        (link, n) for (link, _, _), (_, n) in zip(sent.messages, sent.numbers(), strict=True)
+    ] == [
+        ("old", [1]),
+        ("new", [2]),
+    ]
+
+
+def test_a_run_never_outgrows_a_frame() -> None:
+    sent = Sent()
+    big = MAX_PAYLOAD // 4
+    for number in range(1, 12):
+        sent.runs.add("link", b"C", packet(number, uid=2**64 - 1, data=b"d" * big))
+    sent.runs.send_all()
+    counts = [len(n) for _, n in sent.numbers()]
+    assert sum(counts) == 11 and max(counts) > 1
+    assert all(len(encode(m)) <= MAX_FRAME for _, _, m in sent.messages)
+
+
+async def test_a_burst_reaches_a_subscriber_two_hops_down_as_runs() -> None:
+    # A chain R - M - L with the stream's root at R (at the key's location): a burst that
+    # R's publisher puts out reaches M and L in fewer frames than packets, and L's client
+    # gets every packet once, in order.
+    key = _key_near(0.1)
+    topology = Topology((0.1, 0.5, 0.9), ((1,), (0, 2), (1,)))
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(topology, core=FAST) as net:
+            await net.wait_linked()
+            inbox = await join(net.node(2), key)
+            middle, leaf = net.node(1).host, net.node(2).host
+            assert middle.core.streams[key].parent == net.node(0).host.core.id
+            acks = await publish_all(net.node(0).host, 300, key)
+            numbers = sorted(acks.acked().values())
+            await leaf.wait_until(inbox.has(300))
+            assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 300))
+            for host in (middle, leaf):
+                assert host.packets_in == 300 and host.data_in < 300 / 2, host.data_in
