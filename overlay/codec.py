@@ -169,12 +169,12 @@ def _run_items(value: object) -> object:
     items = _array(value, MAX_RUN, "packets", "packets")
     if not items:
         raise ValueError("a run holds at least one packet")
-    plain = _RUN_ITEM_TEST
+    plain, held = _RUN_ITEM_TEST, _RUN_ITEM_HELD
     checks = _RUN_ITEM_CHECKS
     run = []
     for index, item in enumerate(items):
         fields: Sequence[object] = item  # type: ignore[assignment]
-        if plain(item):
+        if plain(item) or held(item):
             kind = fields[2]
             run.append((*fields[:2], _PACKET_KINDS[kind], *fields[3:]))  # type: ignore[index]
             continue
@@ -212,6 +212,7 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
 }
 _RUN_ITEM_CHECKS = tuple(FIELD_CHECKS[kind] for kind in _RUN_ITEM_KINDS)
 _RUN_ITEM_TEST = compile_test("run_item", _RUN_ITEM_KINDS)
+_RUN_ITEM_HELD = compile_test("run_item_held", _RUN_ITEM_KINDS, members=True)  # (encoding)
 _PACKET_KINDS: dict[int, PacketKind] = {int(kind): kind for kind in PacketKind}
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
@@ -224,6 +225,32 @@ assert len(_SCHEMA) == len(MESSAGE_TYPES), "two message classes share a type cod
 # does not accept, the field-by-field path above decides and names the fault.
 _DECODERS: dict[int, Decoder | None] = {cls.TYPE: compile_decoder(cls) for cls in MESSAGE_TYPES}
 _ENCODERS: dict[int, Encoder | None] = {cls.TYPE: compile_encoder(cls) for cls in MESSAGE_TYPES}
+
+
+def _encode_run(message: Message) -> list[Any] | None:
+    """A SubscribeRun's CBOR array, if every field is plainly valid (else None: the codec's
+    path decides, and names the fault), as a compiled encoder would make it."""
+    key, first, packets = message.key, message.first, message.packets  # type: ignore[attr-defined]
+    if not (
+        type(key) is bytes
+        and len(key) == KEY_SIZE
+        and type(first) is int
+        and 0 <= first <= MAX_PACKET
+        and type(packets) is tuple
+        and 0 < len(packets) <= MAX_RUN
+    ):
+        return None
+    held = _RUN_ITEM_HELD
+    items = []
+    for item in packets:
+        if not held(item):
+            return None
+        data, epoch, kind, sig, epoch_first, uid, mark = item
+        items.append([data, epoch, kind._value_, sig, epoch_first, uid, mark])
+    return [SubscribeRun.TYPE, key, first, items]
+
+
+_ENCODERS[SubscribeRun.TYPE] = _encode_run
 # The type codes of messages whose fields depend on one another (``Message.inconsistency``).
 _TIED = frozenset(
     cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency

@@ -164,12 +164,19 @@ def compile_encoder(cls: type[Message]) -> Encoder | None:
 Test = Callable[[Any], bool]
 
 
-def compile_test(name: str, kinds: tuple[Kind, ...]) -> Test:
+def compile_test(name: str, kinds: tuple[Kind, ...], members: bool = False) -> Test:
     """The test of a sequence of exactly ``len(kinds)`` values, one per kind: what a
     ``SubscribeRun`` checks for each packet it carries. As with the decoders, it only ever
-    accepts; the codec's field-by-field checks decide anything else and name the fault."""
+    accepts; the codec's field-by-field checks decide anything else and name the fault.
+    ``members``: a packet kind is the ``PacketKind`` member the code holds (encoding),
+    not the plain int a frame has (decoding)."""
     names = [f"v{i}" for i in range(len(kinds))]
-    tests = " and ".join(_TESTS[kind].format(v=v) for v, kind in zip(names, kinds, strict=True))
+    tests = " and ".join(
+        f"(type({v}) is _PacketKind)"
+        if members and kind is Kind.PACKET_KIND
+        else _TESTS[kind].format(v=v)
+        for v, kind in zip(names, kinds, strict=True)
+    )
     source = (
         f"def test_{name}(value):\n"
         f"    if type(value) not in (list, tuple) or len(value) != {len(kinds)}:\n"
@@ -177,5 +184,5 @@ def compile_test(name: str, kinds: tuple[Kind, ...]) -> Test:
         f"    {', '.join(names)}, = value\n"
         f"    return {tests}\n"
     )
-    test: Test = _compile(source, f"test_{name}", {})
+    test: Test = _compile(source, f"test_{name}", {"_PacketKind": PacketKind})
     return test

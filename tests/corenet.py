@@ -131,6 +131,14 @@ class CoreNet:
         self.run()
         return uid
 
+    def publish_batch(
+        self, name: bytes, key: bytes, items: list[tuple[int, bytes]], client: int = 1
+    ) -> None:
+        """Publish ``(uid, data)`` pairs from ``client`` at ``name`` as one batch and run
+        to quiescence."""
+        self._apply(name, self.nodes[name].publish_batch(self.now, key, client, items))
+        self.run()
+
     def received(self, name: bytes, client: int = 1) -> list[ClientEvent]:
         """The events ``client`` at ``name`` got about packets (not publish answers)."""
         answers = (PublishAcked, PublishCollided, PublishFailed, Subscribed, SubscribeFailed)

@@ -7,7 +7,9 @@ from typing import Any
 
 from flowkit import KEY, Calls, Kit, packet, store
 
+from overlay.codec import encode
 from overlay.core.broadcast import Broadcast
+from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.early_waits import EarlyWaits
 from overlay.core.effects import Deliver, DropPeer, Send
@@ -15,6 +17,8 @@ from overlay.core.showing import Showing
 from overlay.core.streams import State, Stream
 from overlay.core.tokens import Tokens
 from overlay.messages import (
+    MAX_FRAME,
+    MAX_RUN,
     Message,
     PacketKind,
     PacketsMissed,
@@ -103,7 +107,7 @@ def test_a_root_stores_a_packet_into_its_commit_point() -> None:
     setup = Setup(kit)
     stream = kit.stream(State.ROOT, children=(b"C",))
     setup.part.store(stream, packet(0))
-    assert setup.stored_at_root.calls == [(stream, 0)]
+    assert setup.stored_at_root.calls == [(stream, 0, 0)]
     assert [peer for peer, _ in kit.sent()] == [b"C"]
     assert setup.release.calls == []  # (nothing unacknowledged)
 
@@ -149,6 +153,19 @@ def listening(kit: Kit) -> Stream:
     return stream
 
 
+def alone_and_as_a_run(packets: list[SubscribeData], config: NodeConfig) -> tuple[Kit, Kit]:
+    """Two members as ``listening`` makes them: one took ``packets`` one by one from its
+    parent, the other as one run."""
+    one, many = Kit(config=config), Kit(config=config)
+    single, together = Setup(one), Setup(many)
+    for kit in (one, many):
+        listening(kit)
+    for p in packets:
+        single.part.on_data(b"P", p, one.streams[KEY])
+    together.part.on_run(b"P", run_of(packets), many.streams[KEY])
+    return one, many
+
+
 def test_a_run_that_continues_the_stream_is_sent_on_as_that_run_to_every_child() -> None:
     kit = Kit()
     setup = Setup(kit)
@@ -169,13 +186,7 @@ def test_a_run_does_what_its_packets_would_one_by_one() -> None:
     # Packets 1..4, the parent's mark rising on the way, into a member whose own mark is 0:
     # the children get the same packets with the same marks, the client the same events.
     packets = [marked(1, None), marked(2, 1), marked(3, 1), marked(4, 3)]
-    one, many = Kit(), Kit()
-    single, together = Setup(one), Setup(many)
-    for kit in (one, many):
-        listening(kit)
-    for p in packets:
-        single.part.on_data(b"P", p, one.streams[KEY])
-    together.part.on_run(b"P", run_of(packets), many.streams[KEY])
+    one, many = alone_and_as_a_run(packets, NodeConfig())
     a, b = one.out.take(), many.out.take()
 
     def events(effects: list[Any]) -> list[Any]:
@@ -222,3 +233,32 @@ def test_a_run_of_packets_already_held_is_counted_as_duplicates() -> None:
     store(stream, 1, 2)
     setup.part.on_run(b"P", run_of([packet(1), packet(2)]), stream)
     assert kit.sent() == [] and kit.stats.duplicates == 2 and stream.next_in == 3
+
+
+def test_a_run_past_the_window_shows_each_packet_before_it_could_be_evicted() -> None:
+    # A window of 4 and a local client owed everything from 1: a run of 12 whose marks rise
+    # as it goes. One by one the client is shown 1..11 as they come; one pass would fill the
+    # window to twice its bound with packets it still owes and then evict some unshown.
+    packets = [marked(n, n - 1) for n in range(1, 13)]
+    one, many = alone_and_as_a_run(packets, NodeConfig(window_packets=4))
+    shown = [e.event for e in one.delivered()]
+    assert shown == [e.event for e in many.delivered()]
+    assert [e.number for e in shown] == list(range(1, 12))  # type: ignore[union-attr]
+
+
+def test_a_run_whose_marks_change_on_the_way_is_sent_on_within_frames() -> None:
+    # The parent's packets carry no mark and ours is 0: each is sent on carrying 0, a few
+    # bytes more than it came with, so the run is cut again to fit a frame.
+    kit = Kit()
+    setup = Setup(kit)
+    stream = member(kit, b"C")
+    stream.shown_upto = 0
+    packets = [marked(n, None) for n in range(1, MAX_RUN + 1)]
+    incoming = run_of(packets)
+    assert len(encode(incoming)) <= MAX_FRAME
+    setup.part.on_run(b"P", incoming, stream)
+    runs = [m for _, m in kit.sent()]
+    assert len(runs) > 1 and all(len(encode(m)) <= MAX_FRAME for m in runs)
+    forwarded = [p for _, p in flat([(b"C", m) for m in runs])]
+    assert [p.packet for p in forwarded] == list(range(1, MAX_RUN + 1))  # type: ignore[union-attr]
+    assert all(p.mark == 0 for p in forwarded)  # type: ignore[union-attr]

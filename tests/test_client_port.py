@@ -84,6 +84,30 @@ async def test_many_pipelined_publishes() -> None:
                 assert isinstance(event, Packet) and event.number == i
 
 
+async def test_pipelined_plain_publishes_are_numbered_in_batches_in_the_order_sent() -> None:
+    # A client writes 2,000 publishes without waiting, every 500th with an epoch (not
+    # plain: it goes alone). The root numbers the plain ones read together as batches, and
+    # every publish keeps its place: numbers follow the order the client sent them in.
+    with trio.fail_after(HANG):
+        async with (
+            running_node() as (port, address),
+            open_client(address) as publisher,
+            open_client(address) as reader,
+        ):
+            subscription = await reader.subscribe(STREAM)
+            await publisher.publish(STREAM, b"first")  # (the root's look is over)
+            for i in range(1, 2000):
+                epoch = 1 if i % 500 == 0 else None
+                publisher.publish_nowait(STREAM, b"%d" % i, epoch=epoch)
+            assert await publisher.flush() == list(range(1, 2000))
+            assert port.host.core.stats.batches > 0
+            for i in range(2000):
+                event = await subscription.next()
+                assert isinstance(event, Packet) and event.number == i
+                assert event.data == (b"first" if i == 0 else b"%d" % i)
+                assert event.epoch == (1 if i and i % 500 == 0 else None)
+
+
 async def test_the_same_uid_is_ordered_once() -> None:
     with trio.fail_after(HANG):
         async with running_node() as (_, address), open_client(address) as client:

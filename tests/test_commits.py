@@ -321,7 +321,7 @@ def test_a_stored_packet_is_asked_about_and_committed_once_two_children_hold_it(
     kit = Kit()
     part, _, _, pump = commits(kit)
     stream = stream_root(kit, (b"A", b"B", b"C"))
-    part.stored_at_root(stream, 0)
+    part.stored_at_root(stream, 0, 0)
     assert kit.sent() == [(c, HeldQuery(KEY, 0)) for c in (b"A", b"B", b"C")]
     assert stream.root.committed == -1
     part.on_held(b"A", Held(KEY, 0))
@@ -334,7 +334,7 @@ def test_a_local_publishers_ack_waits_for_the_commit() -> None:
     kit = Kit()
     part, answer_local, reply, _ = commits(kit)
     stream = stream_root(kit, (b"A", b"B"))
-    part.stored_at_root(stream, 0)
+    part.stored_at_root(stream, 0, 0)
     acked = PublishSucceeded(5, KEY, 0)
     part.ack_local(stream, 1, acked)
     assert answer_local.calls == [] and stream.root.unacked_low == 0
@@ -348,7 +348,7 @@ def test_a_root_with_nobody_to_wait_for_commits_at_once() -> None:
     kit = Kit()
     part, _, _, _ = commits(kit)
     stream = stream_root(kit, ())
-    part.stored_at_root(stream, 0)
+    part.stored_at_root(stream, 0, 0)
     assert kit.sent() == [] and stream.root.committed is None
 
 
@@ -356,7 +356,7 @@ def test_an_unanswered_question_is_given_up_after_confirm_timeout() -> None:
     kit = Kit(config=NodeConfig(confirm_timeout=2.0, heartbeat_interval=1.0))
     part, _, _, _ = commits(kit)
     stream = stream_root(kit, (b"A", b"B"))
-    part.stored_at_root(stream, 0)
+    part.stored_at_root(stream, 0, 0)
     for _ in range(3):
         part.overdue()
     assert kit.stats.commit_timeouts == 1

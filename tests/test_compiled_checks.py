@@ -209,3 +209,13 @@ def test_a_packet_kind_the_code_gave_as_a_plain_int_still_encodes() -> None:
     assert encode(message) == encode(
         SubscribeData(bytes(KEY_SIZE), 1, b"x", None, PacketKind.DATA, None)
     )
+
+
+def test_a_run_packets_test_for_encoding_takes_the_packet_kind_member_the_code_holds() -> None:
+    held = compile_test("run_item_held", RUN_ITEM_KINDS, members=True)
+    item = [b"x", None, PacketKind.DATA, None, None, 5, 2]
+    assert held(item) and not _RUN_ITEM_TEST(item)
+    item[2] = 0  # (what a frame holds: the decoding test's)
+    assert _RUN_ITEM_TEST(item) and not held(item)
+    item[2] = PublishError.BUSY  # (an int enum, but not a packet kind)
+    assert not held(item) and not _RUN_ITEM_TEST(item)

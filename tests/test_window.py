@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlay.core.packet_map import PacketMap
-from overlay.core.window import Missing, Window
+from overlay.core.window import NOTHING_OWED, Missing, Window
 from overlay.messages import MAX_PACKET, PacketKind, SubscribeData
 
 KEY = b"k" * 32
@@ -355,3 +355,45 @@ def test_reopen_forgets_the_newest_holes_up_to_a_number() -> None:
     assert window.reopen(1, 8) == []
     assert window.reopen(20, 8) == [(2, 3), (11, 12)]
     assert not window.holes
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    held=st.lists(st.integers(0, 40), max_size=30, unique=True),
+    holes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), max_size=3),
+    run=st.lists(st.integers(1, 300), min_size=1, max_size=30),
+    max_packets=st.integers(1, 12),
+    max_bytes=st.integers(1, 2_000),
+    keep_from=st.sampled_from([0, 20, 45, 2**64]),
+)
+def test_a_run_added_at_once_leaves_the_window_as_adding_each_would(
+    held: list[int],
+    holes: list[tuple[int, int]],
+    run: list[int],
+    max_packets: int,
+    max_bytes: int,
+    keep_from: int,
+) -> None:
+    # ``run``: the sizes of consecutive packets from past everything held on.
+    windows = []
+    for at_once in (False, True):
+        window = Window(max_packets, max_bytes)
+        for number in sorted(held):
+            window.add(packet(number, 50))
+        for first, length in holes:
+            window.mark_missing(first, first + length)
+        window.keep_from = keep_from
+        start = max([*held, *(a + n for a, n in holes), 0]) + 1
+        packets = [packet(start + i, size) for i, size in enumerate(run)]
+        if at_once:
+            window.add_run(packets)
+        else:
+            for p in packets:
+                window.add(p)
+        if keep_from == NOTHING_OWED:  # (packets owed may take up to twice the bounds)
+            check_invariants(window)
+        windows.append(window)
+    one, other = windows
+    assert list(one.packets.items()) == list(other.packets.items())
+    assert list(one.holes.items()) == list(other.holes.items())
+    assert (one.floor, one.bytes, one.evicted) == (other.floor, other.bytes, other.evicted)

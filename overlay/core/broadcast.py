@@ -40,7 +40,7 @@ from overlay.messages import (
     PublishData,
     SubscribeData,
     SubscribeRun,
-    run_of,
+    runs_of,
     unrun,
 )
 
@@ -83,7 +83,7 @@ class Broadcast:
         self._release_early: Callable[[Stream, bool], None]
         self._stamp: Callable[[Stream, SubscribeData], SubscribeData]
         self._mark_moved: Callable[[Stream], None]
-        self._stored_at_root: Callable[[Stream, int], None]
+        self._stored_at_root: Callable[[Stream, int, int], None]
         self._release: Callable[[Stream], None]
 
     def attach(
@@ -91,7 +91,7 @@ class Broadcast:
         release_early: Callable[[Stream, bool], None],  # ``EarlyWaits.release``
         stamp: Callable[[Stream, SubscribeData], SubscribeData],  # ``Showing.stamp``
         mark_moved: Callable[[Stream], None],  # ``Showing.mark_moved``
-        stored_at_root: Callable[[Stream, int], None],  # ``Commits.stored_at_root``
+        stored_at_root: Callable[[Stream, int, int], None],  # ``Commits.stored_at_root``
         release: Callable[[Stream], None],  # ``Commits.release``
     ) -> None:
         self._release_early = release_early
@@ -112,31 +112,54 @@ class Broadcast:
                 if not self.on_data(peer, packet, stream):
                     return  # the parent is dropped: nothing more of it counts
             return
-        last = packets[-1].packet
+        self.store_run(stream, packets, run)
+
+    def store_run(
+        self, stream: Stream, packets: list[SubscribeData], run: SubscribeRun | None = None
+    ) -> None:
+        """Store ``packets``, the next in order and each accepted, and send them to every
+        child as one run (``run``, if it still carries what we would stamp): ``store`` for
+        each, in one pass."""
+        window = stream.window
+        if _owed(stream) and (
+            len(window) + len(packets) > window.max_packets
+            or window.bytes + sum(len(p.data) for p in packets) > window.max_bytes
+        ):
+            # A local client is owed packets, and the run pushes the window past its
+            # bounds: it keeps them only while its client is shown what it may have as they
+            # come (``pump`` raises ``keep_from``). One pass would evict some still owed
+            # before showing them; so each is stored as it would be alone (the driver
+            # gathers them into runs again: ``overlay.runtime.runs``).
+            for packet in packets:
+                self.store(stream, packet)
+            return
+        first, last = packets[0].packet, packets[-1].packet
         self.memory.saw(stream.key, last)
         self.stats.stored += len(packets)
-        stamp, window, frontier = self._stamp, stream.window, stream.frontier
+        stamp, frontier = self._stamp, stream.frontier
         stamped = [stamp(stream, packet) for packet in packets]
+        window.add_run(stamped)
         for packet in stamped:
-            window.add(packet)
             frontier.observe(packet)
-        stream.next_in = last + 1
-        if stream.contiguous_from is None:
-            stream.contiguous_from = run.first
-        if stream.high is None or last > stream.high:
-            stream.high = last
+        _took(stream, first)  # (where a contiguous stream starts)
+        _took(stream, last)
         if stream.fed:
-            changed = any(a is not b for a, b in zip(stamped, packets, strict=True))
-            out = run_of(stamped) if changed else run
-            for child in stream.fed:
-                self._send(child, out)
+            if run is not None and all(a is b for a, b in zip(stamped, packets, strict=True)):
+                runs = [run]  # (as it came: its frame is reused)
+            else:
+                runs = runs_of(stamped)
+            for each in runs:
+                for child in stream.fed:
+                    self._send(child, each)
+        if stream.state is State.ROOT:
+            self._stored_at_root(stream, first, last)
         self.pump(stream)
 
     def _continues(self, stream: Stream, packets: list[SubscribeData]) -> bool:
         """Whether ``packets`` are the stream's next, each valid and new, with nothing
         that handles a packet of its own (a fill's wait, a signature, a root's commits)."""
         if (
-            stream.next_in != packets[0].packet
+            (stream.next_in is not None and stream.next_in != packets[0].packet)
             or stream.early is not None
             or stream.signer is not None
             or stream.state is State.ROOT
@@ -226,15 +249,11 @@ class Broadcast:
         packet = self._stamp(stream, packet)  # the mark it brings, and ours (``showing``)
         stream.window.add(packet)
         stream.frontier.observe(packet)
-        stream.next_in = number + 1
-        if stream.contiguous_from is None:
-            stream.contiguous_from = number
-        if stream.high is None or number > stream.high:
-            stream.high = number
+        _took(stream, number)
         for child in stream.fed:
             self._send(child, packet)
         if stream.state is State.ROOT:
-            self._stored_at_root(stream, number)
+            self._stored_at_root(stream, number, number)
         self.pump(stream)
 
     def pump(self, stream: Stream) -> None:
@@ -257,3 +276,17 @@ class Broadcast:
         window.keep_from = owed  # (kept past the window's bounds: ``showing``)
         if stream.root.unacked:
             self._release(stream)
+
+
+def _took(stream: Stream, number: int) -> None:
+    """``stream`` took packet ``number``, the next in order: what it has processed."""
+    stream.next_in = number + 1
+    if stream.contiguous_from is None:
+        stream.contiguous_from = number
+    if stream.high is None or number > stream.high:
+        stream.high = number
+
+
+def _owed(stream: Stream) -> bool:
+    """Whether a local client of ``stream`` is owed packets (``pump`` keeps them for it)."""
+    return any(m.receives and m.cursor is not None for m in stream.local.values())

@@ -10,9 +10,11 @@ back the effects); the tree and packet machinery they use lives in ``overlay.cor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from keyspace.stream_key import descriptor_matches, key_is_signed
+from overlay.core.batch_queue import BatchQueue
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, PeerId
@@ -32,6 +34,10 @@ from overlay.messages import (
     PublishError,
 )
 
+# A publish's fields past its data: packet, epoch, kind, signature, descriptor.
+Fields = tuple[int | None, int | None, PacketKind, bytes | None, bytes | None]
+PLAIN: Fields = (None, None, PacketKind.DATA, None, None)
+
 
 class LocalClients:
     """The local client calls (see the module notes). Each puts its effects in the node's
@@ -39,6 +45,7 @@ class LocalClients:
 
     __slots__ = (
         "_config",
+        "_deferred",
         "_flow",
         "_has_room",
         "_location",
@@ -73,6 +80,8 @@ class LocalClients:
         self._prune = prune  # (``leaving``)
         self._unkeep = unkeep  # (``keeping``)
         self._has_room = has_room  # (``keeping``)
+        # Publishes waiting at a root behind a batch (``batch_queue``).
+        self._deferred = BatchQueue(config.max_relayed_publishes)
 
     def subscribe(
         self,
@@ -128,6 +137,26 @@ class LocalClients:
         it (``keyspace.stream_key.sign_packet``). The client gets PublishAcked,
         PublishCollided or PublishFailed. The node joins the stream's tree first if it must
         (the client then counts as a member that receives nothing)."""
+        fields = (packet, epoch, kind, sig, descriptor)
+        if isinstance(key, bytes) and self._deferred.waits(key):
+            # (behind a batch waiting for room: ``batch_queue``)
+            if not self._deferred.room(1):
+                self._busy(key, client, uid)
+                return
+            self._deferred.add(key, partial(self._publish_after, key, client, uid, data, fields), 1)
+            return
+        self._publish_now(now, key, client, uid, data, fields)
+
+    def _publish_after(
+        self, key: bytes, client: ClientId, uid: int, data: bytes, fields: Fields, now: float
+    ) -> bool:
+        self._publish_now(now, key, client, uid, data, fields)
+        return True
+
+    def _publish_now(
+        self, now: float, key: bytes, client: ClientId, uid: int, data: bytes, fields: Fields
+    ) -> None:
+        packet, epoch, kind, sig, descriptor = fields
         problem = _bad_publish(key, uid, data, packet, epoch, kind, sig)
         if problem is not None:
             self._out.deliver(client, PublishFailed(key, uid, PublishError.INVALID, problem))
@@ -142,7 +171,7 @@ class LocalClients:
         if error is not None:
             self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
             return
-        if uid in self._flow.publishes.local:
+        if self._flow.publishes.in_flight(uid):
             # Already in flight (a retry, or another client with the same uid, such as a
             # speculative Spark task): one publish, and every one of them gets its answer.
             self._flow.join(uid, client)
@@ -176,6 +205,64 @@ class LocalClients:
             uid, key, packet, self._location, MAX_WIRE_HTL, data, epoch, kind, sig
         )
         self._flow.publish(now, stream, client, message)
+
+    def publish_batch(
+        self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Publish ``items``, ``(uid, data)`` pairs of plain packets, for a local client:
+        what ``publish`` of each in turn would do, in one pass where this node is the
+        stream's root (``batches``). ``items`` that are not a non-empty sequence of pairs
+        raise ValueError: a caller's bug, which a client port checks before it calls."""
+        if not isinstance(items, Sequence) or not items:
+            raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
+        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+            raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
+        deferred = self._deferred
+        waits = isinstance(key, bytes) and deferred.waits(key)
+        if waits or self._batch_now(now, key, client, items) is None:
+            # It waits for room at the root, behind the stream's publishes waiting there
+            # already, if any (``batch_queue``).
+            if not deferred.room(len(items)):
+                for uid, _ in items:
+                    self._busy(key, client, uid)
+                return
+            deferred.add(key, partial(self._batch_after, key, client, items), len(items))
+
+    def _batch_now(
+        self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
+    ) -> bool | None:
+        """Number ``items`` at the root in one pass (True), or publish each on its own
+        (False); None: the root will once it has room (nothing done)."""
+        stream = self._streams.get(key) if isinstance(key, bytes) else None
+        if stream is not None and stream.carried:
+            taken = self._flow.publish_batch(stream, client, items)
+            if taken is None:
+                return None
+            if taken:
+                self._join_for(now, key, client, Member(receives=False), None)  # (as ``publish``)
+                return True
+        for uid, data in items:
+            self._publish_now(now, key, client, uid, data, PLAIN)
+        return False
+
+    def _batch_after(
+        self, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]], now: float
+    ) -> bool:
+        return self._batch_now(now, key, client, items) is not None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether publishes wait at a root behind a batch (``batch_queue``)."""
+        return bool(self._deferred)
+
+    def run_deferred(self, now: float) -> None:
+        """After an event: the publishes waiting behind a batch go, while they may."""
+        if self._deferred:
+            self._deferred.run(now)
+
+    def _busy(self, key: bytes, client: ClientId, uid: int) -> None:
+        error = PublishError.BUSY
+        self._out.deliver(client, PublishFailed(key, uid, error, EXPLAIN[error]))
 
     def _signed_by_owner(
         self,

@@ -48,6 +48,7 @@ from typing import Any
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, PeerId
+from overlay.core.local_publishes import BatchAck
 from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, State, Stream
@@ -125,28 +126,29 @@ class Commits:
         self.pump = pump
         self.orphaned_pending = orphaned_pending
 
-    def stored_at_root(self, stream: Stream, number: int) -> None:
-        """The root stored packet ``number`` and sent it to its children. It waits for
-        them even with no client of its own to shield: every member's clients are shown
-        only what it commits (``showing``)."""
+    def stored_at_root(self, stream: Stream, first: int, last: int) -> None:
+        """The root stored packets ``first``..``last`` and sent them to its children. It
+        waits for them even with no client of its own to shield: every member's clients
+        are shown only what it commits (``showing``)."""
         if not waits_for(stream):
             # Nobody to wait for. Children that are all silent are asked anyway, so that
             # one that answers is waited for again (``on_held``); the commit forgets the
             # question.
             if stream.children:
-                self._ask(stream, number)
+                self._ask(stream, last)
             self._commit(stream)
             return
         if stream.root.committed is None:
-            stream.root.committed = number - 1
+            stream.root.committed = first - 1
         if stream.root.asked is None or stream.root.asked <= stream.root.committed:
-            self._ask(stream, number)
+            self._ask(stream, last)
 
     def ack_local(self, stream: Stream, client: ClientId, answer: Any) -> None:
-        """Tell a local publisher at the root its publish is acknowledged, once committed."""
+        """Tell a local publisher at the root its publish is acknowledged, once committed
+        (a batch numbered in one pass: every publish of it, once its last is)."""
         committed = stream.root.committed
         if (
-            isinstance(answer, PublishSucceeded)
+            isinstance(answer, PublishSucceeded | BatchAck)
             and stream.state is State.ROOT
             and committed is not None
             and answer.packet > committed

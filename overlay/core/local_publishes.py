@@ -1,4 +1,5 @@
-"""A local client's publish, from its start until its answer (``local_publishing``)."""
+"""A local client's publish, from its start until its answer (``local_publishing``), and
+the answer a batch numbered in one pass waits with (``batches``)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,25 @@ class LocalPublish:
     @property
     def clients(self) -> list[ClientId]:
         return [self.client, *self.also]
+
+
+@dataclass(slots=True, eq=False)
+class BatchAck:
+    """The acknowledgements of a batch numbered in one pass, held until its last packet
+    (``packet``) is committed (``Commits.ack_local``). ``uid`` is what the held answers
+    are keyed by: below 0 (``batch_id``), so that no publish's answer, held under its uid,
+    takes the batch's place (a retry of one of its uids before the commit, say).
+    ``numbers``: each uid with its packet number, in order; ``also``: other clients that
+    published one of its uids while it waited, by uid (they get the same answer)."""
+
+    key: bytes
+    uid: int
+    packet: int
+    numbers: list[tuple[int, int]]
+    client: ClientId
+    also: dict[int, list[ClientId]] = field(default_factory=dict)
+
+
+def batch_id(first: int) -> int:
+    """The key a batch whose first packet is ``first`` is held under: never a uid."""
+    return -1 - first

@@ -23,7 +23,7 @@ from overlay.core.events import (
     PublishFailed,
     explain,
 )
-from overlay.core.local_publishes import LocalPublish
+from overlay.core.local_publishes import BatchAck, LocalPublish
 from overlay.core.outbox import Outbox
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, Stream
@@ -45,6 +45,7 @@ class LocalPublishes:
     """The local publishes in flight, by uid, and the claims of those that lapsed."""
 
     __slots__ = (
+        "batched",
         "config",
         "credit",
         "deliver",
@@ -72,6 +73,8 @@ class LocalPublishes:
         self.deliver = out.deliver
         self.route = route
         self.local: dict[int, LocalPublish] = {}
+        # The uids of batches numbered in one pass, until their answer (``batches``).
+        self.batched: dict[int, BatchAck] = {}
         # Claims of local publishes that timed out (uid -> key, number), bounded: a client
         # that retries the uid takes its claim back (``publish``; see ``fail``).
         self.lapsed: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
@@ -104,11 +107,22 @@ class LocalPublishes:
         self.arm(now, uid, entry.attempt)
         self.route(now, stream, entry.client, entry.message)
 
+    def in_flight(self, uid: int) -> bool:
+        """Whether local publish ``uid`` awaits its answer (alone, or in a batch)."""
+        return uid in self.local or uid in self.batched
+
     def join(self, uid: int, client: ClientId) -> None:
-        """Another client published ``uid`` while it is in flight: it gets the same answer."""
-        entry = self.local[uid]
-        if client not in entry.clients:
-            entry.also.append(client)
+        """Another client published ``uid`` while it is in flight (``in_flight``), or the
+        same one again: it gets the same answer, once."""
+        entry = self.local.get(uid)
+        if entry is not None:
+            if client not in entry.clients:
+                entry.also.append(client)
+            return
+        batch = self.batched[uid]
+        waiting = batch.also.setdefault(uid, [])
+        if client != batch.client and client not in waiting:
+            waiting.append(client)
 
     def forget_client(self, client: ClientId) -> None:
         """A local client went: its publishes go on for the other clients that wait."""
@@ -161,8 +175,19 @@ class LocalPublishes:
         for waiting in [client] if entry is None else entry.clients:
             self.deliver(waiting, failed)
 
-    def answer(self, client: ClientId, answer: Answer) -> None:
-        """Tell the clients of a local publish the root's answer."""
+    def answer(self, client: ClientId, answer: Answer | BatchAck) -> None:
+        """Tell the clients of a local publish the root's answer (of a batch numbered in
+        one pass, its client: each of its publishes is acknowledged)."""
+        if type(answer) is BatchAck:
+            key, also, batched = answer.key, answer.also, self.batched
+            for uid, number in answer.numbers:
+                batched.pop(uid, None)
+                acked = PublishAcked(key, uid, number)
+                self.deliver(client, acked)
+                for other in also.get(uid, ()):
+                    self.deliver(other, acked)
+            return
+        assert not isinstance(answer, BatchAck)
         entry = self.drop(answer.uid)
         if entry is None:
             return  # answered already (a resend crossed the first answer)

@@ -18,7 +18,7 @@ to ``overlay.core.publishing``. A packet from a parent skips the dispatch (``rec
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from overlay.core.assembly import Components
 from overlay.core.catch_up_budget import CatchUpBudget
@@ -68,6 +68,7 @@ from overlay.messages import (
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
     Unsubscribe,
+    unrun,
 )
 
 
@@ -174,10 +175,18 @@ class Node:
             # The messages a node handles at the broadcast's rate: skip the dispatch.
             stream = self._from_parent(peer, message.key)
             if stream is not None:
-                if type(message) is SubscribeData:
+                if isinstance(message, SubscribeData):
                     self.flow.on_data(peer, message, stream)
-                elif type(message) is SubscribeRun:
+                elif stream.fills is None:
                     self.flow.on_run(peer, message, stream)
+                else:
+                    # Children wait for fills: each packet may be one they wait for, and is
+                    # served before the next could push it out of the window.
+                    for packet in unrun(message):
+                        if not self.flow.on_data(peer, packet, stream):
+                            break
+                        if stream.fills is not None:
+                            self.refills.check_fills(now, stream)
                 if stream.fills is not None:
                     self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):
@@ -224,14 +233,14 @@ class Node:
 
     def busy(self) -> bool:
         """Whether protocol work is pending: a search (not one waiting for a peer, which may
-        never come), an unanswered local publish, a root's takeover grace, a waiter, a
-        linger, an announcement or a root's mark due (``showing``). Heartbeats do not count;
-        a driver that runs until the network is quiet (the simulator) waits for every node to
-        stop being busy."""
+        never come), an unanswered local publish (or one waiting behind a batch), a root's
+        takeover grace, a waiter, a linger, an announcement or a root's mark due
+        (``showing``). Heartbeats do not count; a driver that runs until the network is
+        quiet (the simulator) waits for every node to stop being busy."""
         searches = self.searches
         ours = len(searches.routes) > len(searches.parked) or self.liveness.announce_at is not None
         waits = self.restarts.awaiting or self.refills.waiting or self.leaving.linger_keys
-        return bool(ours or waits or self.flow.busy())
+        return bool(ours or waits or self.clients.waiting or self.flow.busy())
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timer pending)."""
@@ -282,6 +291,13 @@ class Node:
             sig=sig,
             descriptor=descriptor,
         )
+        return self._flush(now)
+
+    def publish_batch(
+        self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
+    ) -> list[Effect]:
+        """Publish ``(uid, data)`` pairs for a local client (``LocalClients.publish_batch``)."""
+        self.clients.publish_batch(now, key, client, items)
         return self._flush(now)
 
     def unsubscribe(self, now: float, key: bytes, client: ClientId) -> list[Effect]:
@@ -365,6 +381,7 @@ class Node:
 
     def _flush(self, now: float) -> list[Effect]:
         self.flow.after_event(now)
+        self.clients.run_deferred(now)  # (after the backlog and credit let theirs go)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
             self.out.append(SetTimer(deadline))

@@ -59,6 +59,14 @@ class PacketMap:
                 insort(numbers, number, self._start)
         by[number] = packet
 
+    def extend(self, run: list[SubscribeData]) -> None:
+        """Add ``run``: packets with consecutive numbers past every number held."""
+        numbers = self._numbers
+        first = run[0].packet
+        assert len(numbers) == self._start or first > numbers[-1], "a run goes past the end"
+        self._by.update([(packet.packet, packet) for packet in run])
+        numbers.extend(range(first, first + len(run)))
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._numbers[self._start :])
 

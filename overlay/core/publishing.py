@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 
 from overlay.core.backlog import Backlog
+from overlay.core.batches import Batches
 from overlay.core.broadcast import Broadcast
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
@@ -96,6 +97,7 @@ class PacketFlow:
         "ask_spans",
         "attached",
         "backlog",
+        "batches",
         "became_root",
         "broadcast",
         "catch_up",
@@ -122,6 +124,7 @@ class PacketFlow:
         "overdue",
         "peer_witnesses",
         "publish",
+        "publish_batch",
         "publishes",
         "pump",
         "pushing",
@@ -238,6 +241,7 @@ class PacketFlow:
         )
         ordering.attach(confirming, takeover.close_tail)
         self.credit = credit  # (owned by ``publishes``)
+        self.batches = Batches(stats, publishes, broadcast.store_run, commits.ack_local)
 
         # What the node calls (``self.flow.<name>``), the components' own methods.
         self.on_data = broadcast.on_data  # (every packet: no call in between)
@@ -245,6 +249,7 @@ class PacketFlow:
         self.on_missed = broadcast.on_missed
         self.pump = broadcast.pump
         self.publish = publishes.publish
+        self.publish_batch = self.batches.publish
         self.join = publishes.join
         self.forget_client = publishes.forget_client
         self.expect_fill = early.expect_fill
@@ -295,7 +300,13 @@ class PacketFlow:
     def busy(self) -> bool:
         """Whether a local publish awaits its answer, a root is in its takeover grace, or
         a root's mark is due (``Node.busy``)."""
-        return bool(self.publishes.local or self.takeover.recovering or self.showing.marks_due)
+        publishes = self.publishes
+        return bool(
+            publishes.local
+            or publishes.batched
+            or self.takeover.recovering
+            or self.showing.marks_due
+        )
 
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""

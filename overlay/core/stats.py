@@ -23,6 +23,7 @@ class NodeStats:
     dead_peers: int = 0  # peers dropped for silence (no heartbeat within dead_after)
     ignored: int = 0  # messages with nothing to do here
     published: int = 0  # packets this node ordered as a root
+    batches: int = 0  # local batches a root numbered in one pass (``batches``)
     numbered: int = 0  # of those, new publishes it gave a number of its own (not pushed)
     delivered: int = 0  # events delivered to local clients about packets
     stored: int = 0  # packets this node took into its window (once each)

@@ -30,6 +30,7 @@ from overlay.core.early_packets import EarlyPackets
 from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
 from overlay.core.fills import Fill
+from overlay.core.local_publishes import BatchAck
 from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
@@ -179,7 +180,7 @@ class RootState:
     # what they say they hold still counts, but not waited for until they answer again.
     silent: set[PeerId] = field(default_factory=set)
     # By (who asked, publish uid), so a retry while the first waits is answered once.
-    unacked: dict[tuple[Source, int], PublishSucceeded] = field(default_factory=dict)
+    unacked: dict[tuple[Source, int], PublishSucceeded | BatchAck] = field(default_factory=dict)
     unacked_low: int | None = None  # the lowest packet number among them
     # At a root (confirming): publishes numbered but not yet sent down, by number in
     # order, and the heartbeat rounds the oldest has waited for its confirmation.

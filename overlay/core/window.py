@@ -90,18 +90,38 @@ class Window:
         packets = self.packets
         packets[packet.packet] = packet
         self.bytes += len(packet.data)
+        if len(packets) > self.max_packets or self.bytes > self.max_bytes:
+            self._evict()
+
+    def add_run(self, run: list[SubscribeData]) -> None:
+        """Hold ``run``, consecutive packets past every number held (the caller checked
+        ``accepts``), evicting the oldest to fit: ``add`` for each, in one pass."""
+        packets = self.packets
+        packets.extend(run)
+        self.bytes += sum([len(packet.data) for packet in run])
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest packets while the window is past its bounds (see ``add``)."""
+        packets = self.packets
+        held, count = self.bytes, len(packets)
         max_packets, max_bytes = self.max_packets, self.max_bytes
-        while len(packets) > 1 and (len(packets) > max_packets or self.bytes > max_bytes):
+        while count > 1 and (count > max_packets or held > max_bytes):
             if (
                 packets.first() >= self.keep_from
-                and len(packets) <= 2 * max_packets
-                and self.bytes <= 2 * max_bytes
+                and count <= 2 * max_packets
+                and (held <= 2 * max_bytes)
             ):
                 break  # a local client is owed it still
             number, old = packets.pop_first()
-            self.bytes -= len(old.data)
+            held -= len(old.data)
+            count -= 1
             self.evicted += 1
-            self._raise_floor(number + 1)
+            if self.holes:
+                self._raise_floor(number + 1)
+            elif number >= self.floor:
+                self.floor = number + 1  # (``_raise_floor`` with no hole to trim)
+        self.bytes = held
 
     def mark_missing(self, first: int, last: int) -> list[Missing]:
         """Record that ``first..last`` will not arrive; returns the sub-ranges that were not

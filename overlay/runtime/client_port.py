@@ -5,7 +5,10 @@ Theory of operation. ``serve_client_port`` accepts TCP connections and runs one
 
 * the *reader* reads frames (``overlay.runtime.framing``), decodes each request
   (``overlay.client.protocol.decode_request``) and makes the matching ``NodeHost`` call; the
-  core's answers come back through ``deliver``;
+  core's answers come back through ``deliver``. Consecutive plain publishes of one stream
+  in a read (no number, epoch, signature or descriptor: a Spark partition, ``overlay
+  publish`` reading a file) go to the host as one batch (``NodeHost.publish_batch``), which
+  a stream's root numbers in one pass; a batch means what its publishes would, one by one;
 * the *writer* sends what the socket did not take at once. ``deliver`` runs inside the
   host's effect loop, so it never blocks: it encodes the event at once (so the queue's size
   in bytes is exact) and appends the frame. Once a step's events are all delivered (the
@@ -90,7 +93,7 @@ from overlay.core.events import (
     PublishCollided,
     PublishFailed,
 )
-from overlay.messages import PublishError
+from overlay.messages import PacketKind, PublishError
 from overlay.runtime.direct_io import NO_SOCKET, receive, socket_of, write_now
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
@@ -156,6 +159,9 @@ class ClientSession:
         self.unanswered: dict[int, int] = {}
         self.unanswered_bytes = 0
         self._room = trio.Event()  # set when an answer made room
+        # Plain publishes read and not yet handed to the host: one stream's, in order.
+        self._batch: list[tuple[int, bytes]] = []
+        self._batch_key = b""
 
     # --- ClientSink -----------------------------------------------------------------------
 
@@ -327,16 +333,21 @@ class ClientSession:
                 while (body := frames.pop()) is not None:
                     self._request(decode_request(body))
                     if self.ended:
+                        self._publish_batch()
                         return
                     if self.saturated:
+                        self._publish_batch()  # (their answers are what this task waits for)
                         self.flush()  # (the answers so far go before this task waits)
                         if not await self._room_for_more():
                             return
+                self._publish_batch()
                 self.flush()
         except FrameTooLarge as exc:
+            self._publish_batch()  # (the requests before it were good)
             self.fail(None, ErrorCode.FRAME_TOO_LARGE, str(exc))
             return
         except ClientProtocolError as exc:
+            self._publish_batch()
             self.fail(None, ErrorCode.MALFORMED, f"malformed request: {exc}")
             return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -422,11 +433,20 @@ class ClientSession:
                 self._reply(Welcome(request.rid, PROTOCOL_VERSION, host.node_id, max_request))
             return
         client = self.client
+        plain = isinstance(request, Publish) and _plain(request)
+        if self._batch and not (
+            isinstance(request, Publish) and plain and request.key == self._batch_key
+        ):
+            self._publish_batch()  # (what came before goes first)
         match request:
             case Publish(rid, key, uid, data, packet, epoch, kind, sig, descriptor):
                 if uid not in self.unanswered:
                     self.unanswered[uid] = len(data)
                     self.unanswered_bytes += len(data)
+                if plain:
+                    self._batch.append((uid, data))
+                    self._batch_key = key
+                    return
                 host.publish(
                     client,
                     key,
@@ -449,6 +469,30 @@ class ClientSession:
                 self._reply(Description(rid, host.describe(key)))
             case Hello(rid):
                 self.fail(rid, ErrorCode.NOT_HELLO, "a second Hello on one connection")
+
+    def _publish_batch(self) -> None:
+        """Hand the plain publishes read so far to the host: one batch, or one publish."""
+        batch = self._batch
+        if not batch or self.client is None:
+            return
+        self._batch = []
+        if len(batch) == 1:
+            uid, data = batch[0]
+            self.host.publish(self.client, self._batch_key, uid, data)
+        else:
+            self.host.publish_batch(self.client, self._batch_key, batch)
+
+
+def _plain(request: Publish) -> bool:
+    """Whether ``request`` may go in a batch: no number, epoch, marker, signature or
+    descriptor (``overlay.core.batches``)."""
+    return (
+        request.packet is None
+        and request.epoch is None
+        and request.kind is PacketKind.DATA
+        and request.sig is None
+        and request.descriptor is None
+    )
 
 
 class ClientPort:

@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import Any, Protocol
 
 import trio
@@ -362,6 +362,14 @@ class NodeHost:
     def publish(self, client: ClientId, key: bytes, uid: int, data: bytes, **fields: Any) -> None:
         """``fields``: ``overlay.core.clients.LocalClients.publish``'s keyword arguments."""
         self._apply(self.core.publish(self._clock(), key, client, uid, data, **fields))
+
+    def publish_batch(
+        self, client: ClientId, key: bytes, items: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Publish ``(uid, data)`` pairs of plain packets as one batch: each is answered as
+        ``publish`` would answer it; at the stream's root they are numbered in one pass
+        (``overlay.core.batches``)."""
+        self._apply(self.core.publish_batch(self._clock(), key, client, items))
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Return once ``predicate()`` holds, re-checking after every input the core handles:

@@ -14,7 +14,7 @@ Rules that keep a run's meaning that of its packets sent one by one:
   new one;
 * any other message to the peer sends the peer's pending run first (``send``), so what the
   child reads is in the order the core sent it;
-* a run stays within the frame bound (``MAX_FRAME``) and ``MAX_RUN`` packets.
+* a run stays within the frame bound (``MAX_FRAME``) and ``MAX_RUN`` packets (``run_fits``).
 
 The same packets sent to several children make one run object (``_made``), so the driver
 encodes it once for all of them, as it does a single packet.
@@ -26,37 +26,31 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from overlay.core.effects import PeerId
-from overlay.messages import MAX_FRAME, MAX_RUN, Message, SubscribeData, run_of
-
-# What a packet adds to a run's frame besides its data, at most: its signature, five
-# integers of up to nine bytes, headers. Counted high, so a run never outgrows the frame.
-_PACKET_OVERHEAD = 128
-_RUN_OVERHEAD = 64  # the run's own header, key and first number
+from overlay.messages import Message, SubscribeData, run_fits, run_of
 
 Link = TypeVar("Link")
 
 
 class _Pending(Generic[Link]):
-    __slots__ = ("link", "packets", "size")
+    __slots__ = ("data", "link", "packets")
 
     def __init__(self, link: Link, packet: SubscribeData) -> None:
         self.link = link
         self.packets = [packet]
-        self.size = _RUN_OVERHEAD + _PACKET_OVERHEAD + len(packet.data)
+        self.data = len(packet.data)
 
     def take(self, packet: SubscribeData) -> bool:
         """Add ``packet`` if it continues the run and fits; False: it starts another."""
         last = self.packets[-1]
-        size = self.size + _PACKET_OVERHEAD + len(packet.data)
+        data = self.data + len(packet.data)
         if (
             packet.packet != last.packet + 1
             or packet.key != last.key
-            or size > MAX_FRAME
-            or len(self.packets) >= MAX_RUN
+            or not run_fits(len(self.packets) + 1, data)
         ):
             return False
         self.packets.append(packet)
-        self.size = size
+        self.data = data
         return True
 
 

@@ -13,9 +13,10 @@ Protocol variant: the forwarder is a full ``run_node`` (TCP listener, X25519/Ed2
 handshake, ChaCha20Poly1305-sealed frames, one coalescing writer per link) placed exactly at
 the stream's location, so it is the root. The N children are full ``run_node`` nodes too; each
 dials it and subscribes a local sink that counts packets (and checks their numbers run on
-without a gap or repeat). The publisher is a local client *at the root*
-(``host.publish``), so what is measured is numbering plus forwarding: no client-port protocol
-and no extra hop sits in front of the node.
+without a gap or repeat). The publisher is a local client *at the root* that publishes in
+batches of up to ``PUBLISH_BATCH`` (``host.publish_batch``: the root numbers each batch in
+one pass and sends it to each child as runs), so what is measured is numbering plus
+forwarding: no client-port protocol and no extra hop sits in front of the node.
 
 Plain variant: a trio program in the forwarder process reads length-prefixed frames from a
 TCP source (in the receiver process), frames each once and appends it to the queue of each
@@ -23,9 +24,10 @@ of N TCP sinks, written by one coalescing writer task per sink (join everything 
 ``send_all``; the node joins the same way, and writes at the end of the step that queued the
 frames, without a task, when the socket takes them). The sinks parse frames and count. Each
 of its frames is the size of one packet as the node sends it alone (1 KB payload, the
-message header and a 16-byte tag); the node packs what is queued for a child into sealed
-frames of up to 64 KiB, a 4-byte record length per packet and one tag per frame, so it puts
-a few bytes fewer per packet on the wire. The plain program does strictly more input work
+message header and a 16-byte tag); the node sends a child runs of packets
+(``SubscribeRun``, one record of up to 64 KiB each) in sealed frames of up to 64 KiB, one
+tag per frame, so it puts a few bytes fewer per packet on the wire. Both batch their writes
+alike: what is queued goes in one ``send_all``. The plain program does strictly more input work
 than the node (it reads its packets from a socket; the node's publisher is a function call),
 so the ratio errs against the node, if at all.
 
@@ -91,8 +93,8 @@ PAYLOAD_SIZE = 1024
 # below the node's 16 MiB send-queue bound, and about 100 ms of traffic at 20,000 packets a
 # second, so a credit report (one loopback round trip) always comes back before it runs dry.
 DEFAULT_WINDOW = 2048
-# Publishes between two yields of the publisher: lets the writers start on a batch while the
-# window still has room, instead of one burst of the whole window.
+# Publishes in one batch, and between two yields of the publisher: lets the writers start on
+# a batch while the window still has room, instead of one burst of the whole window.
 PUBLISH_BATCH = 256
 # Bounds on real time, so a broken run fails instead of hanging.
 SETUP_TIMEOUT = 30.0
@@ -222,9 +224,9 @@ async def _protocol_forwarder(case: Case, report: Report) -> dict[str, Any]:
             if room <= 0:
                 await credit.changed()
                 continue
-            for _ in range(room):
-                published += 1
-                host.publish(client, STREAM.key, published, payload)
+            batch = [(uid, payload) for uid in range(published + 1, published + room + 1)]
+            host.publish_batch(client, STREAM.key, batch)
+            published += room
             if publisher.failed:
                 raise BenchError(f"a publish failed: {publisher.failed[0]}")
             await trio.sleep(0)

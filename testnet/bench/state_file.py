@@ -11,9 +11,9 @@ out the effects (encoding the frame once, queueing it) and, in the variant, appe
 newest number to the state file (``overlay.runtime.state_file``): one ``write`` per read
 of the parent's link, which hands over ``--per-read`` packets (one when packets come one at
 a time; dozens when the stream is busy: a 256 KiB read holds some 230 sealed 1 KiB
-packets), and a compaction with ``fsync`` every 4,096 records. The baseline is the same relay with no state file. Runs alternate,
-``--repeats`` times each, and the best of each counts, so that load from elsewhere hits all
-alike.
+packets), and a compaction with ``fsync`` every 4,096 records. The baseline is the same
+relay with no state file. Runs alternate, ``--repeats`` times each, and the best of each
+counts, so that load from elsewhere hits all alike.
 
 Reported: microseconds per packet for each, and per ``--per-read`` the difference (the
 state file's cost) and the ratio. Sockets and encryption, which a real link adds to each

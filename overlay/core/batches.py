@@ -1,0 +1,160 @@
+"""A local client's batch of publishes: at the root, numbered as one range in one pass.
+
+A client that has many packets to publish at once (a Spark partition, ``overlay publish``
+reading a file) may hand them over as one batch: ``(uid, data)`` pairs for one open
+stream. A batch means exactly what its publishes would, made one after another in the
+same order: each is numbered once, a retried uid gets its first number, each is
+acknowledged (``PublishAcked``) once committed.
+
+Where the node is the stream's root and nothing makes a publish a case of its own, the
+batch is numbered in one pass (``Batches.publish``): its uids are remembered, its packets
+stored and sent to each child as runs (``Broadcast.store_run``), and its
+acknowledgements wait for the commit of its last packet, all together (``BatchAck``).
+That is the point of a batch: a root pays its fixed costs per batch, not per packet.
+
+A batch the root could number so but not yet waits, whole, with the stream's later
+publishes behind it (``batch_queue``): while the root's window lacks room for it all
+uncommitted (``backlog.full``: the back-pressure a fast publisher meets), and while single
+publishes made before it wait (for credit, or in the root's backlog).
+
+Anything else takes each publish its own way (``LocalClients.publish``), in the same event:
+
+* a node that is not the root passes each publish up the tree as before (with its credit,
+  its retries and its confirmation at the root);
+* a root in its takeover grace, or with numbers pending a publisher's confirmation, or a
+  tail of numbers it lacks (``Takeover.close_tail``); a batch larger than a window;
+* a uid it knows (a retry: answered with its number), one in flight or whose publish
+  lapsed, or one given twice in the batch;
+* a signed stream (each packet is signed for its own number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from overlay.core.backlog import full
+from overlay.core.commits import waits_for
+from overlay.core.effects import ClientId
+from overlay.core.local_publishes import BatchAck, batch_id
+from overlay.core.local_publishing import LocalPublishes
+from overlay.core.showing import root_stamp
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream, next_number
+from overlay.core.uid_table import content_digest
+from overlay.messages import MAX_PACKET, MAX_PAYLOAD, MAX_U64, PacketKind, SubscribeData
+
+_DATA = PacketKind.DATA
+
+
+def plain_items(items: Sequence[tuple[int, bytes]]) -> bool:
+    """Whether every item is a valid uid and payload (otherwise each goes its own way and
+    is refused with its reason: ``LocalClients.publish``)."""
+    for uid, data in items:
+        if type(uid) is not int or not 0 <= uid <= MAX_U64:
+            return False
+        if type(data) is not bytes or len(data) > MAX_PAYLOAD:
+            return False
+    return True
+
+
+class Batches:
+    """Numbering a local batch at the root in one pass (see the notes)."""
+
+    __slots__ = ("_ack", "_publishes", "_store_run", "stats")
+
+    def __init__(
+        self,
+        stats: NodeStats,
+        publishes: LocalPublishes,
+        store_run: Callable[[Stream, list[SubscribeData]], None],  # ``Broadcast.store_run``
+        ack: Callable[[Stream, ClientId, BatchAck], None],  # ``Commits.ack_local``
+    ) -> None:
+        self.stats = stats
+        self._publishes = publishes
+        self._store_run = store_run
+        self._ack = ack
+
+    def publish(
+        self, stream: Stream, client: ClientId, items: Sequence[tuple[int, bytes]]
+    ) -> bool | None:
+        """Number ``items`` as the next packets of ``stream`` and send them down, if this
+        node may do that in one pass (True); None if it may once it has room, and the
+        publishes before it went (``batch_queue``); False if not (nothing done: each goes
+        its own way)."""
+        if not plain_items(items) or not self._takes(stream, items):
+            return False
+        if not self._room(stream, items):
+            return None
+        uids = stream.uids
+        assert uids is not None, "a root keeps its uids"
+        key, first = stream.key, next_number(stream)
+        mark = root_stamp(stream)
+        # Each packet carries the mark from before it (``showing``): with nobody to wait
+        # for, the root commits each as it goes, so packet n carries n - 1.
+        rising = not waits_for(stream)
+        packets = []
+        number = first
+        for uid, data in items:
+            uids.remember(uid, number, content_digest(data, None, _DATA))
+            stamp = number - 1 if rising and (mark is None or number - 1 > mark) else mark
+            packets.append(SubscribeData(key, number, data, None, _DATA, None, None, uid, stamp))
+            number += 1
+        count = len(packets)
+        self.stats.published += count
+        self.stats.numbered += count
+        self.stats.batches += 1
+        self._store_run(stream, packets)
+        numbers = [(uid, first + i) for i, (uid, _) in enumerate(items)]
+        ack = BatchAck(key, batch_id(first), number - 1, numbers, client)
+        batched = self._publishes.batched
+        for uid, _ in items:
+            batched[uid] = ack
+        self._ack(stream, client, ack)
+        return True
+
+    def _takes(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
+        """Whether ``items`` may be numbered in one pass here, now or once it has room
+        (see the notes)."""
+        root = stream.root
+        uids = stream.uids
+        window = stream.window
+        if (
+            stream.state is not State.ROOT
+            or uids is None
+            or stream.signer is not None
+            or root.recover_until is not None
+            or root.pending
+            or (stream.high is not None and (stream.next_in or 0) <= stream.high)  # a tail
+            or len(items) > window.max_packets  # (more than a window: never room for it)
+            or sum(len(data) for _, data in items) > window.max_bytes
+        ):
+            return False
+        publishes, claims = self._publishes, stream.claims
+        in_flight, lapsed = publishes.in_flight, publishes.lapsed
+        seen: set[int] = set()
+        for uid, _ in items:
+            if uid in seen or uid in uids or in_flight(uid) or uid in claims or uid in lapsed:
+                return False
+            seen.add(uid)
+        return True
+
+    def _room(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
+        """Whether the root may number ``items`` now: no single publish of the stream waits
+        before them (for credit, or in the backlog), and its window has room for them all
+        uncommitted, as ``full`` has it for each publish (else some would be held back)."""
+        root, window = stream.root, stream.window
+        credit = self._publishes.credit.credits.get(stream.key)
+        if root.backlog or (credit is not None and credit.held) or full(stream):
+            return False
+        committed = root.committed
+        above = 0
+        if committed is not None:
+            above = len(window.packets) - window.packets.bisect_right(committed)
+        if above + len(items) > window.max_packets:
+            return False
+        size = sum(len(data) for _, data in items)
+        return (
+            committed is None
+            or window.bytes + size <= window.max_bytes  # (else the sum below is more)
+            or window.payload_in(committed + 1, MAX_PACKET) + size <= window.max_bytes
+        )
