@@ -262,3 +262,17 @@ def test_a_run_whose_marks_change_on_the_way_is_sent_on_within_frames() -> None:
     forwarded = [p for _, p in flat([(b"C", m) for m in runs])]
     assert [p.packet for p in forwarded] == list(range(1, MAX_RUN + 1))  # type: ignore[union-attr]
     assert all(p.mark == 0 for p in forwarded)  # type: ignore[union-attr]
+
+
+def test_a_run_within_twice_the_window_is_taken_in_one_pass_and_shows_the_same() -> None:
+    # A window of 8 and a client owed everything from 1: a run of 10 fits in twice the
+    # bound, where nothing owed is evicted, so it goes on whole and the client is shown
+    # what it would be one by one.
+    packets = [marked(n, n - 1) for n in range(1, 11)]
+    one, many = alone_and_as_a_run(packets, NodeConfig(window_packets=8))
+    shown = [e.event for e in one.delivered()]
+    effects = many.out.take()
+    assert shown == [e.event for e in effects if isinstance(e, Deliver)]
+    assert [e.number for e in shown] == list(range(1, 10))  # type: ignore[union-attr]
+    runs = [e.message for e in effects if isinstance(e, Send) and e.peer == b"C"]
+    assert len(runs) == 1 and isinstance(runs[0], SubscribeRun)

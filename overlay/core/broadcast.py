@@ -121,15 +121,18 @@ class Broadcast:
         child as one run (``run``, if it still carries what we would stamp): ``store`` for
         each, in one pass."""
         window = stream.window
-        if _owed(stream) and (
-            len(window) + len(packets) > window.max_packets
-            or window.bytes + sum(len(p.data) for p in packets) > window.max_bytes
+        window.keep_from = owed = _owed_from(stream)  # (as ``pump`` leaves it)
+        if owed != NOTHING_OWED and (
+            len(window) + len(packets) > 2 * window.max_packets
+            or window.bytes + sum(len(p.data) for p in packets) > 2 * window.max_bytes
         ):
-            # A local client is owed packets, and the run pushes the window past its
-            # bounds: it keeps them only while its client is shown what it may have as they
-            # come (``pump`` raises ``keep_from``). One pass would evict some still owed
-            # before showing them; so each is stored as it would be alone (the driver
-            # gathers them into runs again: ``overlay.runtime.runs``).
+            # A local client is owed packets, and the run pushes the window past twice its
+            # bounds, where packets still owed are evicted too (``Window.add``). One by
+            # one, each would be shown as it came (``pump`` raises ``keep_from``) before a
+            # later one pushed it out; in one pass some would be evicted unshown. So each
+            # is stored as it would be alone (the driver gathers them into runs again:
+            # ``overlay.runtime.runs``). Within twice the bounds nothing owed is evicted,
+            # and one pass shows the client what one by one would, in the same order.
             for packet in packets:
                 self.store(stream, packet)
             return
@@ -287,6 +290,11 @@ def _took(stream: Stream, number: int) -> None:
         stream.high = number
 
 
-def _owed(stream: Stream) -> bool:
-    """Whether a local client of ``stream`` is owed packets (``pump`` keeps them for it)."""
-    return any(m.receives and m.cursor is not None for m in stream.local.values())
+def _owed_from(stream: Stream) -> int:
+    """The lowest number a local client of ``stream`` is owed (``NOTHING_OWED``: none):
+    what ``pump`` keeps in the window for them (``Window.keep_from``)."""
+    owed = NOTHING_OWED
+    for member in stream.local.values():
+        if member.receives and member.cursor is not None and member.cursor < owed:
+            owed = member.cursor
+    return owed
