@@ -84,7 +84,9 @@ class Batches:
         if not plain_items(items) or not self._takes(stream, items):
             return False
         if not self._room(stream, items):
-            return None
+            return None  # (before the uids are checked: a batch waiting asks again often)
+        if not self._fresh(stream, items):
+            return False
         uids = stream.uids
         assert uids is not None, "a root keeps its uids"
         key, first = stream.key, next_number(stream)
@@ -113,22 +115,24 @@ class Batches:
         return True
 
     def _takes(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
-        """Whether ``items`` may be numbered in one pass here, now or once it has room
-        (see the notes)."""
-        root = stream.root
-        uids = stream.uids
-        window = stream.window
-        if (
+        """Whether ``items`` may be numbered in one pass here, now or once it has room, as
+        far as the stream's state says (see the notes; the uids: ``_fresh``)."""
+        root, window = stream.root, stream.window
+        return not (
             stream.state is not State.ROOT
-            or uids is None
+            or stream.uids is None
             or stream.signer is not None
             or root.recover_until is not None
             or root.pending
             or (stream.high is not None and (stream.next_in or 0) <= stream.high)  # a tail
             or len(items) > window.max_packets  # (more than a window: never room for it)
             or sum(len(data) for _, data in items) > window.max_bytes
-        ):
-            return False
+        )
+
+    def _fresh(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
+        """Whether every uid of ``items`` is new here and given once (see the notes)."""
+        uids = stream.uids
+        assert uids is not None, "a root keeps its uids"
         publishes, claims = self._publishes, stream.claims
         in_flight, lapsed = publishes.in_flight, publishes.lapsed
         seen: set[int] = set()
