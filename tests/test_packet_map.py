@@ -37,12 +37,15 @@ def same(ours: PacketMap, theirs: SortedDict) -> None:
         assert list(ours.irange(n, n + 3)) == list(theirs.irange(n, n + 3))
 
 
-# One step: ("append", gap), ("put", n), ("pop", _): the oldest out
+# One step: ("append", gap), ("put", n), ("pop", _): the oldest out; ("pops", k): the k
+# oldest at once; ("run", k): k consecutive numbers past the head at once
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 3)),
         st.tuples(st.just("put"), st.integers(0, 300)),
         st.tuples(st.just("pop"), st.just(0)),
+        st.tuples(st.just("pops"), st.integers(0, 80)),
+        st.tuples(st.just("run"), st.integers(1, 80)),
     ),
     max_size=400,
 )
@@ -64,6 +67,15 @@ def test_any_sequence_of_changes_leaves_it_equal_to_a_sorted_map(
             head = max(head, value)
         elif what == "pop" and theirs:
             assert ours.pop_first() == theirs.popitem(0)
+        elif what == "pops":
+            count = min(value, len(theirs))
+            assert ours.pop_firsts(value) == [theirs.popitem(0)[1] for _ in range(count)]
+        elif what == "run":
+            run = [packet(head + 1 + i) for i in range(value)]
+            ours.extend(run)
+            for p in run:
+                theirs[p.packet] = p
+            head += value
         same(ours, theirs)
 
 

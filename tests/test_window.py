@@ -397,3 +397,51 @@ def test_a_run_added_at_once_leaves_the_window_as_adding_each_would(
     assert list(one.packets.items()) == list(other.packets.items())
     assert list(one.holes.items()) == list(other.holes.items())
     assert (one.floor, one.bytes, one.evicted) == (other.floor, other.bytes, other.evicted)
+
+
+def evicted_one_at_a_time(
+    numbers: list[int], sizes: list[int], max_packets: int, max_bytes: int, keep_from: int
+) -> tuple[list[int], int]:
+    """The rule ``Window.add`` states, applied after each packet by itself: the oldest goes
+    while the window is past a bound, unless a client is owed it and the window is within
+    twice its bounds. The numbers left, and the bytes they hold."""
+    held: list[tuple[int, int]] = []
+    for number, size in zip(numbers, sizes, strict=True):
+        held.append((number, size))
+        while len(held) > 1 and (len(held) > max_packets or sum(s for _, s in held) > max_bytes):
+            total = sum(s for _, s in held)
+            if held[0][0] >= keep_from and len(held) <= 2 * max_packets and total <= 2 * max_bytes:
+                break
+            held.pop(0)
+    return [n for n, _ in held], sum(s for _, s in held)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
+    max_packets=st.integers(1, 10),
+    max_bytes=st.integers(1, 3_000),
+    keep_from=st.integers(0, 70) | st.just(NOTHING_OWED),
+    run=st.booleans(),
+)
+def test_eviction_is_the_one_at_a_time_rule(
+    sizes: list[int], max_packets: int, max_bytes: int, keep_from: int, run: bool
+) -> None:
+    # Packets 0, 1, ... of these sizes, added one by one or as one run: the window keeps
+    # exactly what the rule, applied after each packet, keeps (a run may keep more owed
+    # packets, never fewer, as it is checked once: compared one by one only).
+    window = Window(max_packets, max_bytes)
+    window.keep_from = keep_from
+    numbers = list(range(len(sizes)))
+    packets = [packet(n, size) for n, size in zip(numbers, sizes, strict=True)]
+    if run:
+        window.add_run(packets)
+    else:
+        for p in packets:
+            window.add(p)
+    if run and keep_from != NOTHING_OWED:
+        return  # (checked against one by one in the test above)
+    kept, held = evicted_one_at_a_time(numbers, sizes, max_packets, max_bytes, keep_from)
+    assert list(window.packets) == kept
+    assert window.bytes == held and window.evicted == len(sizes) - len(kept)
+    assert window.floor == (kept[0] if len(kept) < len(sizes) else 0)

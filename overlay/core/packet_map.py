@@ -102,6 +102,20 @@ class PacketMap:
         self._drop_first()
         return number, packet
 
+    def pop_firsts(self, count: int) -> list[SubscribeData]:
+        """Remove and return the ``count`` items with the lowest numbers (at most all)."""
+        numbers, start, by = self._numbers, self._start, self._by
+        end = min(start + count, len(numbers))
+        popped = [by.pop(number) for number in numbers[start:end]]
+        self._start = end
+        if end == len(numbers):
+            numbers.clear()
+            self._start = 0
+        elif end >= _COMPACT_AFTER and 2 * end >= len(numbers):
+            del numbers[:end]
+            self._start = 0
+        return popped
+
     def peekitem(self, index: int = -1) -> tuple[int, SubscribeData]:
         """The item at ``index`` in number order (negative: from the end)."""
         number = self._numbers[self._position(index)]

@@ -106,6 +106,22 @@ class Window:
         packets = self.packets
         held, count = self.bytes, len(packets)
         max_packets, max_bytes = self.max_packets, self.max_bytes
+        if count > max_packets and held <= max_bytes and not self.holes:
+            # Past the packet bound only (a window fills by count long before by bytes):
+            # as many of the oldest go at once as the rule below drops one at a time,
+            # those past twice the bound and then those no client is owed, down to the
+            # bound. (Bytes only fall as packets go, so they never hold one back.)
+            forced = max(count - 2 * max_packets, 0)
+            free = max(packets.bisect_left(self.keep_from) - forced, 0)
+            drop = min(forced + free, count - max_packets, count - 1)
+            if drop:
+                number = packets.peekitem(drop - 1)[0]
+                gone = packets.pop_firsts(drop)
+                held -= sum([len(packet.data) for packet in gone])
+                count -= drop
+                self.evicted += drop
+                if number >= self.floor:
+                    self.floor = number + 1
         while count > 1 and (count > max_packets or held > max_bytes):
             if (
                 packets.first() >= self.keep_from
