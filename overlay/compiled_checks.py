@@ -84,6 +84,17 @@ Decoder = Callable[[list[Any]], Message | None]
 Encoder = Callable[[Message], list[Any] | None]
 
 
+def _wire_test(kind: Kind, v: str) -> str:
+    """The test of value ``v`` of ``kind`` as a frame holds it."""
+    return _TESTS[kind].format(v=v)
+
+
+def _held_test(kind: Kind, v: str) -> str:
+    """The test of value ``v`` of ``kind`` as a message holds it: a packet kind is the
+    ``PacketKind`` member the code made, every other kind as a frame holds it."""
+    return f"(type({v}) is _PacketKind)" if kind is Kind.PACKET_KIND else _wire_test(kind, v)
+
+
 def _compile(source: str, name: str, extra: dict[str, Any]) -> Any:
     namespace = dict(_NAMESPACE, **extra)
     exec(compile(source, f"<compiled check {name}>", "exec"), namespace)
@@ -139,15 +150,11 @@ def compile_encoder(cls: type[Message]) -> Encoder | None:
     loads = "\n".join(
         f"    {v} = message.{name}" for v, (name, _) in zip(names, kinds, strict=True)
     )
-    tests = []
-    values = []
-    for v, (_, kind) in zip(names, kinds, strict=True):
-        if kind is Kind.PACKET_KIND:
-            tests.append(f"(type({v}) is _PacketKind)")
-            values.append(f"{v}._value_")
-        else:
-            tests.append(_TESTS[kind].format(v=v))
-            values.append(v)
+    tests = [_held_test(kind, v) for v, (_, kind) in zip(names, kinds, strict=True)]
+    values = [
+        f"{v}._value_" if kind is Kind.PACKET_KIND else v
+        for v, (_, kind) in zip(names, kinds, strict=True)
+    ]
     source = (
         f"def encode_{cls.__name__}(message):\n"
         f"{loads}\n"
@@ -171,12 +178,8 @@ def compile_test(name: str, kinds: tuple[Kind, ...], members: bool = False) -> T
     ``members``: a packet kind is the ``PacketKind`` member the code holds (encoding),
     not the plain int a frame has (decoding)."""
     names = [f"v{i}" for i in range(len(kinds))]
-    tests = " and ".join(
-        f"(type({v}) is _PacketKind)"
-        if members and kind is Kind.PACKET_KIND
-        else _TESTS[kind].format(v=v)
-        for v, kind in zip(names, kinds, strict=True)
-    )
+    test_of = _held_test if members else _wire_test
+    tests = " and ".join(test_of(kind, v) for v, kind in zip(names, kinds, strict=True))
     source = (
         f"def test_{name}(value):\n"
         f"    if type(value) not in (list, tuple) or len(value) != {len(kinds)}:\n"

@@ -29,7 +29,8 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   when no packet does (``overlay.core.showing``).
 * ``SubscribeRun`` is consecutive ``SubscribeData`` of one stream in one frame: a parent
   sends what one step of its own produced for a child as one message, so a burst costs a
-  child one decode and one event, not one per packet (``overlay.core.runs``).
+  child one decode and one event, not one per packet (``overlay.runtime.runs``,
+  ``overlay.run_packing``).
 
 Type codes are part of the wire format: never renumber one, only add. A field added to a
 message is added last, and every node sends it (a frame without it does not decode): a
@@ -511,7 +512,7 @@ class SubscribeRun(Message):
     """Packets ``first``, ``first + 1``, ... of stream ``key`` in one frame. It means exactly
     what the SubscribeData it stands for would, sent one after another: ``packets[i]`` is
     packet ``first + i``'s ``(data, epoch, kind, sig, epoch_first, uid, mark)``, the fields
-    a SubscribeData carries after its key and number (``run_of`` and ``unrun`` convert)."""
+    a SubscribeData carries after its key and number (``overlay.run_packing`` converts)."""
 
     TYPE: ClassVar[int] = 32
     key: bytes = _f(Kind.KEY)
@@ -526,58 +527,6 @@ class SubscribeRun(Message):
 
 # One packet of a ``SubscribeRun``: SubscribeData's fields from ``data`` on.
 RunItem = tuple[bytes, int | None, PacketKind, bytes | None, int | None, int | None, int | None]
-
-
-def run_item(packet: SubscribeData) -> RunItem:
-    return (
-        packet.data,
-        packet.epoch,
-        packet.kind,
-        packet.sig,
-        packet.epoch_first,
-        packet.uid,
-        packet.mark,
-    )
-
-
-def run_of(packets: list[SubscribeData]) -> SubscribeRun:
-    """The run of ``packets``: consecutive numbers of one stream, at least one, within a
-    frame (``runs_of`` splits longer ones)."""
-    first = packets[0]
-    return SubscribeRun(first.key, first.packet, tuple([run_item(p) for p in packets]))
-
-
-# What a packet adds to a run's frame besides its data, at most (its signature, five
-# integers of up to nine bytes, headers), and what a run adds besides its packets (its
-# header, key and first number). Counted high, so a run within the budget fits a frame.
-RUN_PACKET_OVERHEAD = 128
-RUN_OVERHEAD = 64
-
-
-def run_fits(packets: int, data_bytes: int) -> bool:
-    """Whether a run of ``packets`` packets holding ``data_bytes`` of data fits a frame."""
-    size = RUN_OVERHEAD + packets * RUN_PACKET_OVERHEAD + data_bytes
-    return packets <= MAX_RUN and size <= MAX_FRAME
-
-
-def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
-    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
-    runs: list[SubscribeRun] = []
-    start, count, data = 0, 0, 0
-    for index, packet in enumerate(packets):
-        if count and not run_fits(count + 1, data + len(packet.data)):
-            runs.append(run_of(packets[start:index]))
-            start, count, data = index, 0, 0
-        count += 1
-        data += len(packet.data)
-    runs.append(run_of(packets[start:]))
-    return runs
-
-
-def unrun(run: SubscribeRun) -> list[SubscribeData]:
-    """The SubscribeData ``run`` stands for, in order."""
-    key, number = run.key, run.first
-    return [SubscribeData(key, number + i, *item) for i, item in enumerate(run.packets)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,8 @@ from overlay.messages import (
     PacketsMissed,
     SubscribeData,
     SubscribeRun,
-    run_of,
-    unrun,
 )
+from overlay.run_packing import run_of, unrun
 
 
 class Setup:

@@ -10,7 +10,8 @@ from loopback_nets import FAST, LIMIT, _key_near, join, publish_all
 
 from keyspace.topology import Topology
 from overlay.codec import encode
-from overlay.messages import MAX_FRAME, MAX_PAYLOAD, Message, SubscribeData, SubscribeRun, unrun
+from overlay.messages import MAX_FRAME, MAX_PAYLOAD, Message, SubscribeData, SubscribeRun
+from overlay.run_packing import unrun
 from overlay.runtime.runs import Runs
 from testnet.local import LocalNetwork
 

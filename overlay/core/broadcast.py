@@ -40,9 +40,8 @@ from overlay.messages import (
     PublishData,
     SubscribeData,
     SubscribeRun,
-    runs_of,
-    unrun,
 )
+from overlay.run_packing import runs_of, unrun
 
 
 class Broadcast:
@@ -268,15 +267,13 @@ class Broadcast:
             self._mark_moved(stream)
         until = stream.root.committed if root else stream.shown_upto
         shows = root or until is not None  # (a member with no mark yet shows nothing)
-        window, owed = stream.window, NOTHING_OWED
-        for client, member in stream.local.items():
-            if shows:
+        window = stream.window
+        if shows:
+            for client, member in stream.local.items():
                 for event in pump(stream.key, member, window, stream.contiguous_from, until):
                     self.stats.delivered += 1
                     self._deliver(client, event)
-            if member.receives and member.cursor is not None and member.cursor < owed:
-                owed = member.cursor
-        window.keep_from = owed  # (kept past the window's bounds: ``showing``)
+        window.keep_from = _owed_from(stream)  # (kept past the window's bounds: ``showing``)
         if stream.root.unacked:
             self._release(stream)
 

@@ -68,8 +68,8 @@ from overlay.messages import (
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
     Unsubscribe,
-    unrun,
 )
+from overlay.run_packing import unrun
 
 
 class Node:

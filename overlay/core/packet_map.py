@@ -107,13 +107,7 @@ class PacketMap:
         numbers, start, by = self._numbers, self._start, self._by
         end = min(start + count, len(numbers))
         popped = [by.pop(number) for number in numbers[start:end]]
-        self._start = end
-        if end == len(numbers):
-            numbers.clear()
-            self._start = 0
-        elif end >= _COMPACT_AFTER and 2 * end >= len(numbers):
-            del numbers[:end]
-            self._start = 0
+        self._gone_before(end)
         return popped
 
     def peekitem(self, index: int = -1) -> tuple[int, SubscribeData]:
@@ -128,11 +122,16 @@ class PacketMap:
         return self._start + index if index >= 0 else len(self._numbers) + index
 
     def _drop_first(self) -> None:
-        self._start += 1
-        numbers, start = self._numbers, self._start
+        self._gone_before(self._start + 1)
+
+    def _gone_before(self, start: int) -> None:
+        """The numbers before index ``start`` are gone: compact once they are half."""
+        numbers = self._numbers
         if start == len(numbers):
             numbers.clear()
             self._start = 0
         elif start >= _COMPACT_AFTER and 2 * start >= len(numbers):
             del numbers[:start]
             self._start = 0
+        else:
+            self._start = start

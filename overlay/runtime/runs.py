@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from overlay.core.effects import PeerId
-from overlay.messages import Message, SubscribeData, run_fits, run_of
+from overlay.messages import Message, SubscribeData
+from overlay.run_packing import run_fits, run_of
 
 Link = TypeVar("Link")
 

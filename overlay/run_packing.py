@@ -1,0 +1,64 @@
+"""Packets as runs and back: the ``SubscribeRun`` a list of consecutive ``SubscribeData``
+makes, cut to fit a frame, and the packets a run stands for."""
+
+from __future__ import annotations
+
+from overlay.messages import (
+    MAX_FRAME,
+    MAX_RUN,
+    RunItem,
+    SubscribeData,
+    SubscribeRun,
+)
+
+
+def run_item(packet: SubscribeData) -> RunItem:
+    return (
+        packet.data,
+        packet.epoch,
+        packet.kind,
+        packet.sig,
+        packet.epoch_first,
+        packet.uid,
+        packet.mark,
+    )
+
+
+def run_of(packets: list[SubscribeData]) -> SubscribeRun:
+    """The run of ``packets``: consecutive numbers of one stream, at least one, within a
+    frame (``runs_of`` splits longer ones)."""
+    first = packets[0]
+    return SubscribeRun(first.key, first.packet, tuple([run_item(p) for p in packets]))
+
+
+# What a packet adds to a run's frame besides its data, at most (its signature, five
+# integers of up to nine bytes, headers), and what a run adds besides its packets (its
+# header, key and first number). Counted high, so a run within the budget fits a frame.
+RUN_PACKET_OVERHEAD = 128
+RUN_OVERHEAD = 64
+
+
+def run_fits(packets: int, data_bytes: int) -> bool:
+    """Whether a run of ``packets`` packets holding ``data_bytes`` of data fits a frame."""
+    size = RUN_OVERHEAD + packets * RUN_PACKET_OVERHEAD + data_bytes
+    return packets <= MAX_RUN and size <= MAX_FRAME
+
+
+def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
+    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
+    runs: list[SubscribeRun] = []
+    start, count, data = 0, 0, 0
+    for index, packet in enumerate(packets):
+        if count and not run_fits(count + 1, data + len(packet.data)):
+            runs.append(run_of(packets[start:index]))
+            start, count, data = index, 0, 0
+        count += 1
+        data += len(packet.data)
+    runs.append(run_of(packets[start:]))
+    return runs
+
+
+def unrun(run: SubscribeRun) -> list[SubscribeData]:
+    """The SubscribeData ``run`` stands for, in order."""
+    key, number = run.key, run.first
+    return [SubscribeData(key, number + i, *item) for i, item in enumerate(run.packets)]
