@@ -558,3 +558,19 @@ def test_an_announcement_is_debounced_and_names_every_peer() -> None:
     parts.run(3.0)
     message = Neighbours((0.3, 0.6))
     assert parts.sends() == [(b"A", message), (b"B", message)]
+
+
+def test_a_node_that_carries_no_stream_beats_without_building_its_packet_flow() -> None:
+    """Rounds and heartbeats of a node in no tree leave the publish and broadcast
+    components unbuilt (most nodes of a large network are such nodes); its first subscribe
+    builds them, and its rounds go on as before."""
+    node = beating()
+    meet(node, b"P", 0.3)
+    meet(node, b"Q", 0.4, boot_id=101)
+    for round_ in (1, 2, 3):
+        node.handle_timer(round_ * BEAT)
+        talk(node, round_ * BEAT + 1.0, b"P", b"Q")
+    assert not node.flow.built
+    node.subscribe(3.5 * BEAT, KEY, 1)
+    assert node.flow.built
+    assert heartbeats(node.handle_timer(4 * BEAT)) == [(b"P", 4), (b"Q", 4)]

@@ -122,10 +122,7 @@ class Liveness:
         for peer in peers:
             self._out.send(peer.id, beat)
         self._probes.probe_roots(now, self.beats)  # every few rounds (``probes``)
-        flow = self._flow
-        flow.repeat_marks()  # a root's mark, lest a notice was lost (``showing``)
-        flow.overdue()  # a root's unanswered HeldQuery (``commits``)
-        flow.confirm_overdue()  # a root's unconfirmed publishes (``confirming``)
+        self._flow.on_round()  # a root's marks and unanswered questions again
 
     def links_changed(self, now: float) -> None:
         """Links came or went: announce our peers after ``announce_delay``, unless due."""

@@ -30,6 +30,7 @@ nodes in the tree and thereby all subscribers." The rules, in the order they app
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from overlay.core.backlog import Backlog
 from overlay.core.batches import Batches
@@ -94,6 +95,7 @@ class PacketFlow:
         "_local",
         "_send",
         "_signature_ok",
+        "_unbuilt",
         "ask_spans",
         "attached",
         "backlog",
@@ -104,7 +106,6 @@ class PacketFlow:
         "children_changed",
         "commits",
         "config",
-        "confirm_overdue",
         "confirming",
         "credit",
         "early",
@@ -121,14 +122,12 @@ class PacketFlow:
         "on_recover_timer",
         "on_run",
         "ordering",
-        "overdue",
         "peer_witnesses",
         "publish",
         "publish_batch",
         "publishes",
         "pump",
         "pushing",
-        "repeat_marks",
         "reported",
         "reserve",
         "resume_point",
@@ -157,6 +156,36 @@ class PacketFlow:
         self.config = config
         self.streams = streams
         self.stats = stats
+        # The components are built on first use (``__getattr__``): most nodes of a large
+        # network never carry a stream, and the components of this half are 9 KB a node,
+        # half of an idle one. Until then the rounds' checks below have nothing to do.
+        self._unbuilt: tuple[TimerQueue, Outbox, Memory, PeerTable | None] | None = (
+            timers,
+            out,
+            memory,
+            peers,
+        )
+
+    if not TYPE_CHECKING:  # (to the type checker, every attribute is the declared one)
+
+        def __getattr__(self, name: str) -> object:
+            """A slot not set yet: the first use of the components builds them."""
+            unbuilt = self._unbuilt
+            if unbuilt is None:
+                raise AttributeError(name)
+            self._unbuilt = None
+            self._build(*unbuilt)
+            return object.__getattribute__(self, name)
+
+    @property
+    def built(self) -> bool:
+        """Whether the components exist: this node has used them."""
+        return self._unbuilt is None
+
+    def _build(
+        self, timers: TimerQueue, out: Outbox, memory: Memory, peers: PeerTable | None
+    ) -> None:
+        config, streams, stats = self.config, self.streams, self.stats
         self._send = out.send
         self._drop = out.drop
         self.signatures = SignatureChecker(config.signature_cache)
@@ -260,12 +289,9 @@ class PacketFlow:
         self.on_recover_timer = takeover.on_recover_timer
         self.send_mark = showing.send_mark
         self.settle = showing.settle
-        self.repeat_marks = showing.repeat_marks
         self.on_held_query = commits.on_held_query
         self.on_held = commits.on_held
         self.children_changed = commits.children_changed
-        self.overdue = commits.overdue
-        self.confirm_overdue = confirming.confirm_overdue
         self.ask_spans = gathering.ask_spans
         self.success = joining.success
         self.catch_up = joining.catch_up
@@ -279,6 +305,8 @@ class PacketFlow:
         """The node's event is done: held publishes go up if answers made room
         (``credit``), a root's backlog drains if a commit made room (``backlog``), and the
         marks that went down, or are due, are noted and told (``showing``)."""
+        if self._unbuilt is not None:
+            return
         if self.credit.released:
             self.credit.release_held(now)
         if self.backlog.backlogged:
@@ -289,6 +317,8 @@ class PacketFlow:
 
     def has_event_work(self) -> bool:
         """Whether ``after_event`` would do anything now."""
+        if self._unbuilt is not None:
+            return False
         showing = self.showing
         return bool(
             self.credit.released
@@ -300,6 +330,8 @@ class PacketFlow:
     def busy(self) -> bool:
         """Whether a local publish awaits its answer, a root is in its takeover grace, or
         a root's mark is due (``Node.busy``)."""
+        if self._unbuilt is not None:
+            return False
         publishes = self.publishes
         return bool(
             publishes.local
@@ -310,8 +342,20 @@ class PacketFlow:
 
     def on_beat(self, now: float) -> None:
         """Every heartbeat round (``takeover``, ``witnesses``)."""
+        if self._unbuilt is not None:
+            return
         self.pushing.resend_pushes(now)
         self.witnesses.expire_relays(now)
+
+    def on_round(self) -> None:
+        """A heartbeat round that reached peers: a root repeats its mark, lest a notice was
+        lost (``showing``), and asks again what went unanswered: its HeldQuery
+        (``commits``), its unconfirmed publishes (``confirming``)."""
+        if self._unbuilt is not None:
+            return
+        self.showing.repeat_marks()
+        self.commits.overdue()
+        self.confirming.confirm_overdue()
 
     def on_confirming(self, now: float, peer: PeerId, message: Confirmation) -> None:
         """The node's dispatch for the messages of confirming (one case there)."""

@@ -141,5 +141,7 @@ def publish_results(
         "latency_p99_ms": 1000 * percentile(latency, 99),
         "rdp_median": percentile(penalty, 50),
         "rdp_p95": percentile(penalty, 95),
-        "signature_checks": sum(node.flow.signatures.verified for node in sim.nodes),
+        "signature_checks": sum(
+            node.flow.signatures.verified for node in sim.nodes if node.flow.built
+        ),
     }
