@@ -39,6 +39,7 @@ from overlay.messages import (
 )
 from testnet.sim.links import Links
 from testnet.sim.network import Network, NetworkModel
+from testnet.sim.waves import Wave
 
 # Event kinds. A heartbeat is its own kind: the most common event of an idle network, it
 # takes a short path (``_deliver_beat``) that does what delivering it as a message would.
@@ -47,8 +48,6 @@ from testnet.sim.network import Network, NetworkModel
 # ``_SORTED_WAVE`` once sorted; see ``_run_wave``).
 _MESSAGE, _TIMER, _CALL, _BEAT, _WAVE, _SORTED_WAVE = 0, 1, 2, 3, 4, 5
 
-# A heartbeat in a wave: (arrival, sequence number, sender, receiver, message).
-Beat = tuple[float, int, int, int, Message]
 _PACKET_EVENTS = (Packet, Epoch)
 
 
@@ -77,10 +76,6 @@ class SimConfig:
 # What a network sends however quiet it is: heartbeats and roots' probes. They are not
 # protocol work, so running "until quiet" does not wait for them.
 UPKEEP = frozenset({Heartbeat, RootProbe, ProbeAnswer})
-
-
-def _arrival(beat: Beat) -> tuple[float, int]:
-    return beat[0], beat[1]
 
 
 def node_id(index: int) -> bytes:
@@ -146,7 +141,7 @@ class Simulator:
         self.on_deliver: Callable[[int, ClientId, ClientEvent], None] | None = None
         self._halted = False  # ``halt``: the running ``run`` returns after this event
         # The wave of heartbeats sent at ``_wave_sent`` (``_send_beat``), until it is due.
-        self._wave: list[Beat] | None = None
+        self._wave: Wave | None = None
         self._wave_sent = -1.0
         self._connect_all()
 
@@ -356,13 +351,13 @@ class Simulator:
         if wave is None or self._wave_sent != self.now:
             # The wave's entry comes due no later than any heartbeat in it: none arrives
             # sooner than the base latency, and its sequence number is below theirs.
-            wave = self._wave = []
+            wave = self._wave = Wave()
             self._wave_sent = self.now
             self._push(self.now + self.network.model.base_latency, _WAVE, -1, -1, wave)
         self._seq += 1
-        wave.append((self.now + self.network.latency(i, j), self._seq, i, j, effect.message))
+        wave.add(self.now + self.network.latency(i, j), self._seq, i, j, effect.message)
 
-    def _run_wave(self, wave: list[Beat], fresh: bool, until: float | None) -> None:
+    def _run_wave(self, wave: Wave, fresh: bool, until: float | None) -> None:
         """Deliver a wave's heartbeats in (arrival, sequence number) order while each is
         the next event of the whole simulation, then put the wave back in the heap under
         its next heartbeat's key. A merge of the wave into the heap: events happen in
@@ -373,10 +368,10 @@ class Simulator:
         if fresh:
             if wave is self._wave:
                 self._wave = None  # due now: heartbeats sent later start another wave
-            wave.sort(key=_arrival, reverse=True)
+            wave.sort()
         queue, deliver = self._queue, self._deliver_beat
         while wave and not self._halted:
-            at, seq, i, j, message = wave[-1]
+            at, seq = wave.head()
             if queue:
                 first = queue[0]
                 if first[0] < at or (first[0] == at and first[1] < seq):
@@ -386,12 +381,12 @@ class Simulator:
                     break
             elif at > until:
                 break
-            wave.pop()
+            at, i, j, message = wave.take()
             self.now = at
             self.events += 1
             deliver(i, j, message)
         if wave:
-            at, seq = wave[-1][0], wave[-1][1]
+            at, seq = wave.head()
             heapq.heappush(queue, (at, seq, _SORTED_WAVE, -1, -1, wave))
 
     def _tell_downs(self) -> None:
