@@ -40,3 +40,11 @@ def test_a_wave_taken_in_part_resumes_where_it_stopped() -> None:
     rest = [wave.take()[0] for _ in range(600)]
     assert rest[0] == at and seq >= 100
     assert first + rest == sorted(first + rest)
+
+
+def test_a_wave_of_one_arrival_time_comes_out_in_the_order_added() -> None:
+    wave = Wave()
+    for k in range(300):
+        wave.add(2.5, 10 + k, k, 300 - k, Heartbeat(1))
+    wave.sort()
+    assert [wave.take()[1] for _ in range(300)] == list(range(300))

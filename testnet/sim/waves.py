@@ -3,12 +3,15 @@
 In calm weather every node's heartbeat rounds run in step, so one moment sends a heartbeat
 over every link: 16 million at 10^6 nodes of degree 16. As tuples of (arrival, sequence
 number, sender, receiver, message) with their sort keys they held about 200 bytes each,
-3 GB a wave. Here they sit in typed arrays, 32 bytes each (the message is a reference: a
-node sends one ``Heartbeat`` object to all its peers), and are sorted through one list of
-packed integer keys that is freed once the order is read off.
+3 GB a wave. Here they sit in typed arrays, 36 bytes each with their place in the order
+(the message is a reference: a node sends one ``Heartbeat`` object to all its peers).
 
 Order: by arrival, then by sequence number. The sequence numbers rise with the order the
 heartbeats were added, so among equal arrivals the order of adding decides, as it would.
+The wave is not sorted whole (a sort of 16 million keys holds as many Python objects at
+once): ``sort`` deals the heartbeats into buckets of arrival ranges, in order, and each
+bucket is sorted when the taking reaches it. Arrival times map to buckets monotonically,
+so equal arrivals share a bucket, and a stable sort there keeps the order of adding.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from array import array
 
 from overlay.messages import Message
 
+BUCKET = 64  # heartbeats a bucket, on average
+
 
 class Wave:
-    __slots__ = ("_at", "_dst", "_messages", "_next", "_order", "_seq", "_src")
+    __slots__ = ("_at", "_current", "_dst", "_left", "_messages", "_pos", "_rows", "_seq", "_src")
 
     def __init__(self) -> None:
         self._at = array("d")  # arrival times, in the order added
@@ -27,8 +32,12 @@ class Wave:
         self._src = array("i")  # (node indexes)
         self._dst = array("i")
         self._messages: list[Message] = []
-        self._order: array[int] | None = None  # once sorted: indexes in arrival order
-        self._next = 0  # the first of ``_order`` not yet taken
+        # Once sorted: the buckets not reached yet, the last one first, each the indexes of
+        # its heartbeats in the order added; the reached bucket, sorted; the place in it.
+        self._rows: list[array[int]] = []
+        self._current: list[int] = []
+        self._pos = 0
+        self._left = 0
 
     def add(self, at: float, seq: int, sender: int, receiver: int, message: Message) -> None:
         self._at.append(at)
@@ -36,34 +45,42 @@ class Wave:
         self._src.append(sender)
         self._dst.append(receiver)
         self._messages.append(message)
+        self._left += 1
 
     def sort(self) -> None:
-        """Order the heartbeats for taking. A non-negative double's bits, read as an
-        unsigned integer, sort as the double does; below them goes the index, so equal
-        arrivals keep the order they were added in."""
-        count = len(self._at)
-        bits = array("Q")
-        bits.frombytes(self._at.tobytes())
-        shift = max(count, 1).bit_length()
-        keys = [(b << shift) | k for k, b in enumerate(bits)]
-        del bits
-        keys.sort()
-        mask = (1 << shift) - 1
-        self._order = array("i", (key & mask for key in keys))
+        """Deal the heartbeats into buckets by arrival, for taking in order."""
+        at = self._at
+        if not at:
+            return
+        count = len(at) // BUCKET + 1
+        low, high = min(at), max(at)
+        scale = (count - 1) / (high - low) if high > low else 0.0
+        rows = [array("i") for _ in range(count)]
+        last = count - 1
+        for k, arrival in enumerate(at):
+            rows[min(int((arrival - low) * scale), last)].append(k)
+        rows.reverse()
+        self._rows = rows
 
     def __len__(self) -> int:
-        return len(self._at) - self._next
+        return self._left
+
+    def _peek(self) -> int:
+        """The index of the next heartbeat; the wave must be sorted and not empty."""
+        current = self._current
+        while self._pos == len(current):
+            current = self._current = sorted(self._rows.pop(), key=self._at.__getitem__)
+            self._pos = 0
+        return current[self._pos]
 
     def head(self) -> tuple[float, int]:
-        """The next heartbeat's (arrival, sequence number); the wave must be sorted and
-        not empty."""
-        assert self._order is not None
-        k = self._order[self._next]
+        """The next heartbeat's (arrival, sequence number)."""
+        k = self._peek()
         return self._at[k], self._seq[k]
 
     def take(self) -> tuple[float, int, int, Message]:
         """The next heartbeat, taken: (arrival, sender, receiver, message)."""
-        assert self._order is not None
-        k = self._order[self._next]
-        self._next += 1
+        k = self._peek()
+        self._pos += 1
+        self._left -= 1
         return self._at[k], self._src[k], self._dst[k], self._messages[k]
