@@ -7,7 +7,7 @@ and D; client 1 subscribed at A, D and E. A publishes; ``net.hold`` parks what i
 node, as a slow or cut-off link would.
 
 The tests at the end build ``Confirming`` alone, without a Node (``flowkit``): numbers a root holds
-for its publisher's node, and claims.
+for its publisher's node (its claims: ``test_claims``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.events import PublishAcked, PublishFailed
 from overlay.core.local_publishes import LocalPublish
-from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.streams import State, Stream
 from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Witnesses
@@ -380,31 +379,18 @@ def test_a_push_sent_again_after_it_was_taken_leaves_pending_publishes_alone() -
 
 class Setup:
     def __init__(self, kit: Kit) -> None:
-        self.local: dict[int, LocalPublish] = {}
-        ok = Calls(result=True)
-        self.witnesses = Witnesses(kit.config, kit.stats, self.local, ok)
-        peers = PeerWitnesses(
-            kit.config, kit.stats, kit.streams, None, kit.out, self.witnesses, self.local, ok
-        )
-        self.witnesses.unhold = peers.unhold
-        self.requeue, self.store_new, self.reply_root, self.route = (
-            Calls(),
-            Calls(),
-            Calls(),
-            Calls(),
-        )
+        local: dict[int, LocalPublish] = {}
+        self.witnesses = Witnesses(kit.config, kit.stats, local, Calls(result=True))
+        self.requeue, self.store_new, self.reply_root = Calls(), Calls(), Calls()
         self.part = Confirming(
             kit.config,
             kit.streams,
             kit.stats,
             kit.out,
-            self.local,
             self.witnesses,
-            peers,
             self.requeue,
             self.store_new,
             self.reply_root,
-            self.route,
             kit.timers,
             Tokens(),
         )
@@ -443,19 +429,3 @@ def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_r
     assert not stream.root.pending and kit.stats.unconfirmed == 2
     [(_, dropped)] = setup.requeue.calls
     assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]
-
-
-def test_a_publishers_node_keeps_the_number_as_a_claim_and_confirms_it() -> None:
-    kit = Kit()
-    setup = Setup(kit)
-    stream = kit.stream(State.JOINED, parent=b"P")
-    setup.local[7] = LocalPublish(1, publish(7))
-    setup.part.on_numbered(b"P", PublishNumbered(7, KEY, 4))
-    assert stream.claims == {7: 4}
-    assert kit.sent() == [(b"P", PublishConfirmed(7, KEY, 4))]
-    setup.part.push_claims(stream, 2)
-    [(to, claim)] = kit.sent()
-    assert to == b"P" and isinstance(claim, PublishData)
-    assert (claim.packet, claim.pushed, claim.claim) == (4, True, True)
-    setup.part.push_claims(stream, 4)  # the parent is past it
-    assert kit.sent() == []

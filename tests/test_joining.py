@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flowkit import KEY, Calls, Kit, store
 
-from overlay.core.confirming import Confirming
+from overlay.core.claims import Claims
 from overlay.core.gathering import Gathering
 from overlay.core.joining import Joining
 from overlay.core.local_publishes import LocalPublish
@@ -13,7 +13,6 @@ from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.pushes import Pushes
 from overlay.core.showing import Showing
 from overlay.core.streams import State
-from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Witnesses
 from overlay.messages import PublishData, SubscribeData, SubscribeSucceeded
 
@@ -23,15 +22,12 @@ def joining(kit: Kit) -> tuple[Joining, Calls]:
     ok = Calls(result=True)
     witnesses = Witnesses(kit.config, kit.stats, local, ok)
     peers = PeerWitnesses(kit.config, kit.stats, kit.streams, None, kit.out, witnesses, local, ok)
-    confirming = Confirming(
-        kit.config, kit.streams, kit.stats, kit.out, local, witnesses, peers,
-        Calls(), Calls(), Calls(), Calls(), kit.timers, Tokens(),
-    )  # fmt: skip
+    claims = Claims(kit.streams, kit.stats, kit.out, local, witnesses, peers, Calls())
     pushes = Pushes(kit.config, kit.streams, kit.stats, kit.out)
-    gathering = Gathering(kit.config, kit.stats, kit.out, pushes.push_one, confirming.push_claims)
+    gathering = Gathering(kit.config, kit.stats, kit.out, pushes.push_one, claims.push_claims)
     showing = Showing(kit.config, kit.streams, kit.stats, kit.timers, kit.out, Calls())
     release_early = Calls()
-    return Joining(kit.out, pushes, confirming, gathering, showing, release_early), release_early
+    return Joining(kit.out, pushes, claims, gathering, showing, release_early), release_early
 
 
 def test_a_new_child_is_told_the_newest_packet_processed_and_caught_up_after_its_last_seen() -> (

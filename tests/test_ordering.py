@@ -8,7 +8,6 @@ from flowkit import KEY, Calls, Kit, publish, store
 from overlay.core.confirming import Confirming
 from overlay.core.local_publishes import LocalPublish
 from overlay.core.ordering import Ordering
-from overlay.core.peer_witnesses import PeerWitnesses
 from overlay.core.streams import State, Stream
 from overlay.core.tokens import Tokens
 from overlay.core.uid_table import UidTable
@@ -31,23 +30,15 @@ class Setup:
         self.store, self.close_tail = Calls(), Calls()
         part = self.part = Ordering(kit.stats, kit.memory, kit.signatures.packet_ok, self.store)
         local: dict[int, LocalPublish] = {}
-        ok = Calls(result=True)
-        witnesses = Witnesses(kit.config, kit.stats, local, ok)
-        peers = PeerWitnesses(
-            kit.config, kit.stats, kit.streams, None, kit.out, witnesses, local, ok
-        )
-        witnesses.unhold = peers.unhold
+        witnesses = Witnesses(kit.config, kit.stats, local, Calls(result=True))
         self.confirming = Confirming(
             kit.config,
             kit.streams,
             kit.stats,
             kit.out,
-            local,
             witnesses,
-            peers,
             Calls(),
             part.store_new,
-            Calls(),
             Calls(),
             kit.timers,
             Tokens(),

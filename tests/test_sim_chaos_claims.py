@@ -1,7 +1,7 @@
 """Chaos scenarios (``test_sim_chaos``) in which a root that took a tree over gave a number
 again that the root before it had sent down: the publisher's node kept its claim on the
 number, but its parent never changed, so the claim never reached the new root
-(``overlay.core.gathering``, ``confirming.push_claims``, ``takeover.Takeover.on_claim``).
+(``overlay.core.gathering``, ``claims.Claims.push_claims``, ``takeover.Takeover.on_claim``).
 Replayed exactly: the simulation is deterministic."""
 
 from __future__ import annotations

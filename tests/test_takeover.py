@@ -606,7 +606,7 @@ class Setup:
         self.ask_down, self.carried, self.missing = Calls(), Calls(), Calls()
         self.fired: list[tuple[int, int]] = []
         kit.timers.on(RECOVER_TIMER, lambda now, token, again: self.fired.append((token, again)))
-        confirming = Calls()  # (not reached by these tests)
+        unreached = Calls()  # (confirming and claims: not reached by these tests)
         self.part = Takeover(
             kit.config,
             kit.streams,
@@ -614,7 +614,8 @@ class Setup:
             kit.stats,
             Memory(8, Calls()),
             self.tokens,
-            confirming,  # type: ignore[arg-type]
+            unreached,  # type: ignore[arg-type]
+            unreached,  # type: ignore[arg-type]
             self.ask_down,
             self.missing,
             Calls(),

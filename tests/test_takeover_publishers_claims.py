@@ -6,7 +6,7 @@ published afresh by the publisher's node (``PacketFlow.on_answer``).
 The root tests use ``test_node``'s N (0.45), root of KEY for its local client 1, with
 children C1 and C2; the others the tree of ``test_publishing`` (root R, relay B, publisher
 A, subscribers A, D and E), or N as a publisher's node that takes the tree over holding its
-own claims (``Confirming.own_claims``).
+own claims (``Claims.own_claims``).
 """
 
 from __future__ import annotations

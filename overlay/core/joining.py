@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from overlay.core.confirming import Confirming
+from overlay.core.claims import Claims
 from overlay.core.effects import PeerId
 from overlay.core.events import Subscribed
 from overlay.core.fills import gaps
@@ -31,20 +31,20 @@ from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 class Joining:
     """What a parent tells and sends a new child, and what a node that took a parent does."""
 
-    __slots__ = ("confirming", "gathering", "pushes", "release_early", "send", "showing")
+    __slots__ = ("claims", "gathering", "pushes", "release_early", "send", "showing")
 
     def __init__(
         self,
         out: Outbox,
         pushes: Pushes,
-        confirming: Confirming,
+        claims: Claims,
         gathering: Gathering,
         showing: Showing,
         release_early: Callable[[Stream, bool], None],
     ) -> None:
         self.send = out.send
         self.pushes = pushes
-        self.confirming = confirming
+        self.claims = claims
         self.gathering = gathering
         self.showing = showing
         self.release_early = release_early
@@ -124,7 +124,7 @@ class Joining:
             # A new root's answer (None) says nothing of what it holds: one that took the
             # tree over from our search holds nothing of it, so it gets all we have.
             self.pushes.push_up(stream, theirs)
-        self.confirming.push_claims(stream, theirs)  # (ours and our witnesses': ``confirming``)
+        self.claims.push_claims(stream, theirs)  # (ours and our witnesses': ``claims``)
         self.gathering.ask_claimed(stream, theirs)
         if reply is not None:
             if reply.last_packet is not None and (

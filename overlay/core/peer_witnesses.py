@@ -12,8 +12,8 @@ it also sends the publish under that number (``PublishWitness``) to up to
 location first: they are the likeliest to be, or be near, the next root. Each keeps it as a
 *peer witness*: a relay entry (``Relay``, ``peer`` set) from that peer with the number,
 which the relay-witness machinery then treats like any other witness: pushed with our
-claims on attaching and when a new root asks beyond its head (``Confirming.push_claims``),
-weighed as that peer's claim if we become root (``Confirming.own_claims``; the answer goes
+claims on attaching and when a new root asks beyond its head (``Claims.push_claims``),
+weighed as that peer's claim if we become root (``Claims.own_claims``; the answer goes
 to the peer, which may be dead), ended by the answer that comes back down, expired after
 ``publish_timeout`` times ``publish_attempts``. A holder that does not carry the stream
 only keeps it: no routed claims, so a publisher's death costs no burst of searches.

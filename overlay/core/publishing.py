@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from overlay.core.backlog import Backlog
 from overlay.core.batches import Batches
 from overlay.core.broadcast import Broadcast
+from overlay.core.claims import Claims
 from overlay.core.commits import Commits
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
@@ -104,6 +105,7 @@ class PacketFlow:
         "broadcast",
         "catch_up",
         "children_changed",
+        "claims",
         "commits",
         "config",
         "confirming",
@@ -214,16 +216,16 @@ class PacketFlow:
             streams,
             stats,
             out,
-            local,
             witnesses,
-            peer_witnesses,
             backlog.requeue,
             ordering.store_new,
             self._reply_root,
-            self._route,
             timers,
             tokens,
             peers,
+        )
+        claims = self.claims = Claims(
+            streams, stats, out, local, witnesses, peer_witnesses, self._route
         )
         commits = self.commits = Commits(
             config,
@@ -237,7 +239,7 @@ class PacketFlow:
         )
         pushing = self.pushing = Pushes(config, streams, stats, out)
         gathering = self.gathering = Gathering(
-            config, stats, out, pushing.push_one, confirming.push_claims
+            config, stats, out, pushing.push_one, claims.push_claims
         )
         takeover = self.takeover = Takeover(
             config,
@@ -247,6 +249,7 @@ class PacketFlow:
             memory,
             tokens,
             confirming,
+            claims,
             gathering.ask_down,
             broadcast.missing,
             ordering.serialize,
@@ -256,9 +259,7 @@ class PacketFlow:
             broadcast.pump,
             early.release,
         )
-        joining = self.joining = Joining(
-            out, pushing, confirming, gathering, showing, early.release
-        )
+        joining = self.joining = Joining(out, pushing, claims, gathering, showing, early.release)
         # The ties back: these components were built with ``broadcast``'s and
         # ``ordering``'s methods, and those call theirs.
         broadcast.attach(
@@ -360,7 +361,7 @@ class PacketFlow:
     def on_confirming(self, now: float, peer: PeerId, message: Confirmation) -> None:
         """The node's dispatch for the messages of confirming (one case there)."""
         if isinstance(message, PublishNumbered):
-            self.confirming.on_numbered(peer, message)
+            self.claims.on_numbered(peer, message)
         elif isinstance(message, PublishConfirmed):
             self.confirming.on_confirmed(now, peer, message)
         else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from overlay.core.claims import Claims
 from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.memory import Memory
@@ -41,6 +42,7 @@ class Takeover:
     __slots__ = (
         "ask_down",
         "carried",
+        "claims",
         "config",
         "confirming",
         "memory",
@@ -66,6 +68,7 @@ class Takeover:
         memory: Memory,
         tokens: Tokens,
         confirming: Confirming,
+        claims: Claims,
         ask_down: Callable[[Stream], None],
         missing: Callable[[Stream, int, int], None],
         serialize: Callable[[float, Stream, PublishData, Source], Any],
@@ -82,6 +85,7 @@ class Takeover:
         self.memory = memory
         self.tokens = tokens
         self.confirming = confirming
+        self.claims = claims
         self.ask_down = ask_down
         self.missing = missing
         self.serialize = serialize
@@ -145,7 +149,7 @@ class Takeover:
             stream.root.look_due = True  # before numbering, look for another tree (merges)
             stream.root.relooks = 0
             self.gather(now, stream)
-        self.confirming.own_claims(now, stream)  # (``confirming``)
+        self.claims.own_claims(now, stream)  # (``claims``)
         self.pump(stream)  # a member's clients waited for marks; a root's are its own
 
     def reported(self, now: float, stream: Stream, last_seen: int | None) -> None:
@@ -308,7 +312,7 @@ class Takeover:
         if isinstance(answer, PublishCollision):
             self.stats.claims_refused += 1
             if not isinstance(source, bytes):
-                self.confirming.renew_claim(now, stream, message)  # our own (``own_claims``)
+                self.claims.renew_claim(now, stream, message)  # our own (``own_claims``)
                 return
         self.reply_root(stream, source, message, answer)
 

@@ -11,9 +11,9 @@ So a relay that passes a ``PublishConfirmed`` up from the child its publish came
 keeps that publish, with its number, as a *witness claim* in its relay entry (``Relay``)
 until the answer comes back down (``PacketFlow.on_answer`` forgets the entry) or the entry
 expires. Until then it pushes the claim like the publisher's node pushes its own
-(``Confirming.push_claims``), pointing the entry at the parent it pushed to, so the new
+(``Claims.push_claims``), pointing the entry at the parent it pushed to, so the new
 root's answer goes on down the way the publish came; and a relay that becomes root weighs
-it as if that child had pushed it (``Confirming.own_claims``, ``Takeover.on_claim``).
+it as if that child had pushed it (``Claims.own_claims``, ``Takeover.on_claim``).
 
 Invariants. A witness is kept only for a number the root told us along a relay still in
 the tree (``on_confirmed``: the confirmation came from the relay entry's source), and for
@@ -180,7 +180,7 @@ class Witnesses:
         """Our witness claims on ``stream`` as pushed (``PublishData.claim``), in number
         order, each with its relay entry (one that left the table took its witness with it,
         ``drop_kept``): those whose packet we do not hold, and whose publish is not one of
-        our own (``Confirming.live_claims``)."""
+        our own (``Claims.live_claims``)."""
         claims = []
         held: set[int | None] | None = None  # the uids of the packets we hold
         for uid, relay in list(self.witnessed.items()):
