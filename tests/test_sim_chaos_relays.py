@@ -1,5 +1,5 @@
 """A chaos scenario (``test_sim_chaos``) in which stale relay entries sent a publish's
-number round a cycle for ever (``overlay.core.confirming``, ``on_numbered``). Replayed
+number round a cycle for ever (``overlay.core.claims``, ``on_numbered``). Replayed
 exactly: the simulation is deterministic."""
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ equal arrivals in the order they were added, and reports what is left."""
 
 from __future__ import annotations
 
+import math
+
 from overlay.messages import Heartbeat
 from testnet.sim.waves import Wave
 
@@ -48,3 +50,12 @@ def test_a_wave_of_one_arrival_time_comes_out_in_the_order_added() -> None:
         wave.add(2.5, 10 + k, k, 300 - k, Heartbeat(1))
     wave.sort()
     assert [wave.take()[1] for _ in range(300)] == list(range(300))
+
+
+def test_arrivals_whose_spread_a_float_cannot_scale_still_come_out_in_order() -> None:
+    for arrivals in ([0.0, math.inf, 1.0], [0.0, 5e-324, 0.0]):
+        wave = Wave()
+        for k, at in enumerate(arrivals):
+            wave.add(at, k, k, k, Heartbeat(1))
+        wave.sort()
+        assert [wave.take()[0] for _ in arrivals] == sorted(arrivals)

@@ -20,7 +20,8 @@ How. The number reaches the publisher's side before the packet reaches anyone:
    claim up to whichever root takes the tree over (``push_claims``: on attaching, and when
    that root asks beyond its head), which takes it under that number if it is its next
    (``Takeover.on_claim``): both sides of any cut now agree on it. A publisher's node that
-   takes the tree over itself weighs its own claims the same way (``own_claims``).
+   takes the tree over itself weighs its own claims the same way (``own_claims``). That
+   side is ``overlay.core.claims``.
 3. The root, confirmed, stores the packet and sends it down; once another child holds it
    too (``commits``), the acknowledgement (``PublishSucceeded``) goes down the way the
    publish came. Only then is the publisher's client told.

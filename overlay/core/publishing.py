@@ -171,7 +171,11 @@ class PacketFlow:
     if not TYPE_CHECKING:  # (to the type checker, every attribute is the declared one)
 
         def __getattr__(self, name: str) -> object:
-            """A slot not set yet: the first use of the components builds them."""
+            """A slot not set yet: the first use of the components builds them. Once
+            only: a fault while building (memory running out) leaves the flow without
+            some components, as it would have left the node unbuilt."""
+            if name == "_unbuilt":
+                raise AttributeError(name)  # (a copy never initialized: no recursion)
             unbuilt = self._unbuilt
             if unbuilt is None:
                 raise AttributeError(name)

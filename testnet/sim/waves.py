@@ -16,6 +16,7 @@ so equal arrivals share a bucket, and a stable sort there keeps the order of add
 
 from __future__ import annotations
 
+import math
 from array import array
 
 from overlay.messages import Message
@@ -54,7 +55,12 @@ class Wave:
             return
         count = len(at) // BUCKET + 1
         low, high = min(at), max(at)
-        scale = (count - 1) / (high - low) if high > low else 0.0
+        spread = high - low
+        scale = (count - 1) / spread if 0.0 < spread < math.inf else math.inf
+        if count == 1 or not math.isfinite(scale):
+            # One arrival time, or a spread a float cannot scale: one bucket, sorted whole.
+            self._rows = [array("i", range(len(at)))]
+            return
         rows = [array("i") for _ in range(count)]
         last = count - 1
         for k, arrival in enumerate(at):
