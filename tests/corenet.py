@@ -25,6 +25,7 @@ from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, DropPeer, Effect, PeerId, Remember, Send, SetTimer
 from overlay.core.events import (
+    BatchAcked,
     ClientEvent,
     PublishAcked,
     PublishCollided,
@@ -141,12 +142,19 @@ class CoreNet:
 
     def received(self, name: bytes, client: int = 1) -> list[ClientEvent]:
         """The events ``client`` at ``name`` got about packets (not publish answers)."""
-        answers = (PublishAcked, PublishCollided, PublishFailed, Subscribed, SubscribeFailed)
+        answers = (
+            PublishAcked,
+            BatchAcked,
+            PublishCollided,
+            PublishFailed,
+            Subscribed,
+            SubscribeFailed,
+        )
         return [e for e in self.events.get((name, client), []) if not isinstance(e, answers)]
 
     def answers(self, name: bytes, client: int = 1) -> list[ClientEvent]:
         """The publish answers ``client`` at ``name`` got, in order."""
-        answers = (PublishAcked, PublishCollided, PublishFailed)
+        answers = (PublishAcked, BatchAcked, PublishCollided, PublishFailed)
         return [e for e in self.events.get((name, client), []) if isinstance(e, answers)]
 
     def unsubscribe(self, name: bytes, key: bytes, client: int = 1) -> None:

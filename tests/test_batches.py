@@ -11,7 +11,7 @@ from corenet import CoreNet
 from publish_tree import KEY, SUBSCRIBERS, packets, tree
 
 from overlay.core.config import NodeConfig
-from overlay.core.events import PublishAcked, PublishFailed
+from overlay.core.events import BatchAcked, PublishAcked, PublishFailed
 from overlay.messages import PublishData, PublishError, SubscribeData, SubscribeRun
 
 GRACE = NodeConfig().takeover_grace
@@ -25,7 +25,14 @@ def settled() -> CoreNet:
 
 
 def acked(net: CoreNet, name: bytes) -> list[tuple[int, int]]:
-    return [(e.uid, e.number) for e in net.answers(name) if isinstance(e, PublishAcked)]
+    """Each acknowledged uid with its number, in order (a batch's one event, expanded)."""
+    pairs: list[tuple[int, int]] = []
+    for event in net.answers(name):
+        if isinstance(event, BatchAcked):
+            pairs.extend(event.numbers)
+        elif isinstance(event, PublishAcked):
+            pairs.append((event.uid, event.number))
+    return pairs
 
 
 def test_a_batch_at_the_root_is_one_range_sent_down_as_runs() -> None:
@@ -38,6 +45,8 @@ def test_a_batch_at_the_root_is_one_range_sent_down_as_runs() -> None:
     ]
     links = [(b"R", b"B"), (b"R", b"E"), (b"B", b"A"), (b"B", b"D")]
     assert sorted(data) == sorted((a, b, SubscribeRun) for a, b in links)
+    (answer,) = net.answers(b"R")  # one answer for the whole batch
+    assert isinstance(answer, BatchAcked)
     numbers = [n for _, n in acked(net, b"R")]
     assert [u for u, _ in acked(net, b"R")] == [10, 11, 12, 13, 14]
     assert numbers == list(range(numbers[0], numbers[0] + 5))

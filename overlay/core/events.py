@@ -3,7 +3,8 @@
 Subscribers get ``Subscribed`` once, then the stream in packet-number order: ``Packet`` for
 each packet (plain subscribers) or ``Epoch`` for each whole closed epoch (atomic ones), and
 ``Missed`` wherever packets could not be had, so a gap is never silent. Publishers get one
-answer per publish: ``PublishAcked``, ``PublishCollided`` or ``PublishFailed``.
+answer per publish: ``PublishAcked``, ``PublishCollided`` or ``PublishFailed``; the publishes
+of a batch that its root numbered in one pass are acknowledged together, in ``BatchAcked``.
 """
 
 from __future__ import annotations
@@ -99,6 +100,16 @@ class PublishAcked:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchAcked:
+    """The root ordered a batch's publishes in one pass: ``numbers`` pairs each uid with its
+    packet number, in order. It says what a ``PublishAcked`` for each would, in one event:
+    a batch is acknowledged at the cost of one answer, not one per packet."""
+
+    key: bytes
+    numbers: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PublishCollided:
     """The stream holds another packet under the number asked for; ``suggested_next`` is
     free. A signed publisher re-signs for that number and publishes again."""
@@ -128,6 +139,7 @@ ClientEvent = (
     | EpochSkipped
     | EpochAborted
     | PublishAcked
+    | BatchAcked
     | PublishCollided
     | PublishFailed
 )

@@ -17,6 +17,7 @@ from overlay.core.credit import PublishCredit
 from overlay.core.effects import ClientId
 from overlay.core.events import (
     EXPLAIN,
+    BatchAcked,
     ClientEvent,
     PublishAcked,
     PublishCollided,
@@ -179,13 +180,16 @@ class LocalPublishes:
         """Tell the clients of a local publish the root's answer (of a batch numbered in
         one pass, its client: each of its publishes is acknowledged)."""
         if type(answer) is BatchAck:
-            key, also, batched = answer.key, answer.also, self.batched
-            for uid, number in answer.numbers:
+            key, numbers, batched = answer.key, answer.numbers, self.batched
+            for uid, _ in numbers:
                 batched.pop(uid, None)
-                acked = PublishAcked(key, uid, number)
-                self.deliver(client, acked)
-                for other in also.get(uid, ()):
-                    self.deliver(other, acked)
+            self.deliver(client, BatchAcked(key, tuple(numbers)))
+            if answer.also:  # (others that published one of its uids: one answer each)
+                numbered = dict(numbers)
+                for uid, others in answer.also.items():
+                    acked = PublishAcked(key, uid, numbered[uid])
+                    for other in others:
+                        self.deliver(other, acked)
             return
         assert not isinstance(answer, BatchAck)
         entry = self.drop(answer.uid)

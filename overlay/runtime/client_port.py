@@ -86,6 +86,7 @@ from overlay.client.protocol import (
 )
 from overlay.core.effects import ClientId
 from overlay.core.events import (
+    BatchAcked,
     ClientEvent,
     Epoch,
     EpochSkipped,
@@ -168,6 +169,12 @@ class ClientSession:
     def deliver(self, event: ClientEvent) -> None:
         """Queue ``event`` (never blocks); a queue past its bound ends the session."""
         if self.closing is not None:
+            return
+        if type(event) is BatchAcked:
+            # The client protocol answers each publish on its own (``PublishAcked``).
+            key = event.key
+            for uid, number in event.numbers:
+                self.deliver(PublishAcked(key, uid, number))
             return
         if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
             self._answered(event.uid)

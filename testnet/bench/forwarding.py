@@ -73,7 +73,14 @@ import trio
 from keyspace.stream_key import StreamKey
 from overlay.codec import encode
 from overlay.core.config import NodeConfig
-from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.core.events import (
+    BatchAcked,
+    ClientEvent,
+    Packet,
+    PublishAcked,
+    PublishFailed,
+    Subscribed,
+)
 from overlay.messages import PacketKind, SubscribeData
 from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
 from overlay.runtime.framing import AEAD_TAG_SIZE, SEALED_MAX, FrameReader, frame
@@ -153,7 +160,9 @@ class _Publisher:
         self.failed: list[PublishFailed] = []
 
     def deliver(self, event: ClientEvent) -> None:
-        if type(event) is PublishAcked:
+        if type(event) is BatchAcked:
+            self.acked += len(event.numbers)
+        elif type(event) is PublishAcked:
             self.acked += 1
         elif type(event) is PublishFailed:
             self.failed.append(event)

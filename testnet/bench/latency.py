@@ -53,7 +53,14 @@ import trio
 
 from keyspace.stream_key import StreamKey
 from keyspace.topology import small_world
-from overlay.core.events import ClientEvent, Packet, PublishAcked, PublishFailed, Subscribed
+from overlay.core.events import (
+    BatchAcked,
+    ClientEvent,
+    Packet,
+    PublishAcked,
+    PublishFailed,
+    Subscribed,
+)
 from overlay.runtime.framing import FrameReader, frame
 from overlay.runtime.host import NodeHost
 from testnet.local import LOOPBACK, LocalNetwork
@@ -95,6 +102,11 @@ class _Publisher:
         if type(event) is PublishAcked:
             self.acked[event.uid] = event.number
             self.acked_at.setdefault(event.uid, trio.current_time())
+        elif type(event) is BatchAcked:
+            now = trio.current_time()
+            for uid, number in event.numbers:
+                self.acked[uid] = number
+                self.acked_at.setdefault(uid, now)
         elif type(event) is PublishFailed:
             self.failed.append(event)
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from overlay.core.effects import ClientId
 from overlay.core.events import (
+    BatchAcked,
     ClientEvent,
     Epoch,
     EpochAborted,
@@ -116,6 +117,10 @@ class DeliveryLog:
         self.publisher.setdefault(uid, node)
 
     def on_event(self, node: int, client: ClientId, event: ClientEvent) -> None:
+        if isinstance(event, BatchAcked):  # (what a PublishAcked for each would say)
+            for uid, number in event.numbers:
+                self.on_event(node, client, PublishAcked(event.key, uid, number))
+            return
         if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
             self.answered[event.uid] += 1
             if isinstance(event, PublishAcked):
