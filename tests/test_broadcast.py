@@ -42,6 +42,7 @@ class Setup:
         part.attach(
             self.early.release,
             showing.stamp,
+            showing.stamp_run,
             showing.mark_moved,
             self.stored_at_root,
             self.release,

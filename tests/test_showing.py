@@ -39,6 +39,7 @@ from overlay.messages import (
     RestartConfirmed,
     SubscribeData,
     SubscribeRequest,
+    SubscribeRun,
     SubscribeSucceeded,
     Unsubscribe,
 )
@@ -369,6 +370,17 @@ def test_the_root_stamps_what_it_committed_on_every_packet_it_sends() -> None:
     node.receive(1.001, U, Held(KEY, 0))
     # Packet 1 is stamped 0: the root does not know yet whether it will wait for packet 1.
     assert packets_to(node.publish(1.002, KEY, 1, 101, b"p1"), U) == [(1, 0)]
+
+
+def test_the_root_stamps_every_packet_of_a_batch_with_what_it_committed_before_it() -> None:
+    node = root()
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    node.receive(1.001, U, Held(KEY, 0))
+    effects = node.publish_batch(1.002, KEY, 1, [(101, b"p1"), (102, b"p2"), (103, b"p3")])
+    [run] = [m for peer, m in sends(effects) if peer == U and type(m) is SubscribeRun]
+    assert run.first == 1
+    assert [item[-1] for item in run.packets] == [0, 0, 0]  # (each item's mark: 0)
+    assert node.streams[KEY].shown_upto == 0
 
 
 def test_under_steady_load_the_packets_carry_every_mark_and_no_notice_goes() -> None:

@@ -31,6 +31,7 @@ Anything else takes each publish its own way (``LocalClients.publish``), in the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from overlay.core.backlog import full
 from overlay.core.commits import waits_for
@@ -46,15 +47,27 @@ from overlay.messages import MAX_PACKET, MAX_PAYLOAD, MAX_U64, PacketKind, Subsc
 _DATA = PacketKind.DATA
 
 
-def plain_items(items: Sequence[tuple[int, bytes]]) -> bool:
-    """Whether every item is a valid uid and payload (otherwise each goes its own way and
-    is refused with its reason: ``LocalClients.publish``)."""
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A local client's batch and what every attempt to number it in one pass asks of it,
+    worked out once (a batch that waits for room is asked again after each event).
+    ``plain``: every item is a valid uid and payload (otherwise each goes its own way and
+    is refused with its reason: ``LocalClients.publish``); ``size``: its payload bytes."""
+
+    items: Sequence[tuple[int, bytes]]
+    plain: bool
+    size: int
+
+
+def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
+    size = 0
     for uid, data in items:
         if type(uid) is not int or not 0 <= uid <= MAX_U64:
-            return False
+            return Batch(items, False, 0)
         if type(data) is not bytes or len(data) > MAX_PAYLOAD:
-            return False
-    return True
+            return Batch(items, False, 0)
+        size += len(data)
+    return Batch(items, True, size)
 
 
 class Batches:
@@ -74,17 +87,16 @@ class Batches:
         self._store_run = store_run
         self._ack = ack
 
-    def publish(
-        self, stream: Stream, client: ClientId, items: Sequence[tuple[int, bytes]]
-    ) -> bool | None:
-        """Number ``items`` as the next packets of ``stream`` and send them down, if this
+    def publish(self, stream: Stream, client: ClientId, batch: Batch) -> bool | None:
+        """Number ``batch`` as the next packets of ``stream`` and send them down, if this
         node may do that in one pass (True); None if it may once it has room, and the
         publishes before it went (``batch_queue``); False if not (nothing done: each goes
         its own way)."""
-        if not plain_items(items) or not self._takes(stream, items):
+        if not batch.plain or not self._takes(stream, batch):
             return False
-        if not self._room(stream, items):
+        if not self._room(stream, batch):
             return None  # (before the uids are checked: a batch waiting asks again often)
+        items = batch.items
         if not self._fresh(stream, items):
             return False
         uids = stream.uids
@@ -114,8 +126,8 @@ class Batches:
         self._ack(stream, client, ack)
         return True
 
-    def _takes(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
-        """Whether ``items`` may be numbered in one pass here, now or once it has room, as
+    def _takes(self, stream: Stream, batch: Batch) -> bool:
+        """Whether ``batch`` may be numbered in one pass here, now or once it has room, as
         far as the stream's state says (see the notes; the uids: ``_fresh``)."""
         root, window = stream.root, stream.window
         return not (
@@ -125,8 +137,8 @@ class Batches:
             or root.recover_until is not None
             or root.pending
             or (stream.high is not None and (stream.next_in or 0) <= stream.high)  # a tail
-            or len(items) > window.max_packets  # (more than a window: never room for it)
-            or sum(len(data) for _, data in items) > window.max_bytes
+            or len(batch.items) > window.max_packets  # (more than a window: never room)
+            or batch.size > window.max_bytes
         )
 
     def _fresh(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
@@ -142,9 +154,9 @@ class Batches:
             seen.add(uid)
         return True
 
-    def _room(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
-        """Whether the root may number ``items`` now: no single publish of the stream waits
-        before them (for credit, or in the backlog), and its window has room for them all
+    def _room(self, stream: Stream, batch: Batch) -> bool:
+        """Whether the root may number ``batch`` now: no single publish of the stream waits
+        before it (for credit, or in the backlog), and its window has room for it all
         uncommitted, as ``full`` has it for each publish (else some would be held back)."""
         root, window = stream.root, stream.window
         credit = self._publishes.credit.credits.get(stream.key)
@@ -154,9 +166,9 @@ class Batches:
         above = 0
         if committed is not None:
             above = len(window.packets) - window.packets.bisect_right(committed)
-        if above + len(items) > window.max_packets:
+        if above + len(batch.items) > window.max_packets:
             return False
-        size = sum(len(data) for _, data in items)
+        size = batch.size
         return (
             committed is None
             or window.bytes + size <= window.max_bytes  # (else the sum below is more)

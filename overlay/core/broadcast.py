@@ -61,6 +61,7 @@ class Broadcast:
         "_send",
         "_signature_ok",
         "_stamp",
+        "_stamp_run",
         "_stored_at_root",
         "memory",
         "stats",
@@ -81,6 +82,7 @@ class Broadcast:
         self._signature_ok = signature_ok
         self._release_early: Callable[[Stream, bool], None]
         self._stamp: Callable[[Stream, SubscribeData], SubscribeData]
+        self._stamp_run: Callable[[Stream, list[SubscribeData]], list[SubscribeData]]
         self._mark_moved: Callable[[Stream], None]
         self._stored_at_root: Callable[[Stream, int, int], None]
         self._release: Callable[[Stream], None]
@@ -89,12 +91,14 @@ class Broadcast:
         self,
         release_early: Callable[[Stream, bool], None],  # ``EarlyWaits.release``
         stamp: Callable[[Stream, SubscribeData], SubscribeData],  # ``Showing.stamp``
+        stamp_run: Callable[[Stream, list[SubscribeData]], list[SubscribeData]],  # its run's
         mark_moved: Callable[[Stream], None],  # ``Showing.mark_moved``
         stored_at_root: Callable[[Stream, int, int], None],  # ``Commits.stored_at_root``
         release: Callable[[Stream], None],  # ``Commits.release``
     ) -> None:
         self._release_early = release_early
         self._stamp = stamp
+        self._stamp_run = stamp_run
         self._mark_moved = mark_moved
         self._stored_at_root = stored_at_root
         self._release = release
@@ -138,8 +142,8 @@ class Broadcast:
         first, last = packets[0].packet, packets[-1].packet
         self.memory.saw(stream.key, last)
         self.stats.stored += len(packets)
-        stamp, frontier = self._stamp, stream.frontier
-        stamped = [stamp(stream, packet) for packet in packets]
+        frontier = stream.frontier
+        stamped = self._stamp_run(stream, packets)
         window.add_run(stamped)
         for packet in stamped:
             frontier.observe(packet)

@@ -15,6 +15,7 @@ from functools import partial
 
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.batch_queue import BatchQueue
+from overlay.core.batches import Batch, batch_of
 from overlay.core.config import NodeConfig
 from overlay.core.delivery import Member
 from overlay.core.effects import ClientId, PeerId
@@ -217,38 +218,35 @@ class LocalClients:
             raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
         if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
             raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
+        batch = batch_of(items)
         deferred = self._deferred
         waits = isinstance(key, bytes) and deferred.waits(key)
-        if waits or self._batch_now(now, key, client, items) is None:
+        if waits or self._batch_now(now, key, client, batch) is None:
             # It waits for room at the root, behind the stream's publishes waiting there
             # already, if any (``batch_queue``).
             if not deferred.room(len(items)):
                 for uid, _ in items:
                     self._busy(key, client, uid)
                 return
-            deferred.add(key, partial(self._batch_after, key, client, items), len(items))
+            deferred.add(key, partial(self._batch_after, key, client, batch), len(items))
 
-    def _batch_now(
-        self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
-    ) -> bool | None:
+    def _batch_now(self, now: float, key: bytes, client: ClientId, batch: Batch) -> bool | None:
         """Number ``items`` at the root in one pass (True), or publish each on its own
         (False); None: the root will once it has room (nothing done)."""
         stream = self._streams.get(key) if isinstance(key, bytes) else None
         if stream is not None and stream.carried:
-            taken = self._flow.publish_batch(stream, client, items)
+            taken = self._flow.publish_batch(stream, client, batch)
             if taken is None:
                 return None
             if taken:
                 self._join_for(now, key, client, Member(receives=False), None)  # (as ``publish``)
                 return True
-        for uid, data in items:
+        for uid, data in batch.items:
             self._publish_now(now, key, client, uid, data, PLAIN)
         return False
 
-    def _batch_after(
-        self, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]], now: float
-    ) -> bool:
-        return self._batch_now(now, key, client, items) is not None
+    def _batch_after(self, key: bytes, client: ClientId, batch: Batch, now: float) -> bool:
+        return self._batch_now(now, key, client, batch) is not None
 
     @property
     def waiting(self) -> bool:

@@ -269,6 +269,7 @@ class PacketFlow:
         broadcast.attach(
             early.release,
             showing.stamp,
+            showing.stamp_run,
             showing.mark_moved,
             commits.stored_at_root,
             commits.release,

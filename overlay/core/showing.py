@@ -150,6 +150,17 @@ class Showing:
                     stream.shown_upto = mark = theirs  # shown by the ``pump`` that follows
         return packet if packet.mark == mark else dataclasses.replace(packet, mark=mark)
 
+    def stamp_run(self, stream: Stream, packets: list[SubscribeData]) -> list[SubscribeData]:
+        """``stamp`` for each of ``packets``, the stream's next, stored in one pass. At a
+        root the mark is the same for each (nothing between them moves it), so it is worked
+        out once; a member takes each packet's mark in turn."""
+        stamp = self.stamp
+        if stream.state is not State.ROOT:
+            return [stamp(stream, packet) for packet in packets]
+        mark = stamp(stream, packets[0]).mark
+        replace = dataclasses.replace
+        return [p if p.mark == mark else replace(p, mark=mark) for p in packets]
+
     def mark_moved(self, stream: Stream) -> None:
         """At a root (every ``pump``): a mark no packet took down is due as a notice."""
         mark = root_mark(stream)
