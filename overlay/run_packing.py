@@ -3,6 +3,9 @@ makes, cut to fit a frame, and the packets a run stands for."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
+
 from overlay.messages import (
     MAX_FRAME,
     MAX_RUN,
@@ -11,24 +14,17 @@ from overlay.messages import (
     SubscribeRun,
 )
 
-
-def run_item(packet: SubscribeData) -> RunItem:
-    return (
-        packet.data,
-        packet.epoch,
-        packet.kind,
-        packet.sig,
-        packet.epoch_first,
-        packet.uid,
-        packet.mark,
-    )
+# A packet's fields after its key and number, in order: what a run holds of it (one C call).
+run_item: Callable[[SubscribeData], RunItem] = attrgetter(
+    "data", "epoch", "kind", "sig", "epoch_first", "uid", "mark"
+)
 
 
 def run_of(packets: list[SubscribeData]) -> SubscribeRun:
     """The run of ``packets``: consecutive numbers of one stream, at least one, within a
     frame (``runs_of`` splits longer ones)."""
     first = packets[0]
-    return SubscribeRun(first.key, first.packet, tuple([run_item(p) for p in packets]))
+    return SubscribeRun(first.key, first.packet, tuple(map(run_item, packets)))
 
 
 # What a packet adds to a run's frame besides its data, at most (its signature, five
@@ -47,13 +43,12 @@ def run_fits(packets: int, data_bytes: int) -> bool:
 def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
     """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
     runs: list[SubscribeRun] = []
-    start, count, data = 0, 0, 0
+    start, size = 0, RUN_OVERHEAD  # (``run_fits``, counted as the run grows)
     for index, packet in enumerate(packets):
-        if count and not run_fits(count + 1, data + len(packet.data)):
+        size += RUN_PACKET_OVERHEAD + len(packet.data)
+        if index > start and (index - start >= MAX_RUN or size > MAX_FRAME):
             runs.append(run_of(packets[start:index]))
-            start, count, data = index, 0, 0
-        count += 1
-        data += len(packet.data)
+            start, size = index, RUN_OVERHEAD + RUN_PACKET_OVERHEAD + len(packet.data)
     runs.append(run_of(packets[start:]))
     return runs
 

@@ -60,14 +60,19 @@ class Batch:
 
 
 def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
-    size = 0
-    for uid, data in items:
-        if type(uid) is not int or not 0 <= uid <= MAX_U64:
-            return Batch(items, False, 0)
-        if type(data) is not bytes or len(data) > MAX_PAYLOAD:
-            return Batch(items, False, 0)
-        size += len(data)
-    return Batch(items, True, size)
+    """``items`` as a batch. ``items`` that are not a non-empty sequence of pairs raise
+    ValueError: a caller's bug, which a client port checks before it calls."""
+    if not isinstance(items, Sequence) or not items:
+        raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
+    plain, size = True, 0
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
+        uid, data = item
+        valid_uid = type(uid) is int and 0 <= uid <= MAX_U64
+        plain = plain and valid_uid and type(data) is bytes and len(data) <= MAX_PAYLOAD
+        size += len(data) if plain else 0
+    return Batch(items, plain, size if plain else 0)
 
 
 class Batches:
@@ -106,23 +111,22 @@ class Batches:
         # Each packet carries the mark from before it (``showing``): with nobody to wait
         # for, the root commits each as it goes, so packet n carries n - 1.
         rising = not waits_for(stream)
-        packets = []
+        ack = BatchAck(key, batch_id(first), first + len(items) - 1, [], client)
+        numbers, packets = ack.numbers, []
+        remember = uids.remember
         number = first
         for uid, data in items:
-            uids.remember(uid, number, content_digest(data, None, _DATA))
+            remember(uid, number, content_digest(data, None, _DATA))
             stamp = number - 1 if rising and (mark is None or number - 1 > mark) else mark
             packets.append(SubscribeData(key, number, data, None, _DATA, None, None, uid, stamp))
+            numbers.append((uid, number))
             number += 1
         count = len(packets)
         self.stats.published += count
         self.stats.numbered += count
         self.stats.batches += 1
         self._store_run(stream, packets)
-        numbers = [(uid, first + i) for i, (uid, _) in enumerate(items)]
-        ack = BatchAck(key, batch_id(first), number - 1, numbers, client)
-        batched = self._publishes.batched
-        for uid, _ in items:
-            batched[uid] = ack
+        self._publishes.batched.update(dict.fromkeys([uid for uid, _ in numbers], ack))
         self._ack(stream, client, ack)
         return True
 

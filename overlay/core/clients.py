@@ -214,11 +214,7 @@ class LocalClients:
         what ``publish`` of each in turn would do, in one pass where this node is the
         stream's root (``batches``). ``items`` that are not a non-empty sequence of pairs
         raise ValueError: a caller's bug, which a client port checks before it calls."""
-        if not isinstance(items, Sequence) or not items:
-            raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
-        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
-            raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
-        batch = batch_of(items)
+        batch = batch_of(items)  # (ValueError for what is not a batch)
         deferred = self._deferred
         waits = isinstance(key, bytes) and deferred.waits(key)
         if waits or self._batch_now(now, key, client, batch) is None:
