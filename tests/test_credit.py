@@ -17,6 +17,7 @@ from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked, PublishFailed, Subscribed
 from overlay.core.local_publishes import LocalPublish
 from overlay.core.node import Node
+from overlay.core.pace import INITIAL_WINDOW
 from overlay.core.streams import State
 from overlay.messages import PublishData, PublishError, PublishSucceeded, SubscribeSucceeded
 
@@ -179,3 +180,37 @@ def test_held_publishes_fail_with_their_streams_timeout() -> None:
     start(part, local, kit, 2)
     part.fail_held(KEY, PublishError.TIMEOUT)
     assert fail.calls == [(1, local[2].message, PublishError.TIMEOUT)]
+
+
+# --- the window follows the tree's pace (``pace``) ------------------------------------------
+
+
+def test_the_window_of_publishes_out_grows_as_the_tree_answers_promptly() -> None:
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    assert node.publish_room(KEY) == 256  # (nothing published yet: the whole credit)
+    sent = [uid for n in range(40) for uid in publish(node, UID + n, now=1.0)]
+    assert sent == [UID + n for n in range(INITIAL_WINDOW)]  # the rest wait
+    assert node.publish_room(KEY) == 0
+    # Answered in 10 ms, well within the allowance: the window grows by one, so two go up.
+    assert up(answer(node, UID, 0, now=1.01)) == [UID + INITIAL_WINDOW, UID + INITIAL_WINDOW + 1]
+
+
+def test_answers_that_come_late_shrink_the_window_and_hold_publishes_back() -> None:
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    for n in range(40):
+        publish(node, UID + n, now=1.0)  # (32 go up, 8 wait)
+    assert len(up(answer(node, UID, 0, now=1.01))) == 2  # the base: 10 ms; 6 still wait
+    # Each later answer takes a second, far past 10 ms + 100 ms: the window shrinks by
+    # nearly one an answer, so what waits stays (a fixed credit would send one each).
+    for n in range(1, 10):
+        assert up(answer(node, UID + n, n, now=2.0)) == []
+    assert node.publish_room(KEY) == 0
+
+
+def test_the_answer_to_a_publish_sent_again_is_not_timed() -> None:
+    # Karn's rule: it may answer either try, so its delay says nothing of the tree.
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    publish(node, UID, now=0.5)
+    assert up(node.handle_timer(0.5 + TIMEOUT)) == [UID]  # the second try
+    answer(node, UID, 0, now=0.5 + TIMEOUT + 0.01)
+    assert node.flow.credit.paces[KEY].base is None

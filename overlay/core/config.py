@@ -153,6 +153,10 @@ class NodeConfig:
     # backlog bound, ``max_queued_publishes``).
     publish_credit_packets: int = 256
     publish_credit_bytes: int = 2 * 1024 * 1024
+    # How much longer than with nothing queued a stream's publishes may take to be answered:
+    # the node keeps as many out as the tree answers within that (``pace``), so a publisher
+    # that outruns the tree waits here, not in queues inside it. 0: always the full credit.
+    publish_queue_delay: float = 0.1
     # A local publish not answered within this time is sent again (same uid, so it takes
     # effect once), up to ``publish_attempts`` times; relayed ones are forgotten then.
     publish_timeout: float = 10.0
@@ -269,6 +273,9 @@ class NodeConfig:
             raise ValueError(
                 f"catch_up_burst must be at least 1 and finite, got {self.catch_up_burst}"
             )
+        if not 0 <= self.publish_queue_delay < math.inf:  # (NaN too)
+            delay = self.publish_queue_delay
+            raise ValueError(f"publish_queue_delay must be non-negative and finite, got {delay}")
         if not self.publish_timeout > 0:
             raise ValueError(f"publish_timeout must be positive, got {self.publish_timeout}")
         if not 1 <= self.max_open_epochs <= MAX_OPEN_EPOCHS:

@@ -7,7 +7,8 @@ subtree below it restarts, and its subscribers are told ``Missed`` for packets t
 carried. Nothing upstream can slow a publish already on the wire, so the publisher's
 node, where it enters the tree, is where it must wait.
 
-How. Per stream, at most ``publish_credit_packets`` local publishes, and at most
+How. Per stream, at most a window of local publishes (``pace``: set by how long the tree
+takes to answer them, up to ``publish_credit_packets``), and at most
 ``publish_credit_bytes`` of their payload, are out: sent up (or handed to this node's own
 numbering, at a root) and not yet answered. One more is always allowed when none is out,
 whatever its size. The rest wait here in ``Credit.held``, in the order their clients sent
@@ -32,12 +33,14 @@ and keep their clients waiting for minutes.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId
 from overlay.core.local_publishes import LocalPublish
+from overlay.core.pace import Pace
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, Stream
 from overlay.messages import PublishData, PublishError
@@ -45,27 +48,34 @@ from overlay.messages import PublishData, PublishError
 
 @dataclass(slots=True)
 class Credit:
-    """One stream's local publishes at this node: those out (uid -> payload bytes), and
-    those held, in order."""
+    """One stream's local publishes at this node: those out (uid -> payload bytes, and
+    when each went up on its first try), and those held, in order; its ``pace``."""
 
+    pace: Pace
     out: dict[int, int] = field(default_factory=dict)
     out_bytes: int = 0
+    sent: dict[int, float] = field(default_factory=dict)
     held: dict[int, None] = field(default_factory=dict)
 
-    def room(self, size: int, packets: int, max_bytes: int) -> bool:
+    def room(self, size: int, max_bytes: int) -> bool:
         """Whether a publish of ``size`` payload bytes may go out now."""
         if not self.out:
             return True
-        return len(self.out) < packets and self.out_bytes + size <= max_bytes
+        return len(self.out) < self.pace.limit and self.out_bytes + size <= max_bytes
 
-    def take(self, uid: int, size: int) -> None:
+    def take(self, now: float, uid: int, size: int) -> None:
         if uid not in self.out:
             self.out[uid] = size
             self.out_bytes += size
+            self.sent[uid] = now
 
     @property
     def idle(self) -> bool:
         return not self.out and not self.held
+
+
+# Streams whose pace a node keeps once their credit is idle: the ones it published to last.
+KEPT_PACES = 64
 
 
 class PublishCredit:
@@ -77,8 +87,10 @@ class PublishCredit:
         "credits",
         "fail_local",
         "local",
+        "paces",
         "released",
         "route",
+        "samples",
         "stats",
         "streams",
     )
@@ -102,26 +114,59 @@ class PublishCredit:
         self.fail_local = fail_local
         self.credits: dict[bytes, Credit] = {}  # local publishes out and held, by stream
         self.released: dict[bytes, None] = {}  # streams whose credit moved since ``release_held``
+        # Each stream's pace outlives its credit (dropped when idle), the most recent few.
+        self.paces: OrderedDict[bytes, Pace] = OrderedDict()
+        # Answers in this event: their credit, and when the publish went up (``settle``).
+        self.samples: list[tuple[Credit, float]] = []
+
+    def _credit(self, key: bytes) -> Credit:
+        credit = self.credits.get(key)
+        if credit is None:
+            pace = self.paces.pop(key, None)
+            if pace is None:
+                config = self.config
+                pace = Pace(config.publish_credit_packets, config.publish_queue_delay)
+            self.paces[key] = pace  # (the most recent last)
+            while len(self.paces) > KEPT_PACES:
+                self.paces.popitem(last=False)
+            credit = self.credits[key] = Credit(pace)
+        return credit
+
+    def room_for(self, key: bytes) -> int:
+        """How many more local publishes of stream ``key`` would go up now, not wait."""
+        credit = self.credits.get(key)
+        if credit is None:
+            pace = self.paces.get(key)
+            return self.config.publish_credit_packets if pace is None else pace.limit
+        if credit.held:
+            return 0
+        return max(0, credit.pace.limit - len(credit.out)) if credit.out else credit.pace.limit
+
+    def resent(self, key: bytes, uid: int) -> None:
+        """Local publish ``uid`` goes up again: its answer will not be timed (``pace``)."""
+        credit = self.credits.get(key)
+        if credit is not None:
+            credit.sent.pop(uid, None)
+
+    def settle(self, now: float) -> None:
+        """After an event: each answer in it tells its stream's pace how long it took."""
+        samples, self.samples = self.samples, []
+        for credit, sent in samples:
+            credit.pace.answered(now, now - sent)
 
     def send_or_hold(
         self, now: float, stream: Stream, client: ClientId, message: PublishData
     ) -> None:
         """A new local publish (its entry is in ``local``): up now if the stream's credit
         has room and nothing waits before it, else held."""
-        credit = self.credits.get(stream.key)
-        if credit is None:
-            credit = self.credits[stream.key] = Credit()
-        config = self.config
+        credit = self._credit(stream.key)
         size = len(message.data)
         retry = message.uid in stream.claims
-        if not retry and (
-            credit.held
-            or not credit.room(size, config.publish_credit_packets, config.publish_credit_bytes)
-        ):
+        if not retry and (credit.held or not credit.room(size, self.config.publish_credit_bytes)):
             credit.held[message.uid] = None
             self.stats.held_up += 1
             return
-        credit.take(message.uid, size)
+        credit.take(now, message.uid, size)
         self.arm(now, message.uid, 1)
         self.route(now, stream, client, message)
 
@@ -133,6 +178,9 @@ class PublishCredit:
         size = credit.out.pop(uid, None)
         if size is not None:
             credit.out_bytes -= size
+            sent = credit.sent.pop(uid, None)
+            if sent is not None:
+                self.samples.append((credit, sent))
             if credit.held:
                 self.released[key] = None
         else:
@@ -170,16 +218,14 @@ class PublishCredit:
                     del credit.held[uid]  # (cannot be: ``free_credit`` removes it first)
                     continue
                 size = len(entry.message.data)
-                if not credit.room(
-                    size, config.publish_credit_packets, config.publish_credit_bytes
-                ):
+                if not credit.room(size, config.publish_credit_bytes):
                     break
                 del credit.held[uid]
                 if stream is None:
                     # (A stream with a local publisher is kept: this is a safety net.)
                     self.fail_local(entry.client, entry.message, PublishError.NOT_CARRIED)
                     continue
-                credit.take(uid, size)
+                credit.take(now, uid, size)
                 self.arm(now, uid, entry.attempt)
                 self.route(now, stream, entry.client, entry.message)
                 credit = self.credits.get(key)  # (an answer at once may have settled it)

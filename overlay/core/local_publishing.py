@@ -105,6 +105,7 @@ class LocalPublishes:
             return
         entry.attempt += 1
         self.stats.publish_retries += 1
+        self.credit.resent(entry.message.key, uid)  # (its answer is not timed: ``pace``)
         self.arm(now, uid, entry.attempt)
         self.route(now, stream, entry.client, entry.message)
 

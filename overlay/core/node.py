@@ -293,6 +293,15 @@ class Node:
         )
         return self._flush(now)
 
+    def publish_room(self, key: bytes) -> int:
+        """How many more local publishes of stream ``key`` would go up its tree now rather
+        than wait at this node (``credit``, ``pace``): a publisher that keeps within it
+        keeps its packets' latency within the tree's pace."""
+        flow = self.flow
+        if not flow.built:
+            return self.config.publish_credit_packets
+        return flow.credit.room_for(key)
+
     def publish_batch(
         self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
     ) -> list[Effect]:

@@ -313,8 +313,11 @@ class PacketFlow:
         marks that went down, or are due, are noted and told (``showing``)."""
         if self._unbuilt is not None:
             return
-        if self.credit.released:
-            self.credit.release_held(now)
+        credit = self.credit
+        if credit.samples:
+            credit.settle(now)  # (the window first: then what it lets go)
+        if credit.released:
+            credit.release_held(now)
         if self.backlog.backlogged:
             self.backlog.drain(now)
         showing = self.showing
@@ -328,6 +331,7 @@ class PacketFlow:
         showing = self.showing
         return bool(
             self.credit.released
+            or self.credit.samples
             or self.backlog.backlogged
             or showing.marks_sent
             or showing.marks_due

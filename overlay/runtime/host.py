@@ -363,6 +363,10 @@ class NodeHost:
         """``fields``: ``overlay.core.clients.LocalClients.publish``'s keyword arguments."""
         self._apply(self.core.publish(self._clock(), key, client, uid, data, **fields))
 
+    def publish_room(self, key: bytes) -> int:
+        """How many more publishes of stream ``key`` would go up now (``Node.publish_room``)."""
+        return self.core.publish_room(key)
+
     def publish_batch(
         self, client: ClientId, key: bytes, items: Sequence[tuple[int, bytes]]
     ) -> None:

@@ -15,10 +15,11 @@ start + i/rate, not "sleep between packets", so a slow moment does not lower the
 payload starts with its publish time (``trio.current_time()``, one clock for all nodes in the
 process); a subscriber's latency for a packet is its arrival time minus that.
 
-``--saturate``: instead of a schedule, the publisher keeps ``--window`` publishes
-unanswered for ``--duration`` seconds, publishing again as each is acknowledged, so the
-network's own pace (its credit and commits) sets the rate; the rate reported is unique
-deliveries a second. The baseline hop then sends as fast as it can too.
+``--saturate``: instead of a schedule, the publisher keeps up to ``--window`` publishes
+unanswered for ``--duration`` seconds, publishing again as each is acknowledged and while
+its node sends publishes up at once (``NodeHost.publish_room``: the node's credit, paced by
+how fast the tree answers), so the network's own pace sets the rate; the rate reported is
+unique deliveries a second. The baseline hop then sends as fast as it can too.
 
 Reported: p50, p90, p99 and max over every (packet, subscriber) delivery, and over every
 publish's acknowledgement (its arrival at the publishing client); packets delivered
@@ -267,7 +268,9 @@ async def _saturate(
     with trio.move_on_at(end):
         while True:
             answered = len(publisher.acked) + len(publisher.failed) - 1  # (not the warm-up)
-            while uid - answered < window:
+            # As a client of the port would be (its reads stop), the publisher is held to
+            # what the node sends up now (``publish_room``: its credit and pace).
+            while uid - answered < window and host.publish_room(STREAM.key) > 0:
                 uid += 1
                 sent[uid] = trio.current_time()
                 host.publish(client, STREAM.key, uid, _payload(payload))

@@ -1,0 +1,89 @@
+"""Pace: how many of its clients' publishes a node keeps in a stream's tree at once, set by
+how long the tree takes to answer them.
+
+Why. A fixed credit (``publish_credit_packets``) is too small for one tree and too large
+for another. Where the tree answers more slowly than the publisher publishes, whatever is
+out beyond the tree's pace waits in queues inside it (the root's backlog, the links), and
+every publish's answer, and its delivery, waits as long as the queue before it. Measured
+with 50 nodes in one process (``testnet.bench.latency --saturate``): 256 publishes out
+took p99 690 ms from publish to delivery, 128 out about 300 ms, at the same throughput.
+
+How: a delay-based window, as LEDBAT (RFC 6817) and FAST TCP set a congestion window.
+
+* The node times each publish from when it goes up to its answer, on its first try only: a
+  retry's answer says nothing of the queue (Karn's rule, as TCP times its segments).
+* The *base* is the least such delay over the last minute (RFC 6817 2.4.1: minima per
+  interval, a few intervals kept, so that a route that got slower is learned within
+  ``BASE_PERIODS`` periods): the tree's answer time with nothing queued.
+* After each answer the window moves toward the size at which answers take
+  ``base + allowed``, where ``allowed`` is ``target`` (``publish_queue_delay``) or the base
+  itself, whichever is more:
+
+      window += (base + allowed) / delay - 1     (at most +1: it doubles a round trip at most)
+
+  Over a window's worth of answers that multiplies it by about ``(base + allowed) / delay``:
+  a queue worth more than ``allowed`` drains within a round trip or two, and a tree that
+  answers sooner lets the window grow. ``allowed`` grows with the base because a long path
+  varies by more than ``target`` with nothing queued (its hops' own jitter, a commit
+  waiting for a far child): a window held to ``target`` there would shrink to its floor
+  and cap the stream at a few packets a round trip. So the tree's queues add at most
+  ``target`` to a short path's answer time, and at most double a long one's.
+
+The window stays within ``[MIN_WINDOW, top]`` (``publish_credit_packets``; a top below
+``MIN_WINDOW`` is a fixed credit). It starts at ``INITIAL_WINDOW`` and doubles each round
+trip while answers come within the allowance (as TCP's slow start): started at the top, a
+burst's first answers would wait behind the whole burst, and the base they set, and the
+allowance with it, would let the queue stand. A target of 0 keeps the window at the top
+(a fixed credit).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+# Publishes out at least: below a few, a stream's packets travel alone and the tree's fixed
+# costs per packet (marks, commit questions) grow.
+MIN_WINDOW = 8
+# Publishes out at first: enough for a stream of tens of packets a second over a long path
+# before the first answers come back (a light stream never waits for the window).
+INITIAL_WINDOW = 32
+BASE_PERIOD = 10.0  # seconds per kept minimum of the answer delay
+BASE_PERIODS = 6  # minima kept: the base is the least over the last minute
+
+
+class Pace:
+    """One stream's window of publishes out, from the delays of their answers."""
+
+    __slots__ = ("_minima", "_period_end", "target", "top", "window")
+
+    def __init__(self, top: int, target: float) -> None:
+        self.top = top
+        self.target = target
+        self.window = float(top if target <= 0 else min(top, INITIAL_WINDOW))
+        self._minima: deque[float] = deque(maxlen=BASE_PERIODS)  # (oldest first)
+        self._period_end: float | None = None
+
+    @property
+    def limit(self) -> int:
+        """Publishes that may be out at once now."""
+        return int(self.window)
+
+    @property
+    def base(self) -> float | None:
+        """The least answer delay of the last ``BASE_PERIODS`` periods (None: none yet)."""
+        return min(self._minima) if self._minima else None
+
+    def answered(self, now: float, delay: float) -> None:
+        """A publish sent up ``delay`` seconds before ``now`` (its first try) is answered."""
+        if self.target <= 0 or delay < 0:
+            return
+        if self._period_end is None or now >= self._period_end:
+            self._minima.append(delay)  # (the oldest period drops out)
+            self._period_end = now + BASE_PERIOD
+        elif delay < self._minima[-1]:
+            self._minima[-1] = delay
+        base = min(self._minima)
+        allowed = max(self.target, base)
+        step = 1.0 if delay <= 0 else min(1.0, (base + allowed) / delay - 1.0)
+        floor = min(MIN_WINDOW, self.top)
+        self.window = max(float(floor), min(float(self.top), self.window + step))
