@@ -187,7 +187,7 @@ def test_held_publishes_fail_with_their_streams_timeout() -> None:
 
 def test_the_window_of_publishes_out_grows_as_the_tree_answers_promptly() -> None:
     node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
-    assert node.publish_room(KEY) == 256  # (nothing published yet: the whole credit)
+    assert node.publish_room(KEY) == INITIAL_WINDOW  # (nothing published yet)
     sent = [uid for n in range(40) for uid in publish(node, UID + n, now=1.0)]
     assert sent == [UID + n for n in range(INITIAL_WINDOW)]  # the rest wait
     assert node.publish_room(KEY) == 0
@@ -214,3 +214,12 @@ def test_the_answer_to_a_publish_sent_again_is_not_timed() -> None:
     assert up(node.handle_timer(0.5 + TIMEOUT)) == [UID]  # the second try
     answer(node, UID, 0, now=0.5 + TIMEOUT + 0.01)
     assert node.flow.credit.paces[KEY].base is None
+
+
+def test_a_publish_given_up_is_not_timed() -> None:
+    # Its client left a millisecond after it went up: no answer came, so nothing says how
+    # fast the tree is (taken as one, it would make every later answer look queued).
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    publish(node, UID, now=1.0)
+    node.remove_client(1.001, 1)
+    assert KEY not in node.flow.credit.paces or node.flow.credit.paces[KEY].base is None

@@ -83,3 +83,10 @@ def test_a_credit_below_the_floor_is_fixed_at_it() -> None:
     assert pace.limit == 2
     answers(pace, 5.0, 100)
     assert pace.limit == 2
+
+
+def test_a_minimum_a_minute_old_is_forgotten_even_after_an_idle_time() -> None:
+    pace = Pace(TOP, TARGET)
+    pace.answered(0.0, 0.001)  # (a root answers its own publishes at once)
+    pace.answered(3600.0, 0.3)  # an hour later, a member: its answers take 300 ms
+    assert pace.base == 0.3

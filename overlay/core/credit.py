@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId
 from overlay.core.local_publishes import LocalPublish
-from overlay.core.pace import Pace
+from overlay.core.pace import Pace, first_window
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Source, Stream
 from overlay.messages import PublishData, PublishError
@@ -63,19 +63,28 @@ class Credit:
             return True
         return len(self.out) < self.pace.limit and self.out_bytes + size <= max_bytes
 
-    def take(self, now: float, uid: int, size: int) -> None:
+    def take(self, now: float, uid: int, size: int, timed: bool) -> None:
+        """Publish ``uid`` goes out; ``timed``: its answer will tell the pace how long the
+        tree took (not for a uid this node knows already: its answer may come at once)."""
         if uid not in self.out:
             self.out[uid] = size
             self.out_bytes += size
-            self.sent[uid] = now
+            if timed:
+                self.sent[uid] = now
 
     @property
     def idle(self) -> bool:
         return not self.out and not self.held
 
 
-# Streams whose pace a node keeps once their credit is idle: the ones it published to last.
+# Streams whose pace a node keeps once their credit is idle (see ``paces``).
 KEPT_PACES = 64
+
+
+def _known(stream: Stream, uid: int) -> bool:
+    """Whether this node knows ``uid``'s number already (a claim, or a root's table), so
+    its answer may come at once and says nothing of the tree's pace."""
+    return uid in stream.claims or (stream.uids is not None and uid in stream.uids)
 
 
 class PublishCredit:
@@ -114,7 +123,8 @@ class PublishCredit:
         self.fail_local = fail_local
         self.credits: dict[bytes, Credit] = {}  # local publishes out and held, by stream
         self.released: dict[bytes, None] = {}  # streams whose credit moved since ``release_held``
-        # Each stream's pace outlives its credit (dropped when idle), the most recent few.
+        # Each stream's pace outlives its credit (dropped when idle): the streams whose
+        # publishing began most recently.
         self.paces: OrderedDict[bytes, Pace] = OrderedDict()
         # Answers in this event: their credit, and when the publish went up (``settle``).
         self.samples: list[tuple[Credit, float]] = []
@@ -137,13 +147,18 @@ class PublishCredit:
         credit = self.credits.get(key)
         if credit is None:
             pace = self.paces.get(key)
-            return self.config.publish_credit_packets if pace is None else pace.limit
+            if pace is None:
+                return first_window(
+                    self.config.publish_credit_packets, self.config.publish_queue_delay
+                )
+            return pace.limit
         if credit.held:
             return 0
         return max(0, credit.pace.limit - len(credit.out)) if credit.out else credit.pace.limit
 
     def resent(self, key: bytes, uid: int) -> None:
-        """Local publish ``uid`` goes up again: its answer will not be timed (``pace``)."""
+        """Local publish ``uid`` goes up again on its timeout: its answer will not be timed
+        (it may answer either try: Karn's rule, ``pace``)."""
         credit = self.credits.get(key)
         if credit is not None:
             credit.sent.pop(uid, None)
@@ -166,12 +181,13 @@ class PublishCredit:
             credit.held[message.uid] = None
             self.stats.held_up += 1
             return
-        credit.take(now, message.uid, size)
+        credit.take(now, message.uid, size, timed=not retry and not _known(stream, message.uid))
         self.arm(now, message.uid, 1)
         self.route(now, stream, client, message)
 
-    def free_credit(self, key: bytes, uid: int) -> None:
-        """Local publish ``uid`` of ``key`` is answered or given up: its credit is free."""
+    def free_credit(self, key: bytes, uid: int, timed: bool = False) -> None:
+        """Local publish ``uid`` of ``key`` is answered or given up: its credit is free.
+        ``timed``: the tree answered it (its delay is a sample for the pace)."""
         credit = self.credits.get(key)
         if credit is None:
             return
@@ -179,7 +195,7 @@ class PublishCredit:
         if size is not None:
             credit.out_bytes -= size
             sent = credit.sent.pop(uid, None)
-            if sent is not None:
+            if sent is not None and timed:
                 self.samples.append((credit, sent))
             if credit.held:
                 self.released[key] = None
@@ -225,7 +241,7 @@ class PublishCredit:
                     # (A stream with a local publisher is kept: this is a safety net.)
                     self.fail_local(entry.client, entry.message, PublishError.NOT_CARRIED)
                     continue
-                credit.take(now, uid, size)
+                credit.take(now, uid, size, timed=not _known(stream, uid))
                 self.arm(now, uid, entry.attempt)
                 self.route(now, stream, entry.client, entry.message)
                 credit = self.credits.get(key)  # (an answer at once may have settled it)

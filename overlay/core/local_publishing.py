@@ -141,11 +141,12 @@ class LocalPublishes:
     def arm(self, now: float, uid: int, attempt: int) -> None:
         self.timers.add(now + self.config.publish_timeout, (PUBLISH_TIMER, uid, attempt))
 
-    def drop(self, uid: int) -> LocalPublish | None:
-        """Forget a local publish, and its claim on a number (``confirming``) with it."""
+    def drop(self, uid: int, timed: bool = False) -> LocalPublish | None:
+        """Forget a local publish, and its claim on a number (``confirming``) with it.
+        ``timed``: the tree answered it, and how long it took tells the stream's pace."""
         entry = self.local.pop(uid, None)
         if entry is not None:
-            self.credit.free_credit(entry.message.key, uid)  # (``credit``)
+            self.credit.free_credit(entry.message.key, uid, timed)  # (``credit``)
             stream = self.streams.get(entry.message.key)
             if stream is not None:
                 stream.claims.pop(uid, None)
@@ -193,7 +194,10 @@ class LocalPublishes:
                         self.deliver(other, acked)
             return
         assert not isinstance(answer, BatchAck)
-        entry = self.drop(answer.uid)
+        # Only an ordering (a number, or a collision) says how long the tree took: a refusal
+        # may come from anywhere on the way, or from this node itself (``pace``).
+        timed = isinstance(answer, PublishSucceeded | PublishCollision)
+        entry = self.drop(answer.uid, timed)
         if entry is None:
             return  # answered already (a resend crossed the first answer)
         key, uid = answer.key, answer.uid

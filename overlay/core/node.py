@@ -27,6 +27,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import ClientId, Effect, PeerId, SetTimer
 from overlay.core.memory import Memory
 from overlay.core.outbox import Outbox
+from overlay.core.pace import first_window
 from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
@@ -299,7 +300,8 @@ class Node:
         keeps its packets' latency within the tree's pace."""
         flow = self.flow
         if not flow.built:
-            return self.config.publish_credit_packets
+            config = self.config
+            return first_window(config.publish_credit_packets, config.publish_queue_delay)
         return flow.credit.room_for(key)
 
     def publish_batch(
@@ -391,6 +393,7 @@ class Node:
     def _flush(self, now: float) -> list[Effect]:
         self.flow.after_event(now)
         self.clients.run_deferred(now)  # (after the backlog and credit let theirs go)
+        self.flow.settle_pace(now)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
             self.out.append(SetTimer(deadline))

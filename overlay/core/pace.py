@@ -10,11 +10,15 @@ took p99 690 ms from publish to delivery, 128 out about 300 ms, at the same thro
 
 How: a delay-based window, as LEDBAT (RFC 6817) and FAST TCP set a congestion window.
 
-* The node times each publish from when it goes up to its answer, on its first try only: a
-  retry's answer says nothing of the queue (Karn's rule, as TCP times its segments).
+* The node times each publish from when it goes up to the tree's answer, a number or a
+  collision, on its first try only: a retry's answer says nothing of the queue (Karn's
+  rule, as TCP times its segments). Nor does a refusal, an answer the node had at once (a
+  uid it knows), or a publish given up (its client left, or it timed out).
 * The *base* is the least such delay over the last minute (RFC 6817 2.4.1: minima per
   interval, a few intervals kept, so that a route that got slower is learned within
-  ``BASE_PERIODS`` periods): the tree's answer time with nothing queued.
+  ``BASE_PERIODS`` periods): the tree's answer time with nothing queued. (A node that was
+  the stream's root and becomes a member keeps its root's base, and so a small window,
+  until that minute has passed.)
 * After each answer the window moves toward the size at which answers take
   ``base + allowed``, where ``allowed`` is ``target`` (``publish_queue_delay``) or the base
   itself, whichever is more:
@@ -51,6 +55,11 @@ BASE_PERIOD = 10.0  # seconds per kept minimum of the answer delay
 BASE_PERIODS = 6  # minima kept: the base is the least over the last minute
 
 
+def first_window(top: int, target: float) -> int:
+    """The window a new pace starts with."""
+    return top if target <= 0 else min(top, INITIAL_WINDOW)
+
+
 class Pace:
     """One stream's window of publishes out, from the delays of their answers."""
 
@@ -59,9 +68,10 @@ class Pace:
     def __init__(self, top: int, target: float) -> None:
         self.top = top
         self.target = target
-        self.window = float(top if target <= 0 else min(top, INITIAL_WINDOW))
-        self._minima: deque[float] = deque(maxlen=BASE_PERIODS)  # (oldest first)
-        self._period_end: float | None = None
+        self.window = float(first_window(top, target))
+        # The least delay of each period that had answers, with when it began, oldest
+        # first; those begun ``BASE_PERIODS`` periods ago or more are dropped.
+        self._minima: deque[tuple[float, float]] = deque()
 
     @property
     def limit(self) -> int:
@@ -70,19 +80,22 @@ class Pace:
 
     @property
     def base(self) -> float | None:
-        """The least answer delay of the last ``BASE_PERIODS`` periods (None: none yet)."""
-        return min(self._minima) if self._minima else None
+        """The least answer delay of the last ``BASE_PERIODS`` periods, as of the last
+        answer (None: none yet)."""
+        return min(least for _, least in self._minima) if self._minima else None
 
     def answered(self, now: float, delay: float) -> None:
         """A publish sent up ``delay`` seconds before ``now`` (its first try) is answered."""
-        if self.target <= 0 or delay < 0:
+        if self.target <= 0 or not delay >= 0:  # (NaN too)
             return
-        if self._period_end is None or now >= self._period_end:
-            self._minima.append(delay)  # (the oldest period drops out)
-            self._period_end = now + BASE_PERIOD
-        elif delay < self._minima[-1]:
-            self._minima[-1] = delay
-        base = min(self._minima)
+        minima = self._minima
+        while minima and minima[0][0] <= now - BASE_PERIODS * BASE_PERIOD:
+            minima.popleft()  # (a minute old: the path may have changed since)
+        if not minima or now >= minima[-1][0] + BASE_PERIOD:
+            minima.append((now, delay))
+        elif delay < minima[-1][1]:
+            minima[-1] = (minima[-1][0], delay)
+        base = min(least for _, least in minima)
         allowed = max(self.target, base)
         step = 1.0 if delay <= 0 else min(1.0, (base + allowed) / delay - 1.0)
         floor = min(MIN_WINDOW, self.top)

@@ -324,6 +324,12 @@ class PacketFlow:
         if showing.marks_sent or showing.marks_due:
             showing.tell_marks(now)
 
+    def settle_pace(self, now: float) -> None:
+        """The end of the node's step: answers in it since ``after_event`` (a root's
+        backlog or batches answer at once) tell their streams' pace (``credit``)."""
+        if self._unbuilt is None and self.credit.samples:
+            self.credit.settle(now)
+
     def has_event_work(self) -> bool:
         """Whether ``after_event`` would do anything now."""
         if self._unbuilt is not None:

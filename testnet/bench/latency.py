@@ -19,7 +19,9 @@ process); a subscriber's latency for a packet is its arrival time minus that.
 unanswered for ``--duration`` seconds, publishing again as each is acknowledged and while
 its node sends publishes up at once (``NodeHost.publish_room``: the node's credit, paced by
 how fast the tree answers), so the network's own pace sets the rate; the rate reported is
-unique deliveries a second. The baseline hop then sends as fast as it can too.
+unique deliveries a second. (A client of the port is not told that room: one that keeps
+more unanswered waits at its node, up to the port's bound, and that wait is in its
+latency.) The baseline hop then sends as fast as it can too.
 
 Reported: p50, p90, p99 and max over every (packet, subscriber) delivery, and over every
 publish's acknowledgement (its arrival at the publishing client); packets delivered
@@ -268,8 +270,8 @@ async def _saturate(
     with trio.move_on_at(end):
         while True:
             answered = len(publisher.acked) + len(publisher.failed) - 1  # (not the warm-up)
-            # As a client of the port would be (its reads stop), the publisher is held to
-            # what the node sends up now (``publish_room``: its credit and pace).
+            # The publisher keeps within what the node sends up now (``publish_room``: its
+            # credit and pace), so it measures the tree's queues, not the node's hold.
             while uid - answered < window and host.publish_room(STREAM.key) > 0:
                 uid += 1
                 sent[uid] = trio.current_time()
