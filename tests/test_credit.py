@@ -185,26 +185,33 @@ def test_held_publishes_fail_with_their_streams_timeout() -> None:
 # --- the window follows the tree's pace (``pace``) ------------------------------------------
 
 
-def test_the_window_of_publishes_out_grows_as_the_tree_answers_promptly() -> None:
+def test_the_window_of_publishes_out_doubles_a_round_while_the_tree_answers_promptly() -> None:
     node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
     assert node.publish_room(KEY) == INITIAL_WINDOW  # (nothing published yet)
     sent = [uid for n in range(40) for uid in publish(node, UID + n, now=1.0)]
     assert sent == [UID + n for n in range(INITIAL_WINDOW)]  # the rest wait
     assert node.publish_room(KEY) == 0
-    # Answered in 10 ms, well within the allowance: the window grows by one, so two go up.
-    assert up(answer(node, UID, 0, now=1.01)) == [UID + INITIAL_WINDOW, UID + INITIAL_WINDOW + 1]
+    # A round: a window's worth of answers, each in 10 ms, well within the allowance.
+    for n in range(INITIAL_WINDOW):
+        answer(node, UID + n, n, now=1.01)
+    assert node.flow.credit.paces[KEY].limit == 2 * INITIAL_WINDOW
+    assert node.publish_room(KEY) == 2 * INITIAL_WINDOW - 8  # (the 8 that waited went up)
 
 
-def test_answers_that_come_late_shrink_the_window_and_hold_publishes_back() -> None:
+def test_a_round_of_late_answers_halves_the_window() -> None:
     node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
-    for n in range(40):
-        publish(node, UID + n, now=1.0)  # (32 go up, 8 wait)
-    assert len(up(answer(node, UID, 0, now=1.01))) == 2  # the base: 10 ms; 6 still wait
-    # Each later answer takes a second, far past 10 ms + 100 ms: the window shrinks by
-    # nearly one an answer, so what waits stays (a fixed credit would send one each).
-    for n in range(1, 10):
-        assert up(answer(node, UID + n, n, now=2.0)) == []
-    assert node.publish_room(KEY) == 0
+    for n in range(INITIAL_WINDOW):
+        publish(node, UID + n, now=1.0)
+    for n in range(INITIAL_WINDOW):
+        answer(node, UID + n, n, now=1.01)  # the base: 10 ms; the window doubles
+    first = UID + 100
+    for n in range(2 * INITIAL_WINDOW):
+        publish(node, first + n, now=1.02)
+    # Every answer of the next round takes 2 s, far past 10 ms + 100 ms: a queue stands.
+    for n in range(2 * INITIAL_WINDOW):
+        answer(node, first + n, INITIAL_WINDOW + n, now=3.02)
+    assert node.flow.credit.paces[KEY].limit == INITIAL_WINDOW
+    assert node.publish_room(KEY) == INITIAL_WINDOW
 
 
 def test_the_answer_to_a_publish_sent_again_is_not_timed() -> None:

@@ -90,3 +90,14 @@ def test_a_minimum_a_minute_old_is_forgotten_even_after_an_idle_time() -> None:
     pace.answered(0.0, 0.001)  # (a root answers its own publishes at once)
     pace.answered(3600.0, 0.3)  # an hour later, a member: its answers take 300 ms
     assert pace.base == 0.3
+
+
+def test_a_round_that_some_answers_cross_promptly_is_jitter_not_a_queue() -> None:
+    # A node busy for moments delays most answers of a round, but not all: no queue stands
+    # for the whole round, so the window does not shrink.
+    pace = Pace(TOP, TARGET)
+    answers(pace, 0.02, INITIAL_WINDOW)  # (the base, 20 ms; the window doubles to 64)
+    window = pace.window
+    answers(pace, 0.6, int(window) - 1)
+    pace.answered(1.0, 0.03)
+    assert pace.window >= window

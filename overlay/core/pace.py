@@ -19,23 +19,25 @@ How: a delay-based window, as LEDBAT (RFC 6817) and FAST TCP set a congestion wi
   ``BASE_PERIODS`` periods): the tree's answer time with nothing queued. (A node that was
   the stream's root and becomes a member keeps its root's base, and so a small window,
   until that minute has passed.)
-* After each answer the window moves toward the size at which answers take
-  ``base + allowed``, where ``allowed`` is ``target`` (``publish_queue_delay``) or the base
-  itself, whichever is more:
+* The window changes once a *round*, a window's worth of answers, by what the round's
+  least delay says. Only a queue that stands for a whole round delays every answer of it;
+  a node busy for a moment (other work, another process on its core) delays some. So the
+  least, as CoDel judges a queue by the least sojourn over an interval, tells a standing
+  queue from jitter, which on a loaded machine is many times the target. The window moves
+  toward the size at which that least delay is ``base + allowed``, where ``allowed`` is
+  ``target`` (``publish_queue_delay``) or the base itself, whichever is more:
 
-      window += (base + allowed) / delay - 1     (at most +1: it doubles a round trip at most)
+      window *= (base + allowed) / least     (by at most half, or twice, in one round)
 
-  Over a window's worth of answers that multiplies it by about ``(base + allowed) / delay``:
-  a queue worth more than ``allowed`` drains within a round trip or two, and a tree that
-  answers sooner lets the window grow. ``allowed`` grows with the base because a long path
-  varies by more than ``target`` with nothing queued (its hops' own jitter, a commit
-  waiting for a far child): a window held to ``target`` there would shrink to its floor
-  and cap the stream at a few packets a round trip. So the tree's queues add at most
-  ``target`` to a short path's answer time, and at most double a long one's.
+  ``allowed`` grows with the base because a long path varies by more than ``target`` with
+  nothing queued (a commit waiting for a far child): a window held to ``target`` there
+  would shrink to its floor and cap the stream at a few packets a round trip. So the tree's
+  queues add at most ``target`` to a short path's answer time, and at most double a long
+  one's.
 
 The window stays within ``[MIN_WINDOW, top]`` (``publish_credit_packets``; a top below
 ``MIN_WINDOW`` is a fixed credit). It starts at ``INITIAL_WINDOW`` and doubles each round
-trip while answers come within the allowance (as TCP's slow start): started at the top, a
+while answers come well within the allowance (as TCP's slow start): started at the top, a
 burst's first answers would wait behind the whole burst, and the base they set, and the
 allowance with it, would let the queue stand. A target of 0 keeps the window at the top
 (a fixed credit).
@@ -43,6 +45,7 @@ allowance with it, would let the queue stand. A target of 0 keeps the window at 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 # Publishes out at least: below a few, a stream's packets travel alone and the tree's fixed
@@ -63,7 +66,7 @@ def first_window(top: int, target: float) -> int:
 class Pace:
     """One stream's window of publishes out, from the delays of their answers."""
 
-    __slots__ = ("_minima", "_period_end", "target", "top", "window")
+    __slots__ = ("_counted", "_least", "_minima", "target", "top", "window")
 
     def __init__(self, top: int, target: float) -> None:
         self.top = top
@@ -72,6 +75,8 @@ class Pace:
         # The least delay of each period that had answers, with when it began, oldest
         # first; those begun ``BASE_PERIODS`` periods ago or more are dropped.
         self._minima: deque[tuple[float, float]] = deque()
+        self._counted = 0  # answers in this round so far
+        self._least = math.inf  # their least delay
 
     @property
     def limit(self) -> int:
@@ -95,8 +100,13 @@ class Pace:
             minima.append((now, delay))
         elif delay < minima[-1][1]:
             minima[-1] = (minima[-1][0], delay)
+        self._counted += 1
+        self._least = min(self._least, delay)
+        if self._counted < self.window:
+            return  # (the round goes on)
         base = min(least for _, least in minima)
         allowed = max(self.target, base)
-        step = 1.0 if delay <= 0 else min(1.0, (base + allowed) / delay - 1.0)
+        least, self._counted, self._least = self._least, 0, math.inf
+        factor = 2.0 if least <= 0 else min(2.0, max(0.5, (base + allowed) / least))
         floor = min(MIN_WINDOW, self.top)
-        self.window = max(float(floor), min(float(self.top), self.window + step))
+        self.window = max(float(floor), min(float(self.top), self.window * factor))
