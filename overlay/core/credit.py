@@ -145,16 +145,13 @@ class PublishCredit:
     def room_for(self, key: bytes) -> int:
         """How many more local publishes of stream ``key`` would go up now, not wait."""
         credit = self.credits.get(key)
-        if credit is None:
-            pace = self.paces.get(key)
-            if pace is None:
-                return first_window(
-                    self.config.publish_credit_packets, self.config.publish_queue_delay
-                )
+        if credit is not None:
+            return 0 if credit.held else max(0, credit.pace.limit - len(credit.out))
+        pace = self.paces.get(key)
+        if pace is not None:
             return pace.limit
-        if credit.held:
-            return 0
-        return max(0, credit.pace.limit - len(credit.out)) if credit.out else credit.pace.limit
+        config = self.config
+        return first_window(config.publish_credit_packets, config.publish_queue_delay)
 
     def resent(self, key: bytes, uid: int) -> None:
         """Local publish ``uid`` goes up again on its timeout: its answer will not be timed
