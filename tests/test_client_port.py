@@ -29,6 +29,7 @@ from overlay.client.protocol import (
     encode_request,
 )
 from overlay.core.events import Epoch, Packet, PublishAcked, PublishFailed
+from overlay.core.pace import INITIAL_WINDOW
 from overlay.messages import PacketKind, PublishError
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, ClientSession
@@ -156,6 +157,9 @@ async def test_describe_answers_the_hosts_snapshot() -> None:
             assert isinstance(streams, list) and len(streams) == 1
             assert streams[0]["key"] == StreamKey.parse(STREAM).key
             assert streams[0]["high"] == 0
+            pace = streams[0]["publishing"]  # (its client published once, answered)
+            assert pace["window"] == INITIAL_WINDOW and pace["out"] == pace["held"] == 0
+            assert pace["base"] >= 0
             empty = await client.describe("ovl:open/other")
             assert empty["streams"] == []
 

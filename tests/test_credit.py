@@ -230,3 +230,13 @@ def test_a_publish_given_up_is_not_timed() -> None:
     publish(node, UID, now=1.0)
     node.remove_client(1.001, 1)
     assert KEY not in node.flow.credit.paces or node.flow.credit.paces[KEY].base is None
+
+
+def test_a_streams_pace_is_described_for_tools() -> None:
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    assert node.publishing(KEY) is None  # (nothing published)
+    for n in range(40):
+        publish(node, UID + n, now=1.0)
+    assert node.publishing(KEY) == {"window": INITIAL_WINDOW, "base": None, "out": 32, "held": 8}
+    answer(node, UID, 0, now=1.5)  # (one went up in its place: out 32, held 7)
+    assert node.publishing(KEY) == {"window": INITIAL_WINDOW, "base": 0.5, "out": 32, "held": 7}

@@ -153,6 +153,16 @@ class PublishCredit:
         config = self.config
         return first_window(config.publish_credit_packets, config.publish_queue_delay)
 
+    def describe(self, key: bytes) -> dict[str, int | float | None] | None:
+        """Stream ``key``'s pace for tools: its window, base delay, publishes out and held
+        (None: this node has not published to it lately)."""
+        pace = self.paces.get(key)
+        if pace is None:
+            return None
+        credit = self.credits.get(key)
+        out, held = (0, 0) if credit is None else (len(credit.out), len(credit.held))
+        return {"window": pace.limit, "base": pace.base, "out": out, "held": held}
+
     def resent(self, key: bytes, uid: int) -> None:
         """Local publish ``uid`` goes up again on its timeout: its answer will not be timed
         (it may answer either try: Karn's rule, ``pace``)."""

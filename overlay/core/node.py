@@ -304,6 +304,12 @@ class Node:
             return first_window(config.publish_credit_packets, config.publish_queue_delay)
         return flow.credit.room_for(key)
 
+    def publishing(self, key: bytes) -> dict[str, int | float | None] | None:
+        """How this node paces its clients' publishes of stream ``key``, for tools
+        (``PublishCredit.describe``); None if it has not published to it lately."""
+        flow = self.flow
+        return flow.credit.describe(key) if flow.built else None
+
     def publish_batch(
         self, now: float, key: bytes, client: ClientId, items: Sequence[tuple[int, bytes]]
     ) -> list[Effect]:

@@ -538,6 +538,7 @@ class NodeHost:
                     "window": len(stream.window),
                     "restart": stream.restart_uid,
                     "kept": stream.root.kept is not None,
+                    "publishing": core.publishing(stream.key),  # (``overlay.core.pace``)
                 }
             )
         return {
