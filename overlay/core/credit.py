@@ -126,8 +126,8 @@ class PublishCredit:
         # Each stream's pace outlives its credit (dropped when idle): the streams whose
         # publishing began most recently.
         self.paces: OrderedDict[bytes, Pace] = OrderedDict()
-        # Answers in this event: their credit, and when the publish went up (``settle``).
-        self.samples: list[tuple[Credit, float]] = []
+        # Answers in this event: their stream's pace, and when the publish went up (``settle``).
+        self.samples: list[tuple[Pace, float]] = []
 
     def _credit(self, key: bytes) -> Credit:
         credit = self.credits.get(key)
@@ -173,8 +173,8 @@ class PublishCredit:
     def settle(self, now: float) -> None:
         """After an event: each answer in it tells its stream's pace how long it took."""
         samples, self.samples = self.samples, []
-        for credit, sent in samples:
-            credit.pace.answered(now, now - sent)
+        for pace, sent in samples:
+            pace.answered(now, now - sent)
 
     def send_or_hold(
         self, now: float, stream: Stream, client: ClientId, message: PublishData
@@ -203,7 +203,7 @@ class PublishCredit:
             credit.out_bytes -= size
             sent = credit.sent.pop(uid, None)
             if sent is not None and timed:
-                self.samples.append((credit, sent))
+                self.samples.append((credit.pace, sent))
             if credit.held:
                 self.released[key] = None
         else:
