@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import NamedTuple
@@ -38,6 +38,13 @@ from keyspace.location import distance
 # bound is what keeps generation finite; 8 redraws per link lose well under 1% of links at
 # realistic sizes.
 LONG_LINK_RETRIES = 8
+
+# With proximity neighbour selection, a long link may end at any node within this fraction
+# of its drawn length from the drawn point (``_nearest_alike``).
+ALIKE = 0.25
+
+# The cost of a link between two nodes (by index), such as its latency: lower is nearer.
+Nearness = Callable[[int, int], float]
 
 
 class DegreeStats(NamedTuple):
@@ -145,7 +152,13 @@ def _location_order(locations: Sequence[float]) -> list[int]:
     return sorted(range(len(locations)), key=locations.__getitem__)
 
 
-def small_world(n: int, degree: int, rng: random.Random) -> Topology:
+def small_world(
+    n: int,
+    degree: int,
+    rng: random.Random,
+    nearness: Nearness | None = None,
+    choices: int = 1,
+) -> Topology:
     """A Kleinberg small-world graph of ``n`` nodes with mean degree about ``degree``.
 
     Locations are uniform draws from ``rng``. The ring links are always present, even when
@@ -156,13 +169,24 @@ def small_world(n: int, degree: int, rng: random.Random) -> Topology:
     neighbour) is dropped, so on tiny graphs the mean degree falls short of ``degree``. One
     node has no edges; two nodes have one; three a triangle.
 
+    Proximity neighbour selection: given ``nearness`` (the cost of a link between two nodes,
+    such as its latency) and ``choices`` above 1, each long link goes to the nearest of up to
+    ``choices`` nodes alike in keyspace usefulness, instead of the one node closest to the
+    drawn point (``_nearest_alike``). Pastry's proximity neighbour selection does the same
+    among the nodes that fit a routing-table slot; the draws of ``rng`` are the same either
+    way.
+
     Deterministic: the same seed (rng state) gives an identical Topology.
-    Raises ValueError if ``n < 1`` or ``degree < 0``.
+    Raises ValueError if ``n < 1``, ``degree < 0`` or ``choices < 1``.
     """
     if n < 1:
         raise ValueError(f"a topology needs at least one node, got n={n}")
     if degree < 0:
         raise ValueError(f"degree must be >= 0, got {degree}")
+    if choices < 1:
+        raise ValueError(f"choices must be >= 1, got {choices}")
+    if choices == 1:
+        nearness = None
 
     locations = [rng.random() for _ in range(n)]
     order = _location_order(locations)
@@ -178,7 +202,7 @@ def small_world(n: int, degree: int, rng: random.Random) -> Topology:
 
     wanted = max(0, (degree - 2) // 2)
     if wanted and n >= 2:
-        _add_long_links(locations, order, sorted_locations, links, wanted, rng)
+        _add_long_links(locations, order, sorted_locations, links, wanted, rng, nearness, choices)
 
     # The ring and _add_long_links never link a node to itself and always add both
     # directions, and sorting each set gives strictly increasing rows: the Topology invariants
@@ -193,8 +217,11 @@ def _add_long_links(
     links: list[set[int]],
     wanted: int,
     rng: random.Random,
+    nearness: Nearness | None,
+    choices: int,
 ) -> None:
-    """Give every node ``wanted`` harmonic long links (fewer if redraws run out)."""
+    """Give every node ``wanted`` harmonic long links (fewer if redraws run out), each to
+    the nearest of ``choices`` alike nodes when ``nearness`` is given."""
     n = len(locations)
     # Harmonic lengths between the typical gap between nodes (1/n) and the farthest point on
     # the circle (1/2). Inverse CDF of density 1/d on [dmin, dmax]: d = dmin * (dmax/dmin)**u.
@@ -226,11 +253,13 @@ def _add_long_links(
             # length (its position within that half, rescaled to [0, 1)).
             u = draw()
             if u < 0.5:
-                point = here + dmin * exp(2.0 * u * log_ratio)
+                length = dmin * exp(2.0 * u * log_ratio)
+                point = here + length
                 if point >= 1.0:
                     point -= 1.0
             else:
-                point = here - dmin * exp((2.0 * u - 1.0) * log_ratio)
+                length = dmin * exp((2.0 * u - 1.0) * log_ratio)
+                point = here - length
                 if point < 0.0:
                     # May round to exactly 1.0; the bisection below wraps that to rank 0.
                     point += 1.0
@@ -252,6 +281,20 @@ def _add_long_links(
                 j = order[below]
             else:
                 j = min(order[above], order[below])
+            if nearness is not None:
+                j = _nearest_alike(
+                    i,
+                    j,
+                    point,
+                    length * ALIKE,
+                    above,
+                    below,
+                    order,
+                    sorted_locations,
+                    choices,
+                    nearness,
+                    mine,
+                )
             if j == i or j in mine:
                 continue
             mine.add(j)
@@ -259,6 +302,60 @@ def _add_long_links(
             made += 1
             if made == wanted:
                 break
+
+
+def _nearest_alike(
+    i: int,
+    j: int,
+    point: float,
+    reach: float,
+    above: int,
+    below: int,
+    order: Sequence[int],
+    sorted_locations: Sequence[float],
+    choices: int,
+    nearness: Nearness,
+    mine: set[int],
+) -> int:
+    """The node ``i`` links to for a long link drawn at ``point``: of the up to ``choices``
+    nodes within ``reach`` of ``point`` in the keyspace (``j``, the closest to it, always
+    among them), the nearest to ``i`` by ``nearness`` that is not ``i`` or linked to it
+    already, ties by lower index; ``j`` if there is none.
+
+    Rule: a long link is useful to greedy routing for its length's scale, not its exact
+    length, so any node within a fraction (``ALIKE``) of the drawn length serves alike.
+    Blurring each length by at most that fraction in either direction keeps the harmonic
+    density (uniform in log length) everywhere but within the fraction of its ends, so
+    Kleinberg's condition for short greedy paths still holds. ``above`` and ``below`` are
+    the ranks bracketing ``point`` in location order; the candidates are the ranks walking
+    out from them on both sides.
+    """
+    n = len(order)
+    candidates = [j]
+    # Locations are sorted, so each side's gap to ``point`` grows as the walk goes out:
+    # once neither side's next slot is within reach, none further is.
+    for step in range(choices):
+        within = False
+        for slot in ((above + step) % n, (below - step) % n):
+            gap = abs(point - sorted_locations[slot])
+            if gap > 0.5:
+                gap = 1.0 - gap
+            if gap <= reach:
+                within = True
+                node = order[slot]
+                if len(candidates) < choices and node not in candidates:
+                    candidates.append(node)
+        if not within or len(candidates) >= choices:
+            break
+    best = j
+    best_cost = math.inf
+    for node in candidates:
+        if node == i or node in mine:
+            continue
+        cost = nearness(i, node)
+        if cost < best_cost or (cost == best_cost and node < best):
+            best, best_cost = node, cost
+    return best
 
 
 def _nearest(order: Sequence[int], sorted_locations: Sequence[float], point: float) -> int:

@@ -112,7 +112,12 @@ class Outcome:
 def run(scenario: Scenario) -> Outcome:
     """Play ``scenario``: subscribe, publish with faults, then run until quiet (bounded)."""
     node = dataclasses.replace(NODE, confirm_publishes=scenario.confirm)
-    sim = Simulator(SimConfig(nodes=scenario.nodes, degree=6, seed=scenario.seed, node=node))
+    # The samples run on topologies drawn without proximity neighbour selection: their
+    # scenarios and the regression tests taken from them are defined by those graphs.
+    # (On proximity graphs, sample "chaos" scenario 176 ends with two roots numbering beside
+    # each other after the heal: README, Known limits.)
+    config = SimConfig(nodes=scenario.nodes, degree=6, seed=scenario.seed, node=node, proximity=1)
+    sim = Simulator(config)
     rng = random.Random(f"scenario-{scenario.seed}")
     calm = sim.network.model
     keys = stream_keys(scenario.streams)

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from keyspace.location import distance
 from keyspace.topology import (
     DegreeStats,
+    Nearness,
     Topology,
+    _nearest_alike,
     closest_node,
     greedy_route,
     small_world,
@@ -245,3 +247,89 @@ def test_long_links_make_routes_short() -> None:
 
     assert mean_steps(ring) > 150
     assert mean_steps(world) < 10
+
+
+def _plane(n: int, seed: int) -> tuple[list[tuple[float, float]], Nearness]:
+    """Seeded points in the unit square, and the distance between two nodes' points."""
+    rng = random.Random(seed)
+    points = [(rng.random(), rng.random()) for _ in range(n)]
+
+    def apart(a: int, b: int) -> float:
+        return math.dist(points[a], points[b])
+
+    return points, apart
+
+
+def _long_links(topo: Topology) -> list[tuple[int, int]]:
+    n = len(topo)
+    order = sorted(range(n), key=lambda i: topo.locations[i])
+    ring = {frozenset((order[r], order[(r + 1) % n])) for r in range(n)}
+    return [(i, j) for i, j in topo.edges() if frozenset((i, j)) not in ring]
+
+
+def test_proximity_keeps_the_invariants_the_ring_and_the_draws() -> None:
+    _, apart = _plane(500, 1)
+    plain = small_world(500, 16, random.Random(9))
+    near = small_world(500, 16, random.Random(9), apart, 16)
+    _assert_invariants(near)
+    _assert_ring(near)
+    assert near.locations == plain.locations  # the same draws of the generator
+    assert near != plain
+    assert small_world(500, 16, random.Random(9), apart, 16) == near  # deterministic
+    # One choice is the plain graph, whatever the nearness.
+    assert small_world(500, 16, random.Random(9), apart, 1) == plain
+    with pytest.raises(ValueError, match="choices"):
+        small_world(500, 16, random.Random(9), apart, 0)
+
+
+def test_proximity_makes_long_links_nearer_and_keeps_the_harmonic_law() -> None:
+    n = 4000
+    _, apart = _plane(n, 2)
+    plain = small_world(n, 12, random.Random(5))
+    near = small_world(n, 12, random.Random(5), apart, 16)
+
+    def mean_reach(topo: Topology) -> float:
+        return statistics.mean(apart(i, j) for i, j in _long_links(topo))
+
+    # Random pairs in the unit square are 0.52 apart on average; the nearest of 16 alike
+    # nodes is far closer (measured 0.52 and 0.22 for these seeds).
+    assert mean_reach(plain) > 0.45
+    assert mean_reach(near) < 0.6 * mean_reach(plain)
+    lengths = [distance(near.locations[i], near.locations[j]) for i, j in _long_links(near)]
+    decade_low = sum(0.001 <= x < 0.01 for x in lengths) / len(lengths)
+    decade_high = sum(0.01 <= x < 0.1 for x in lengths) / len(lengths)
+    assert decade_low == pytest.approx(decade_high, rel=0.1)
+
+
+def test_a_long_link_goes_to_the_nearest_alike_node_within_reach() -> None:
+    # Five nodes around a drawn point at 0.5, one far away in the keyspace. Node 0 links to
+    # the nearest by cost among those within 0.06 of the point, not to node 3, the closest
+    # to the point, and never to one beyond reach however near.
+    locations = [0.0, 0.40, 0.46, 0.50, 0.55, 0.62]
+    order = list(range(6))
+    cost = {1: 0.1, 2: 0.5, 3: 0.9, 4: 0.3, 5: 0.0}
+
+    def nearness(a: int, b: int) -> float:
+        return cost[b]
+
+    def pick(choices: int, mine: set[int]) -> int:
+        return _nearest_alike(0, 3, 0.5, 0.06, 3, 2, order, locations, choices, nearness, mine)
+
+    assert pick(16, set()) == 4  # 2, 3 and 4 are within reach; 1 and 5 are not
+    assert pick(16, {4}) == 2  # linked already: the next nearest
+    assert pick(2, set()) == 2  # the two closest to the point: 3 itself and 2
+    assert pick(1, set()) == 3
+
+
+def test_greedy_routing_on_a_proximity_small_world_is_as_short() -> None:
+    n = 2000
+    _, apart = _plane(n, 3)
+    rng = random.Random(7)
+    targets = [(rng.randrange(n), rng.random()) for _ in range(500)]
+    for topo in (
+        small_world(n, 16, random.Random(2000)),
+        small_world(n, 16, random.Random(2000), apart, 16),
+    ):
+        paths = [greedy_route(topo, s, t, n) for s, t in targets]
+        assert all(p[-1] == closest_node(topo, t) for p, (_, t) in zip(paths, targets, strict=True))
+        assert statistics.mean(len(p) - 1 for p in paths) < 8

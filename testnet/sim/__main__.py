@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--subscribers", type=_positive, default=100, help="per stream (100)")
     p.add_argument("--seed", type=int, default=1, help="seed: same seed, same run (1)")
     p.add_argument("--join-window", type=float, default=10.0, help="seconds of joins (10)")
+    p.add_argument(
+        "--proximity",
+        type=_positive,
+        default=16,
+        help="each long link goes to the nearest of this many alike nodes; 1: any (16)",
+    )
     p.add_argument("--max-htl", type=_positive, default=10, help="max hops-to-live (10)")
     p.add_argument("--max-streams", type=_positive, default=32, help="streams a node (32)")
     p.add_argument("--drop", type=_fraction, default=0.0, help="message loss probability")
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=args.nodes,
         degree=args.degree,
         seed=args.seed,
+        proximity=args.proximity,
         node=node,
         network=NetworkModel(drop=args.drop, duplicate=args.duplicate),
         log_packets=args.packets == 0,

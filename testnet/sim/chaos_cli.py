@@ -44,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=_positive, default=20, help="streams (20)")
     p.add_argument("--subscribers", type=_positive, default=20, help="per stream (20)")
     p.add_argument("--seed", type=int, default=1, help="seed (1)")
+    p.add_argument(
+        "--proximity",
+        type=_positive,
+        default=16,
+        help="each long link goes to the nearest of this many alike nodes; 1: any (16)",
+    )
     p.add_argument("--kill", type=_fraction, default=0.2, help="share of nodes killed (0.2)")
     p.add_argument("--loud", action="store_true", help="peers learn of a death at once")
     p.add_argument("--restart-after", type=float, default=None, help="restart the killed")
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             confirm_publishes=args.confirm_publishes,
         )
         exp = ChaosExperiment(
-            SimConfig(nodes=args.nodes, seed=args.seed, node=node),
+            SimConfig(nodes=args.nodes, seed=args.seed, proximity=args.proximity, node=node),
             streams=args.streams,
             subscribers=args.subscribers,
             publish=PublishLoad(packets=args.packets, rate=args.rate, start=15.0),

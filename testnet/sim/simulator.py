@@ -56,6 +56,10 @@ class SimConfig:
     nodes: int = 1000
     degree: int = 16
     seed: int = 1
+    # Proximity neighbour selection: each long link of the generated topology goes to the
+    # nearest, by the network's latency, of this many nodes alike in keyspace usefulness
+    # (``keyspace.topology.small_world``); 1 draws links without regard to latency.
+    proximity: int = 16
     node: NodeConfig = field(default_factory=NodeConfig)
     network: NetworkModel = field(default_factory=NetworkModel)
     # Encode and decode every message on the way, as the real runtime does. Slower; the
@@ -87,11 +91,17 @@ class Simulator:
     def __init__(self, config: SimConfig, topology: Topology | None = None) -> None:
         self.config = config
         seed = config.seed
-        self.topology = topology or small_world(
-            config.nodes, config.degree, random.Random(f"topology-{seed}")
-        )
-        n = len(self.topology.locations)
+        # The network's points come from a generator of their own, so a topology drawn
+        # with proximity and one drawn without place the nodes alike.
+        n = config.nodes if topology is None else len(topology.locations)
         self.network = Network(n, config.network, random.Random(f"network-{seed}"))
+        self.topology = topology or small_world(
+            n,
+            config.degree,
+            random.Random(f"topology-{seed}"),
+            self.network.latency,
+            config.proximity,
+        )
         # One generator for every core: the event order is deterministic, so the draws are
         # too, and 10^5 nodes do not each carry a 2.5 KB Mersenne Twister state.
         self._node_rng = random.Random(f"nodes-{seed}")
