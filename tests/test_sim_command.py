@@ -36,6 +36,21 @@ def test_the_command_exits_with_its_report_flushed_and_its_code() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["violation_count"] == 0 and report["deliveries"] == 50
+    assert report["proximity"] == 16  # the default graph: proximity neighbour selection
+
+
+def test_proximity_is_a_positive_count_of_choices() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "testnet.sim", "--proximity", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "argument --proximity: must be at least 1, got 0"
+    )
 
 
 def test_the_command_line_pauses_the_collector_for_a_run_and_restores_it() -> None:

@@ -74,6 +74,7 @@ def run_subscribe(exp: SubscribeExperiment) -> tuple[Simulator, dict[str, object
     report: dict[str, object] = {
         "nodes": len(sim.nodes),
         "degree": exp.sim.degree,
+        "proximity": exp.sim.proximity,
         "seed": exp.sim.seed,
         "per_stream": exp.subscribers,
         **subscription_results(sim, subs, shapes),

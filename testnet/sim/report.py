@@ -206,7 +206,8 @@ def route_probes(
 
 
 SUMMARY = """\
-{nodes} nodes, degree {degree}, seed {seed}: {streams} streams x {per_stream} subscribers
+{nodes} nodes, degree {degree} (proximity {proximity}), seed {seed}: {streams} streams x \
+{per_stream} subscribers
   subscribed            {subscribed}/{subscriptions}  (failed {subscribe_failed})
   in the stream's tree  {in_single_tree}/{subscriptions}  ({in_single_tree_pct:.2f}%)
   one tree per stream   {streams_one_tree}/{streams}
