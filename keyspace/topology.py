@@ -39,8 +39,8 @@ from keyspace.location import distance
 # realistic sizes.
 LONG_LINK_RETRIES = 8
 
-# With proximity neighbour selection, a long link may end at any node within this fraction
-# of its drawn length from the drawn point (``_nearest_alike``).
+# With proximity neighbour selection, a long link may end at a node no farther than this
+# fraction of its drawn length from the drawn point (``_nearest_alike``).
 ALIKE = 0.25
 
 # The cost of a link between two nodes (by index), such as its latency: lower is nearer.
@@ -173,8 +173,9 @@ def small_world(
     such as its latency) and ``choices`` above 1, each long link goes to the nearest of up to
     ``choices`` nodes alike in keyspace usefulness, instead of the one node closest to the
     drawn point (``_nearest_alike``). Pastry's proximity neighbour selection does the same
-    among the nodes that fit a routing-table slot; the draws of ``rng`` are the same either
-    way.
+    among the nodes that fit a routing-table slot. The locations are the same either way;
+    the links are not, and neither is the state ``rng`` is left in (a proximity link redraws
+    less often).
 
     Deterministic: the same seed (rng state) gives an identical Topology.
     Raises ValueError if ``n < 1``, ``degree < 0`` or ``choices < 1``.
@@ -317,44 +318,50 @@ def _nearest_alike(
     nearness: Nearness,
     mine: set[int],
 ) -> int:
-    """The node ``i`` links to for a long link drawn at ``point``: of the up to ``choices``
-    nodes within ``reach`` of ``point`` in the keyspace (``j``, the closest to it, always
-    among them), the nearest to ``i`` by ``nearness`` that is not ``i`` or linked to it
-    already, ties by lower index; ``j`` if there is none.
+    """The node ``i`` links to for a long link drawn at ``point``: the nearest to ``i`` by
+    ``nearness`` among up to ``choices`` candidates, ``j`` (the node closest to ``point``)
+    and then the nodes closest to ``point`` in location order, those within ``reach`` of
+    it; ties go to the earlier candidate, so a constant nearness gives ``j`` as without
+    proximity. Neither ``i`` nor a node it is linked to is a candidate; ``j`` is returned
+    when there is none (the caller then redraws).
 
     Rule: a long link is useful to greedy routing for its length's scale, not its exact
-    length, so any node within a fraction (``ALIKE``) of the drawn length serves alike.
-    Blurring each length by at most that fraction in either direction keeps the harmonic
-    density (uniform in log length) everywhere but within the fraction of its ends, so
-    Kleinberg's condition for short greedy paths still holds. ``above`` and ``below`` are
-    the ranks bracketing ``point`` in location order; the candidates are the ranks walking
-    out from them on both sides.
+    length, so a node near the drawn point serves alike. The candidates lie within a
+    fraction (``ALIKE``) of the drawn length from it, and within about ``choices / 2``
+    nodes of it, so the harmonic density (uniform in log length) holds but for a blur of
+    that much, and Kleinberg's condition for short greedy paths with it. ``above`` and
+    ``below`` are the ranks bracketing ``point`` in location order.
     """
     n = len(order)
-    candidates = [j]
+    best = j
+    best_cost = math.inf
+    taken = 0
+    if j != i and j not in mine:
+        best_cost = nearness(i, j)
+        taken = 1
     # Locations are sorted, so each side's gap to ``point`` grows as the walk goes out:
-    # once neither side's next slot is within reach, none further is.
+    # once neither side's next slot is within reach, none further is. In a small graph the
+    # walk may wrap round to a slot it had: it then counts twice, as a smaller ``choices``.
     for step in range(choices):
         within = False
         for slot in ((above + step) % n, (below - step) % n):
             gap = abs(point - sorted_locations[slot])
             if gap > 0.5:
                 gap = 1.0 - gap
-            if gap <= reach:
-                within = True
-                node = order[slot]
-                if len(candidates) < choices and node not in candidates:
-                    candidates.append(node)
-        if not within or len(candidates) >= choices:
+            if gap > reach:
+                continue
+            within = True
+            node = order[slot]
+            if node in (j, i) or node in mine:
+                continue
+            if taken >= choices:
+                return best
+            taken += 1
+            cost = nearness(i, node)
+            if cost < best_cost:
+                best, best_cost = node, cost
+        if not within:
             break
-    best = j
-    best_cost = math.inf
-    for node in candidates:
-        if node == i or node in mine:
-            continue
-        cost = nearness(i, node)
-        if cost < best_cost or (cost == best_cost and node < best):
-            best, best_cost = node, cost
     return best
 
 

@@ -48,8 +48,10 @@ def test_proximity_is_a_positive_count_of_choices() -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].endswith(
-        "argument --proximity: must be at least 1, got 0"
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("argument --proximity: must be at least 1, got 0")
     )
 
 

@@ -317,8 +317,22 @@ def test_a_long_link_goes_to_the_nearest_alike_node_within_reach() -> None:
 
     assert pick(16, set()) == 4  # 2, 3 and 4 are within reach; 1 and 5 are not
     assert pick(16, {4}) == 2  # linked already: the next nearest
-    assert pick(2, set()) == 2  # the two closest to the point: 3 itself and 2
+    assert pick(2, set()) == 2  # 3, then the first of the walk out from the point: 2
     assert pick(1, set()) == 3
+    assert pick(2, {3}) == 4  # a linked node is no candidate: 2 and 4 are the two
+
+
+def test_equal_nearness_favours_no_node() -> None:
+    # Ties go to the candidate closest to the drawn point, as without proximity, not to the
+    # lowest index, which would gather the links of a network with equal latencies on its
+    # first nodes.
+    n = 4000
+    plain = small_world(n, 16, random.Random(4))
+    flat = small_world(n, 16, random.Random(4), lambda a, b: 1.0, 16)
+    low = statistics.mean(len(row) for row in flat.neighbours[: n // 10])
+    high = statistics.mean(len(row) for row in flat.neighbours[-n // 10 :])
+    assert low == pytest.approx(high, rel=0.1)
+    assert max(map(len, flat.neighbours)) <= max(map(len, plain.neighbours)) + 8
 
 
 def test_greedy_routing_on_a_proximity_small_world_is_as_short() -> None:

@@ -58,7 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--proximity",
         type=_positive,
         default=16,
-        help="each long link goes to the nearest of this many alike nodes; 1: any (16)",
+        help="each long link goes to the nearest of this many alike nodes; 1: to the node "
+        "closest to its drawn point (16)",
     )
     p.add_argument("--max-htl", type=_positive, default=10, help="max hops-to-live (10)")
     p.add_argument("--max-streams", type=_positive, default=32, help="streams a node (32)")

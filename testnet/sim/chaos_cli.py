@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         "--proximity",
         type=_positive,
         default=16,
-        help="each long link goes to the nearest of this many alike nodes; 1: any (16)",
+        help="each long link goes to the nearest of this many alike nodes; 1: to the node "
+        "closest to its drawn point (16)",
     )
     p.add_argument("--kill", type=_fraction, default=0.2, help="share of nodes killed (0.2)")
     p.add_argument("--loud", action="store_true", help="peers learn of a death at once")

@@ -95,12 +95,16 @@ class Simulator:
         # with proximity and one drawn without place the nodes alike.
         n = config.nodes if topology is None else len(topology.locations)
         self.network = Network(n, config.network, random.Random(f"network-{seed}"))
-        self.topology = topology or small_world(
-            n,
-            config.degree,
-            random.Random(f"topology-{seed}"),
-            self.network.latency,
-            config.proximity,
+        self.topology = (
+            topology
+            if topology is not None
+            else small_world(
+                n,
+                config.degree,
+                random.Random(f"topology-{seed}"),
+                self.network.latency,
+                config.proximity,
+            )
         )
         # One generator for every core: the event order is deterministic, so the draws are
         # too, and 10^5 nodes do not each carry a 2.5 KB Mersenne Twister state.
