@@ -50,6 +50,19 @@ def test_the_json_has_every_figure_of_every_size() -> None:
         assert 1_000 < row["bytes_per_node"] < 1_000_000
 
 
+def test_the_graph_s_proximity_reaches_each_run() -> None:
+    """Each size runs the simulator with the graph asked for, so one figure measured on
+    graphs without proximity can be compared with the default's."""
+    plain, near = (
+        json.loads(_cost("--sizes", "80", *WORKLOAD, "--proximity", p, "--json").stdout)
+        for p in ("1", "16")
+    )
+    assert plain[0]["messages_per_join"] != near[0]["messages_per_join"]
+    done = _cost("--sizes", "80", "--proximity", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("--proximity must be at least 1")
+
+
 def test_a_bad_size_list_is_one_line_naming_it() -> None:
     done = _cost("--sizes", "100,many")
     assert done.returncode == 2

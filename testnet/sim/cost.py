@@ -64,11 +64,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--subscribers", type=int, default=100, help="per stream (100)")
     p.add_argument("--packets", type=int, default=10, help="packets a stream (10)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--proximity",
+        type=int,
+        default=16,
+        help="long links to the nearest of this many alike nodes, as the simulator's (16)",
+    )
     p.add_argument("--plot", type=Path, help="write the curves to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    if args.streams < 1 or args.subscribers < 1 or args.packets < 1:
-        p.error("--streams, --subscribers and --packets must be at least 1")
+    if min(args.streams, args.subscribers, args.packets, args.proximity) < 1:
+        p.error("--streams, --subscribers, --packets and --proximity must be at least 1")
     if args.subscribers > args.sizes[0]:
         p.error(f"--subscribers {args.subscribers} exceeds the smallest size {args.sizes[0]}")
     if args.plot is not None:
@@ -89,6 +95,7 @@ def measure(size: int, args: argparse.Namespace) -> dict[str, Any] | str:
         sys.executable, "-m", "testnet.sim", "--nodes", str(size),
         "--streams", str(args.streams), "--subscribers", str(args.subscribers),
         "--packets", str(args.packets), "--seed", str(args.seed),
+        "--proximity", str(args.proximity),
         "--greedy-samples", "0", "--route-samples", "0", "--json",
     ]  # fmt: skip
     started = time.perf_counter()
