@@ -216,6 +216,7 @@ class TreeParts(Parts):
             self.refills,
             self.searches.fresh_uid,
             self.probes.closer_stranger,
+            self.probes.probe_after_look,
         )
         self.membership = Membership(
             location,

@@ -80,6 +80,7 @@ class Parts:
             lambda now, stream: None,
             lambda now, stream: None,
         )
+        self.probed: list[tuple[float, bytes]] = []  # (``Probes.probe_after_look``)
         self.merges = Merges(
             HERE,
             config,
@@ -95,6 +96,7 @@ class Parts:
             refills,
             self.fresh_uid,
             lambda stream: stranger,
+            lambda now, stream: self.probed.append((now, stream.key)),
         )
         for name, location in ((C1, 0.2), (C2, 0.3)):
             self.peers.add(name, location, 1, 0.0)
@@ -145,6 +147,7 @@ def test_a_look_that_found_nothing_ends_the_labels_and_the_grace() -> None:
     assert (
         stream.root.recover_until is None and parts.flow.takeover.recovering == {}
     )  # numbering goes on
+    assert parts.probed == [(1.5, KEY)]  # and a probe goes out: a farther root may be beside
 
 
 def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
@@ -154,6 +157,7 @@ def test_a_look_lost_beyond_a_broken_link_is_repeated_after_a_pause() -> None:
     parts.merges.start_look(1.0, stream)
     parts.merges.looked(1.5, stream, lost=True)
     assert stream.root.look_due and stream.root.relooks == 1
+    assert parts.probed == []  # not while another look is due
     assert stream.root.recover_until is not None
     assert 1.5 <= stream.root.recover_until <= 1.5 + parts.config.heartbeat_interval
     parts.timers.run(stream.root.recover_until)
@@ -189,7 +193,7 @@ def test_a_merge_ends_the_root_s_look_and_grace() -> None:
     parts.flow.reserve(stream)
     parts.merges.start_look(1.0, stream)
     parts.merges.merged(stream)
-    assert parts.stats.merges == 1
+    assert parts.stats.merges == 1 and parts.probed == []
     assert stream.root.looking is None and stream.root.recover_until is None
 
 

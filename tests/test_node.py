@@ -44,10 +44,12 @@ from overlay.messages import (
     Neighbours,
     PacketKind,
     PastQuery,
+    ProbeAnswer,
     RejectedLoop,
     RejectOverload,
     RestartConfirmed,
     ResubscribeRequest,
+    RootProbe,
     SubscribeData,
     SubscribeRequest,
     SubscribeRestarted,
@@ -365,12 +367,15 @@ def test_originator_closest_of_all_becomes_root_after_data_not_found() -> None:
     net.add(b"B", 0.3)
     net.connect(b"A", b"B")
     net.subscribe(b"A", KEY)
-    # Then A, root, looks once for another tree (``merges``), which B does not have either.
+    # Then A, root, looks once for another tree (``merges``), which B does not have either,
+    # and probes as the look ends (``probes``): B knows of no closer root.
     assert net.flow() == [
         (b"A", b"B", SubscribeRequest),
         (b"B", b"A", DataNotFound),
         (b"A", b"B", ResubscribeRequest),
         (b"B", b"A", DataNotFound),
+        (b"A", b"B", RootProbe),
+        (b"B", b"A", ProbeAnswer),
     ]
     assert net.state(b"A", KEY) is State.ROOT and net.state(b"B", KEY) is None
     assert net.events[(b"A", 1)] == [Subscribed(KEY, root=True)]

@@ -82,10 +82,10 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
         assert len([m for _, m in out if isinstance(m, ResubscribeRequest)]) == looks
 
 
-def new_root_looking() -> tuple[Node, ResubscribeRequest]:
+def new_root_looking(**config: object) -> tuple[Node, ResubscribeRequest]:
     """N (0.45) became root of KEY with peers P (0.2) and Q (0.3) that found nothing; its
     first look (``merges``) is out at Q. Returns N and that look."""
-    node = make(0.45)
+    node = make(0.45, **config)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.3)
     [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
@@ -102,6 +102,26 @@ def test_a_root_in_a_repair_closer_than_the_asker_answers_too() -> None:
     node, _ = new_root_looking()
     effects = node.receive(0.3, b"P", RootProbe(UID, KEY, 5, 0.3, 0.3))
     assert sends(effects) == [(b"P", ProbeAnswer(UID, KEY, 0.45, 0))]
+
+
+@pytest.mark.parametrize("probe_interval", [30.0, 0.0])
+def test_a_root_whose_look_found_no_other_tree_probes_at_once(probe_interval: float) -> None:
+    """N's look finds no other tree, so its grace ends: it probes toward the key then, not
+    a probe interval later. Its look could only reach a closer root; a farther root that
+    numbers beside it (the other side of a partition that healed just before N took over,
+    whose probe on the new links found nobody) learns of N when N's probe crosses it. With
+    probes off, no probe."""
+    node, look = new_root_looking(probe_interval=probe_interval)
+    out = sends(node.receive(0.3, b"Q", _not_found(look)))  # no budget left: the look ends
+    stream = node.streams[KEY]
+    assert stream.state is State.ROOT and stream.root.looking is None
+    assert stream.root.recover_until is None
+    probes = [(p, m) for p, m in out if isinstance(m, RootProbe)]
+    if probe_interval:
+        assert [(p, m.key, m.must_beat) for p, m in probes] == [(b"Q", KEY, 0.45)]
+        assert stream.root.probed_at == 0.3
+    else:
+        assert probes == []
 
 
 def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back() -> None:

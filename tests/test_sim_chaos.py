@@ -93,7 +93,10 @@ SAMPLE = sample("chaos", 200)
 # a race that confirmation closes: a packet numbered just as a partition begins, whose
 # number the other side's new root gives to another publish (README, Known limits).
 SAMPLE_OFF = [dataclasses.replace(s, confirm=False) for s in sample("chaos-off", 200)]
-SAMPLE_FINGERPRINTS = {"chaos": "b3ca7ca66f1fccc7", "chaos-off": "14acfee46a925242"}
+# The same scenarios on the simulator's default graphs, whose long links go to the nearest of
+# 16 alike nodes (``SimConfig.proximity``): other links, so other trees and other races.
+SAMPLE_NEAR = [dataclasses.replace(s, proximity=16) for s in SAMPLE + SAMPLE_OFF]
+SAMPLE_FINGERPRINTS = {"chaos": "7a983bef096522df", "chaos-off": "9aa64b5abf2f3c5f"}
 
 
 def test_the_fixed_samples_are_the_same_whatever_a_run_imported() -> None:
@@ -115,4 +118,12 @@ def test_chaos_keeps_one_tree_and_loses_no_acknowledged_packet(scenario: Scenari
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SAMPLE_OFF, ids=[f"chaos-off-{i}" for i in range(200)])
 def test_chaos_without_confirmed_publishes_keeps_the_same_guarantees(scenario: Scenario) -> None:
+    _check(scenario)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario", SAMPLE_NEAR, ids=[f"chaos-near-{i}" for i in range(len(SAMPLE_NEAR))]
+)
+def test_chaos_on_proximity_graphs_keeps_the_same_guarantees(scenario: Scenario) -> None:
     _check(scenario)

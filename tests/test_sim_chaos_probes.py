@@ -4,7 +4,8 @@ probes' trails (``overlay.core.probes``) mend the first three; a relay that held
 success for packets it lacked (``overlay.core.refills``) the fourth. All four ran with
 ``confirm_publishes`` on, whose slower numbering gives them their timing. The fifth is a
 crossing probe held back by a look's backoff; the sixth, a probe whose budget runs out past
-the closest node."""
+the closest node; the seventh, on a proximity graph, a root that took over just after a
+heal and probes once its look ends."""
 
 from __future__ import annotations
 
@@ -214,4 +215,43 @@ TWO_HOPS_SHORT = Scenario(
         base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.0
     ),
     confirm=True,
+)
+
+
+def test_a_root_that_took_over_just_after_a_heal_probes_and_the_farther_root_joins_it() -> None:
+    # A partition holds a root on the side cut off; while it heals, the other side's root
+    # dies, and the side's root probes on the new links before a closer member there has
+    # taken over. That member's look finds no closer tree, and the side's root, farther,
+    # would not probe again for a probe interval, both numbering the two publishers'
+    # packets from 7 on. The new root probes once its look ends, its probe crosses the
+    # farther root, and that root's look joins it before either numbers twice.
+    outcome = run(TOOK_OVER_AFTER_THE_HEAL)
+    assert outcome.cut is not None and outcome.cut.side
+    assert outcome.log.acks and failures(outcome) == []
+
+
+TOOK_OVER_AFTER_THE_HEAL = Scenario(
+    seed=1876533108,
+    nodes=58,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=6.512474127959395, kind="loud-crash", arg=537137, until=None),
+        Fault(at=7.243292537357756, kind="crash", arg=495060, until=None),
+        Fault(at=13.241984137680936, kind="weather", arg=0, until=31.086216320187944),
+        Fault(at=15.161776297498859, kind="loud-crash", arg=491248, until=None),
+        Fault(at=18.453131819509746, kind="crash", arg=218280, until=None),
+        Fault(at=20.898789397997202, kind="crash", arg=395438, until=None),
+        Fault(at=21.04573049189583, kind="loud-crash", arg=327917, until=58.35494370486457),
+        Fault(at=28.074172869371697, kind="crash", arg=923354, until=None),
+        Fault(at=28.433565700543845, kind="loud-crash", arg=177109, until=None),
+        Fault(at=29.173514790572607, kind="crash", arg=473664, until=68.47132850627011),
+        Fault(at=29.56320312508144, kind="loud-crash", arg=718956, until=None),
+    ),
+    partition=(12.994390313078672, 29.331706547010914, 0.1412152820784117),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.01, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+    proximity=16,
 )

@@ -163,6 +163,7 @@ class Components:
             refills,
             searches.fresh_uid,
             probes.closer_stranger,
+            probes.probe_after_look,
         )
         self.membership = membership = Membership(
             location,

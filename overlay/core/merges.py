@@ -105,6 +105,7 @@ class Merges:
         "_fresh_uid",
         "_location",
         "_peers",
+        "_probe_after_look",
         "_refills",
         "_restarts",
         "_rng",
@@ -130,6 +131,7 @@ class Merges:
         refills: Refills,
         fresh_uid: Callable[[], int],
         closer_stranger: Callable[[Stream], bool],
+        probe_after_look: Callable[[float, Stream], None],
     ) -> None:
         self._location = location
         self._config = config
@@ -145,6 +147,7 @@ class Merges:
         self._refills = refills
         self._fresh_uid = fresh_uid  # (``searches``)
         self._closer_stranger = closer_stranger  # (``probes``)
+        self._probe_after_look = probe_after_look  # (``probes``)
         timers.on(RECOVER_TIMER, self.on_recover_timer)
 
     def on_recover_timer(self, now: float, token: int, again: int) -> None:
@@ -280,6 +283,7 @@ class Merges:
             return
         stream.root.recover_until = now
         self._flow.on_recover_timer(now, stream.root.recover_token)
+        self._probe_after_look(now, stream)
 
     def merged(self, stream: Stream) -> None:
         """The look found another tree and we are about to join it: no longer a root, so

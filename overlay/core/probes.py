@@ -18,6 +18,8 @@ passes it on, tree member or not, keeping only what backtracking needs, for at m
 budget it got (as RejectedLoop does). Backtracking matters: a root is often a local minimum
 of greedy routing, and a node that joined late may hang off the graph by a link or two,
 which a single greedy path misses, so that two roots never find each other.
+Besides its rounds, a root probes when a new link comes up after a lost one
+(``probe_new_links``) and when a look of its finds no other tree (``probe_after_look``).
 
 A root with a peer closer to the key that is not its child looks at its probe round instead
 of probing: greedy routing from that peer would not end at us, and it may hang in another
@@ -266,6 +268,23 @@ class Probes:
                 )
             ):
                 self._probe(now, stream)
+
+    def probe_after_look(self, now: float, stream: Stream) -> None:
+        """A root's look found no other tree and its grace is over: probe now, not at the
+        next round. The look can only reach a closer root; a farther one beside us numbers
+        on unless it learns of us, and our probe tells it if it crosses it (a trail). So a
+        root that took over while a partition healed, after the other side's root probed on
+        the new links and found nobody, meets it now rather than a probe interval later,
+        while both number the same packets. Not with probes off or backing off, nor from a
+        root with a closer peer outside its tree, whose rounds look instead (``probe_roots``)
+        and whose looks past that peer have just run out."""
+        if (
+            self._config.probe_interval > 0
+            and _settled_root(stream)
+            and not stream.root.probe_misses
+            and not self.closer_stranger(stream)
+        ):
+            self._probe(now, stream)
 
     def _probe(self, now: float, stream: Stream) -> None:
         uid = self._rng.getrandbits(64)
