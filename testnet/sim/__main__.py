@@ -41,6 +41,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def add_proximity(p: argparse.ArgumentParser) -> None:
+    """``--proximity``: the simulated graph's long links (``SimConfig.proximity``)."""
+    p.add_argument(
+        "--proximity",
+        type=_positive,
+        default=16,
+        help="each long link goes to the nearest of this many alike nodes; 1: to the node "
+        "closest to its drawn point (16)",
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m testnet.sim",
@@ -54,13 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--subscribers", type=_positive, default=100, help="per stream (100)")
     p.add_argument("--seed", type=int, default=1, help="seed: same seed, same run (1)")
     p.add_argument("--join-window", type=float, default=10.0, help="seconds of joins (10)")
-    p.add_argument(
-        "--proximity",
-        type=_positive,
-        default=16,
-        help="each long link goes to the nearest of this many alike nodes; 1: to the node "
-        "closest to its drawn point (16)",
-    )
+    add_proximity(p)
     p.add_argument("--max-htl", type=_positive, default=10, help="max hops-to-live (10)")
     p.add_argument("--max-streams", type=_positive, default=32, help="streams a node (32)")
     p.add_argument("--drop", type=_fraction, default=0.0, help="message loss probability")

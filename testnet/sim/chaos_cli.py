@@ -10,7 +10,7 @@ import argparse
 import json
 
 from overlay.core.config import NodeConfig
-from testnet.sim.__main__ import _fraction, _positive
+from testnet.sim.__main__ import _fraction, _positive, add_proximity
 from testnet.sim.chaos import ChaosExperiment, ChaosPlan, run_chaos
 from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.simulator import SimConfig
@@ -44,13 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=_positive, default=20, help="streams (20)")
     p.add_argument("--subscribers", type=_positive, default=20, help="per stream (20)")
     p.add_argument("--seed", type=int, default=1, help="seed (1)")
-    p.add_argument(
-        "--proximity",
-        type=_positive,
-        default=16,
-        help="each long link goes to the nearest of this many alike nodes; 1: to the node "
-        "closest to its drawn point (16)",
-    )
+    add_proximity(p)
     p.add_argument("--kill", type=_fraction, default=0.2, help="share of nodes killed (0.2)")
     p.add_argument("--loud", action="store_true", help="peers learn of a death at once")
     p.add_argument("--restart-after", type=float, default=None, help="restart the killed")

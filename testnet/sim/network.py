@@ -3,8 +3,11 @@
 Latency comes from geography: every node gets a seeded point in the unit square and a link's
 one-way latency is ``base + spread * euclidean distance / sqrt(2)``, so the direct latency of
 any pair (which the relative delay penalty needs) is defined, and the triangle inequality
-roughly holds as it does on the Internet. Links are FIFO, like the TCP links of the real
-runtime: with jitter on, a message never overtakes an earlier one on the same link.
+roughly holds as it does on the Internet. The simulator draws its graph's long links with
+the same latency (``SimConfig.proximity``: the nearest of 16 nodes alike in keyspace), as
+nodes that measure their peers' round trips would choose them. Links are FIFO, like the TCP
+links of the real runtime: with jitter on, a message never overtakes an earlier one on the
+same link.
 
 Faults are knobs: ``drop`` and ``duplicate`` probabilities per message and ``jitter`` (extra
 uniform delay). All draws come from the network's own seeded ``random.Random``.
