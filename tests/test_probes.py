@@ -119,7 +119,7 @@ def test_a_root_whose_look_found_no_other_tree_probes_at_once(probe_interval: fl
     probes = [(p, m) for p, m in out if isinstance(m, RootProbe)]
     if probe_interval:
         assert [(p, m.key, m.must_beat) for p, m in probes] == [(b"Q", KEY, 0.45)]
-        assert stream.root.probed_at == 0.3
+        assert stream.root.looked_probe_at == 0.3
     else:
         assert probes == []
 
@@ -331,6 +331,29 @@ def hello(node: Node, now: float, peer: bytes, location: float) -> list[RootProb
     effects = list(node.link_up(now, peer))
     effects += node.receive(now, peer, Hello(location, 100))
     return probes_sent(effects)
+
+
+def test_a_look_s_probe_does_not_silence_the_probe_a_healed_link_sends() -> None:
+    """N loses a link (a partition), and its look ends half a heartbeat before the
+    partition heals: the look's probe went out over the cut graph, so the probe on the new
+    link must still go, or N waits a probe interval to meet a root beyond the cut."""
+    node, look = new_root_looking(**BEATS)
+    node.link_down(0.25, b"P")
+    assert probes_sent(node.receive(0.3, b"Q", _not_found(look)))  # the look's end
+    assert hello(node, 0.8, b"R", 0.3)  # the heal, within the same heartbeat interval
+
+
+def test_looks_ending_within_a_heartbeat_probe_once() -> None:
+    """Link churn can make a root look again and again (each lost child holds it for a
+    grace and a look); the probes that looks' ends send come at most once a heartbeat
+    interval, so they cannot outrun the rounds' bound."""
+    node, look = new_root_looking(**BEATS)
+    stream = node.streams[KEY]
+    assert probes_sent(node.receive(0.3, b"Q", _not_found(look)))
+    node.merges.start_look(0.5, stream)  # another look, as a lost child's grace ends in one
+    [again] = [m for _, m in sends(node.out.take()) if isinstance(m, ResubscribeRequest)]
+    assert probes_sent(node.receive(0.6, b"Q", _not_found(again))) == []
+    assert stream.root.looked_probe_at == 0.3
 
 
 def test_a_root_that_lost_a_link_probes_as_soon_as_a_new_one_comes_up() -> None:

@@ -277,20 +277,29 @@ class Probes:
         the new links and found nobody, meets it now rather than a probe interval later,
         while both number the same packets. Not with probes off or backing off, nor from a
         root with a closer peer outside its tree, whose rounds look instead (``probe_roots``)
-        and whose looks past that peer have just run out."""
+        and whose looks past that peer have just run out. At most one a heartbeat interval,
+        so link churn that makes looks cannot multiply probes; kept apart from the probes
+        on new links (``probed_at``), which one sent just before a partition heals must not
+        silence."""
+        last = stream.root.looked_probe_at
         if (
             self._config.probe_interval > 0
             and _settled_root(stream)
             and not stream.root.probe_misses
             and not self.closer_stranger(stream)
+            and (last is None or now - last >= self._config.heartbeat_interval)
         ):
-            self._probe(now, stream)
+            stream.root.looked_probe_at = now
+            self._probe(now, stream, on_link=False)
 
-    def _probe(self, now: float, stream: Stream) -> None:
+    def _probe(self, now: float, stream: Stream, on_link: bool = True) -> None:
+        """Send a probe from ``stream``'s root; ``on_link``: it counts toward the probes on
+        new links' limit (``probe_new_links``)."""
         uid = self._rng.getrandbits(64)
         self._seen.add(uid, now)
         self._stats.probes += 1
-        stream.root.probed_at = now
+        if on_link:
+            stream.root.probed_at = now
         location = self._location
         probe = RootProbe(uid, stream.key, self._config.check_htl, location, location)
         self._probe_on(ProbeHop(probe, None))

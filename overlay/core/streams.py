@@ -94,9 +94,9 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
 # * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
 #   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
 #   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
-#   backoff (``probed_at``, ``trailed_at``, and ``probe_misses`` after ``CLOSER_NODE``), the
-#   marks' rounds (``mark_rounds`` may still bar repeats, ``told_at`` delay a notice),
-#   ``recover_token``, ``backlog``.
+#   backoff (``probed_at``, ``looked_probe_at``, ``trailed_at``, and ``probe_misses`` after
+#   ``CLOSER_NODE``), the marks' rounds (``mark_rounds`` may still bar repeats, ``told_at``
+#   delay a notice), ``recover_token``, ``backlog``.
 #
 # So "the node is root" is ``state is ROOT``; ``root`` is what this node keeps of being
 # root, not a sub-state. The uid table (``Stream.uids``) is read by design at a former root
@@ -159,7 +159,8 @@ class RootState:
     # Probes answered by a closer root whose look then found no way into its tree (probes):
     # each one doubles the time to the next probe, up to 2**_MAX_BACKOFF rounds.
     probe_misses: int = 0
-    probed_at: float | None = None  # when we last sent a probe from this root
+    probed_at: float | None = None  # when this root last probed on its round or a new link
+    looked_probe_at: float | None = None  # when a look's end last made it probe (probes)
     trailed_at: float | None = None  # when a probe last made this root look (probes)
     crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
     # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
