@@ -58,7 +58,7 @@ class SimConfig:
     seed: int = 1
     # Proximity neighbour selection: each long link of the generated topology goes to the
     # nearest, by the network's latency, of this many nodes alike in keyspace usefulness
-    # (``keyspace.topology.small_world``); 1 draws links without regard to latency.
+    # (``keyspace.topology.small_world``); 1: to the node closest to its drawn point.
     proximity: int = 16
     node: NodeConfig = field(default_factory=NodeConfig)
     network: NetworkModel = field(default_factory=NetworkModel)
@@ -95,17 +95,10 @@ class Simulator:
         # with proximity and one drawn without place the nodes alike.
         n = config.nodes if topology is None else len(topology.locations)
         self.network = Network(n, config.network, random.Random(f"network-{seed}"))
-        self.topology = (
-            topology
-            if topology is not None
-            else small_world(
-                n,
-                config.degree,
-                random.Random(f"topology-{seed}"),
-                self.network.latency,
-                config.proximity,
-            )
-        )
+        if topology is None:
+            rng = random.Random(f"topology-{seed}")
+            topology = small_world(n, config.degree, rng, self.network.latency, config.proximity)
+        self.topology = topology
         # One generator for every core: the event order is deterministic, so the draws are
         # too, and 10^5 nodes do not each carry a 2.5 KB Mersenne Twister state.
         self._node_rng = random.Random(f"nodes-{seed}")
