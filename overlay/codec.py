@@ -34,6 +34,7 @@ from overlay.compiled_checks import (
 )
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_FRAME,
@@ -197,6 +198,7 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.OPT_PACKET: _optional(_PACKET),
     Kind.DATA: _bytes_of(0, MAX_PAYLOAD),
     Kind.OPT_SIGNATURE: _optional(_bytes_of(SIGNATURE_SIZE, SIGNATURE_SIZE)),
+    Kind.DIGEST: _bytes_of(DIGEST_SIZE, DIGEST_SIZE),
     Kind.PACKET_KIND: _packet_kind,
     Kind.BOOT_ID: _int_in(0, MAX_U64),
     Kind.COUNT: _int_in(0, 2**32 - 1),

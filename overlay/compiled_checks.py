@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_PACKET,
@@ -64,6 +65,7 @@ _TESTS: dict[Kind, str] = {
     Kind.OPT_PACKET: _optional(_int_in(0, MAX_PACKET)),
     Kind.DATA: _bytes_of(0, MAX_PAYLOAD),
     Kind.OPT_SIGNATURE: _optional(_bytes_of(SIGNATURE_SIZE, SIGNATURE_SIZE)),
+    Kind.DIGEST: _bytes_of(DIGEST_SIZE, DIGEST_SIZE),
     Kind.PACKET_KIND: "(type({v}) is int and {v} in _KINDS)",
     Kind.BOOT_ID: _int_in(0, MAX_U64),
     Kind.COUNT: _int_in(0, 2**32 - 1),

@@ -58,6 +58,7 @@ MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 
 MAX_RUN = 1024  # packets one SubscribeRun may carry (a frame's size bounds it too)
 NODE_ID_SIZE = 32  # an Ed25519 public key
 VOUCH_SIZE = NODE_ID_SIZE + SIGNATURE_SIZE  # a neighbour's id and its vouch for the sender
+DIGEST_SIZE = 32  # SHA-256: a location swap's commitments and nonces
 
 
 class Kind(IntEnum):
@@ -90,6 +91,7 @@ class Kind(IntEnum):
     # tuple of 1..MAX_RUN SubscribeData, numbered on from the message's ``first``
     # (``SubscribeRun``, whose codec path checks each as a SubscribeData)
     RUN = 20
+    DIGEST = 21  # bytes of length DIGEST_SIZE: a SHA-256 commitment, or a random nonce
 
 
 def _f(kind: Kind) -> Any:
@@ -637,6 +639,63 @@ class PastQuery(Message):
     htl: int = _f(Kind.HTL)
 
 
+# --- Location swapping (``overlay.core.swaps``) --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRequest(Message):
+    """A location swap's random walk (Freenet 0.7): each hop passes it to a random peer
+    until ``htl`` runs out, and the node where it ends is the partner. ``commitment`` is the
+    starter's SHA-256 over the swap's uid, its nonce, its location and its neighbours'
+    locations, which it reveals only once the partner has committed likewise."""
+
+    TYPE: ClassVar[int] = 33
+    uid: int = _f(Kind.UID)
+    htl: int = _f(Kind.HTL)
+    commitment: bytes = _f(Kind.DIGEST)
+
+
+@dataclass(frozen=True, slots=True)
+class SwapReply(Message):
+    """The partner's commitment to swap ``uid``, back along the walk."""
+
+    TYPE: ClassVar[int] = 34
+    uid: int = _f(Kind.UID)
+    commitment: bytes = _f(Kind.DIGEST)
+
+
+@dataclass(frozen=True, slots=True)
+class SwapCommit(Message):
+    """The starter's reveal, forward along the walk: what its commitment covered."""
+
+    TYPE: ClassVar[int] = 35
+    uid: int = _f(Kind.UID)
+    nonce: bytes = _f(Kind.DIGEST)
+    location: float = _f(Kind.LOCATION)
+    neighbours: tuple[float, ...] = _f(Kind.LOCATIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class SwapComplete(Message):
+    """The partner's reveal, back along the walk. With both reveals each side computes the
+    same decision; on yes each takes the other's location."""
+
+    TYPE: ClassVar[int] = 36
+    uid: int = _f(Kind.UID)
+    nonce: bytes = _f(Kind.DIGEST)
+    location: float = _f(Kind.LOCATION)
+    neighbours: tuple[float, ...] = _f(Kind.LOCATIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRejected(Message):
+    """Swap ``uid`` ends without a swap: a loop, a node busy or not swapping, a full table.
+    Sent back toward the starter, or on toward the partner, by whoever ends it."""
+
+    TYPE: ClassVar[int] = 37
+    uid: int = _f(Kind.UID)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -670,6 +729,11 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PublishConfirmed,
     Committed,
     PublishWitness,
+    SwapRequest,
+    SwapReply,
+    SwapCommit,
+    SwapComplete,
+    SwapRejected,
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from overlay import codec
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_FRAME,
@@ -64,6 +65,7 @@ _SAMPLES: dict[Kind, Any] = {
     Kind.FLAG: True,
     Kind.VOUCHES: (bytes(VOUCH_SIZE),),
     Kind.RUN: ((b"d", 1, PacketKind.DATA, None, 1, 1, 1),),
+    Kind.DIGEST: bytes(DIGEST_SIZE),
 }
 if set(_SAMPLES) != set(Kind):
     raise ImportError(f"overlay.schema has no sample for {sorted(set(Kind) - set(_SAMPLES))}")
@@ -77,7 +79,8 @@ def schema_text(types: tuple[type[Message], ...] = MESSAGE_TYPES) -> bytes:
     """Everything the fingerprint covers, one line each, for ``types``."""
     lines = [
         f"bounds {KEY_SIZE} {SIGNATURE_SIZE} {MAX_WIRE_HTL} {MAX_PAYLOAD} {MAX_FRAME} "
-        f"{MAX_PACKET} {MAX_NEIGHBOURS} {MAX_OPEN_EPOCHS} {MAX_DESCRIPTOR} {VOUCH_SIZE}",
+        f"{MAX_PACKET} {MAX_NEIGHBOURS} {MAX_OPEN_EPOCHS} {MAX_DESCRIPTOR} {VOUCH_SIZE} "
+        f"{DIGEST_SIZE}",
         "kinds " + " ".join(f"{k.name}={k.value}" for k in Kind),
         "packet-kinds " + " ".join(f"{k.name}={k.value}" for k in PacketKind),
         "publish-errors " + " ".join(f"{e.name}={e.value}" for e in PublishError),

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from overlay.codec import DecodeError, decode
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_NEIGHBOURS,
@@ -35,6 +36,7 @@ LARGEST_LOCATION = math.nextafter(1.0, 0.0)  # 0.9999999999999999, the top of [0
 KIND_STRATEGIES: dict[Kind, st.SearchStrategy[object]] = {
     Kind.UID: st.integers(0, MAX_U64),
     Kind.KEY: st.binary(min_size=KEY_SIZE, max_size=KEY_SIZE),
+    Kind.DIGEST: st.binary(min_size=DIGEST_SIZE, max_size=DIGEST_SIZE),
     Kind.HTL: st.integers(0, MAX_WIRE_HTL),
     Kind.LOCATION: st.floats(
         min_value=0.0,
@@ -83,6 +85,7 @@ KIND_STRATEGIES[Kind.RUN] = st.lists(
 LARGEST_VALUE: dict[Kind, object] = {
     Kind.UID: MAX_U64,
     Kind.KEY: b"\xff" * KEY_SIZE,
+    Kind.DIGEST: b"\xff" * DIGEST_SIZE,
     Kind.HTL: MAX_WIRE_HTL,
     Kind.LOCATION: LARGEST_LOCATION,
     Kind.PACKET: MAX_PACKET,
@@ -106,6 +109,7 @@ LARGEST_VALUE[Kind.RUN] = (tuple(LARGEST_VALUE[kind] for kind in RUN_ITEM_KINDS)
 SMALLEST_VALUE: dict[Kind, object] = {
     Kind.UID: 0,
     Kind.KEY: bytes(KEY_SIZE),
+    Kind.DIGEST: bytes(DIGEST_SIZE),
     Kind.HTL: 0,
     Kind.LOCATION: 0.0,
     Kind.PACKET: 0,

@@ -166,6 +166,18 @@ class CoreNet:
         self._apply(name, self.nodes[name].remove_client(self.now, client))
         self.run()
 
+    def start_swap(self, name: bytes) -> None:
+        """``name`` starts a location swap now; run to quiescence."""
+        self._apply(name, self.nodes[name].start_swap(self.now))
+        self.run()
+
+    def relocate(self, name: bytes, location: float) -> None:
+        """``name`` takes ``location``, as a location swap would move it; run to quiescence."""
+        node = self.nodes[name]
+        node.relocate(self.now, location)
+        self._apply(name, node.handle_timer(self.now))
+        self.run()
+
     def inject(self, src: bytes, dst: bytes, message: Message) -> None:
         """Deliver ``message`` to ``dst`` as if ``src`` had sent it, then run to quiescence."""
         self.queue.append((src, dst, encode(message)))

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_FRAME,
@@ -68,6 +69,7 @@ def kinds_of(cls: type[Message]) -> dict[str, Kind]:
 SAMPLE_VALUE: dict[Kind, object] = {
     Kind.UID: 7,
     Kind.KEY: bytes(range(KEY_SIZE)),
+    Kind.DIGEST: bytes(range(1, DIGEST_SIZE + 1)),
     Kind.HTL: 5,
     Kind.LOCATION: 0.25,
     Kind.PACKET: 3,
@@ -346,6 +348,12 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         ("k" * KEY_SIZE, "expected bytes, got str"),
         (None, "expected bytes, got NoneType"),
         ([0] * KEY_SIZE, "expected bytes, got list"),
+    ],
+    Kind.DIGEST: [
+        (b"d" * (DIGEST_SIZE - 1), "expected 32 bytes, got 31"),
+        (b"d" * (DIGEST_SIZE + 1), "expected 32 bytes, got 33"),
+        ("d" * DIGEST_SIZE, "expected bytes, got str"),
+        (None, "expected bytes, got NoneType"),
     ],
     Kind.HTL: [
         (MAX_WIRE_HTL + 1, f"{MAX_WIRE_HTL + 1} is outside [0, {MAX_WIRE_HTL}]"),

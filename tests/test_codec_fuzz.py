@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.messages import (
+    DIGEST_SIZE,
     KEY_SIZE,
     MAX_PACKET,
     MAX_U64,
@@ -71,6 +72,8 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return rng.randrange(MAX_U64 + 1) >> rng.randrange(64)
         case Kind.KEY:
             return rng.randbytes(KEY_SIZE)
+        case Kind.DIGEST:
+            return rng.randbytes(DIGEST_SIZE)
         case Kind.HTL:
             return rng.randrange(MAX_WIRE_HTL + 1)
         case Kind.LOCATION:

@@ -37,6 +37,8 @@ from overlay.messages import (
     SubscribeData,
     SubscribeRun,
     SubscribeSucceeded,
+    SwapCommit,
+    SwapComplete,
     field_kinds,
 )
 
@@ -116,7 +118,7 @@ def _accepted(kind: Kind, value: object) -> tuple[bool, object]:
 
 def test_the_array_fields_and_only_those_are_left_to_the_codec() -> None:
     left = {cls for cls in MESSAGE_TYPES if cls not in COMPILED}
-    assert left == {SubscribeSucceeded, Neighbours, SubscribeRun}
+    assert left == {SubscribeSucceeded, Neighbours, SubscribeRun, SwapCommit, SwapComplete}
     for cls in left:
         assert {Kind.EPOCH_STARTS, Kind.LOCATIONS, Kind.RUN} & {
             kind for _, kind in field_kinds(cls)

@@ -34,6 +34,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, PeerId
 from overlay.core.node import Node
 from overlay.messages import (
+    DIGEST_SIZE,
     MAX_PACKET,
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
@@ -196,6 +197,8 @@ class Attacker:
                 return rng.choice((*KEYS, *KEYS, STRANGER))
             case Kind.HTL:
                 return rng.choice((0, 1, 3, 10, MAX_WIRE_HTL))
+            case Kind.DIGEST:
+                return rng.choice((bytes(DIGEST_SIZE), rng.randbytes(DIGEST_SIZE)))
             case Kind.LOCATION:
                 return rng.choice((0.5, 0.499, 0.45, 0.2, rng.random()))
             case Kind.OPT_LOCATION:

@@ -58,6 +58,11 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "Committed": 30,
     "PublishWitness": 31,
     "SubscribeRun": 32,
+    "SwapRequest": 33,
+    "SwapReply": 34,
+    "SwapCommit": 35,
+    "SwapComplete": 36,
+    "SwapRejected": 37,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -176,6 +181,21 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "Neighbours": (("locations", Kind.LOCATIONS), ("vouches", Kind.VOUCHES)),
     "Accepted": (("uid", Kind.UID),),
+    "SwapRequest": (("uid", Kind.UID), ("htl", Kind.HTL), ("commitment", Kind.DIGEST)),
+    "SwapReply": (("uid", Kind.UID), ("commitment", Kind.DIGEST)),
+    "SwapCommit": (
+        ("uid", Kind.UID),
+        ("nonce", Kind.DIGEST),
+        ("location", Kind.LOCATION),
+        ("neighbours", Kind.LOCATIONS),
+    ),
+    "SwapComplete": (
+        ("uid", Kind.UID),
+        ("nonce", Kind.DIGEST),
+        ("location", Kind.LOCATION),
+        ("neighbours", Kind.LOCATIONS),
+    ),
+    "SwapRejected": (("uid", Kind.UID),),
 }
 
 # One valid value per kind, enough to build an instance of any message.
@@ -200,6 +220,7 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.OPT_LOCATION: 0.5,
     Kind.FLAG: False,
     Kind.RUN: ((b"payload", None, PacketKind.DATA, None, None, 7, 2),),
+    Kind.DIGEST: bytes(range(32)),
 }
 
 

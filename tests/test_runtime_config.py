@@ -55,3 +55,14 @@ def test_a_runtime_queue_size_is_a_whole_positive_number_of_bytes(value: object)
         ConfigError, match=r"\[runtime\] send_queue_bytes must be a positive integer"
     ):
         config_from_dict({"runtime": {"send_queue_bytes": value}})
+
+
+def test_swapping_needs_listed_trust() -> None:
+    """A node that swaps sends Hellos with locations its id does not give; only peers that
+    vouch for it (listed trust) take those, so in open trust its links would all be cut."""
+    with pytest.raises(ConfigError, match=r'swap_interval = 30.0 needs \[peers\] trust = "listed"'):
+        config_from_dict({"limits": {"swap_interval": 30}})
+    listed = config_from_dict(
+        {"limits": {"swap_interval": 30}, "peers": {"trust": "listed", "trusted": []}}
+    )
+    assert listed.core.swap_interval == 30.0

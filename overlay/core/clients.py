@@ -49,13 +49,13 @@ class LocalClients:
         "_deferred",
         "_flow",
         "_has_room",
-        "_location",
         "_new_stream",
         "_out",
         "_prune",
         "_start_own_search",
         "_streams",
         "_unkeep",
+        "location",
     )
 
     def __init__(
@@ -71,7 +71,7 @@ class LocalClients:
         unkeep: Callable[[Stream], None],
         has_room: Callable[[bytes], bool],
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._streams = streams
         self._out = out
@@ -202,9 +202,7 @@ class LocalClients:
         if stream is None:
             self._out.deliver(client, PublishFailed(key, uid, PublishError.NOT_CARRIED, reason))
             return
-        message = PublishData(
-            uid, key, packet, self._location, MAX_WIRE_HTL, data, epoch, kind, sig
-        )
+        message = PublishData(uid, key, packet, self.location, MAX_WIRE_HTL, data, epoch, kind, sig)
         self._flow.publish(now, stream, client, message)
 
     def publish_batch(

@@ -190,6 +190,18 @@ class NodeConfig:
     # a steady stream (10 ms: 100 packets a second), so under load the packets carry every
     # mark; a member shows a packet at most this much later than a notice would have.
     mark_delay: float = 0.01
+    # Location swapping (``swaps``), for a darknet, whose links follow trust between people
+    # and cannot be rewired into a small world: the locations move instead. Every
+    # ``swap_interval`` seconds, with a random phase, a node starts a swap along a random
+    # walk of ``swap_htl`` hops (Freenet 0.7 walks 10). 0: the node neither starts nor
+    # takes part in swaps, as where a node's id gives its location.
+    swap_interval: float = 0.0
+    swap_htl: int = 10
+    # A swap not finished within this long is given up, by its two ends and every hop.
+    swap_timeout: float = 10.0
+    # Walks a node relays at once (a few dozen bytes each until they end or time out); one
+    # peer's walks may hold at most a quarter of them, so one peer cannot starve the rest.
+    max_swap_walks: int = 256
 
     @property
     def check_htl(self) -> int:
@@ -242,6 +254,12 @@ class NodeConfig:
             raise ValueError(f"lost_child_grace must not be negative, got {self.lost_child_grace}")
         if self.probe_interval < 0:
             raise ValueError(f"probe_interval must not be negative, got {self.probe_interval}")
+        if not 0 <= self.swap_interval < math.inf:  # (NaN too)
+            raise ValueError(f"swap_interval must be non-negative, got {self.swap_interval}")
+        if not 1 <= self.swap_htl <= MAX_WIRE_HTL:
+            raise ValueError(f"swap_htl must be in [1, {MAX_WIRE_HTL}], got {self.swap_htl}")
+        if not 0 < self.swap_timeout < math.inf:
+            raise ValueError(f"swap_timeout must be positive, got {self.swap_timeout}")
         if not self.mark_delay >= 0:  # (NaN too)
             raise ValueError(f"mark_delay must not be negative, got {self.mark_delay}")
         if self.announce_delay < 0:
@@ -262,6 +280,7 @@ class NodeConfig:
             "max_done_epochs",
             "max_searches_per_key",
             "signature_cache",
+            "max_swap_walks",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

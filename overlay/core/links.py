@@ -25,13 +25,13 @@ class Links:
         "_catch_ups",
         "_leaving",
         "_liveness",
-        "_location",
         "_merges",
         "_peers",
         "_probes",
         "_restarts",
         "_searches",
         "_streams",
+        "location",
     )
 
     def __init__(
@@ -47,7 +47,7 @@ class Links:
         leaving: Leaving,
         merges: Merges,
     ) -> None:
-        self._location = location
+        self.location = location
         self._streams = streams
         self._peers = peers
         self._catch_ups = catch_ups
@@ -71,21 +71,24 @@ class Links:
         """``peer`` introduced itself: it counts as connected from now."""
         previous = self._peers.add(peer, hello.location, hello.boot_id, now)
         self._liveness.start(now)
-        if previous is None or previous.location != hello.location:
+        # A peer that moved (a location swap: ``swaps``) is, for routing, a new node.
+        moved = previous is not None and previous.location != hello.location
+        if previous is None or moved:
             self._liveness.links_changed(now)
         if previous is not None and previous.boot_id != hello.boot_id:
             # Spec: "When a node reconnects, and has a new boot ID, we remove it from any
             # streams to which it was subscribed."
             self.forget_peer(now, peer)
-        if previous is None:
+        if previous is None or moved:
             # Spec: "when a new node is added ... we restart the subscription". Only a root
             # has reason to: a closer peer means the tree belongs further on, and routing
             # our resubscribe (must beat: us) moves it there. Elsewhere the tree stays valid.
             for stream in list(self._streams.values()):
                 if stream.state is State.ROOT and is_closer(
-                    stream.target, hello.location, self._location
+                    stream.target, hello.location, self.location
                 ):
                     self._restarts.restart(now, stream, Change.CLOSER_NODE)
+        if previous is None:
             self._probes.probe_new_links(now)
         if self._searches.parked:
             self._searches.resume_parked(now)

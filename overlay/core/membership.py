@@ -39,7 +39,6 @@ class Membership:
         "_config",
         "_flow",
         "_keeping",
-        "_location",
         "_out",
         "_peers",
         "_refills",
@@ -47,6 +46,7 @@ class Membership:
         "_searches",
         "_stats",
         "_streams",
+        "location",
     )
 
     def __init__(
@@ -64,7 +64,7 @@ class Membership:
         admission: Admission,
         keeping: Keeping,
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._stats = stats
         self._streams = streams
@@ -144,7 +144,7 @@ class Membership:
         routes = searches.routes
         for uid in searches.uids_for(stream.key):
             route = routes[uid]
-            if route.upstream is None or may_accept(stream, self._location, uid, route.must_beat):
+            if route.upstream is None or may_accept(stream, self.location, uid, route.must_beat):
                 searches.drop_route(route)
                 self.answer(now, stream, route, new_root=False)
 

@@ -103,7 +103,6 @@ class Merges:
         "_config",
         "_flow",
         "_fresh_uid",
-        "_location",
         "_peers",
         "_probe_after_look",
         "_refills",
@@ -113,6 +112,7 @@ class Merges:
         "_stats",
         "_streams",
         "_timers",
+        "location",
     )
 
     def __init__(
@@ -133,7 +133,7 @@ class Merges:
         closer_stranger: Callable[[Stream], bool],
         probe_after_look: Callable[[float, Stream], None],
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._rng = rng
         self._stats = stats

@@ -18,7 +18,7 @@ to ``overlay.core.publishing``. A packet from a parent skips the dispatch (``rec
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from overlay.core.assembly import Components
 from overlay.core.catch_up_budget import CatchUpBudget
@@ -33,6 +33,7 @@ from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Stream
+from overlay.core.swaps import Swaps
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Accepted,
@@ -68,6 +69,11 @@ from overlay.messages import (
     SubscribeRun,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
+    SwapCommit,
+    SwapComplete,
+    SwapRejected,
+    SwapReply,
+    SwapRequest,
     Unsubscribe,
 )
 from overlay.run_packing import unrun
@@ -105,6 +111,7 @@ class Node:
         "stats",
         "streams",
         "subscribing",
+        "swaps",
     )
 
     def __init__(
@@ -115,6 +122,7 @@ class Node:
         config: NodeConfig | None = None,
         boot_id: int | None = None,
         remembered: Mapping[bytes, int] | None = None,  # ``Remember`` effects a driver kept
+        entropy: Callable[[int], bytes] | None = None,  # swap nonces; default: ``rng``
     ) -> None:
         self.id = node_id
         self.location = location
@@ -150,6 +158,17 @@ class Node:
         self.leaving, self.admission, self.merges = parts.leaving, parts.admission, parts.merges
         self.membership, self.subscribing = parts.membership, parts.subscribing
         self.links, self.clients = parts.links, parts.clients
+        self.swaps = Swaps(
+            config,
+            rng,
+            entropy if entropy is not None else rng.randbytes,
+            stats,
+            peers,
+            streams,
+            timers,
+            out,
+            self.relocate,
+        )
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -157,12 +176,38 @@ class Node:
         """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
         once its own Hello arrives."""
         self.out.send(peer, Hello(self.location, self.boot_id))
+        self.swaps.arm(now)
         return self._flush(now)
 
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
         self.links.link_down(now, peer)
+        self.swaps.lost_peer(peer)
         return self._flush(now)
+
+    def start_swap(self, now: float) -> list[Effect]:
+        """Start a location swap now, if this node may (``swaps``); the swap timer does it
+        every ``swap_interval``, and an operator's command may ask for one sooner."""
+        self.swaps.start(now)
+        return self._flush(now)
+
+    def relocate(self, now: float, location: float) -> None:
+        """Take ``location`` (a location swap: ``swaps``): every part that judges by our
+        location uses it from now, and every peer hears it in a new Hello (``links``)."""
+        self.location = location
+        self.peers.move(location)
+        for part in (
+            self.restarts,
+            self.probes,
+            self.merges,
+            self.membership,
+            self.subscribing,
+            self.links,
+            self.clients,
+        ):
+            part.location = location
+        for peer in self.peers:
+            self.out.send(peer.id, Hello(location, self.boot_id))
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
         """Handle one message from ``peer``. The driver has decoded and validated it."""
@@ -376,6 +421,16 @@ class Node:
                 self.flow.on_answer(now, peer, message)
             case PublishNumbered() | PublishConfirmed() | PublishWitness():
                 self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
+            case SwapRequest():
+                self.swaps.on_request(now, peer, message)
+            case SwapReply():
+                self.swaps.on_reply(now, peer, message)
+            case SwapCommit():
+                self.swaps.on_commit(now, peer, message)
+            case SwapComplete():
+                self.swaps.on_complete(now, peer, message)
+            case SwapRejected():
+                self.swaps.on_rejected(now, peer, message)
             case _:
                 self.stats.ignored += 1
 

@@ -84,11 +84,23 @@ class PeerTable:
         # frame per message, 4% of a 64,000-node simulation).
         self.get: Callable[[PeerId], Peer | None] = self._peers.get
 
+    @property
+    def own(self) -> float:
+        """The location of the node whose peers these are."""
+        return self._own
+
+    def move(self, own: float) -> None:
+        """The node took another location (a swap: ``swaps``)."""
+        self._own = own
+
     def add(self, peer_id: PeerId, location: float, boot_id: int, now: float) -> Peer | None:
         """Record a peer's Hello, heard at ``now``; returns the previous record if the peer
         was known."""
         previous = self._peers.get(peer_id)
-        self._peers[peer_id] = Peer(peer_id, location, boot_id, now)
+        record = self._peers[peer_id] = Peer(peer_id, location, boot_id, now)
+        if previous is not None and previous.boot_id == boot_id:
+            # The same run of the peer: a new Hello moves it (``swaps``), its links stay.
+            record.neighbours = previous.neighbours
         return previous
 
     def remove(self, peer_id: PeerId) -> Peer | None:

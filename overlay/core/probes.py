@@ -118,7 +118,6 @@ class Probes:
     __slots__ = (
         "_config",
         "_flow",
-        "_location",
         "_out",
         "_peers",
         "_probes",
@@ -127,6 +126,7 @@ class Probes:
         "_start_look",
         "_stats",
         "_streams",
+        "location",
         "lost_a_link",
         "trails",
     )
@@ -144,7 +144,7 @@ class Probes:
         seen: RecentIds,  # uids seen lately, for loops (shared with ``searches``)
         start_look: Callable[[float, Stream, int | None], None],  # (``merges``)
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._rng = rng
         self._stats = stats
@@ -205,7 +205,7 @@ class Probes:
         children, if any: where a root's look goes first (``first_hop``)."""
         target = stream.target
         best: PeerId | None = None
-        best_loc = self._location
+        best_loc = self.location
         for peer in self._peers:
             if peer.id not in stream.children and is_closer(target, peer.location, best_loc):
                 best, best_loc = peer.id, peer.location
@@ -300,13 +300,13 @@ class Probes:
         self._stats.probes += 1
         if on_link:
             stream.root.probed_at = now
-        location = self._location
+        location = self.location
         probe = RootProbe(uid, stream.key, self._config.check_htl, location, location)
         self._probe_on(ProbeHop(probe, None))
 
     def on_probe(self, now: float, peer: PeerId, probe: RootProbe) -> None:
         stream = self._streams.get(probe.key)
-        location = self._location
+        location = self.location
         if (
             stream is not None
             and stream.state is State.ROOT
@@ -396,7 +396,7 @@ class Probes:
         if (
             stream is None
             or not _settled_root(stream)
-            or not is_closer(stream.target, answer.root, self._location)
+            or not is_closer(stream.target, answer.root, self.location)
         ):
             return
         # A closer root exists: look for its tree, as after a takeover (``merges``).

@@ -61,7 +61,6 @@ class Restarts:
         "_fresh_uid",
         "_leave",
         "_linger",
-        "_location",
         "_out",
         "_peers",
         "_prune",
@@ -71,6 +70,7 @@ class Restarts:
         "_streams",
         "_timers",
         "awaiting",
+        "location",
     )
 
     def __init__(
@@ -91,7 +91,7 @@ class Restarts:
         linger: Callable[[float, Stream], None],
         prune: Callable[[float, Stream], None],
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._stats = stats
         self._streams = streams
@@ -176,7 +176,7 @@ class Restarts:
         """Label our subtree with restart ``uid`` (a restart's, or a look's: ``merges``) as
         its origin, and route the search once every child has confirmed, or
         ``confirm_timeout`` passed."""
-        self._label(stream, uid, self._location)
+        self._label(stream, uid, self.location)
         self.awaiting[uid] = stream.key
         if stream.confirming:
             self._timers.add(now + self._config.confirm_timeout, (RESTART_TIMER, uid, 0))
@@ -188,7 +188,7 @@ class Restarts:
         assert uid is not None
         del self.awaiting[uid]
         stream.confirming = None
-        self._start_own_search(now, stream, self._location, uid)
+        self._start_own_search(now, stream, self.location, uid)
 
     def _label(self, stream: Stream, uid: int, origin: float) -> None:
         """Take restart ``uid`` as our subtree's label and pass it to every child, each of

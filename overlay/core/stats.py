@@ -38,6 +38,12 @@ class NodeStats:
     claims_refused: int = 0  # a root: publishers' claims beyond its head, published afresh
     claims_renewed: int = 0  # a publisher's node: claims refused, so published afresh
     witnesses: int = 0  # a relay: confirmations passed up whose publish it kept (witnesses)
+    swap_attempts: int = 0  # location swaps this node started (``swaps``)
+    swaps: int = 0  # swaps this node was an end of that were decided yes
+    swaps_rejected: int = 0  # swaps this node started that a node on the walk refused
+    swaps_refused: int = 0  # swap requests this node refused (loop, busy, full, not swapping)
+    swap_timeouts: int = 0  # swaps this node was an end of that never finished
+    swap_cheats: int = 0  # peers cut off for a swap reveal that broke its commitment
     witness_claims: int = 0  # a relay: witness claims pushed up, or weighed as a new root
     peer_witnesses_sent: int = 0  # a publisher's node: PublishWitness sent (peer_witnesses)
     peer_witnesses: int = 0  # PublishWitness kept as a witness claim (peer_witnesses)

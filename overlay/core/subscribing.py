@@ -58,7 +58,6 @@ class Subscribing:
         "_config",
         "_flow",
         "_leaving",
-        "_location",
         "_membership",
         "_merges",
         "_out",
@@ -68,6 +67,7 @@ class Subscribing:
         "_searches",
         "_stats",
         "_streams",
+        "location",
     )
 
     def __init__(
@@ -88,7 +88,7 @@ class Subscribing:
         merges: Merges,
         membership: Membership,
     ) -> None:
-        self._location = location
+        self.location = location
         self._config = config
         self._stats = stats
         self._streams = streams
@@ -146,7 +146,7 @@ class Subscribing:
                 # our resubscribe request through one of our children".)
                 self._out.send(peer, RejectedLoop(uid))
                 return
-            if may_accept(stream, self._location, uid, must_beat):
+            if may_accept(stream, self.location, uid, must_beat):
                 # Even a uid seen before: accepting ends the search here, so it cannot
                 # loop, and a search whose first success through us was refused further
                 # back (a node cannot adopt its own parent) must still find this tree,
@@ -162,7 +162,7 @@ class Subscribing:
         target = key_location(key)
         config = self._config
         best_loc, htl, i_am_best = advance(
-            self._location,
+            self.location,
             target,
             request.best_loc,
             request.htl,
@@ -179,7 +179,7 @@ class Subscribing:
         if (
             stream is not None
             and stream.carried
-            and label_refuses(stream, self._location, uid, must_beat)
+            and label_refuses(stream, self.location, uid, must_beat)
         ):
             # A tree that would have taken this look, but for its own look's label: "not
             # found" may be wrong here, so the look is marked lost and its root looks again
@@ -205,7 +205,7 @@ class Subscribing:
             None,
             # A root's own resubscribe is a look for another root (``merges``).
             self._config.check_htl if stream.state is State.ROOT else self._config.max_htl,
-            self._location,
+            self.location,
             True,
             self._flow.resume_point(stream),
             must_beat,
@@ -223,7 +223,7 @@ class Subscribing:
             # We carry the stream but routed this resubscribe past it ("pretend the stream
             # doesn't exist"): we cannot be a new root for it.
             self._fail(route)
-        elif may_become_root(route, self._location):
+        elif may_become_root(route, self.location):
             membership = self._membership
             stream = membership.enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             membership.answer(now, stream, route, new_root=True)
@@ -248,7 +248,7 @@ class Subscribing:
             self._membership.complete_pending(now, stream)
             flow.carried(now, stream)
             self._refills.refill(now, stream)
-        elif may_become_root(route, self._location):
+        elif may_become_root(route, self.location):
             stream = self._membership.enter_tree(now, route, Change.BECAME_ROOT, parent=None)
             self._merges.first_look(now, stream, route)
             flow.carried(now, stream)

@@ -151,6 +151,13 @@ class RuntimeConfig:
     max_cooldowns: int = 4096
 
     def __post_init__(self) -> None:
+        if self.core.swap_interval > 0 and not self.trust_listed:
+            raise ConfigError(
+                f"[limits] swap_interval = {self.core.swap_interval} needs [peers] trust = "
+                f'"listed": a node that swaps takes other locations than its id gives, which '
+                f"only peers that vouch for it accept; in open trust every peer would refuse "
+                f"its links after its first swap"
+            )
         if self.location is not None and not self.trusted:
             raise ConfigError(
                 f"[node] location = {self.location} needs [peers] trusted: a peer takes a "

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from collections.abc import Callable, Container, Sequence
 from typing import Any, Protocol
@@ -170,7 +171,16 @@ class NodeHost:
         self._client_flushes: dict[ClientId, Callable[[], None]] = {}  # (``add_client``)
         self._unflushed_clients: dict[ClientId, Callable[[], None]] = {}
         remembered = None if state is None else state.kept
-        self.core = Node(node_id, location, rng or random.Random(), config, remembered=remembered)
+        # Swap nonces from the OS: a peer that saw enough of ``rng``'s output could predict
+        # its next nonce and sway a swap's coin (``overlay.core.swaps``).
+        self.core = Node(
+            node_id,
+            location,
+            rng or random.Random(),
+            config,
+            remembered=remembered,
+            entropy=os.urandom,
+        )
         self.links: dict[PeerId, PeerLink] = {}
         self._clients: dict[ClientId, ClientSink] = {}
         self._next_client = 1

@@ -1,0 +1,398 @@
+"""Location swapping: two nodes trade locations when that shortens their links (Freenet 0.7).
+
+Why. In a darknet the links follow trust between people, so the graph cannot be rewired
+into the small world greedy routing needs; the locations move instead. Sandberg showed that
+nodes swapping locations by a Metropolis-Hastings rule (``keyspace.swapping``) bring the
+graph's link lengths to the 1/d law, after which greedy routing finds the closest node in
+few hops, as on a graph built for it.
+
+How. Every ``swap_interval`` (with a random phase, so nodes do not start together) a node
+that may swap starts one:
+
+1. It sends ``SwapRequest(uid, htl, commitment)`` to a random peer. Each hop passes it to a
+   random peer other than the one it came from, one less ``htl`` each time; the node where
+   the budget ends (or that has no other peer) is the *partner*. A random walk of 10 hops
+   on a small-diameter graph ends at a close-to-uniform node, which is what the chain's
+   proposal needs.
+2. The partner answers ``SwapReply(uid, commitment)``, back along the walk.
+3. The starter reveals ``SwapCommit(uid, nonce, location, neighbours)``; the partner checks
+   it against the starter's commitment, decides, and reveals ``SwapComplete`` likewise;
+   the starter checks that and decides the same way.
+
+Commit, then reveal. A commitment is SHA-256 over the swap's uid, a fresh 32-byte nonce,
+the node's location and its neighbours' locations (``commitment``). Neither side sees the
+other's nonce or claims before it has bound itself to its own, so neither can pick its
+claims, or its nonce, to sway the decision. The decision (``decide``) is Sandberg's rule
+(``keyspace.swapping.swap_gain``) on the two reveals, with the coin drawn from both nonces:
+both ends compute the same answer from the same bytes, and neither controls the coin.
+
+Accountability. Every hop keeps what each side committed to as it passed (the starter's
+from the peer behind, the partner's from the peer ahead), and checks each reveal against it
+before passing it on. So a reveal that does not match its commitment is caught by the first
+hop it reaches, which got both from the same linked peer: that peer cheated, or passed a
+changed message on, and either way it is cut off (``DropPeer``, logged by the driver). A
+reply or reveal from a peer that is not where the swap stands is ignored: it may be late.
+
+On yes, each end takes the other's location (``relocate``: the node tells its peers in a
+new Hello). If the partner's reveal is lost on the way back, the partner has moved and the
+starter has not: two nodes share a location for a while, which routing tolerates (ties go
+by id), as Freenet's swapping does.
+
+Limits. A node takes part in one swap at a time, as starter or partner. It relays at most
+``max_swap_walks`` walks, at most a quarter of them from one peer, and refuses the rest
+(``SwapRejected``); every swap and walk is forgotten after ``swap_timeout``. Uids are
+remembered for loop detection like a search's: a walk that comes back, or a replayed
+request, is refused.
+
+Trees. A tree's links do not depend on its members' locations, so a settled member
+(``JOINED``) may swap and keeps its place: its parent, its children and its subscribers'
+packets. A root does not swap, nor does a node whose search or repair of a stream is under
+way (its choices were made by its location): a root that moved would leave its tree where
+its key no longer leads. So a root keeps its location, and no swap brings a location
+closer to its key than it into the network; a peer that moves closer than a root (one that
+was never the closest) restarts it as a new closer peer does (``links``).
+
+A node that does not swap (``swap_interval`` 0, as where ids give locations) refuses every
+swap message it could act on, and relays none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from keyspace.swapping import swap_gain
+from overlay.core.config import NodeConfig
+from overlay.core.effects import PeerId
+from overlay.core.outbox import Outbox
+from overlay.core.peers import PeerTable
+from overlay.core.recent import RecentIds
+from overlay.core.stats import NodeStats
+from overlay.core.streams import State, Stream
+from overlay.core.timers import TimerQueue
+from overlay.messages import (
+    DIGEST_SIZE,
+    MAX_NEIGHBOURS,
+    SwapCommit,
+    SwapComplete,
+    SwapRejected,
+    SwapReply,
+    SwapRequest,
+)
+
+_START = "swap-start"
+_END = "swap-end"
+_COMMITMENT = b"overlay location swap"
+_COIN = b"overlay location swap coin"
+
+
+@dataclass(frozen=True, slots=True)
+class Reveal:
+    """What one end of a swap commits to and later reveals."""
+
+    nonce: bytes
+    location: float
+    neighbours: tuple[float, ...]
+
+
+def commitment(uid: int, reveal: Reveal) -> bytes:
+    """SHA-256 over the swap's uid and everything ``reveal`` holds. Every field before the
+    neighbours has a fixed length, so no two reveals share an encoding."""
+    body = struct.pack(
+        f">Q32sd{len(reveal.neighbours)}d", uid, reveal.nonce, reveal.location, *reveal.neighbours
+    )
+    return hashlib.sha256(_COMMITMENT + body).digest()
+
+
+def _without(locations: tuple[float, ...], location: float) -> list[float]:
+    """``locations`` less one entry equal to ``location``: the a-b link, which
+    ``swap_gain`` must not count."""
+    rest = list(locations)
+    if location in rest:
+        rest.remove(location)
+    return rest
+
+
+def decide(uid: int, starter: Reveal, partner: Reveal) -> bool:
+    """Whether the swap goes ahead: Sandberg's rule on the two reveals, with the coin taken
+    from both nonces, so both ends reach the same answer and neither chose it."""
+    gain = swap_gain(
+        starter.location,
+        partner.location,
+        _without(starter.neighbours, partner.location),
+        _without(partner.neighbours, starter.location),
+    )
+    if gain >= 1.0:
+        return True
+    seed = _COIN + uid.to_bytes(8, "big") + starter.nonce + partner.nonce
+    coin = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big") / 2.0**64
+    return coin < gain
+
+
+@dataclass(slots=True)
+class _Own:
+    """A swap this node is an end of: the starter's (``partner`` None until the partner
+    commits) or the partner's (``partner`` is then the starter's commitment)."""
+
+    uid: int
+    via: PeerId  # the linked peer the swap's messages come and go through
+    mine: Reveal
+    theirs: bytes | None  # the other end's commitment
+    started: bool
+
+
+@dataclass(slots=True)
+class _Walk:
+    """A swap this node relays: where it came from and went, and both commitments."""
+
+    back: PeerId  # toward the starter
+    ahead: PeerId  # toward the partner
+    starter: bytes  # the starter's commitment, as ``back`` passed it
+    partner: bytes | None = None  # the partner's, as ``ahead`` passed it
+    revealed: bool = False  # the starter's reveal went ahead
+
+
+class Swaps:
+    """This node's part in location swaps: its own, and the walks it relays."""
+
+    __slots__ = (
+        "_armed",
+        "_config",
+        "_entropy",
+        "_out",
+        "_own",
+        "_peers",
+        "_relocate",
+        "_rng",
+        "_seen",
+        "_stats",
+        "_streams",
+        "_timers",
+        "walks",
+    )
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        rng: random.Random,
+        entropy: Callable[[int], bytes],  # nonces: unpredictable to peers (the runtime's OS)
+        stats: NodeStats,
+        peers: PeerTable,
+        streams: dict[bytes, Stream],
+        timers: TimerQueue,
+        out: Outbox,
+        relocate: Callable[[float, float], None],  # (now, location): ``Node.relocate``
+    ) -> None:
+        self._config = config
+        self._rng = rng
+        self._entropy = entropy
+        self._stats = stats
+        self._peers = peers
+        self._streams = streams
+        self._timers = timers
+        self._out = out
+        self._relocate = relocate
+        self._armed = False
+        self._own: _Own | None = None
+        self.walks: dict[int, _Walk] = {}
+        self._seen = RecentIds(config.seen_uid_ttl, 64 * config.max_swap_walks)
+        timers.on(_START, self._on_start_timer)
+        timers.on(_END, self._on_end_timer)
+
+    @property
+    def enabled(self) -> bool:
+        return self._config.swap_interval > 0
+
+    def arm(self, now: float) -> None:
+        """Start the round of swaps, if swapping is on (called as links come up)."""
+        if self.enabled and not self._armed:
+            self._armed = True
+            interval = self._config.swap_interval
+            self._timers.add(now + self._rng.uniform(0.0, interval), (_START, 0, 0))
+
+    # --- starting ---------------------------------------------------------------------
+
+    def _free(self) -> bool:
+        """Whether this node may be an end of a swap now (see the notes)."""
+        return (
+            self.enabled
+            and self._own is None
+            and len(self._peers) > 0
+            and all(s.state is State.JOINED or s.state is None for s in self._streams.values())
+        )
+
+    def _reveal(self) -> Reveal:
+        locations = sorted(peer.location for peer in self._peers)[:MAX_NEIGHBOURS]
+        return Reveal(self._entropy(DIGEST_SIZE), self._peers.own, tuple(locations))
+
+    def _on_start_timer(self, now: float, _uid: int, _attempt: int) -> None:
+        interval = self._config.swap_interval
+        self._timers.add(now + interval * self._rng.uniform(0.5, 1.5), (_START, 0, 0))
+        if self._free():
+            self.start(now)
+
+    def start(self, now: float) -> bool:
+        """Start a swap now, if this node may; True if it did."""
+        if not self._free():
+            return False
+        uid = self._rng.getrandbits(64)
+        via = self._rng.choice([peer.id for peer in self._peers])
+        mine = self._reveal()
+        self._own = _Own(uid, via, mine, None, started=True)
+        self._seen.add(uid, now)
+        self._stats.swap_attempts += 1
+        self._out.send(via, SwapRequest(uid, self._config.swap_htl, commitment(uid, mine)))
+        self._timers.add(now + self._config.swap_timeout, (_END, uid, 0))
+        return True
+
+    # --- messages ---------------------------------------------------------------------
+
+    def on_request(self, now: float, peer: PeerId, message: SwapRequest) -> None:
+        uid = message.uid
+        if not self.enabled or self._seen.contains(uid, now):
+            self._refuse(peer, uid)  # (a loop, a replay, or a node that does not swap)
+            return
+        self._seen.add(uid, now)
+        htl = min(message.htl, self._config.swap_htl) - 1
+        others = [p.id for p in self._peers if p.id != peer]
+        if htl <= 0 or not others:
+            if not self._free():
+                self._refuse(peer, uid)
+                return
+            mine = self._reveal()
+            self._own = _Own(uid, peer, mine, message.commitment, started=False)
+            self._out.send(peer, SwapReply(uid, commitment(uid, mine)))
+        else:
+            walks = self.walks
+            limit = self._config.max_swap_walks
+            if len(walks) >= limit or 4 * sum(w.back == peer for w in walks.values()) >= limit:
+                self._refuse(peer, uid)
+                return
+            ahead = self._rng.choice(others)
+            walks[uid] = _Walk(peer, ahead, message.commitment)
+            self._out.send(ahead, SwapRequest(uid, htl, message.commitment))
+        self._timers.add(now + self._config.swap_timeout, (_END, uid, 0))
+
+    def on_reply(self, now: float, peer: PeerId, message: SwapReply) -> None:
+        uid = message.uid
+        walk = self.walks.get(uid)
+        if walk is not None:
+            if peer == walk.ahead and walk.partner is None:
+                walk.partner = message.commitment
+                self._out.send(walk.back, message)
+            return
+        own = self._mine(uid, peer, started=True)
+        if own is not None and own.theirs is None:
+            own.theirs = message.commitment
+            mine = own.mine
+            self._out.send(peer, SwapCommit(uid, mine.nonce, mine.location, mine.neighbours))
+
+    def on_commit(self, now: float, peer: PeerId, message: SwapCommit) -> None:
+        """The starter's reveal, on its way to the partner."""
+        uid = message.uid
+        theirs = Reveal(message.nonce, message.location, message.neighbours)
+        walk = self.walks.get(uid)
+        if walk is not None:
+            if peer == walk.back and walk.partner is not None and not walk.revealed:
+                if self._cheated(peer, uid, theirs, walk.starter):
+                    del self.walks[uid]
+                    self._out.send(walk.ahead, SwapRejected(uid))
+                    return
+                walk.revealed = True
+                self._out.send(walk.ahead, message)
+            return
+        own = self._mine(uid, peer, started=False)
+        if own is None:
+            return
+        assert own.theirs is not None, "a partner has the starter's commitment"
+        self._own = None
+        if self._cheated(peer, uid, theirs, own.theirs):
+            return
+        mine = own.mine
+        self._out.send(peer, SwapComplete(uid, mine.nonce, mine.location, mine.neighbours))
+        if decide(uid, theirs, mine):
+            self._moved(now, theirs.location)
+
+    def on_complete(self, now: float, peer: PeerId, message: SwapComplete) -> None:
+        """The partner's reveal, on its way back to the starter."""
+        uid = message.uid
+        theirs = Reveal(message.nonce, message.location, message.neighbours)
+        walk = self.walks.get(uid)
+        if walk is not None:
+            if peer == walk.ahead and walk.partner is not None and walk.revealed:
+                del self.walks[uid]
+                if self._cheated(peer, uid, theirs, walk.partner):
+                    self._out.send(walk.back, SwapRejected(uid))
+                    return
+                self._out.send(walk.back, message)
+            return
+        own = self._mine(uid, peer, started=True)
+        if own is None or own.theirs is None:
+            return  # (or a reveal before the partner's commitment: nothing to check it by)
+        self._own = None
+        if self._cheated(peer, uid, theirs, own.theirs):
+            return
+        if decide(uid, own.mine, theirs):
+            self._moved(now, theirs.location)
+
+    def on_rejected(self, now: float, peer: PeerId, message: SwapRejected) -> None:
+        uid = message.uid
+        walk = self.walks.get(uid)
+        if walk is not None:
+            if peer in (walk.ahead, walk.back):
+                del self.walks[uid]
+                self._out.send(walk.back if peer == walk.ahead else walk.ahead, message)
+            return
+        own = self._own
+        if own is not None and own.uid == uid and peer == own.via:
+            self._own = None
+            self._stats.swaps_rejected += 1
+
+    def lost_peer(self, peer: PeerId) -> None:
+        """``peer``'s link is gone: the swaps through it cannot finish. The other side of
+        each walk is told, so its ends stop waiting."""
+        own = self._own
+        if own is not None and own.via == peer:
+            self._own = None
+        for uid, walk in list(self.walks.items()):
+            if peer in (walk.back, walk.ahead):
+                del self.walks[uid]
+                self._out.send(walk.back if peer == walk.ahead else walk.ahead, SwapRejected(uid))
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _mine(self, uid: int, peer: PeerId, started: bool) -> _Own | None:
+        """Swap ``uid``, if this node is its starter (``started``) or its partner, and
+        ``peer`` the link its messages come through."""
+        own = self._own
+        if own is None or own.uid != uid or own.started != started or peer != own.via:
+            return None
+        return own
+
+    def _refuse(self, peer: PeerId, uid: int) -> None:
+        self._stats.swaps_refused += 1
+        self._out.send(peer, SwapRejected(uid))
+
+    def _cheated(self, peer: PeerId, uid: int, reveal: Reveal, committed: bytes) -> bool:
+        """Whether ``reveal`` from ``peer`` differs from what ``peer`` committed to (see the
+        notes); if so ``peer`` is cut off."""
+        if commitment(uid, reveal) == committed:
+            return False
+        self._stats.swap_cheats += 1
+        self._out.drop(peer, "revealed a location swap other than the one it committed to")
+        return True
+
+    def _moved(self, now: float, location: float) -> None:
+        self._stats.swaps += 1
+        if location != self._peers.own:
+            self._relocate(now, location)
+
+    def _on_end_timer(self, now: float, uid: int, _attempt: int) -> None:
+        self.walks.pop(uid, None)
+        own = self._own
+        if own is not None and own.uid == uid:
+            self._own = None
+            self._stats.swap_timeouts += 1

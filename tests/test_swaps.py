@@ -1,0 +1,288 @@
+"""Location swapping between live cores (``overlay.core.swaps``): the walk, the commit and
+reveal, the shared decision, and what a node does with a peer that cheats or floods."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from keyspace.swapping import swap_gain
+from overlay.core.config import NodeConfig
+from overlay.core.effects import DropPeer, Effect, Send
+from overlay.core.events import Packet
+from overlay.core.node import Node
+from overlay.core.swaps import Reveal, commitment, decide
+from overlay.messages import (
+    Hello,
+    Message,
+    SwapCommit,
+    SwapComplete,
+    SwapRejected,
+    SwapReply,
+    SwapRequest,
+)
+from tests.corenet import CoreNet, key_at
+
+# Swaps start only when a test asks (the timer's first round is days away).
+SWAPPING = NodeConfig(swap_interval=1e6, swap_htl=2, swap_timeout=10.0)
+NONCE_A, NONCE_B = bytes(range(32)), bytes(range(32, 64))
+
+
+def sends(effects: list[Effect]) -> list[tuple[bytes, Message]]:
+    return [(e.peer, e.message) for e in effects if isinstance(e, Send)]
+
+
+def drops(effects: list[Effect]) -> list[DropPeer]:
+    return [e for e in effects if isinstance(e, DropPeer)]
+
+
+def relay(config: NodeConfig = SWAPPING) -> Node:
+    """A core at 0.5 linked to A (at 0.1) and B (at 0.9), as a walk's middle hop."""
+    node = Node(b"R", 0.5, random.Random(1), config)
+    for peer, location in ((b"A", 0.1), (b"B", 0.9)):
+        node.link_up(0.0, peer)
+        node.receive(0.0, peer, Hello(location, 7))
+    return node
+
+
+# --- the commitment and the decision ----------------------------------------------------
+
+
+def test_a_commitment_binds_the_uid_the_nonce_the_location_and_every_neighbour() -> None:
+    base = Reveal(NONCE_A, 0.25, (0.1, 0.3))
+    others = [
+        (8, base),
+        (7, Reveal(NONCE_B, 0.25, (0.1, 0.3))),
+        (7, Reveal(NONCE_A, 0.26, (0.1, 0.3))),
+        (7, Reveal(NONCE_A, 0.25, (0.1, 0.31))),
+        (7, Reveal(NONCE_A, 0.25, (0.1,))),
+    ]
+    assert len({commitment(uid, r) for uid, r in others} | {commitment(7, base)}) == 6
+
+
+def test_a_swap_that_shortens_links_is_always_taken() -> None:
+    # A sits among B's neighbours and B among A's: trading places shortens every link.
+    starter = Reveal(NONCE_A, 0.1, (0.88, 0.9, 0.92))
+    partner = Reveal(NONCE_B, 0.9, (0.08, 0.1, 0.12))
+    assert decide(1, starter, partner)
+    assert decide(1, partner, starter)  # (the ratio is the same seen from either end)
+
+
+def test_a_worse_swap_is_taken_with_the_ratio_as_its_chance() -> None:
+    starter = Reveal(NONCE_A, 0.1, (0.12, 0.15))
+    partner = Reveal(NONCE_B, 0.6, (0.62, 0.7))
+    gain = swap_gain(0.1, 0.6, [0.12, 0.15], [0.62, 0.7])
+    assert 0.0 < gain < 1.0
+    rng = random.Random(5)
+    trials = 4000
+    taken = sum(
+        decide(uid, Reveal(rng.randbytes(32), 0.1, (0.12, 0.15)), partner) for uid in range(trials)
+    )
+    assert abs(taken / trials - gain) < 0.03
+    # Both ends reach the same answer from the same reveals, whichever of them asks.
+    assert decide(3, starter, partner) == decide(3, starter, partner)
+
+
+# --- a swap end to end -------------------------------------------------------------------
+
+
+def chain() -> CoreNet:
+    """A (0.2) - R (0.5) - B (0.8): a walk of two hops from A ends at B."""
+    net = CoreNet(config=SWAPPING)
+    for name, location in ((b"A", 0.2), (b"R", 0.5), (b"B", 0.8)):
+        net.add(name, location)
+    net.connect(b"A", b"R")
+    net.connect(b"R", b"B")
+    return net
+
+
+def test_a_swap_walks_commits_reveals_and_trades_the_two_locations() -> None:
+    net = chain()
+    start = len(net.trace)
+    net.start_swap(b"A")
+    swap_flow = [
+        (src, dst, type(m).__name__) for src, dst, m in net.trace[start:] if type(m) is not Hello
+    ]
+    assert swap_flow[:8] == [
+        (b"A", b"R", "SwapRequest"),
+        (b"R", b"B", "SwapRequest"),
+        (b"B", b"R", "SwapReply"),
+        (b"R", b"A", "SwapReply"),
+        (b"A", b"R", "SwapCommit"),
+        (b"R", b"B", "SwapCommit"),
+        (b"B", b"R", "SwapComplete"),
+        (b"R", b"A", "SwapComplete"),
+    ]
+    a, r, b = net.nodes[b"A"], net.nodes[b"R"], net.nodes[b"B"]
+    # Both have R as their one neighbour, so the products are equal: the rule says yes.
+    assert (a.location, b.location) == (0.8, 0.2)
+    assert (a.stats.swaps, b.stats.swaps, a.stats.swap_attempts) == (1, 1, 1)
+    # Every part that judges by the node's location moved with it.
+    assert a.peers.own == a.links.location == a.clients.location == a.probes.location == 0.8
+    # R heard both Hellos: its table has each at its new place, and keeps no walk.
+    assert r.peers.get(b"A").location == 0.8  # type: ignore[union-attr]
+    assert r.peers.get(b"B").location == 0.2  # type: ignore[union-attr]
+    assert r.swaps.walks == {}
+    assert net.dropped == []
+
+
+def test_a_root_whose_peer_moves_closer_to_the_key_hands_the_tree_on() -> None:
+    """R (0.6) roots a stream at 0.7; its peer A moves from 0.3 to 0.69, as a swap moves a
+    node. To R, A is now a closer node, as a new one would be, so the tree moves on to A
+    (spec: "when a new node is added ... we restart the subscription")."""
+    net = CoreNet(config=SWAPPING)
+    net.add(b"A", 0.3)
+    net.add(b"R", 0.6)
+    net.connect(b"A", b"R")
+    key = key_at(0.7)
+    net.subscribe(b"R", key)
+    assert net.roots(key) == [b"R"]
+    net.relocate(b"A", 0.69)
+    assert net.nodes[b"R"].peers.get(b"A").location == 0.69  # type: ignore[union-attr]
+    net.advance(net.now + 30.0)
+    assert net.roots(key) == [b"A"]
+    assert net.tree_problems(key) == []
+
+
+def test_a_member_swaps_and_keeps_its_place_in_the_tree() -> None:
+    """B, a settled member below the root R, takes A's location in a swap: its parent, its
+    place and its packets stay, since a tree's links do not depend on locations."""
+    net = chain()
+    key = key_at(0.5)
+    net.subscribe(b"R", key, client=2)
+    net.subscribe(b"B", key)
+    net.publish(b"R", key, b"before", client=2)
+    net.start_swap(b"A")
+    assert net.nodes[b"B"].location == 0.2
+    assert net.stream(b"B", key).parent == b"R"  # type: ignore[union-attr]
+    net.publish(b"R", key, b"after", client=2)
+    got = [e.data for e in net.received(b"B") if isinstance(e, Packet)]
+    assert got == [b"before", b"after"]
+    assert net.roots(key) == [b"R"] and net.tree_problems(key) == []
+
+
+def test_a_root_neither_starts_nor_joins_a_swap() -> None:
+    net = chain()
+    net.subscribe(b"B", key_at(0.8))
+    assert net.roots(key_at(0.8)) == [b"B"]
+    net.start_swap(b"A")
+    assert net.nodes[b"B"].location == 0.8
+    assert net.nodes[b"A"].stats.swaps_rejected == 1
+    assert net.nodes[b"B"].stats.swaps_refused == 1
+    net.start_swap(b"B")
+    assert net.nodes[b"B"].stats.swap_attempts == 0
+
+
+def test_a_swap_nobody_answers_is_given_up_after_its_timeout() -> None:
+    net = chain()
+    net.hold(b"B")
+    net.start_swap(b"A")
+    a = net.nodes[b"A"]
+    net.advance(SWAPPING.swap_timeout + 1.0)
+    assert a.stats.swap_timeouts == 1
+    assert net.nodes[b"R"].swaps.walks == {}
+    net.start_swap(b"A")  # free again
+    assert a.stats.swap_attempts == 2
+
+
+def test_a_lost_link_ends_the_walks_through_it_on_both_sides() -> None:
+    net = chain()
+    net.hold(b"B")
+    net.start_swap(b"A")
+    assert len(net.nodes[b"R"].swaps.walks) == 1
+    net.disconnect(b"R", b"B")
+    assert net.nodes[b"R"].swaps.walks == {}
+    assert net.nodes[b"A"].stats.swaps_rejected == 1
+
+
+# --- hostile peers -------------------------------------------------------------------------
+
+
+def test_a_relay_cuts_off_the_peer_whose_reveal_breaks_its_commitment() -> None:
+    r = relay()
+    honest = Reveal(NONCE_A, 0.1, (0.5,))
+    sent = sends(r.receive(1.0, b"A", SwapRequest(9, 2, commitment(9, honest))))
+    assert sent == [(b"B", SwapRequest(9, 1, commitment(9, honest)))]
+    reply = SwapReply(9, bytes(32))
+    assert sends(r.receive(1.0, b"B", reply)) == [(b"A", reply)]
+    # A reveals another location than it committed to (say, one beside a key it wants).
+    effects = r.receive(1.0, b"A", SwapCommit(9, NONCE_A, 0.74, (0.5,)))
+    assert [d.peer for d in drops(effects)] == [b"A"]
+    assert sends(effects) == [(b"B", SwapRejected(9))]
+    assert r.stats.swap_cheats == 1 and r.swaps.walks == {}
+
+
+def test_a_partner_cuts_off_a_starter_whose_reveal_breaks_its_commitment() -> None:
+    node = relay()
+    committed = Reveal(NONCE_A, 0.1, (0.5,))
+    effects = node.receive(1.0, b"A", SwapRequest(4, 1, commitment(4, committed)))
+    assert [type(m) for _, m in sends(effects)] == [SwapReply]
+    effects = node.receive(1.0, b"A", SwapCommit(4, NONCE_B, 0.1, (0.5,)))  # another nonce
+    assert [d.peer for d in drops(effects)] == [b"A"]
+    assert node.location == 0.5 and node.stats.swap_cheats == 1
+
+
+def test_a_starter_cuts_off_a_partner_whose_reveal_breaks_its_commitment() -> None:
+    a = Node(b"A", 0.2, random.Random(2), SWAPPING)
+    a.link_up(0.0, b"R")
+    a.receive(0.0, b"R", Hello(0.5, 7))
+    request = next(m for _, m in sends(a.start_swap(1.0)) if isinstance(m, SwapRequest))
+    partner = Reveal(NONCE_B, 0.8, (0.5,))
+    a.receive(1.0, b"R", SwapReply(request.uid, commitment(request.uid, partner)))
+    effects = a.receive(1.0, b"R", SwapComplete(request.uid, NONCE_B, 0.79, (0.5,)))
+    assert [d.peer for d in drops(effects)] == [b"R"]
+    assert a.location == 0.2
+
+
+def test_a_replayed_swap_request_is_refused_as_a_loop() -> None:
+    r = relay()
+    request = SwapRequest(11, 9, bytes(32))  # (a budget above ours is cut to ours: 2)
+    assert [m for _, m in sends(r.receive(1.0, b"A", request))] == [SwapRequest(11, 1, bytes(32))]
+    assert sends(r.receive(2.0, b"A", request)) == [(b"A", SwapRejected(11))]
+    assert sends(r.receive(2.0, b"B", request)) == [(b"B", SwapRejected(11))]
+    assert r.stats.swaps_refused == 2
+
+
+def test_a_flood_of_swap_requests_from_one_peer_gets_a_quarter_of_the_walks() -> None:
+    config = NodeConfig(swap_interval=1e6, swap_htl=5, max_swap_walks=8)
+    node = Node(b"R", 0.5, random.Random(1), config)
+    for peer, location in ((b"A", 0.1), (b"B", 0.9), (b"C", 0.3)):
+        node.link_up(0.0, peer)
+        node.receive(0.0, peer, Hello(location, 7))
+    refused = 0
+    for uid in range(100):
+        effects = node.receive(1.0, b"A", SwapRequest(uid, 5, bytes(32)))
+        refused += sends(effects) == [(b"A", SwapRejected(uid))]
+    assert (len(node.swaps.walks), refused) == (2, 98)
+    # Another peer's walk still goes through.
+    effects = node.receive(1.0, b"B", SwapRequest(500, 5, bytes(32)))
+    assert [type(m) for _, m in sends(effects)] == [SwapRequest]
+
+
+def test_a_node_that_does_not_swap_refuses_every_swap() -> None:
+    node = relay(NodeConfig())
+    assert sends(node.receive(1.0, b"A", SwapRequest(3, 1, bytes(32)))) == [(b"A", SwapRejected(3))]
+    assert sends(node.start_swap(1.0)) == []
+
+
+def test_stray_swap_messages_change_nothing() -> None:
+    """A reply or reveal for a swap this node has no part in, or from a peer that is not
+    where the swap stands, may be late; it is ignored, not punished."""
+    r = relay()
+    r.receive(1.0, b"A", SwapRequest(9, 3, bytes(32)))
+    for peer, message in (
+        (b"A", SwapReply(9, bytes(32))),  # (a reply comes from ahead, not from behind)
+        (b"B", SwapCommit(9, NONCE_A, 0.1, ())),  # (a reveal before the reply)
+        (b"A", SwapComplete(9, NONCE_A, 0.1, ())),
+        (b"B", SwapReply(12345, bytes(32))),
+    ):
+        effects = r.receive(2.0, peer, message)
+        assert sends(effects) == [] and drops(effects) == []
+    assert r.swaps.walks[9].partner is None
+
+
+@pytest.mark.parametrize("bad", [{"swap_htl": 0}, {"swap_timeout": 0.0}, {"swap_interval": -1}])
+def test_swap_settings_out_of_range_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        NodeConfig(**bad)  # type: ignore[arg-type]
