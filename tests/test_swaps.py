@@ -286,3 +286,18 @@ def test_stray_swap_messages_change_nothing() -> None:
 def test_swap_settings_out_of_range_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         NodeConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_a_swapping_node_starts_a_swap_each_interval_once_it_knows_a_peer() -> None:
+    net = CoreNet(config=NodeConfig(swap_interval=5.0, swap_htl=2))
+    lone = net.add(b"L", 0.3)
+    net.advance(20.0)
+    assert lone.stats.swap_attempts == 0  # (no peer: nothing to start)
+    for name, location in ((b"A", 0.2), (b"R", 0.5), (b"B", 0.8)):
+        net.add(name, location)
+    net.connect(b"A", b"R")
+    net.connect(b"R", b"B")
+    net.advance(net.now + 60.0)
+    # One a node every 2.5 to 7.5 s, after a random first phase.
+    attempts = [net.nodes[n].stats.swap_attempts for n in (b"A", b"R", b"B")]
+    assert all(7 <= a <= 25 for a in attempts), attempts

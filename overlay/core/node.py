@@ -176,7 +176,6 @@ class Node:
         """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
         once its own Hello arrives."""
         self.out.send(peer, Hello(self.location, self.boot_id))
-        self.swaps.arm(now)
         return self._flush(now)
 
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
@@ -237,6 +236,7 @@ class Node:
                     self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):
             self.links.on_hello(now, peer, message)
+            self.swaps.arm(now)  # (swaps begin once a peer is known)
         elif record is None:
             self.out.drop(peer, f"sent {type(message).__name__} before Hello")
         else:

@@ -207,7 +207,7 @@ class Swaps:
         return self._config.swap_interval > 0
 
     def arm(self, now: float) -> None:
-        """Start the round of swaps, if swapping is on (called as links come up)."""
+        """Start the round of swaps, if swapping is on (called as peers' Hellos come)."""
         if self.enabled and not self._armed:
             self._armed = True
             interval = self._config.swap_interval
