@@ -22,11 +22,14 @@ state always gives the identical darknet.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from keyspace.topology import Topology, small_world
+from keyspace.location import distance
+from keyspace.swapping import MIN_DISTANCE
+from keyspace.topology import Topology, closest_node, greedy_route, small_world
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +68,30 @@ def relocated(topology: Topology, locations: Sequence[float]) -> Topology:
     if len(locations) != len(topology):
         raise ValueError(f"{len(locations)} locations for a topology of {len(topology)} nodes")
     return Topology(tuple(locations), topology.neighbours)
+
+
+def link_length_gmean(topology: Topology) -> float:
+    """The geometric mean of the links' lengths: the quantity swapping minimises (the
+    product of link lengths), per link. 0 for a graph without links."""
+    locations = topology.locations
+    lengths = [distance(locations[i], locations[j]) for i, j in topology.edges()]
+    if not lengths:
+        return 0.0
+    # Two nodes may share a location; a zero length is floored as swapping floors it.
+    return math.exp(math.fsum(math.log(max(d, MIN_DISTANCE)) for d in lengths) / len(lengths))
+
+
+def greedy_success(topology: Topology, samples: int, rng: random.Random) -> tuple[float, float]:
+    """Plain greedy routing (Sandberg's measure) from ``samples`` random nodes to random
+    targets: the percentage that reach the globally closest node, and the mean steps.
+    (100.0, 0.0) for no samples or an empty topology."""
+    n = len(topology)
+    if samples < 1 or n == 0:
+        return 100.0, 0.0
+    hits = steps = 0
+    for _ in range(samples):
+        start, target = rng.randrange(n), rng.random()
+        path = greedy_route(topology, start, target, max_steps=10 * n)
+        steps += len(path) - 1
+        hits += path[-1] == closest_node(topology, target)
+    return 100.0 * hits / samples, steps / samples

@@ -23,6 +23,13 @@ operator's nodes, so each worker's plan lists every node id of the testnet and e
 vouches for all of them (``[peers] trusted``), in open mode: an outside node may still link,
 at the location its id gives.
 
+Darknet (``swap_interval``): the links are Sandberg's darknet (``keyspace.darknet``: a
+small world whose nodes start at a random permutation of its locations, as people who link
+to friends start at locations that have nothing to do with them), the nodes run in listed
+trust (only the testnet's ids), and each starts a location swap every ``swap_interval``
+(``overlay.core.swaps``). ``overlay testnet routing`` shows greedy routing improving as the
+locations move.
+
 State: each node keeps its state file (``overlay.runtime.state_file``) as
 ``DIR/state/node-I.state``, so a node that ``overlay testnet restart`` brings back numbers
 its streams on, as an ``overlay node`` would; ``up`` clears the folder (the identities are
@@ -48,13 +55,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
 import testnet
+from keyspace.darknet import darknet
 from keyspace.topology import Topology, small_world
 from overlay.core.config import NodeConfig
 from overlay.runtime.identity import Identity, node_id_text
@@ -132,16 +140,22 @@ def up(
     core: NodeConfig = LOOPBACK_CORE,
     timeout: float | None = None,
     keep_state: bool = True,
+    swap_interval: float | None = None,
     progress: Progress = print,
 ) -> Manifest:
     """Start a testnet and return its manifest once every node is linked to its neighbours.
     LaunchError if one runs there already, a port is in use, or it is not ready in time.
-    ``keep_state``: each node keeps a state file in ``directory/state`` (see above)."""
+    ``keep_state``: each node keeps a state file in ``directory/state`` (see above).
+    ``swap_interval``: a darknet whose nodes swap locations that often (see above)."""
     if nodes < 2:
         raise LaunchError(f"--nodes must be at least 2, got {nodes}")
     processes = processes or default_processes(nodes)
     if not 1 <= processes <= nodes:
         raise LaunchError(f"--processes must be in 1..{nodes}, got {processes}")
+    if swap_interval is not None and not 0 < swap_interval < math.inf:
+        raise LaunchError(
+            f"--swap-interval must be a positive number of seconds, got {swap_interval}"
+        )
     if base_port and not 1024 <= base_port <= 65535 - 2 * nodes:
         raise LaunchError(f"--base-port must leave room for {2 * nodes} ports below 65536")
     _refuse_if_running(directory)
@@ -155,11 +169,16 @@ def up(
     except OSError as error:
         raise LaunchError(f"cannot clear {state}: {error.strerror or error}") from None
     began = time.monotonic()
-    topology = small_world(nodes, degree, random.Random(seed))
+    if swap_interval is None:
+        topology = small_world(nodes, degree, random.Random(seed))
+    else:
+        topology = darknet(nodes, degree, random.Random(seed)).topology
+        core = replace(core, swap_interval=swap_interval)
     ids = identities(nodes, seed)
+    kind = "" if swap_interval is None else f", a darknet swapping every {swap_interval:g} s"
     progress(
         f"starting {nodes} nodes in {processes} process{'es' if processes > 1 else ''} "
-        f"(seed {seed}, degree {degree}) in {directory}"
+        f"(seed {seed}, degree {degree}{kind}) in {directory}"
     )
     addresses: dict[int, dict[str, str]] = {}
     workers: list[WorkerEntry] = []
@@ -267,6 +286,9 @@ def _plan(
         "nodes": nodes,
         "known": known,
         "trusted": [node_id_text(identity.public) for identity in ids],
+        # A darknet's nodes link only within the testnet (``[peers] trust = "listed"``),
+        # as swapping needs: every peer must take the locations a swap gives.
+        "trust_listed": core.swap_interval > 0,
     }
 
 

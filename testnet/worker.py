@@ -64,6 +64,7 @@ class WorkerPlan:
     known: dict[int, tuple[str, bytes]]  # index -> (peer address, node id), other workers
     # Every node id of the testnet: its nodes vouch for each other's chosen locations.
     trusted: frozenset[bytes]
+    trust_listed: bool  # only those ids may link (a darknet: ``testnet.launcher``)
 
     @classmethod
     def load(cls, path: Path) -> WorkerPlan:
@@ -93,6 +94,7 @@ class WorkerPlan:
             nodes=nodes,
             known=known,
             trusted=frozenset(parse_node_id(node_id) for node_id in data["trusted"]),
+            trust_listed=data["trust_listed"],
         )
 
 
@@ -116,6 +118,7 @@ async def host_nodes(
                     RuntimeConfig(
                         location=node.location,
                         trusted=plan.trusted,
+                        trust_listed=plan.trust_listed,
                         network=plan.network,
                         listen=Address(LOOPBACK, node.peer_port),
                         client=Address(LOOPBACK, node.client_port),

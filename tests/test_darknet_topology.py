@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from keyspace.darknet import Darknet, darknet, relocated
-from keyspace.topology import Topology, closest_node, greedy_route, small_world
+from keyspace.darknet import Darknet, darknet, greedy_success, link_length_gmean, relocated
+from keyspace.topology import Topology, closest_node, small_world
 
 
 def test_the_links_are_the_small_worlds_and_the_locations_a_permutation_of_it() -> None:
@@ -33,22 +33,22 @@ def test_tiny_darknets(n: int) -> None:
     assert sorted(net.topology.locations) == sorted(net.ideal.locations)
 
 
-def _greedy_success(topology: Topology, samples: int) -> float:
-    rng = random.Random(9)
-    hits = 0
-    for _ in range(samples):
-        start, target = rng.randrange(len(topology)), rng.random()
-        path = greedy_route(topology, start, target, max_steps=10 * len(topology))
-        hits += path[-1] == closest_node(topology, target)
-    return hits / samples
-
-
 def test_greedy_routing_works_on_the_ideal_locations_and_fails_on_the_starting_ones() -> None:
     # Measured at 2,000 nodes, degree 16, seeds 1 to 3: 100% on the ideal locations, 1.3% to
     # 2.4% on the shuffled ones (a greedy walk meets a local minimum after about 1.5 steps).
     net = darknet(2000, 16, random.Random(1))
-    assert _greedy_success(net.ideal, 1000) >= 0.99
-    assert _greedy_success(net.topology, 1000) <= 0.1
+    ideal, ideal_steps = greedy_success(net.ideal, 1000, random.Random(9))
+    start, start_steps = greedy_success(net.topology, 1000, random.Random(9))
+    assert ideal >= 99.0 and start <= 10.0
+    assert start_steps < 2.5 < ideal_steps  # (a walk on the shuffled ring stops early)
+
+
+def test_the_link_length_gmean_is_the_geometric_mean_of_the_links() -> None:
+    line = Topology((0.0, 0.1, 0.5, 0.9), ((1,), (0, 2), (1,), ()))
+    assert link_length_gmean(line) == pytest.approx((0.1 * 0.4) ** 0.5)
+    assert link_length_gmean(Topology((0.2,), ((),))) == 0.0
+    net = darknet(500, 8, random.Random(4))
+    assert link_length_gmean(net.ideal) < link_length_gmean(net.topology) / 3
 
 
 def test_relocated_keeps_the_links_and_takes_the_locations() -> None:

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from keyspace.darknet import link_length_gmean
 from testnet.sim.darknet import (
     DarknetExperiment,
     DarknetRun,
     checkpoints,
-    link_length_gmean,
     main,
     run_darknet,
     verdict,

@@ -9,6 +9,8 @@
     overlay testnet down                    # stop everything
     overlay testnet demo                    # the whole story in one command (own testnet)
     overlay testnet chaos --rate 1 --duration 20    # kill/restart nodes while publishing
+    overlay testnet up --nodes 200 --darknet        # links by trust; nodes swap locations
+    overlay testnet routing --every 10 --count 6    # greedy routing as the locations move
 
 Every command finds the testnet through ``--dir`` (default ``./testnet-data``), where ``up``
 writes the manifest and the workers' logs. ``overlay tree`` and ``overlay stats`` read the
@@ -18,7 +20,9 @@ same manifest.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -36,10 +40,15 @@ from testnet.demo import DemoOptions
 from testnet.demo import run_demo as demo
 from testnet.handle import Launched, local_testnet
 from testnet.manifest import DEFAULT_DIR, Manifest, manifest_path, read_manifest
+from testnet.routing import Look, as_launched, watch
 from testnet.survey import Answer, survey
 from tools.stopping import Signalled, until_signal
 
 T = TypeVar("T")
+
+# A darknet testnet's nodes swap this often: on loopback a swap takes milliseconds, so the
+# locations settle within minutes, and a node is rarely busy when asked to be a partner.
+DARKNET_SWAP_INTERVAL = 1.0
 
 SEED_HELP = "seed of the topology, identities and random choices (default: %(default)s)"
 
@@ -85,11 +94,37 @@ def add_parser(commands: Any) -> None:
     )
     q.add_argument("--timeout", type=float, help="give up if not linked by then (seconds)")
     q.add_argument(
+        "--darknet",
+        action="store_true",
+        help="links follow trust (Sandberg's darknet: random starting locations), nodes "
+        "accept only the testnet's ids and swap locations (see --swap-interval); watch "
+        "routing improve with `overlay testnet routing`",
+    )
+    q.add_argument(
+        "--swap-interval",
+        type=_seconds,
+        default=DARKNET_SWAP_INTERVAL,
+        help="with --darknet: seconds between a node's swaps (default: %(default)s)",
+    )
+    q.add_argument(
         "--no-state",
         action="store_true",
         help="nodes keep no state files (DIR/state/): a restarted node forgets how far "
         "each stream's numbering got",
     )
+    q = action(
+        "routing",
+        "how well the testnet's locations route now: greedy routing success and steps, "
+        "link lengths, swaps so far",
+        run_routing,
+    )
+    q.add_argument(
+        "--samples", type=_count, default=2000, help="greedy walks a look (default 2000)"
+    )
+    q.add_argument("--every", type=_seconds, default=10.0, help="seconds between looks (10)")
+    q.add_argument("--count", type=_count, default=1, help="looks to take (default 1)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the walks (default 0)")
+    q.add_argument("--json", action="store_true", help="one JSON object a look, a line each")
     q = action("status", "alive nodes, links and streams of the running testnet", run_status)
     q.add_argument(
         "--json",
@@ -188,6 +223,7 @@ def run_up(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         timeout=args.timeout,
         keep_state=not args.no_state,
+        swap_interval=args.swap_interval if args.darknet else None,
         progress=_say,
     )
     print(
@@ -284,6 +320,53 @@ def run_chaos(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def run_routing(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.dir)
+
+    def emit(look: Look, when: str | None = None) -> None:
+        if args.json:
+            print(json.dumps({**look.as_dict(), "launched": when is not None}), flush=True)
+        else:
+            print(look.line(when), flush=True)
+
+    emit(as_launched(manifest, args.samples, args.seed), "launched")
+    looks = _trio(
+        until_signal,
+        functools.partial(
+            watch,
+            manifest,
+            samples=args.samples,
+            seed=args.seed,
+            every=args.every,
+            count=args.count,
+            emit=emit,
+        ),
+    )
+    if isinstance(looks, Signalled):
+        return looks.status
+    return 0
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
+    return value
+
+
 def run_status(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.dir)
     answers = _trio(until_signal, _survey_all, manifest)
@@ -354,7 +437,8 @@ def status_text(manifest: Manifest, answers: list[Answer]) -> str:
 
 
 def status_json(manifest: Manifest, answers: list[Answer], killed: set[int]) -> dict[str, Any]:
-    """The status report as data: every node (index, id, location, peer and client addresses,
+    """The status report as data: every node (index, id, location: where it is now if it
+    answered, else where it was launched; peer and client addresses,
     worker, ``alive``: it answered, ``killed``: its worker says it was killed, ``links``: the
     testnet nodes it is linked to), the links once each as ``[i, j]`` with i < j, the
     workers, and the streams with their member count and roots."""
@@ -380,7 +464,7 @@ def status_json(manifest: Manifest, answers: list[Answer], killed: set[int]) -> 
             {
                 "index": n.index,
                 "id": n.id,
-                "location": n.location,
+                "location": n.location if description is None else description["location"],
                 "peer": n.peer,
                 "client": n.client,
                 "worker": n.worker,

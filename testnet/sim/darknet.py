@@ -44,9 +44,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from keyspace.darknet import Darknet, darknet, relocated
+from keyspace.darknet import Darknet, darknet, link_length_gmean, relocated
 from keyspace.location import distance
-from keyspace.swapping import MIN_DISTANCE
 from keyspace.topology import Topology
 from overlay.core.config import NodeConfig
 from testnet.sim.__main__ import _positive
@@ -118,16 +117,6 @@ def checkpoints(rounds: int) -> list[int]:
     """Round 0, ``rounds``, and ``CHECKPOINT_HALVINGS`` halvings back from it (rounded
     down), ascending and without repeats: 0, 12, 25, 50, 100 for 100 rounds."""
     return sorted({0} | {rounds >> k for k in range(CHECKPOINT_HALVINGS + 1)})
-
-
-def link_length_gmean(topology: Topology) -> float:
-    """The geometric mean of the links' lengths: the quantity swapping minimises (the
-    product of link lengths), per link. 0 for a graph without links."""
-    lengths = [distance(topology.locations[i], topology.locations[j]) for i, j in topology.edges()]
-    if not lengths:
-        return 0.0
-    # Two nodes may share a location; a zero length is floored as swapping floors it.
-    return math.exp(math.fsum(math.log(max(d, MIN_DISTANCE)) for d in lengths) / len(lengths))
 
 
 def measure(topology: Topology, exp: DarknetExperiment) -> Row:

@@ -1,0 +1,61 @@
+"""``overlay testnet up --darknet`` and ``overlay testnet routing`` through the real command
+line: worker processes whose nodes swap locations over real links, and the command that
+shows the routing improve. Each command is a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testnet.manifest import read_manifest
+from tests.test_testnet_cli import overlay, testnet_dir  # noqa: F401  (the fixture)
+
+
+@pytest.mark.slow
+def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None:  # noqa: F811
+    d = ["--dir", str(testnet_dir)]
+    up = overlay("testnet", "up", "--nodes", "60", "--darknet", "--swap-interval", "0.2", *d)
+    assert up.returncode == 0, up.stderr
+    assert "a darknet swapping every 0.2 s" in up.stdout
+    launched = read_manifest(testnet_dir)
+
+    routing = overlay("testnet", "routing", "--every", "2", "--count", "3", "--json", *d)
+    assert routing.returncode == 0, routing.stderr
+    first, *looks = [json.loads(line) for line in routing.stdout.splitlines()]
+    assert first["launched"] and first["swaps"] == 0 and first["nodes"] == 60
+    assert all(not look["launched"] and look["nodes"] == 60 for look in looks)
+    last = looks[-1]
+    # The nodes swapped over their real links, and their links got shorter for it.
+    assert last["swaps"] > 20 and last["swap_attempts"] > last["swaps"]
+    assert last["link_gmean"] < 0.8 * first["link_gmean"]
+
+    # Nodes moved, each to a location launched with some node: swaps only trade them.
+    status = overlay("testnet", "status", "--json", *d)
+    assert status.returncode == 0, status.stderr
+    now = {n["index"]: n["location"] for n in json.loads(status.stdout)["nodes"]}
+    assert set(now.values()) <= {n.location for n in launched.nodes}
+    assert sum(now[n.index] != n.location for n in launched.nodes) > 20
+    text = overlay("testnet", "routing", *d)
+    assert text.stdout.splitlines()[0].startswith("launched  60 nodes  swaps 0")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["up", "--darknet", "--swap-interval", "0"], "positive number of seconds, got 0.0"),
+        (["routing", "--count", "0"], "argument --count: must be at least 1, got 0"),
+        (["routing", "--every", "soon"], "argument --every: 'soon' is not a number"),
+    ],
+)
+def test_bad_darknet_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    result = overlay("testnet", *args, "--dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(says), result.stderr
+
+
+def test_routing_without_a_testnet_says_so_in_one_line(tmp_path: Path) -> None:
+    result = overlay("testnet", "routing", "--dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "no testnet running" in result.stderr
