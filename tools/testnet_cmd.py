@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,7 @@ import trio
 from overlay.client.connection import ClientError
 from overlay.runtime.identity import node_id_text
 from testnet import launcher
+from testnet.arguments import positive, seconds
 from testnet.churn import ChaosOptions, ChaosResult
 from testnet.churn import run_chaos as chaos
 from testnet.demo import DemoOptions
@@ -102,7 +102,7 @@ def add_parser(commands: Any) -> None:
     )
     q.add_argument(
         "--swap-interval",
-        type=_seconds,
+        type=seconds,
         default=DARKNET_SWAP_INTERVAL,
         help="with --darknet: seconds between a node's swaps (default: %(default)s)",
     )
@@ -119,10 +119,10 @@ def add_parser(commands: Any) -> None:
         run_routing,
     )
     q.add_argument(
-        "--samples", type=_count, default=2000, help="greedy walks a look (default 2000)"
+        "--samples", type=positive, default=2000, help="greedy walks a look (default 2000)"
     )
-    q.add_argument("--every", type=_seconds, default=10.0, help="seconds between looks (10)")
-    q.add_argument("--count", type=_count, default=1, help="looks to take (default 1)")
+    q.add_argument("--every", type=seconds, default=10.0, help="seconds between looks (10)")
+    q.add_argument("--count", type=positive, default=1, help="looks to take (default 1)")
     q.add_argument("--seed", type=int, default=0, help="seed of the walks (default 0)")
     q.add_argument("--json", action="store_true", help="one JSON object a look, a line each")
     q = action("status", "alive nodes, links and streams of the running testnet", run_status)
@@ -345,26 +345,6 @@ def run_routing(args: argparse.Namespace) -> int:
     if isinstance(looks, Signalled):
         return looks.status
     return 0
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
-    return value
 
 
 def run_status(args: argparse.Namespace) -> int:

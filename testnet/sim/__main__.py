@@ -12,6 +12,7 @@ import sys
 
 from overlay.core.config import NodeConfig
 from overlay.messages import MAX_PAYLOAD
+from testnet.arguments import positive
 from testnet.process_memory import memory_now, peak_memory
 from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.experiment import SubscribeExperiment, run_subscribe
@@ -19,16 +20,6 @@ from testnet.sim.network import NetworkModel
 from testnet.sim.report import MEMORY_SUMMARY, PUBLISH_SUMMARY, SUMMARY
 from testnet.sim.simulator import SimConfig
 from testnet.sim.workload import PublishLoad
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -45,7 +36,7 @@ def add_proximity(p: argparse.ArgumentParser) -> None:
     """``--proximity``: the simulated graph's long links (``SimConfig.proximity``)."""
     p.add_argument(
         "--proximity",
-        type=_positive,
+        type=positive,
         default=16,
         help="each long link goes to the nearest of this many alike nodes; 1: to the node "
         "closest to its drawn point (16)",
@@ -59,15 +50,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "streams, publish on each, check every tree invariant and that every subscriber got "
         "every packet once and in order, and report routing, trees, latency and link stress.",
     )
-    p.add_argument("--nodes", type=_positive, default=10_000, help="network size (10000)")
-    p.add_argument("--degree", type=_positive, default=16, help="mean links per node (16)")
-    p.add_argument("--streams", type=_positive, default=100, help="streams (100)")
-    p.add_argument("--subscribers", type=_positive, default=100, help="per stream (100)")
+    p.add_argument("--nodes", type=positive, default=10_000, help="network size (10000)")
+    p.add_argument("--degree", type=positive, default=16, help="mean links per node (16)")
+    p.add_argument("--streams", type=positive, default=100, help="streams (100)")
+    p.add_argument("--subscribers", type=positive, default=100, help="per stream (100)")
     p.add_argument("--seed", type=int, default=1, help="seed: same seed, same run (1)")
     p.add_argument("--join-window", type=float, default=10.0, help="seconds of joins (10)")
     add_proximity(p)
-    p.add_argument("--max-htl", type=_positive, default=10, help="max hops-to-live (10)")
-    p.add_argument("--max-streams", type=_positive, default=32, help="streams a node (32)")
+    p.add_argument("--max-htl", type=positive, default=10, help="max hops-to-live (10)")
+    p.add_argument("--max-streams", type=positive, default=32, help="streams a node (32)")
     p.add_argument("--drop", type=_fraction, default=0.0, help="message loss probability")
     p.add_argument("--duplicate", type=_fraction, default=0.0, help="duplication probability")
     p.add_argument("--greedy-samples", type=int, default=1000, help="plain greedy samples")
@@ -78,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=20,
         help="packets a stream, published after the joins (20; 0: subscribe only)",
     )
-    p.add_argument("--publishers", type=_positive, default=2, help="publishers a stream (2)")
+    p.add_argument("--publishers", type=positive, default=2, help="publishers a stream (2)")
     p.add_argument("--rate", type=float, default=10.0, help="packets a second a stream (10)")
     p.add_argument("--size", type=int, default=100, help="payload bytes a packet (100)")
     p.add_argument(

@@ -10,7 +10,8 @@ import argparse
 import json
 
 from overlay.core.config import NodeConfig
-from testnet.sim.__main__ import _fraction, _positive, add_proximity
+from testnet.arguments import positive
+from testnet.sim.__main__ import _fraction, add_proximity
 from testnet.sim.chaos import ChaosExperiment, ChaosPlan, run_chaos
 from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.simulator import SimConfig
@@ -40,16 +41,16 @@ at most {max_roots} roots a stream
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m testnet.sim.chaos_cli", description=__doc__)
-    p.add_argument("--nodes", type=_positive, default=1000, help="network size (1000)")
-    p.add_argument("--streams", type=_positive, default=20, help="streams (20)")
-    p.add_argument("--subscribers", type=_positive, default=20, help="per stream (20)")
+    p.add_argument("--nodes", type=positive, default=1000, help="network size (1000)")
+    p.add_argument("--streams", type=positive, default=20, help="streams (20)")
+    p.add_argument("--subscribers", type=positive, default=20, help="per stream (20)")
     p.add_argument("--seed", type=int, default=1, help="seed (1)")
     add_proximity(p)
     p.add_argument("--kill", type=_fraction, default=0.2, help="share of nodes killed (0.2)")
     p.add_argument("--loud", action="store_true", help="peers learn of a death at once")
     p.add_argument("--restart-after", type=float, default=None, help="restart the killed")
     p.add_argument("--add", type=int, default=0, help="nodes joining at the kill (0)")
-    p.add_argument("--packets", type=_positive, default=60, help="per stream (60)")
+    p.add_argument("--packets", type=positive, default=60, help="per stream (60)")
     p.add_argument("--rate", type=float, default=2.0, help="packets a second a stream (2)")
     p.add_argument("--heartbeat", type=float, default=5.0, help="heartbeat interval (5)")
     p.add_argument(

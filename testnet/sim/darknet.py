@@ -48,7 +48,7 @@ from keyspace.darknet import Darknet, darknet, link_length_gmean, relocated
 from keyspace.location import distance
 from keyspace.topology import Topology
 from overlay.core.config import NodeConfig
-from testnet.sim.__main__ import _positive
+from testnet.arguments import positive, seconds
 from testnet.sim.collector import collector_paused, run_command
 from testnet.sim.report import greedy_baseline, route_probes
 from testnet.sim.simulator import SimConfig, Simulator
@@ -299,16 +299,6 @@ def plot(run: DarknetRun, path: Path) -> None:
         plt.close(figure)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
-    return value
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m testnet.sim.darknet",
@@ -316,14 +306,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "nodes swap locations, and measure its routing at checkpoints and at the ideal "
         "locations.",
     )
-    p.add_argument("--nodes", type=_positive, default=1000, help="network size (1000)")
-    p.add_argument("--degree", type=_positive, default=16, help="mean links per node (16)")
-    p.add_argument("--rounds", type=_positive, default=100, help="swap rounds (100)")
+    p.add_argument("--nodes", type=positive, default=1000, help="network size (1000)")
+    p.add_argument("--degree", type=positive, default=16, help="mean links per node (16)")
+    p.add_argument("--rounds", type=positive, default=100, help="swap rounds (100)")
     p.add_argument("--seed", type=int, default=1, help="seed: same seed, same run (1)")
-    p.add_argument("--samples", type=_positive, default=1000, help="probes a measurement (1000)")
+    p.add_argument("--samples", type=positive, default=1000, help="probes a measurement (1000)")
     p.add_argument(
         "--interval",
-        type=_seconds,
+        type=seconds,
         default=10.0,
         help="virtual seconds between a node's swap attempts: one round (10)",
     )
