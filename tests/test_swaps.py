@@ -10,7 +10,6 @@ import pytest
 from keyspace.swapping import swap_gain
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, Send
-from overlay.core.events import Packet
 from overlay.core.node import Node
 from overlay.core.swaps import Reveal, commitment, decide
 from overlay.messages import (
@@ -145,33 +144,28 @@ def test_a_root_whose_peer_moves_closer_to_the_key_hands_the_tree_on() -> None:
     assert net.tree_problems(key) == []
 
 
-def test_a_member_swaps_and_keeps_its_place_in_the_tree() -> None:
-    """B, a settled member below the root R, takes A's location in a swap: its parent, its
-    place and its packets stay, since a tree's links do not depend on locations."""
+def test_a_node_in_a_tree_neither_starts_nor_joins_a_swap() -> None:
+    """B, a member below the root R, is asked to be a partner, and R to relay: B refuses
+    (a member that moved closer to the key than its root would restart the root with the
+    closer node inside its own subtree); R, a root, relays, but never starts one."""
     net = chain()
     key = key_at(0.5)
     net.subscribe(b"R", key, client=2)
     net.subscribe(b"B", key)
-    net.publish(b"R", key, b"before", client=2)
-    net.start_swap(b"A")
-    assert net.nodes[b"B"].location == 0.2
     assert net.stream(b"B", key).parent == b"R"  # type: ignore[union-attr]
-    net.publish(b"R", key, b"after", client=2)
-    got = [e.data for e in net.received(b"B") if isinstance(e, Packet)]
-    assert got == [b"before", b"after"]
-    assert net.roots(key) == [b"R"] and net.tree_problems(key) == []
-
-
-def test_a_root_neither_starts_nor_joins_a_swap() -> None:
-    net = chain()
-    net.subscribe(b"B", key_at(0.8))
-    assert net.roots(key_at(0.8)) == [b"B"]
     net.start_swap(b"A")
     assert net.nodes[b"B"].location == 0.8
     assert net.nodes[b"A"].stats.swaps_rejected == 1
     assert net.nodes[b"B"].stats.swaps_refused == 1
-    net.start_swap(b"B")
-    assert net.nodes[b"B"].stats.swap_attempts == 0
+    for name in (b"B", b"R"):
+        net.start_swap(name)
+        assert net.nodes[name].stats.swap_attempts == 0
+    # Once B has left every stream, it takes part again.
+    net.unsubscribe(b"B", key)
+    net.advance(net.now + 700.0)  # (past ``keep_idle``: the stream is forgotten)
+    assert not net.nodes[b"B"].streams
+    net.start_swap(b"A")
+    assert net.nodes[b"B"].location == 0.2
 
 
 def test_a_swap_nobody_answers_is_given_up_after_its_timeout() -> None:

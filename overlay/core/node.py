@@ -164,10 +164,10 @@ class Node:
             entropy if entropy is not None else rng.randbytes,
             stats,
             peers,
-            streams,
             timers,
             out,
             self.relocate,
+            self._settled,
         )
 
     # --- driver entry points ------------------------------------------------------------
@@ -183,6 +183,10 @@ class Node:
         self.links.link_down(now, peer)
         self.swaps.lost_peer(peer)
         return self._flush(now)
+
+    def _settled(self) -> bool:
+        """Whether this node carries no stream and routes no search: it may swap."""
+        return not self.streams and not self.searches.routes
 
     def start_swap(self, now: float) -> list[Effect]:
         """Start a location swap now, if this node may (``swaps``); the swap timer does it

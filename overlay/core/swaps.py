@@ -44,13 +44,14 @@ Limits. A node takes part in one swap at a time, as starter or partner. It relay
 remembered for loop detection like a search's: a walk that comes back, or a replayed
 request, is refused.
 
-Trees. A tree's links do not depend on its members' locations, so a settled member
-(``JOINED``) may swap and keeps its place: its parent, its children and its subscribers'
-packets. A root does not swap, nor does a node whose search or repair of a stream is under
-way (its choices were made by its location): a root that moved would leave its tree where
-its key no longer leads. So a root keeps its location, and no swap brings a location
-closer to its key than it into the network; a peer that moves closer than a root (one that
-was never the closest) restarts it as a new closer peer does (``links``).
+Trees. A node that carries any stream, or routes a search, neither starts nor joins a
+swap (``settled``). A root that moved would leave its tree where its key no longer leads;
+a member that moved closer to the key than its root would make the root restart
+(``links``) with its closer peer inside its own subtree, which refuses the resubscribe, so
+the tree would go looking elsewhere while other trees of the stream look for it, and two
+such merges crossing make a cycle (seen in the simulator's darknet with streams). A node
+outside every tree that moves next to a root is a closer new peer to it: the root hands
+its tree on as to a node that just linked (``links``), which the takeover rules cover.
 
 A node that does not swap (``swap_interval`` 0, as where ids give locations) refuses every
 swap message it could act on, and relays none.
@@ -71,7 +72,6 @@ from overlay.core.outbox import Outbox
 from overlay.core.peers import PeerTable
 from overlay.core.recent import RecentIds
 from overlay.core.stats import NodeStats
-from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     DIGEST_SIZE,
@@ -168,8 +168,8 @@ class Swaps:
         "_relocate",
         "_rng",
         "_seen",
+        "_settled",
         "_stats",
-        "_streams",
         "_timers",
         "walks",
     )
@@ -181,20 +181,20 @@ class Swaps:
         entropy: Callable[[int], bytes],  # nonces: unpredictable to peers (the runtime's OS)
         stats: NodeStats,
         peers: PeerTable,
-        streams: dict[bytes, Stream],
         timers: TimerQueue,
         out: Outbox,
         relocate: Callable[[float, float], None],  # (now, location): ``Node.relocate``
+        settled: Callable[[], bool],  # no stream carried, no search routed: may swap
     ) -> None:
         self._config = config
         self._rng = rng
         self._entropy = entropy
         self._stats = stats
         self._peers = peers
-        self._streams = streams
         self._timers = timers
         self._out = out
         self._relocate = relocate
+        self._settled = settled
         self._armed = False
         self._own: _Own | None = None
         self.walks: dict[int, _Walk] = {}
@@ -217,12 +217,7 @@ class Swaps:
 
     def _free(self) -> bool:
         """Whether this node may be an end of a swap now (see the notes)."""
-        return (
-            self.enabled
-            and self._own is None
-            and len(self._peers) > 0
-            and all(s.state is State.JOINED or s.state is None for s in self._streams.values())
-        )
+        return self.enabled and self._own is None and len(self._peers) > 0 and self._settled()
 
     def _reveal(self) -> Reveal:
         locations = sorted(peer.location for peer in self._peers)[:MAX_NEIGHBOURS]

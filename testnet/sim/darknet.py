@@ -43,6 +43,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from keyspace.darknet import Darknet, darknet, link_length_gmean, relocated
 from keyspace.location import distance
@@ -50,6 +51,7 @@ from keyspace.topology import Topology
 from overlay.core.config import NodeConfig
 from testnet.arguments import positive, seconds
 from testnet.sim.collector import collector_paused, run_command
+from testnet.sim.darknet_streams import StreamsLoad, StreamsWatch
 from testnet.sim.report import greedy_baseline, route_probes
 from testnet.sim.simulator import SimConfig, Simulator
 
@@ -81,6 +83,10 @@ class DarknetExperiment:
     interval: float = 10.0
     # False: the control, the same rounds with swapping off.
     swap: bool = True
+    # Streams subscribed and published while the nodes swap (0: none): ``darknet_streams``.
+    streams: int = 0
+    subscribers: int = 10  # per stream
+    packets: int = 20  # per stream
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.rounds < 0 or self.samples < 0:
@@ -103,6 +109,7 @@ class DarknetRun:
     ideal: Row
     final: Topology
     wall: dict[str, float]
+    streams: dict[str, Any] | None = None  # ``StreamsWatch.results``, with streams
 
     @property
     def goal_met(self) -> bool:
@@ -147,6 +154,10 @@ def run_darknet(exp: DarknetExperiment) -> DarknetRun:
     swapping = NodeConfig(swap_interval=exp.interval if exp.swap else 0.0)
     sim = Simulator(SimConfig(nodes=exp.nodes, seed=exp.seed, node=swapping), net.topology)
     wall = {"wall_build": time.perf_counter() - started, "wall_swap": 0.0, "wall_measure": 0.0}
+    watch = None
+    if exp.streams:
+        load = StreamsLoad(exp.streams, exp.subscribers, exp.packets)
+        watch = StreamsWatch(sim, load, exp.rounds * exp.interval, exp.seed)
     rows: list[Row] = []
     at = net.topology
     start = Counter(at.locations)
@@ -168,10 +179,11 @@ def run_darknet(exp: DarknetExperiment) -> DarknetRun:
             }
         )
         wall["wall_measure"] += time.perf_counter() - started
+    streams = None if watch is None else watch.results(at)
     started = time.perf_counter()
     ideal = measure(net.ideal, exp)
     wall["wall_measure"] += time.perf_counter() - started
-    return DarknetRun(exp, net, tuple(rows), ideal, at, wall)
+    return DarknetRun(exp, net, tuple(rows), ideal, at, wall, streams)
 
 
 def report(run: DarknetRun) -> dict[str, object]:
@@ -188,6 +200,7 @@ def report(run: DarknetRun) -> dict[str, object]:
         "checkpoints": list(run.rows),
         "ideal": run.ideal,
         "goal_met": run.goal_met,
+        "streams": run.streams,
         **run.wall,
     }
 
@@ -231,6 +244,18 @@ def table(run: DarknetRun) -> str:
         "length; astray: locations held by more nodes than at the start (swaps half done)"
     )
     return "\n".join(lines)
+
+
+def streams_line(streams: dict[str, Any]) -> str:
+    """The streams published while swapping, in one line (``darknet_streams``)."""
+    return (
+        f"streams while swapping: {streams['streams']} streams, {streams['packets_ordered']:,} "
+        f"packets, {streams['deliveries']:,} deliveries; {streams['delivery_problem_count']} "
+        f"delivery problems, {streams['duplicates']} duplicates; one tree: "
+        f"{streams['streams_one_tree']}/{streams['streams']}; root the closest node: "
+        f"{streams['roots_closest']}/{streams['streams']}; invariants broken: "
+        f"{streams['violation_count']}"
+    )
 
 
 def verdict(run: DarknetRun) -> str:
@@ -323,6 +348,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="nodes swap locations (the default; --no-swap: the control, swapping off)",
     )
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=0,
+        help="streams subscribed and published while the nodes swap (0: none)",
+    )
+    p.add_argument("--subscribers", type=positive, default=10, help="per stream (10)")
+    p.add_argument("--packets", type=positive, default=20, help="per stream (20)")
     p.add_argument("--plot", type=Path, help="write the locations and link lengths to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
@@ -347,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         samples=args.samples,
         interval=args.interval,
         swap=args.swap,
+        streams=args.streams,
+        subscribers=args.subscribers,
+        packets=args.packets,
     )
     with collector_paused():
         run = run_darknet(exp)
@@ -354,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report(run), sort_keys=True))
     else:
         print(table(run))
+        if run.streams is not None:
+            print(streams_line(run.streams))
         print(verdict(run))
     if args.plot is not None:
         plot(run, args.plot)
