@@ -71,10 +71,19 @@ async def still_works(net: LocalNetwork) -> None:
 
 async def _say_hello(node: RunningNode, identity: Identity, location: float) -> trio.SocketStream:
     """Link to ``node`` as ``identity`` and claim ``location`` in the Hello."""
+    stream, _ = await linked(node, identity, location)
+    return stream
+
+
+async def linked(
+    node: RunningNode, identity: Identity, location: float
+) -> tuple[trio.SocketStream, Session]:
+    """Link to ``node`` as ``identity``, claim ``location`` in the Hello, and keep the
+    session to send more with."""
     stream = await connect(node)
     session, _ = await handshake(stream, identity)
     await stream.send_all(frame(session.seal(record(encode(Hello(location, 1))))))
-    return stream
+    return stream, session
 
 
 def _peer_locations(host: NodeHost) -> dict[bytes, float]:

@@ -1,0 +1,79 @@
+"""A hostile peer against the location-swap protocol of a real node, over real links: a
+reveal that breaks its commitment, and a flood of swap walks. The node must cut off the
+cheat with one warning, keep its walks within bounds, and go on carrying streams."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+import trio
+from loopback_nets import FAST, LIMIT, chain
+from raw_peers import closed_by_peer, linked, still_works
+
+from overlay.codec import encode
+from overlay.core.swaps import Reveal, commitment
+from overlay.messages import Message, SwapCommit, SwapRequest
+from overlay.runtime.config import RuntimeConfig
+from overlay.runtime.framing import frame, record
+from overlay.runtime.handshake import Session
+from overlay.runtime.identity import Identity
+from testnet.local import LocalNetwork
+
+# Swapping on, but no node starts a swap of its own while a test runs.
+SWAPPING = dataclasses.replace(FAST, swap_interval=1e6)
+
+
+def _network(attacker: Identity) -> LocalNetwork:
+    runtime = RuntimeConfig(trust_listed=True, trusted=frozenset({attacker.public}))
+    return LocalNetwork(chain(2), core=SWAPPING, runtime=runtime)
+
+
+async def _send(stream: trio.SocketStream, session: Session, *messages: Message) -> None:
+    await stream.send_all(b"".join(frame(session.seal(record(encode(m)))) for m in messages))
+
+
+async def test_a_peer_whose_swap_reveal_breaks_its_commitment_is_cut_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The attacker asks node 0 to be its partner (a walk of one hop), then reveals another
+    location than it committed to, as one that wants a location beside a key would: node
+    0 closes the link with one warning naming the fault, and stays where it was."""
+    caplog.set_level(logging.WARNING)
+    attacker = Identity.generate()
+    with trio.fail_after(LIMIT):
+        async with _network(attacker) as net:
+            await net.wait_linked()
+            host = net.node(0).host
+            stream, session = await linked(net.node(0), attacker, 0.3)
+            committed = Reveal(bytes(32), 0.3, (0.25,))
+            await _send(
+                stream,
+                session,
+                SwapRequest(77, 1, commitment(77, committed)),
+                SwapCommit(77, bytes(32), 0.26, (0.25,)),
+            )
+            assert await closed_by_peer(stream)
+            assert host.core.stats.swap_cheats == 1
+            assert host.core.location == 0.25
+            said = [r for r in caplog.records if "committed to" in r.getMessage()]
+            assert len(said) == 1 and said[0].levelno == logging.WARNING
+            await still_works(net)
+
+
+async def test_a_flood_of_swap_walks_is_bounded_and_costs_the_node_nothing() -> None:
+    """2,000 swap requests with fresh uids: node 0 relays at most a quarter of its walk
+    table for this one peer and refuses the rest, and its streams go on."""
+    attacker = Identity.generate()
+    with trio.fail_after(LIMIT):
+        async with _network(attacker) as net:
+            await net.wait_linked()
+            host = net.node(0).host
+            stream, session = await linked(net.node(0), attacker, 0.3)
+            flood = [SwapRequest(uid, 5, bytes(32)) for uid in range(1, 2001)]
+            await _send(stream, session, *flood)
+            limit = SWAPPING.max_swap_walks // 4
+            await host.wait_until(lambda: host.core.stats.swaps_refused >= len(flood) - limit)
+            assert len(host.core.swaps.walks) <= limit
+            await still_works(net)
