@@ -94,11 +94,16 @@ def look(
     )
 
 
-def as_launched(manifest: Manifest, samples: int, seed: int) -> Look:
-    """The same measures on the graph the testnet was launched with, before any swap."""
-    topology = Topology(
+def launched(manifest: Manifest) -> Topology:
+    """The graph the testnet was launched with: the manifest's links and locations."""
+    return Topology(
         tuple(n.location for n in manifest.nodes), tuple(n.neighbours for n in manifest.nodes)
     )
+
+
+def as_launched(manifest: Manifest, samples: int, seed: int) -> Look:
+    """The same measures on the graph the testnet was launched with, before any swap."""
+    topology = launched(manifest)
     pct, steps = greedy_success(topology, samples, random.Random(seed))
     return Look(0.0, len(topology), 0, 0, pct, steps, link_length_gmean(topology))
 
@@ -111,8 +116,9 @@ async def watch(
     every: float,
     count: int,
     emit: Callable[[Look], None],
-) -> list[Look]:
-    """``count`` looks, ``every`` seconds apart, each handed to ``emit`` as it is made."""
+) -> tuple[list[Look], Topology]:
+    """``count`` looks, ``every`` seconds apart, each handed to ``emit`` as it is made;
+    and the graph as the last look found it."""
     looks: list[Look] = []
     started = trio.current_time()
     addresses = [n.client for n in manifest.nodes]
@@ -122,4 +128,4 @@ async def watch(
         answers = await survey(addresses, indices=range(len(addresses)))
         looks.append(look(manifest, answers, samples, seed, trio.current_time() - started))
         emit(looks[-1])
-    return looks
+    return looks, graph(manifest, answers)

@@ -37,8 +37,11 @@ def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None
     now = {n["index"]: n["location"] for n in json.loads(status.stdout)["nodes"]}
     assert set(now.values()) <= {n.location for n in launched.nodes}
     assert sum(now[n.index] != n.location for n in launched.nodes) > 20
-    text = overlay("testnet", "routing", *d)
+    png = testnet_dir / "ring.png"
+    text = overlay("testnet", "routing", "--png", str(png), *d)
     assert text.stdout.splitlines()[0].startswith("launched  60 nodes  swaps 0")
+    assert text.stdout.splitlines()[-1] == f"wrote {png}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(
@@ -53,6 +56,18 @@ def test_bad_darknet_options_are_one_line(tmp_path: Path, args: list[str], says:
     result = overlay("testnet", *args, "--dir", str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith(says), result.stderr
+
+
+def test_a_ring_picture_that_cannot_be_written_is_refused_before_the_looks(
+    testnet_dir: Path,  # noqa: F811
+) -> None:
+    d = ["--dir", str(testnet_dir)]
+    assert overlay("testnet", "up", "--nodes", "4", *d).returncode == 0
+    result = overlay("testnet", "routing", "--png", "/no/such/dir/r.png", *d)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "overlay testnet routing: --png /no/such/dir/r.png: no directory /no/such/dir\n"
+    )
 
 
 def test_routing_without_a_testnet_says_so_in_one_line(tmp_path: Path) -> None:

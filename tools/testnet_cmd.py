@@ -40,7 +40,8 @@ from testnet.demo import DemoOptions
 from testnet.demo import run_demo as demo
 from testnet.handle import Launched, local_testnet
 from testnet.manifest import DEFAULT_DIR, Manifest, manifest_path, read_manifest
-from testnet.routing import Look, as_launched, watch
+from testnet.ring_plot import plot_rings, png_problem
+from testnet.routing import Look, as_launched, launched, watch
 from testnet.survey import Answer, survey
 from tools.stopping import Signalled, until_signal
 
@@ -125,6 +126,12 @@ def add_parser(commands: Any) -> None:
     q.add_argument("--count", type=positive, default=1, help="looks to take (default 1)")
     q.add_argument("--seed", type=int, default=0, help="seed of the walks (default 0)")
     q.add_argument("--json", action="store_true", help="one JSON object a look, a line each")
+    q.add_argument(
+        "--png",
+        type=Path,
+        help="draw the ring as launched and at the last look, links as chords, into this PNG "
+        "(pip install -e '.[viz]')",
+    )
     q = action("status", "alive nodes, links and streams of the running testnet", run_status)
     q.add_argument(
         "--json",
@@ -322,6 +329,12 @@ def run_chaos(args: argparse.Namespace) -> int:
 
 def run_routing(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.dir)
+    if args.png is not None:
+        # Before the looks, not after them: a picture that cannot be made must not cost them.
+        problem = png_problem(args.png)
+        if problem is not None:
+            print(f"overlay testnet routing: {problem}", file=sys.stderr)
+            return 2
 
     def emit(look: Look, when: str | None = None) -> None:
         if args.json:
@@ -329,7 +342,8 @@ def run_routing(args: argparse.Namespace) -> int:
         else:
             print(look.line(when), flush=True)
 
-    emit(as_launched(manifest, args.samples, args.seed), "launched")
+    first = as_launched(manifest, args.samples, args.seed)
+    emit(first, "launched")
     looks = _trio(
         until_signal,
         functools.partial(
@@ -344,7 +358,22 @@ def run_routing(args: argparse.Namespace) -> int:
     )
     if isinstance(looks, Signalled):
         return looks.status
+    if args.png is not None:
+        made, now = looks
+        last = made[-1]
+        plot_rings(
+            [(_caption("as launched", first), launched(manifest)), (_caption("now", last), now)],
+            args.png,
+        )
+        print(f"wrote {args.png}")
     return 0
+
+
+def _caption(when: str, look: Look) -> str:
+    return (
+        f"{when}: greedy routing reaches the closest node {look.greedy_pct:.1f}%, "
+        f"{look.swaps:,} swaps"
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:
