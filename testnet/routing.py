@@ -59,18 +59,25 @@ class Look:
 
 
 def graph(manifest: Manifest, answers: Sequence[Answer]) -> Topology:
-    """The links and locations of the nodes that answered, as they reported them (a link
-    to a node that did not answer is left out)."""
+    """The links and locations of the nodes that answered, as they reported them. A link
+    counts only if both its ends reported it (the answers come moments apart, so a link
+    that came or went between them is left out), and so does a link to a node that did
+    not answer."""
     alive = [a for a in answers if a.description is not None and a.index is not None]
     position = {manifest.nodes[a.index].id: k for k, a in enumerate(alive)}  # type: ignore[index]
-    locations, neighbours = [], []
+    locations: list[float] = []
+    neighbours: list[set[int]] = []
     for a in alive:
         description = a.description
         assert description is not None
         locations.append(float(description["location"]))
         linked = {position.get(_text(p["id"])) for p in description["peers"]}
-        neighbours.append(tuple(sorted(k for k in linked if k is not None)))
-    return Topology(tuple(locations), tuple(neighbours))
+        neighbours.append({k for k in linked if k is not None})
+    mutual = tuple(
+        tuple(sorted(j for j in linked if k in neighbours[j]))
+        for k, linked in enumerate(neighbours)
+    )
+    return Topology(tuple(locations), mutual)
 
 
 def _text(node_id: Any) -> str:

@@ -144,3 +144,22 @@ def test_closest_picks_what_the_stated_rank_picks_on_random_tables() -> None:
         exclude = {peer_id for peer_id in ids if rng.random() < 0.2}
         target = rng.choice([*grid, rng.random(), 0.0, 0.999999, own])
         assert table.closest(target, exclude) is _ranked_closest(table, target, exclude, own)
+
+
+def test_a_new_hello_from_the_same_run_of_a_peer_moves_it_and_keeps_its_neighbours() -> None:
+    """A peer that moved (a location swap) says so in a new Hello with its boot id: its
+    links are the same, so its announced neighbours stay. A new boot id is a new run of
+    the peer, whose links are not known yet."""
+    peers = PeerTable(0.5)
+    peers.add(b"p", 0.2, 7, 0.0)
+    record = peers.get(b"p")
+    assert record is not None
+    record.neighbours = (0.1, 0.5, 0.9)
+    peers.add(b"p", 0.7, 7, 1.0)
+    moved = peers.get(b"p")
+    assert moved is not None and (moved.location, moved.neighbours) == (0.7, (0.1, 0.5, 0.9))
+    peers.add(b"p", 0.7, 8, 2.0)
+    restarted = peers.get(b"p")
+    assert restarted is not None and restarted.neighbours == ()
+    peers.move(0.25)
+    assert peers.own == 0.25

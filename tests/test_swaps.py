@@ -11,7 +11,7 @@ from keyspace.swapping import swap_gain
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
-from overlay.core.swaps import Reveal, commitment, decide
+from overlay.core.swaps import PARTNER, STARTER, Reveal, commitment, decide
 from overlay.messages import (
     Hello,
     Message,
@@ -48,16 +48,18 @@ def relay(config: NodeConfig = SWAPPING) -> Node:
 # --- the commitment and the decision ----------------------------------------------------
 
 
-def test_a_commitment_binds_the_uid_the_nonce_the_location_and_every_neighbour() -> None:
+def test_a_commitment_binds_the_uid_the_role_the_nonce_the_location_and_each_neighbour() -> None:
     base = Reveal(NONCE_A, 0.25, (0.1, 0.3))
     others = [
-        (8, base),
-        (7, Reveal(NONCE_B, 0.25, (0.1, 0.3))),
-        (7, Reveal(NONCE_A, 0.26, (0.1, 0.3))),
-        (7, Reveal(NONCE_A, 0.25, (0.1, 0.31))),
-        (7, Reveal(NONCE_A, 0.25, (0.1,))),
+        (8, base, STARTER),
+        (7, base, PARTNER),
+        (7, Reveal(NONCE_B, 0.25, (0.1, 0.3)), STARTER),
+        (7, Reveal(NONCE_A, 0.26, (0.1, 0.3)), STARTER),
+        (7, Reveal(NONCE_A, 0.25, (0.1, 0.31)), STARTER),
+        (7, Reveal(NONCE_A, 0.25, (0.1,)), STARTER),
     ]
-    assert len({commitment(uid, r) for uid, r in others} | {commitment(7, base)}) == 6
+    made = {commitment(uid, r, role) for uid, r, role in others}
+    assert len(made | {commitment(7, base, STARTER)}) == 7
 
 
 def test_a_swap_that_shortens_links_is_always_taken() -> None:
@@ -79,8 +81,33 @@ def test_a_worse_swap_is_taken_with_the_ratio_as_its_chance() -> None:
         decide(uid, Reveal(rng.randbytes(32), 0.1, (0.12, 0.15)), partner) for uid in range(trials)
     )
     assert abs(taken / trials - gain) < 0.03
-    # Both ends reach the same answer from the same reveals, whichever of them asks.
-    assert decide(3, starter, partner) == decide(3, starter, partner)
+    assert decide(3, starter, partner) in (True, False)
+
+
+def test_both_ends_of_a_swap_the_rule_may_refuse_reach_the_same_decision() -> None:
+    """A (0.1) linked to C (0.12) and R (0.5), R to B (0.55): most swaps A can make lengthen
+    the links (the ratio is below 1), so the coin decides. Over many runs each end decides
+    on its own, and they always agree: both moved or neither did (no location is lost or
+    held twice), and the coin went each way."""
+    start = {b"C": 0.12, b"A": 0.1, b"R": 0.5, b"B": 0.55}
+    moved = stayed = 0
+    for seed in range(40):
+        net = CoreNet(seed=seed, config=SWAPPING)
+        for name, location in start.items():
+            net.add(name, location)
+        for x, y in ((b"C", b"A"), (b"A", b"R"), (b"R", b"B")):
+            net.connect(x, y)
+        net.start_swap(b"A")
+        if net.nodes[b"A"].stats.swaps_rejected:
+            continue  # (a walk that came back to A: refused as a loop, nothing decided)
+        now = {name: node.location for name, node in net.nodes.items()}
+        assert sorted(now.values()) == sorted(start.values())
+        changed = [name for name in start if now[name] != start[name]]
+        assert len(changed) in (0, 2) and (not changed or b"A" in changed)
+        assert sum(node.stats.swaps for node in net.nodes.values()) == len(changed)
+        moved += bool(changed)
+        stayed += not changed
+    assert moved > 0 and stayed > 0  # (the coin said yes and no)
 
 
 # --- a swap end to end -------------------------------------------------------------------
@@ -196,8 +223,8 @@ def test_a_lost_link_ends_the_walks_through_it_on_both_sides() -> None:
 def test_a_relay_cuts_off_the_peer_whose_reveal_breaks_its_commitment() -> None:
     r = relay()
     honest = Reveal(NONCE_A, 0.1, (0.5,))
-    sent = sends(r.receive(1.0, b"A", SwapRequest(9, 2, commitment(9, honest))))
-    assert sent == [(b"B", SwapRequest(9, 1, commitment(9, honest)))]
+    sent = sends(r.receive(1.0, b"A", SwapRequest(9, 2, commitment(9, honest, STARTER))))
+    assert sent == [(b"B", SwapRequest(9, 1, commitment(9, honest, STARTER)))]
     reply = SwapReply(9, bytes(32))
     assert sends(r.receive(1.0, b"B", reply)) == [(b"A", reply)]
     # A reveals another location than it committed to (say, one beside a key it wants).
@@ -210,7 +237,7 @@ def test_a_relay_cuts_off_the_peer_whose_reveal_breaks_its_commitment() -> None:
 def test_a_partner_cuts_off_a_starter_whose_reveal_breaks_its_commitment() -> None:
     node = relay()
     committed = Reveal(NONCE_A, 0.1, (0.5,))
-    effects = node.receive(1.0, b"A", SwapRequest(4, 1, commitment(4, committed)))
+    effects = node.receive(1.0, b"A", SwapRequest(4, 1, commitment(4, committed, STARTER)))
     assert [type(m) for _, m in sends(effects)] == [SwapReply]
     effects = node.receive(1.0, b"A", SwapCommit(4, NONCE_B, 0.1, (0.5,)))  # another nonce
     assert [d.peer for d in drops(effects)] == [b"A"]
@@ -223,7 +250,7 @@ def test_a_starter_cuts_off_a_partner_whose_reveal_breaks_its_commitment() -> No
     a.receive(0.0, b"R", Hello(0.5, 7))
     request = next(m for _, m in sends(a.start_swap(1.0)) if isinstance(m, SwapRequest))
     partner = Reveal(NONCE_B, 0.8, (0.5,))
-    a.receive(1.0, b"R", SwapReply(request.uid, commitment(request.uid, partner)))
+    a.receive(1.0, b"R", SwapReply(request.uid, commitment(request.uid, partner, PARTNER)))
     effects = a.receive(1.0, b"R", SwapComplete(request.uid, NONCE_B, 0.79, (0.5,)))
     assert [d.peer for d in drops(effects)] == [b"R"]
     assert a.location == 0.2
@@ -295,3 +322,153 @@ def test_a_swapping_node_starts_a_swap_each_interval_once_it_knows_a_peer() -> N
     # One a node every 2.5 to 7.5 s, after a random first phase.
     attempts = [net.nodes[n].stats.swap_attempts for n in (b"A", b"R", b"B")]
     assert all(7 <= a <= 25 for a in attempts), attempts
+
+
+# --- an end that joins a tree, slow walks, and what a peer may ask ----------------------
+
+
+def lone(name: bytes = b"A", location: float = 0.2) -> Node:
+    """A core linked to R (at 0.5) alone."""
+    node = Node(name, location, random.Random(2), SWAPPING)
+    node.link_up(0.0, b"R")
+    node.receive(0.0, b"R", Hello(0.5, 7))
+    return node
+
+
+def started(node: Node, at: float) -> SwapRequest:
+    return next(m for _, m in sends(node.start_swap(at)) if isinstance(m, SwapRequest))
+
+
+def test_a_starter_that_joins_a_tree_before_revealing_withdraws() -> None:
+    a = lone()
+    request = started(a, 1.0)
+    a.subscribe(1.5, key_at(0.3), 1)  # (a search from A: it is no longer free to move)
+    partner = Reveal(NONCE_B, 0.8, (0.5,))
+    effects = a.receive(
+        2.0, b"R", SwapReply(request.uid, commitment(request.uid, partner, PARTNER))
+    )
+    assert sends(effects)[-1] == (b"R", SwapRejected(request.uid))
+    assert not any(isinstance(m, SwapCommit) for _, m in sends(effects))
+    assert a.stats.swaps_withdrawn == 1 and a.location == 0.2
+
+
+def test_a_partner_that_joins_a_tree_before_revealing_withdraws() -> None:
+    b = lone(b"B", 0.8)
+    starter = Reveal(NONCE_A, 0.2, (0.5,))
+    b.receive(1.0, b"R", SwapRequest(5, 1, commitment(5, starter, STARTER)))
+    b.subscribe(1.5, key_at(0.3), 1)
+    effects = b.receive(2.0, b"R", SwapCommit(5, NONCE_A, 0.2, (0.5,)))
+    assert sends(effects)[-1] == (b"R", SwapRejected(5))
+    assert not any(isinstance(m, SwapComplete) for _, m in sends(effects))
+    assert b.stats.swaps_withdrawn == 1 and b.location == 0.8
+
+
+def test_a_slow_walk_gives_the_starter_a_fresh_wait_once_it_reveals() -> None:
+    """The partner's reply takes 9 s of a 10 s wait; the starter reveals then, and waits
+    10 s more, so the partner's reveal at 12 s moves it (the first deadline, at 10 s,
+    ends nothing)."""
+    a = lone()
+    request = started(a, 0.0)
+    partner = Reveal(NONCE_B, 0.8, (0.5,))
+    a.receive(9.0, b"R", SwapReply(request.uid, commitment(request.uid, partner, PARTNER)))
+    a.handle_timer(10.0)
+    assert a.stats.swap_timeouts == 0
+    a.receive(12.0, b"R", SwapComplete(request.uid, NONCE_B, 0.8, (0.5,)))
+    assert a.location == 0.8 and a.stats.swaps == 1
+
+
+def test_a_peer_makes_this_node_its_partner_once_an_interval_and_less_if_it_stalls() -> None:
+    config = NodeConfig(swap_interval=30.0, swap_htl=2, swap_timeout=10.0)
+    b = Node(b"B", 0.8, random.Random(3), config)
+    b.link_up(0.0, b"R")
+    b.receive(0.0, b"R", Hello(0.5, 7))
+
+    def ask(at: float, uid: int) -> Message:
+        (reply,) = [m for _, m in sends(b.receive(at, b"R", SwapRequest(uid, 1, bytes(32))))]
+        return reply
+
+    assert isinstance(ask(1.0, 1), SwapReply)
+    b.handle_timer(11.0)  # R never revealed: B waited in vain
+    assert b.stats.swap_timeouts == 1
+    assert ask(12.0, 2) == SwapRejected(2)  # (within the interval: refused)
+    assert ask(200.0, 3) == SwapRejected(3)  # (stalled once: refused for 10 intervals)
+    assert isinstance(ask(312.0, 4), SwapReply)
+
+
+def test_a_move_reaches_a_peer_whose_hello_has_not_come_yet() -> None:
+    a = lone()
+    a.link_up(1.0, b"S")  # (S's Hello has not come: A told it 0.2)
+    a.relocate(2.0, 0.7)
+    told = {peer: m for peer, m in sends(a.handle_timer(2.0)) if isinstance(m, Hello)}
+    assert told == {b"R": Hello(0.7, a.boot_id), b"S": Hello(0.7, a.boot_id)}
+
+
+def test_a_root_whose_child_moves_closer_keeps_its_tree() -> None:
+    """R roots a stream at 0.7 with A as its child; A moves to 0.69. A is inside the tree,
+    so R does not hand the tree on to it (it would refuse the resubscribe)."""
+    net = CoreNet(config=SWAPPING)
+    net.add(b"A", 0.3)
+    net.add(b"R", 0.6)
+    net.connect(b"A", b"R")
+    key = key_at(0.7)
+    net.subscribe(b"R", key, client=2)
+    net.subscribe(b"A", key)
+    assert net.stream(b"A", key).parent == b"R"  # type: ignore[union-attr]
+    net.relocate(b"A", 0.69)
+    assert net.nodes[b"R"].stats.restarts == 0
+    net.advance(net.now + 30.0)
+    assert net.roots(key) == [b"R"] and net.tree_problems(key) == []
+
+
+def test_a_swap_interval_too_short_to_be_meant_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"at least 0\.01 s"):
+        NodeConfig(swap_interval=1e-300)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_any_sequence_of_swap_messages_leaves_a_node_whole(seed: int) -> None:
+    """Swap messages from three peers in any order, with uids from a small pool (so
+    replies, reveals and refusals meet real walks and swaps), valid and forged reveals,
+    time moving on and links going down: nothing raises, the walk table stays within its
+    bound and names only linked peers, and the node sits at a location some reveal gave
+    or its own."""
+    rng = random.Random(seed)
+    config = NodeConfig(swap_interval=5.0, swap_htl=3, swap_timeout=4.0, max_swap_walks=8)
+    node = Node(b"N", 0.5, random.Random(seed), config)
+    peers = [b"A", b"B", b"C"]
+    linked: set[bytes] = set()
+    places = {0.5}
+    now = 0.0
+    for _ in range(3000):
+        now += rng.choice((0.0, 0.0, 0.01, 0.5, 3.0))
+        peer = rng.choice(peers)
+        if peer not in linked:
+            node.link_up(now, peer)
+            node.receive(now, peer, Hello(rng.random(), 7))
+            linked.add(peer)
+            continue
+        uid = rng.randrange(6)
+        reveal = Reveal(rng.choice((NONCE_A, NONCE_B)), rng.random(), (0.5, rng.random()))
+        places.add(reveal.location)
+        role = rng.choice((STARTER, PARTNER))
+        sealed = commitment(uid, reveal, role) if rng.random() < 0.7 else bytes(32)
+        message = rng.choice(
+            (
+                SwapRequest(uid, rng.randrange(5), sealed),
+                SwapReply(uid, sealed),
+                SwapCommit(uid, reveal.nonce, reveal.location, reveal.neighbours),
+                SwapComplete(uid, reveal.nonce, reveal.location, reveal.neighbours),
+                SwapRejected(uid),
+            )
+        )
+        effects = node.receive(now, peer, message)
+        effects += node.handle_timer(now)
+        if rng.random() < 0.02 or drops(effects):
+            node.link_down(now, peer)
+            linked.discard(peer)
+        if rng.random() < 0.05:
+            node.start_swap(now)
+        walks = node.swaps.walks
+        assert len(walks) <= config.max_swap_walks
+        assert all({w.back, w.ahead} <= linked for w in walks.values())
+        assert node.location in places

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from testnet.manifest import read_manifest
+from overlay.runtime.identity import node_id_text
+from testnet.manifest import Manifest, NodeEntry, read_manifest
+from testnet.routing import graph
+from testnet.survey import Answer
 from tests.test_testnet_cli import overlay, testnet_dir  # noqa: F401  (the fixture)
 
 
@@ -49,6 +52,7 @@ def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None
     [
         (["up", "--darknet", "--swap-interval", "0"], "positive number of seconds, got 0.0"),
         (["routing", "--count", "0"], "argument --count: must be at least 1, got 0"),
+        (["up", "--swap-interval", "5"], "overlay testnet up: --swap-interval needs --darknet"),
         (["routing", "--every", "soon"], "argument --every: 'soon' is not a number"),
     ],
 )
@@ -74,3 +78,22 @@ def test_routing_without_a_testnet_says_so_in_one_line(tmp_path: Path) -> None:
     result = overlay("testnet", "routing", "--dir", str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "no testnet running" in result.stderr
+
+
+def test_the_routing_graph_keeps_only_links_both_ends_report() -> None:
+    """Answers come moments apart: a link one end reports and the other does not (it came
+    or went in between) is left out, and so is a link to a node that did not answer."""
+    ids = [node_id_text(bytes([i]) * 32) for i in range(3)]
+    entries = tuple(
+        NodeEntry(i, ids[i], 0.1 * (i + 1), "127.0.0.1:1", "127.0.0.1:2", 0, ()) for i in range(3)
+    )
+    manifest = Manifest(0, 2, "testnet", entries, (), 0.0, 0.0)
+
+    def said(i: int, peers: list[int]) -> Answer:
+        described = {"location": 0.5 + 0.1 * i, "peers": [{"id": bytes([j]) * 32} for j in peers]}
+        return Answer(f"node {i}", described, None, i)
+
+    answers = [said(0, [1, 2]), said(1, [0]), Answer("node 2", None, "gone", 2)]
+    topology = graph(manifest, answers)
+    assert topology.locations == (0.5, 0.6)
+    assert topology.neighbours == ((1,), (0,))

@@ -104,8 +104,7 @@ def add_parser(commands: Any) -> None:
     q.add_argument(
         "--swap-interval",
         type=seconds,
-        default=DARKNET_SWAP_INTERVAL,
-        help="with --darknet: seconds between a node's swaps (default: %(default)s)",
+        help=f"with --darknet: seconds between a node's swaps (default: {DARKNET_SWAP_INTERVAL})",
     )
     q.add_argument(
         "--no-state",
@@ -221,6 +220,10 @@ def node_index(text: str) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    if args.swap_interval is not None and not args.darknet:
+        print("overlay testnet up: --swap-interval needs --darknet", file=sys.stderr)
+        return 2
+    swap_interval = args.swap_interval or DARKNET_SWAP_INTERVAL
     launcher.up(
         args.nodes,
         args.dir,
@@ -230,7 +233,7 @@ def run_up(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         timeout=args.timeout,
         keep_state=not args.no_state,
-        swap_interval=args.swap_interval if args.darknet else None,
+        swap_interval=swap_interval if args.darknet else None,
         progress=_say,
     )
     print(

@@ -254,8 +254,10 @@ class NodeConfig:
             raise ValueError(f"lost_child_grace must not be negative, got {self.lost_child_grace}")
         if self.probe_interval < 0:
             raise ValueError(f"probe_interval must not be negative, got {self.probe_interval}")
-        if not 0 <= self.swap_interval < math.inf:  # (NaN too)
-            raise ValueError(f"swap_interval must be non-negative, got {self.swap_interval}")
+        if not (self.swap_interval == 0 or 0.01 <= self.swap_interval < math.inf):  # (NaN)
+            raise ValueError(
+                f"swap_interval must be 0 (off) or at least 0.01 s, got {self.swap_interval}"
+            )
         if not 1 <= self.swap_htl <= MAX_WIRE_HTL:
             raise ValueError(f"swap_htl must be in [1, {MAX_WIRE_HTL}], got {self.swap_htl}")
         if not 0 < self.swap_timeout < math.inf:

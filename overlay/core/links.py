@@ -83,9 +83,13 @@ class Links:
             # Spec: "when a new node is added ... we restart the subscription". Only a root
             # has reason to: a closer peer means the tree belongs further on, and routing
             # our resubscribe (must beat: us) moves it there. Elsewhere the tree stays valid.
+            # A child that moved is no closer node to hand the tree to: it is inside it,
+            # and would refuse the resubscribe (a moved member: ``swaps``).
             for stream in list(self._streams.values()):
-                if stream.state is State.ROOT and is_closer(
-                    stream.target, hello.location, self.location
+                if (
+                    stream.state is State.ROOT
+                    and peer not in stream.children
+                    and is_closer(stream.target, hello.location, self.location)
                 ):
                     self._restarts.restart(now, stream, Change.CLOSER_NODE)
         if previous is None:

@@ -84,6 +84,7 @@ class Node:
 
     __slots__ = (
         "_announced",
+        "_introduced",
         "_timers",
         "admission",
         "boot_id",
@@ -144,6 +145,8 @@ class Node:
         )
         self._timers = timers = TimerQueue()
         self._announced: float | None = None
+        # Links up whose peer's Hello has not come yet: a move tells them too (``relocate``).
+        self._introduced: set[PeerId] = set()
         self.out = out = Outbox(stats)
         self.memory = Memory(config.remembered_streams, out.append, remembered)
         # (``peers``: whom a publisher's node tells, ``peer_witnesses``)
@@ -176,10 +179,12 @@ class Node:
         """A link to ``peer`` is open: introduce ourselves. The peer counts as connected
         once its own Hello arrives."""
         self.out.send(peer, Hello(self.location, self.boot_id))
+        self._introduced.add(peer)
         return self._flush(now)
 
     def link_down(self, now: float, peer: PeerId) -> list[Effect]:
         """The link to ``peer`` is gone (closed, or declared dead by the driver)."""
+        self._introduced.discard(peer)
         self.links.link_down(now, peer)
         self.swaps.lost_peer(peer)
         return self._flush(now)
@@ -189,8 +194,8 @@ class Node:
         return not self.streams and not self.searches.routes
 
     def start_swap(self, now: float) -> list[Effect]:
-        """Start a location swap now, if this node may (``swaps``); the swap timer does it
-        every ``swap_interval``, and an operator's command may ask for one sooner."""
+        """Start a location swap now, if this node may (``swaps``), as its swap timer does
+        every ``swap_interval``: for a driver, or a test, that wants one at a given time."""
         self.swaps.start(now)
         return self._flush(now)
 
@@ -209,8 +214,9 @@ class Node:
             self.clients,
         ):
             part.location = location
-        for peer in self.peers:
-            self.out.send(peer.id, Hello(location, self.boot_id))
+        told = [peer.id for peer in self.peers]
+        for peer_id in (*told, *sorted(self._introduced.difference(told))):
+            self.out.send(peer_id, Hello(location, self.boot_id))
 
     def receive(self, now: float, peer: PeerId, message: Message) -> list[Effect]:
         """Handle one message from ``peer``. The driver has decoded and validated it."""
@@ -239,6 +245,7 @@ class Node:
                 if stream.fills is not None:
                     self.refills.check_fills(now, stream)
         elif isinstance(message, Hello):
+            self._introduced.discard(peer)
             self.links.on_hello(now, peer, message)
             self.swaps.arm(now)  # (swaps begin once a peer is known)
         elif record is None:

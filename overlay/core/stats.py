@@ -42,6 +42,9 @@ class NodeStats:
     swaps: int = 0  # swaps this node was an end of that were decided yes
     swaps_rejected: int = 0  # swaps this node started that a node on the walk refused
     swaps_refused: int = 0  # swap requests this node refused (loop, busy, full, not swapping)
+    swaps_withdrawn: int = 0  # swaps this node left before revealing: it joined a tree
+    swap_halves: int = 0  # swaps decided yes whose partner moved while this node could not
+    swap_walks: int = 0  # swap walks this node relayed
     swap_timeouts: int = 0  # swaps this node was an end of that never finished
     swap_cheats: int = 0  # peers cut off for a swap reveal that broke its commitment
     witness_claims: int = 0  # a relay: witness claims pushed up, or weighed as a new root

@@ -19,12 +19,16 @@ that may swap starts one:
    it against the starter's commitment, decides, and reveals ``SwapComplete`` likewise;
    the starter checks that and decides the same way.
 
-Commit, then reveal. A commitment is SHA-256 over the swap's uid, a fresh 32-byte nonce,
-the node's location and its neighbours' locations (``commitment``). Neither side sees the
-other's nonce or claims before it has bound itself to its own, so neither can pick its
-claims, or its nonce, to sway the decision. The decision (``decide``) is Sandberg's rule
-(``keyspace.swapping.swap_gain``) on the two reveals, with the coin drawn from both nonces:
-both ends compute the same answer from the same bytes, and neither controls the coin.
+Commit, then reveal. A commitment is SHA-256 over the swap's uid, the end's role (starter
+or partner), a fresh 32-byte nonce, its location and its neighbours' locations
+(``commitment``). Neither end sees the other's nonce or claims before it has bound itself
+to its own, so neither can choose its nonce, or change its claims, after seeing the
+other's. The decision (``decide``) is Sandberg's rule (``keyspace.swapping.swap_gain``) on
+the two reveals, with the coin drawn from both nonces: both ends compute the same answer
+from the same bytes, and neither controls the coin. Nothing checks the claims themselves:
+an end that lies about its location or its neighbours' from the start (or a hop on the walk
+that plays partner to each end) can make the rule say yes, and so choose where the other
+end goes. Freenet's swapping has the same weakness; the limits below bound how often.
 
 Accountability. Every hop keeps what each side committed to as it passed (the starter's
 from the peer behind, the partner's from the peer ahead), and checks each reveal against it
@@ -36,22 +40,30 @@ reply or reveal from a peer that is not where the swap stands is ignored: it may
 On yes, each end takes the other's location (``relocate``: the node tells its peers in a
 new Hello). If the partner's reveal is lost on the way back, the partner has moved and the
 starter has not: two nodes share a location for a while, which routing tolerates (ties go
-by id), as Freenet's swapping does.
+by id), as Freenet's swapping does. Each end's wait, and each hop's, starts again when the
+starter's reveal passes, so a slow walk does not strand the starter's answer.
 
-Limits. A node takes part in one swap at a time, as starter or partner. It relays at most
-``max_swap_walks`` walks, at most a quarter of them from one peer, and refuses the rest
-(``SwapRejected``); every swap and walk is forgotten after ``swap_timeout``. Uids are
-remembered for loop detection like a search's: a walk that comes back, or a replayed
-request, is refused.
+Limits. A node takes part in one swap at a time, as starter or partner. A peer may make it
+its partner (a walk that ends here) once per ``swap_interval``, and one whose swap left it
+waiting for a reveal in vain not for ``PARTNER_PENALTY`` intervals: so no peer keeps it
+busy, or moves it, more often than that. It relays at most ``max_swap_walks`` walks, at
+most a quarter of them from one peer, and refuses the rest (``SwapRejected``); every swap
+and walk is forgotten after ``swap_timeout``. Uids of the walks it took on are remembered
+for loop detection like a search's: a walk that comes back, or a replayed request, is
+refused.
 
 Trees. A node that carries any stream, or routes a search, neither starts nor joins a
-swap (``settled``). A root that moved would leave its tree where its key no longer leads;
-a member that moved closer to the key than its root would make the root restart
-(``links``) with its closer peer inside its own subtree, which refuses the resubscribe, so
-the tree would go looking elsewhere while other trees of the stream look for it, and two
-such merges crossing make a cycle (seen in the simulator's darknet with streams). A node
-outside every tree that moves next to a root is a closer new peer to it: the root hands
-its tree on as to a node that just linked (``links``), which the takeover rules cover.
+swap (``settled``), and checks again before it reveals: an end that joined a tree since it
+committed withdraws (``SwapRejected``), and nobody moves. Only the starter, once it has
+revealed, cannot withdraw: if it joined a tree in that last round trip it stays put
+(``swap_halves``), as if the partner's reveal were lost. A root that moved would leave its
+tree where its key no longer leads; a member that moved closer to the key than its root
+would make the root restart (``links``) with its closer peer inside its own subtree, which
+refuses the resubscribe, so the tree would go looking elsewhere while other trees of the
+stream look for it, and two such merges crossing make a cycle (seen in the simulator's
+darknet with streams). A node outside every tree that moves next to a root is a closer new
+peer to it: the root hands its tree on as to a node that just linked (``links``), which the
+takeover rules cover.
 
 A node that does not swap (``swap_interval`` 0, as where ids give locations) refuses every
 swap message it could act on, and relays none.
@@ -87,6 +99,11 @@ _START = "swap-start"
 _END = "swap-end"
 _COMMITMENT = b"overlay location swap"
 _COIN = b"overlay location swap coin"
+STARTER, PARTNER = b"S", b"P"  # the roles a commitment names
+
+# Intervals a peer may not make this node its partner after a swap of its left the node
+# waiting for a reveal in vain (see the notes).
+PARTNER_PENALTY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +115,17 @@ class Reveal:
     neighbours: tuple[float, ...]
 
 
-def commitment(uid: int, reveal: Reveal) -> bytes:
-    """SHA-256 over the swap's uid and everything ``reveal`` holds. Every field before the
-    neighbours has a fixed length, so no two reveals share an encoding."""
+def commitment(uid: int, reveal: Reveal, role: bytes) -> bytes:
+    """SHA-256 over the swap's uid, the end's ``role`` and everything ``reveal`` holds. The
+    role keeps a partner from answering with the starter's own commitment. Every field
+    before the neighbours has a fixed length, so no two reveals share an encoding."""
     body = struct.pack(
-        f">Q32sd{len(reveal.neighbours)}d", uid, reveal.nonce, reveal.location, *reveal.neighbours
+        f">Qc32sd{len(reveal.neighbours)}d",
+        uid,
+        role,
+        reveal.nonce,
+        reveal.location,
+        *reveal.neighbours,
     )
     return hashlib.sha256(_COMMITMENT + body).digest()
 
@@ -134,14 +157,15 @@ def decide(uid: int, starter: Reveal, partner: Reveal) -> bool:
 
 @dataclass(slots=True)
 class _Own:
-    """A swap this node is an end of: the starter's (``partner`` None until the partner
-    commits) or the partner's (``partner`` is then the starter's commitment)."""
+    """A swap this node is an end of: the starter's (``theirs`` None until the partner
+    commits) or the partner's (``theirs`` is then the starter's commitment)."""
 
     uid: int
     via: PeerId  # the linked peer the swap's messages come and go through
     mine: Reveal
     theirs: bytes | None  # the other end's commitment
     started: bool
+    wait: int  # the deadline timer that ends it (``_wait``)
 
 
 @dataclass(slots=True)
@@ -151,6 +175,7 @@ class _Walk:
     back: PeerId  # toward the starter
     ahead: PeerId  # toward the partner
     starter: bytes  # the starter's commitment, as ``back`` passed it
+    wait: int  # the deadline timer that ends it (``_wait``)
     partner: bytes | None = None  # the partner's, as ``ahead`` passed it
     revealed: bool = False  # the starter's reveal went ahead
 
@@ -162,6 +187,7 @@ class Swaps:
         "_armed",
         "_config",
         "_entropy",
+        "_next_partner",
         "_out",
         "_own",
         "_peers",
@@ -171,6 +197,7 @@ class Swaps:
         "_settled",
         "_stats",
         "_timers",
+        "_waits",
         "walks",
     )
 
@@ -198,6 +225,9 @@ class Swaps:
         self._armed = False
         self._own: _Own | None = None
         self.walks: dict[int, _Walk] = {}
+        # When each linked peer may next make us its partner (see the notes).
+        self._next_partner: dict[PeerId, float] = {}
+        self._waits = 0  # deadline timers armed (each names the wait it ends)
         self._seen = RecentIds(config.seen_uid_ttl, 64 * config.max_swap_walks)
         timers.on(_START, self._on_start_timer)
         timers.on(_END, self._on_end_timer)
@@ -236,30 +266,35 @@ class Swaps:
         uid = self._rng.getrandbits(64)
         via = self._rng.choice([peer.id for peer in self._peers])
         mine = self._reveal()
-        self._own = _Own(uid, via, mine, None, started=True)
+        self._own = _Own(uid, via, mine, None, True, self._wait(now, uid))
         self._seen.add(uid, now)
         self._stats.swap_attempts += 1
-        self._out.send(via, SwapRequest(uid, self._config.swap_htl, commitment(uid, mine)))
-        self._timers.add(now + self._config.swap_timeout, (_END, uid, 0))
+        self._out.send(via, SwapRequest(uid, self._config.swap_htl, commitment(uid, mine, STARTER)))
         return True
 
     # --- messages ---------------------------------------------------------------------
 
     def on_request(self, now: float, peer: PeerId, message: SwapRequest) -> None:
         uid = message.uid
-        if not self.enabled or self._seen.contains(uid, now):
+        own = self._own
+        if (
+            not self.enabled
+            or uid in self.walks
+            or (own is not None and own.uid == uid)
+            or self._seen.contains(uid, now)
+        ):
             self._refuse(peer, uid)  # (a loop, a replay, or a node that does not swap)
             return
-        self._seen.add(uid, now)
         htl = min(message.htl, self._config.swap_htl) - 1
         others = [p.id for p in self._peers if p.id != peer]
         if htl <= 0 or not others:
-            if not self._free():
+            if not self._free() or now < self._next_partner.get(peer, now):
                 self._refuse(peer, uid)
                 return
+            self._next_partner[peer] = now + self._config.swap_interval
             mine = self._reveal()
-            self._own = _Own(uid, peer, mine, message.commitment, started=False)
-            self._out.send(peer, SwapReply(uid, commitment(uid, mine)))
+            self._own = _Own(uid, peer, mine, message.commitment, False, self._wait(now, uid))
+            self._out.send(peer, SwapReply(uid, commitment(uid, mine, PARTNER)))
         else:
             walks = self.walks
             limit = self._config.max_swap_walks
@@ -267,9 +302,10 @@ class Swaps:
                 self._refuse(peer, uid)
                 return
             ahead = self._rng.choice(others)
-            walks[uid] = _Walk(peer, ahead, message.commitment)
+            walks[uid] = _Walk(peer, ahead, message.commitment, self._wait(now, uid))
+            self._stats.swap_walks += 1
             self._out.send(ahead, SwapRequest(uid, htl, message.commitment))
-        self._timers.add(now + self._config.swap_timeout, (_END, uid, 0))
+        self._seen.add(uid, now)  # (only a walk taken on: refusals cost no memory)
 
     def on_reply(self, now: float, peer: PeerId, message: SwapReply) -> None:
         uid = message.uid
@@ -280,10 +316,18 @@ class Swaps:
                 self._out.send(walk.back, message)
             return
         own = self._mine(uid, peer, started=True)
-        if own is not None and own.theirs is None:
-            own.theirs = message.commitment
-            mine = own.mine
-            self._out.send(peer, SwapCommit(uid, mine.nonce, mine.location, mine.neighbours))
+        if own is None or own.theirs is not None:
+            return
+        if not self._settled():
+            # Joined a tree since it started: withdraw before revealing; nobody moves.
+            self._own = None
+            self._stats.swaps_withdrawn += 1
+            self._out.send(peer, SwapRejected(uid))
+            return
+        own.theirs = message.commitment
+        own.wait = self._wait(now, uid)  # (the partner's answer may take as long again)
+        mine = own.mine
+        self._out.send(peer, SwapCommit(uid, mine.nonce, mine.location, mine.neighbours))
 
     def on_commit(self, now: float, peer: PeerId, message: SwapCommit) -> None:
         """The starter's reveal, on its way to the partner."""
@@ -292,11 +336,12 @@ class Swaps:
         walk = self.walks.get(uid)
         if walk is not None:
             if peer == walk.back and walk.partner is not None and not walk.revealed:
-                if self._cheated(peer, uid, theirs, walk.starter):
+                if self._cheated(peer, uid, theirs, walk.starter, STARTER):
                     del self.walks[uid]
                     self._out.send(walk.ahead, SwapRejected(uid))
                     return
                 walk.revealed = True
+                walk.wait = self._wait(now, uid)  # (as the starter's: see the notes)
                 self._out.send(walk.ahead, message)
             return
         own = self._mine(uid, peer, started=False)
@@ -304,7 +349,12 @@ class Swaps:
             return
         assert own.theirs is not None, "a partner has the starter's commitment"
         self._own = None
-        if self._cheated(peer, uid, theirs, own.theirs):
+        if self._cheated(peer, uid, theirs, own.theirs, STARTER):
+            return
+        if not self._settled():
+            # Joined a tree since it answered: withdraw; nobody moves.
+            self._stats.swaps_withdrawn += 1
+            self._out.send(peer, SwapRejected(uid))
             return
         mine = own.mine
         self._out.send(peer, SwapComplete(uid, mine.nonce, mine.location, mine.neighbours))
@@ -319,7 +369,7 @@ class Swaps:
         if walk is not None:
             if peer == walk.ahead and walk.partner is not None and walk.revealed:
                 del self.walks[uid]
-                if self._cheated(peer, uid, theirs, walk.partner):
+                if self._cheated(peer, uid, theirs, walk.partner, PARTNER):
                     self._out.send(walk.back, SwapRejected(uid))
                     return
                 self._out.send(walk.back, message)
@@ -328,10 +378,13 @@ class Swaps:
         if own is None or own.theirs is None:
             return  # (or a reveal before the partner's commitment: nothing to check it by)
         self._own = None
-        if self._cheated(peer, uid, theirs, own.theirs):
+        if self._cheated(peer, uid, theirs, own.theirs, PARTNER):
             return
         if decide(uid, own.mine, theirs):
-            self._moved(now, theirs.location)
+            if self._settled():
+                self._moved(now, theirs.location)
+            else:
+                self._stats.swap_halves += 1  # (see the notes: the partner moved alone)
 
     def on_rejected(self, now: float, peer: PeerId, message: SwapRejected) -> None:
         uid = message.uid
@@ -344,11 +397,13 @@ class Swaps:
         own = self._own
         if own is not None and own.uid == uid and peer == own.via:
             self._own = None
-            self._stats.swaps_rejected += 1
+            if own.started:
+                self._stats.swaps_rejected += 1
 
     def lost_peer(self, peer: PeerId) -> None:
         """``peer``'s link is gone: the swaps through it cannot finish. The other side of
         each walk is told, so its ends stop waiting."""
+        self._next_partner.pop(peer, None)
         own = self._own
         if own is not None and own.via == peer:
             self._own = None
@@ -367,14 +422,23 @@ class Swaps:
             return None
         return own
 
+    def _wait(self, now: float, uid: int) -> int:
+        """Arm a deadline ``swap_timeout`` from now for swap ``uid``; the number that names
+        it, so that an earlier deadline of the same swap ends nothing."""
+        self._waits += 1
+        self._timers.add(now + self._config.swap_timeout, (_END, uid, self._waits))
+        return self._waits
+
     def _refuse(self, peer: PeerId, uid: int) -> None:
         self._stats.swaps_refused += 1
         self._out.send(peer, SwapRejected(uid))
 
-    def _cheated(self, peer: PeerId, uid: int, reveal: Reveal, committed: bytes) -> bool:
+    def _cheated(
+        self, peer: PeerId, uid: int, reveal: Reveal, committed: bytes, role: bytes
+    ) -> bool:
         """Whether ``reveal`` from ``peer`` differs from what ``peer`` committed to (see the
         notes); if so ``peer`` is cut off."""
-        if commitment(uid, reveal) == committed:
+        if commitment(uid, reveal, role) == committed:
             return False
         self._stats.swap_cheats += 1
         self._out.drop(peer, "revealed a location swap other than the one it committed to")
@@ -385,9 +449,15 @@ class Swaps:
         if location != self._peers.own:
             self._relocate(now, location)
 
-    def _on_end_timer(self, now: float, uid: int, _attempt: int) -> None:
-        self.walks.pop(uid, None)
+    def _on_end_timer(self, now: float, uid: int, wait: int) -> None:
+        walk = self.walks.get(uid)
+        if walk is not None and walk.wait == wait:
+            del self.walks[uid]
         own = self._own
-        if own is not None and own.uid == uid:
+        if own is not None and own.uid == uid and own.wait == wait:
             self._own = None
             self._stats.swap_timeouts += 1
+            if not own.started:
+                # Its starter never revealed: that peer keeps us waiting no more for a while.
+                penalty = PARTNER_PENALTY * self._config.swap_interval
+                self._next_partner[own.via] = now + penalty

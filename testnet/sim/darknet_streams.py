@@ -1,11 +1,12 @@
 """Streams published while a darknet swaps: do the delivery guarantees and the one tree hold?
 
-Swapping moves nodes under the trees (``overlay.core.swaps``): a settled member swaps and
-keeps its place, a root never swaps. This load subscribes ``subscribers`` random nodes to
-each of ``streams`` streams in the first ``JOIN_WINDOW`` seconds, while the nodes swap from
-the start, and publishes ``packets`` a stream from two random nodes, spread over the first
-``PUBLISH_SHARE`` of the run, so that every packet has had time to arrive when the run
-ends. Then it checks, as the subscribe experiment does (``testnet.sim.experiment``):
+Swapping moves nodes around the trees (``overlay.core.swaps``): a node in a tree does
+not swap, and one that moves next to a root makes it hand its tree on. This load
+subscribes ``subscribers`` random nodes to each of ``streams`` streams in the first
+``JOIN_WINDOW`` seconds, while the nodes swap from the start, and publishes ``packets`` a
+stream from two random nodes, spread over the first ``PUBLISH_SHARE`` of the run, so that
+every packet has had time to arrive when the run ends. Then it checks, as the subscribe
+experiment does (``testnet.sim.experiment``):
 
 * every subscriber got every packet once and in order, with no gap (``DeliveryLog``);
 * every stream has one tree, with no broken invariant (``invariants``);
