@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from corenet import CoreNet, key_at
 
 from keyspace.swapping import swap_gain
 from overlay.core.config import NodeConfig
@@ -21,7 +22,6 @@ from overlay.messages import (
     SwapReply,
     SwapRequest,
 )
-from tests.corenet import CoreNet, key_at
 
 # Swaps start only when a test asks (the timer's first round is days away).
 SWAPPING = NodeConfig(swap_interval=1e6, swap_htl=2, swap_timeout=10.0)

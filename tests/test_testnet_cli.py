@@ -5,18 +5,16 @@ the testnet is always taken down (and its workers killed if ``down`` fails) at t
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from testnet.launcher import worker_alive
-from testnet.manifest import Manifest, ManifestError, NodeEntry, read_manifest, write_manifest
+from testnet.manifest import Manifest, NodeEntry, read_manifest, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,20 +27,6 @@ def overlay(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         cwd=ROOT,
     )
-
-
-@pytest.fixture
-def testnet_dir(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "testnet"
-    yield directory
-    try:
-        manifest = read_manifest(directory)
-    except ManifestError:
-        return
-    overlay("testnet", "down", "--dir", str(directory))
-    for worker in manifest.workers:  # down failed: no worker may outlive the test
-        if worker_alive(worker.pid):
-            os.kill(worker.pid, signal.SIGKILL)
 
 
 @pytest.mark.slow

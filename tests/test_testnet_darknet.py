@@ -8,16 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_processes import overlay
 
 from overlay.runtime.identity import node_id_text
 from testnet.manifest import Manifest, NodeEntry, read_manifest
 from testnet.routing import graph
 from testnet.survey import Answer
-from tests.test_testnet_cli import overlay, testnet_dir  # noqa: F401  (the fixture)
 
 
 @pytest.mark.slow
-def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None:  # noqa: F811
+def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None:
     d = ["--dir", str(testnet_dir)]
     up = overlay("testnet", "up", "--nodes", "60", "--darknet", "--swap-interval", "0.2", *d)
     assert up.returncode == 0, up.stderr
@@ -63,7 +63,7 @@ def test_bad_darknet_options_are_one_line(tmp_path: Path, args: list[str], says:
 
 
 def test_a_ring_picture_that_cannot_be_written_is_refused_before_the_looks(
-    testnet_dir: Path,  # noqa: F811
+    testnet_dir: Path,
 ) -> None:
     d = ["--dir", str(testnet_dir)]
     assert overlay("testnet", "up", "--nodes", "4", *d).returncode == 0
