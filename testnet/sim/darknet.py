@@ -27,7 +27,7 @@ done, and a few locations are held by two nodes (``astray``) while others are he
 The count stays near the number of swaps in flight; one that grows from checkpoint to
 checkpoint means locations are being lost.
 
-The goal (issue 46): after swapping, at least ``GOAL_ROUTED_PCT`` of searches root at the
+The goal: after swapping, at least ``GOAL_ROUTED_PCT`` of searches root at the
 closest node, in mean hops within ``GOAL_HOPS_FACTOR`` of the ideal locations'.
 ``--no-swap`` runs the same rounds with swapping off: the control, whose rows stay as round
 0's.
@@ -55,7 +55,7 @@ from testnet.sim.darknet_streams import StreamsLoad, StreamsWatch
 from testnet.sim.report import greedy_baseline, route_probes
 from testnet.sim.simulator import SimConfig, Simulator
 
-# Issue 46's goal for a darknet after swapping: searches root at the closest node nearly as
+# The goal for a darknet after swapping: searches root at the closest node nearly as
 # often as on an opennet (95%), and a search takes at most twice the hops it would on the
 # ideal locations (the same links, so any extra hops are the locations' fault).
 GOAL_ROUTED_PCT = 95.0
@@ -259,7 +259,7 @@ def streams_line(streams: dict[str, Any]) -> str:
 
 
 def verdict(run: DarknetRun) -> str:
-    """One line: was issue 46's goal met at the last checkpoint, and by what figures."""
+    """One line: was the goal met at the last checkpoint, and by what figures."""
     last, ideal = run.rows[-1], run.ideal
     limit = GOAL_HOPS_FACTOR * ideal["route_hops_mean"]
     rounds = int(last["rounds"])
