@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from keyspace.topology import Topology
-from testnet.tree_plot import VizMissing, _point
+from testnet.tree_plot import VIZ_MISSING, _point, pyplot
 
 
 def png_problem(path: Path) -> str | None:
@@ -23,24 +23,18 @@ def png_problem(path: Path) -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return "--png needs matplotlib: pip install 'overlay[viz]' (or pip install matplotlib)"
+        return VIZ_MISSING
     if not path.parent.is_dir():
         return f"--png {path}: no directory {path.parent}"
     return None
 
 
 def plot_rings(panels: list[tuple[str, Topology]], path: Path) -> None:
-    """Draw each (caption, graph) of ``panels`` side by side into the PNG file ``path``."""
-    try:
-        import matplotlib
+    """Draw each (caption, graph) of ``panels`` side by side into the PNG file ``path``
+    (VizMissing without matplotlib)."""
+    plt = pyplot()
+    from matplotlib.collections import LineCollection
 
-        matplotlib.use("Agg")  # no display needed: this only writes files
-        import matplotlib.pyplot as plt
-        from matplotlib.collections import LineCollection
-    except ImportError:
-        raise VizMissing(
-            "--png needs matplotlib: pip install 'overlay[viz]' (or pip install matplotlib)"
-        ) from None
     figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 6.6), squeeze=False)
     try:
         for ax, (caption, topology) in zip(axes[0], panels, strict=True):

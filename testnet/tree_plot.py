@@ -53,17 +53,24 @@ def _gap(a: float, b: float) -> float:
     return min(d, 1.0 - d)
 
 
-def plot_png(tree: Tree, path: Path) -> None:
-    """Draw ``tree`` into the PNG file ``path``."""
+VIZ_MISSING = "--png needs matplotlib: pip install 'overlay[viz]' (or pip install matplotlib)"
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files only; VizMissing without matplotlib."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")  # no display needed: this only writes files
         import matplotlib.pyplot as plt
     except ImportError:
-        raise VizMissing(
-            "--png needs matplotlib: pip install 'overlay[viz]' (or pip install matplotlib)"
-        ) from None
+        raise VizMissing(VIZ_MISSING) from None
+    return plt
+
+
+def plot_png(tree: Tree, path: Path) -> None:
+    """Draw ``tree`` into the PNG file ``path``."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 9))
     try:
         draw(ax, tree)
