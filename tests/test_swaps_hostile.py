@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
@@ -17,7 +19,6 @@ from overlay.core.swaps import STARTER, Reveal, commitment
 from overlay.messages import Message, SwapCommit, SwapRequest
 from overlay.runtime.config import RuntimeConfig
 from overlay.runtime.framing import frame, record
-from overlay.runtime.handshake import Session
 from overlay.runtime.identity import Identity
 from testnet.local import LocalNetwork
 
@@ -25,13 +26,24 @@ from testnet.local import LocalNetwork
 SWAPPING = dataclasses.replace(FAST, swap_interval=1e6)
 
 
-def _network(attacker: Identity) -> LocalNetwork:
+@asynccontextmanager
+async def attacked() -> AsyncIterator[
+    tuple[LocalNetwork, trio.SocketStream, Callable[..., Awaitable[None]]]
+]:
+    """Two nodes in listed trust that vouch for an attacker, linked to node 0 at 0.3; the
+    network, the attacker's link, and how to send its messages over it."""
+    attacker = Identity.generate()
     runtime = RuntimeConfig(trust_listed=True, trusted=frozenset({attacker.public}))
-    return LocalNetwork(chain(2), core=SWAPPING, runtime=runtime)
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(chain(2), core=SWAPPING, runtime=runtime) as net:
+            await net.wait_linked()
+            stream, session = await linked(net.node(0), attacker, 0.3)
 
+            async def send(*messages: Message) -> None:
+                sealed = (frame(session.seal(record(encode(m)))) for m in messages)
+                await stream.send_all(b"".join(sealed))
 
-async def _send(stream: trio.SocketStream, session: Session, *messages: Message) -> None:
-    await stream.send_all(b"".join(frame(session.seal(record(encode(m)))) for m in messages))
+            yield net, stream, send
 
 
 async def test_a_peer_whose_swap_reveal_breaks_its_commitment_is_cut_off(
@@ -41,42 +53,32 @@ async def test_a_peer_whose_swap_reveal_breaks_its_commitment_is_cut_off(
     location than it committed to, as one that wants a location beside a key would: node
     0 closes the link with one warning naming the fault, and stays where it was."""
     caplog.set_level(logging.WARNING)
-    attacker = Identity.generate()
-    with trio.fail_after(LIMIT):
-        async with _network(attacker) as net:
-            await net.wait_linked()
-            host = net.node(0).host
-            stream, session = await linked(net.node(0), attacker, 0.3)
-            committed = Reveal(bytes(32), 0.3, (0.25,))
-            await _send(
-                stream,
-                session,
-                SwapRequest(77, 1, commitment(77, committed, STARTER)),
-                SwapCommit(77, bytes(32), 0.26, (0.25,)),
-            )
-            assert await closed_by_peer(stream)
-            assert host.core.stats.swap_cheats == 1
-            assert host.core.location == 0.25
-            said = [r for r in caplog.records if "committed to" in r.getMessage()]
-            assert len(said) == 1 and said[0].levelno == logging.WARNING
-            await still_works(net)
+    async with attacked() as (net, stream, send):
+        host = net.node(0).host
+        committed = Reveal(bytes(32), 0.3, (0.25,))
+        await send(
+            SwapRequest(77, 1, commitment(77, committed, STARTER)),
+            SwapCommit(77, bytes(32), 0.26, (0.25,)),
+        )
+        assert await closed_by_peer(stream)
+        assert host.core.stats.swap_cheats == 1
+        assert host.core.location == 0.25
+        said = [r for r in caplog.records if "committed to" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelno == logging.WARNING
+        await still_works(net)
 
 
 async def test_a_flood_of_swap_walks_is_bounded_and_costs_the_node_nothing() -> None:
     """2,000 swap requests with fresh uids: node 0 relays at most a quarter of its walk
     table for this one peer and refuses the rest, and its streams go on."""
-    attacker = Identity.generate()
-    with trio.fail_after(LIMIT):
-        async with _network(attacker) as net:
-            await net.wait_linked()
-            host = net.node(0).host
-            stream, session = await linked(net.node(0), attacker, 0.3)
-            flood = [SwapRequest(uid, 5, bytes(32)) for uid in range(1, 2001)]
-            stats = host.core.stats
-            await _send(stream, session, *flood)
-            # Every request is relayed or refused; none is lost or breaks the node.
-            await host.wait_until(lambda: stats.swap_walks + stats.swaps_refused == len(flood))
-            # A burst outruns the walks' answers: past its quarter, the peer is refused.
-            assert stats.swaps_refused > len(flood) // 4
-            assert len(host.core.swaps.walks) <= SWAPPING.max_swap_walks // 4
-            await still_works(net)
+    async with attacked() as (net, _, send):
+        host = net.node(0).host
+        flood = [SwapRequest(uid, 5, bytes(32)) for uid in range(1, 2001)]
+        stats = host.core.stats
+        await send(*flood)
+        # Every request is relayed or refused; none is lost or breaks the node.
+        await host.wait_until(lambda: stats.swap_walks + stats.swaps_refused == len(flood))
+        # A burst outruns the walks' answers: past its quarter, the peer is refused.
+        assert stats.swaps_refused > len(flood) // 4
+        assert len(host.core.swaps.walks) <= SWAPPING.max_swap_walks // 4
+        await still_works(net)
