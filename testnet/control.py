@@ -10,6 +10,9 @@ request then answer, so it can be driven by hand (``nc 127.0.0.1 PORT``) when de
     {"op": "kill", "node": 5}        -> {"ok": true}
     {"op": "restart", "node": 5}     -> {"ok": true}
     {"op": "shutdown"}               -> {"ok": true}       (then the worker exits)
+    {"op": "watch"}                  -> {"ok": true, "watch": {...}} and one such line each
+                                        time its nodes change (``testnet.watch``), until
+                                        the watcher hangs up
 
 A bad request is answered ``{"ok": false, "error": "..."}`` and the connection stays usable;
 the port listens on loopback only, so only local users can reach it.
@@ -27,6 +30,7 @@ from typing import Any
 import trio
 
 from testnet.pool import NodePool
+from testnet.watch import WATCH_INTERVAL, PoolWatch
 
 log = logging.getLogger("testnet.control")
 
@@ -36,6 +40,9 @@ MAX_LINE = 4096
 # A restart rebinds two ports and starts a node: milliseconds. A worker that takes 30 s to
 # answer is wedged.
 DEFAULT_TIMEOUT = 30.0
+
+# The longest a watched worker stays silent (``_watch``).
+WATCH_QUIET = 5.0
 
 
 class ControlError(RuntimeError):
@@ -60,6 +67,9 @@ async def serve_control(
                     return
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
+                    if _is_watch(line):
+                        await _watch(stream, pool)
+                        return
                     answer = await _handle(line, pool)
                     await stream.send_all(_line(answer))
                     if answer.get("shutdown"):
@@ -72,6 +82,31 @@ async def serve_control(
             await session(stream)
 
     await trio.serve_listeners(handler, listeners)
+
+
+def _is_watch(line: bytes) -> bool:
+    try:
+        request = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("op") == "watch"
+
+
+async def _watch(stream: trio.SocketStream, pool: NodePool) -> None:
+    """Push this worker's node changes to ``stream`` until the watcher hangs up. Each line
+    is a diff against the last line sent, so a slow watcher blocks only its own sends and
+    then gets one larger step; nothing queues up for it. A quiet worker still sends an
+    empty line every ``WATCH_QUIET`` seconds: a watcher that hung up is noticed then (the
+    send fails), and the watcher can tell a quiet worker from a wedged one."""
+    watch = PoolWatch(pool)
+    quiet = 0.0
+    while True:
+        changes = watch.look()
+        if changes["nodes"] or changes["highs"] or quiet >= WATCH_QUIET:
+            await stream.send_all(_line({"ok": True, "watch": changes}))
+            quiet = 0.0
+        await trio.sleep(WATCH_INTERVAL)
+        quiet += WATCH_INTERVAL
 
 
 async def _handle(line: bytes, pool: NodePool) -> dict[str, Any]:
@@ -91,7 +126,7 @@ async def _handle(line: bytes, pool: NodePool) -> dict[str, Any]:
     if op == "shutdown":
         return {"ok": True, "shutdown": True}
     if op not in ("kill", "restart"):
-        return {"ok": False, "error": f"unknown op {op!r} (kill, restart, status, shutdown)"}
+        return {"ok": False, "error": f"unknown op {op!r} (kill, restart, status, shutdown, watch)"}
     node = request.get("node")
     if not isinstance(node, int) or node not in pool:
         return {"ok": False, "error": f"node {node!r} is not hosted by this worker"}

@@ -11,6 +11,7 @@
     overlay testnet chaos --rate 1 --duration 20    # kill/restart nodes while publishing
     overlay testnet up --nodes 200 --darknet        # links by trust; nodes swap locations
     overlay testnet routing --every 10 --count 6    # greedy routing as the locations move
+    overlay testnet web --open              # a live view in the browser: ring, trees, events
 
 Every command finds the testnet through ``--dir`` (default ``./testnet-data``), where ``up``
 writes the manifest and the workers' logs. ``overlay tree`` and ``overlay stats`` read the
@@ -23,6 +24,7 @@ import argparse
 import functools
 import json
 import sys
+import webbrowser
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -43,6 +45,7 @@ from testnet.manifest import DEFAULT_DIR, Manifest, manifest_path, read_manifest
 from testnet.ring_plot import plot_rings, png_problem
 from testnet.routing import Look, as_launched, launched, watch
 from testnet.survey import Answer, survey
+from testnet.web import server as web
 from tools.stopping import Signalled, until_signal
 
 T = TypeVar("T")
@@ -131,6 +134,20 @@ def add_parser(commands: Any) -> None:
         help="draw the ring as launched and at the last look, links as chords, into this PNG "
         "(pip install -e '.[viz]')",
     )
+    q = action(
+        "web",
+        "serve a live view of the running testnet to a browser: the ring, each stream's "
+        "tree, events as they happen, and controls (loopback only; the printed link carries "
+        "the controls' token)",
+        run_web,
+    )
+    q.add_argument(
+        "--host", default=web.DEFAULT_HOST, help="loopback address to listen on (%(default)s)"
+    )
+    q.add_argument(
+        "--port", type=port_number, default=web.DEFAULT_PORT, help="port (%(default)s; 0: any)"
+    )
+    q.add_argument("--open", action="store_true", help="open the page in the default browser")
     q = action("status", "alive nodes, links and streams of the running testnet", run_status)
     q.add_argument(
         "--json",
@@ -377,6 +394,43 @@ def _caption(when: str, look: Look) -> str:
         f"{when}: greedy routing reaches the closest node {look.greedy_pct:.1f}%, "
         f"{look.swaps:,} swaps"
     )
+
+
+def port_number(text: str) -> int:
+    """A TCP port from the command line; ValueError (one line, exit 2) if not one."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise ValueError(f"--port must be a number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be from 0 to 65535, got {port}")
+    return port
+
+
+def run_web(args: argparse.Namespace) -> int:
+    web.loopback_only(args.host)
+    manifest = read_manifest(args.dir)
+    view = web.WebView(manifest, str(args.dir))
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(functools.partial(web.serve, view, args.host, args.port))
+            _say(f"the testnet in {args.dir} ({len(manifest.nodes)} nodes), live at {address}")
+            _say(
+                "(the link carries the token the controls need; Ctrl-C stops the view, not "
+                "the testnet)"
+            )
+            if args.open:
+                webbrowser.open(address)
+
+    try:
+        done = _trio(until_signal, serve)
+    except OSError as error:
+        raise OSError(
+            error.errno,
+            f"the web view cannot listen on {args.host}:{args.port}: {error.strerror or error}",
+        ) from None
+    return done.status if isinstance(done, Signalled) else 0
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -1,0 +1,1 @@
+"""The live web view of a testnet (``overlay testnet web``)."""

@@ -1,0 +1,197 @@
+"""``overlay testnet web`` in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``; ``.ci/run`` installs them) driven by Selenium, against a testnet of
+real worker processes and the real command. Each step saves a screenshot under
+``tests/artifacts/web/`` (or ``$OVERLAY_TEST_ARTIFACTS/web``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_processes import OVERLAY, Lines, overlay
+
+from testnet.manifest import read_manifest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+NODES = 40
+WAIT = 30.0  # seconds a page may take to show what a step expects
+
+ARTIFACTS = Path(os.environ.get("OVERLAY_TEST_ARTIFACTS", Path(__file__).parent / "artifacts"))
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    assert not missing, f"{missing} missing: apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    # As root in a sandbox with no network: no sandboxing, no GPU, and none of Chromium's
+    # own connections (updates, sync), which this machine would refuse at every start.
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(driver: Any, what: str, condition: Callable[[], Any]) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(lambda _: condition())
+    except Exception as error:
+        shot = _shot(driver, "failed")
+        raise AssertionError(f"the page never showed {what} (see {shot})") from error
+
+
+def _shot(driver: Any, name: str) -> Path:
+    folder = ARTIFACTS / "web"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def _text(driver: Any, element: str) -> str:
+    return str(driver.find_element("id", element).text)
+
+
+def _fill(driver: Any, element: str, value: str) -> None:
+    field = driver.find_element("id", element)
+    field.clear()
+    field.send_keys(value)
+
+
+# The ring's plain nodes are drawn in this colour (app.js COLORS.node): a ring with N nodes
+# on it has pixels of it; a blank or failed canvas has none.
+COUNT_NODE_PIXELS = """
+const canvas = document.getElementById('ring');
+const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+let n = 0;
+for (let i = 0; i < data.length; i += 4)
+  if (data[i] === 0x87 && data[i + 1] === 0x92 && data[i + 2] === 0xa2 && data[i + 3] > 200) n++;
+return n;
+"""
+
+
+@pytest.mark.slow
+def test_the_page_shows_the_ring_a_tree_and_its_repair_after_the_root_is_killed(
+    testnet_dir: Path, browser: Any
+) -> None:
+    d = ["--dir", str(testnet_dir)]
+    up = overlay("testnet", "up", "--nodes", str(NODES), "--processes", "2", *d)
+    assert up.returncode == 0, up.stderr
+    server = subprocess.Popen(
+        [*OVERLAY, "testnet", "web", "--port", "0", *d],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = Lines(server.stdout).wait_for(r"live at (http://127\.0\.0\.1:\d+/#token=\S+)")[1]  # type: ignore[arg-type]
+
+        # 1. The ring: every node, alive, drawn.
+        browser.get(url)
+        _until(browser, "all nodes", lambda: _text(browser, "stat-nodes") == str(NODES))
+        _until(browser, "a live event stream", lambda: _text(browser, "connection") == "live")
+        assert _text(browser, "stat-alive") == str(NODES)
+        assert browser.execute_script("return window.overlayView.firstPaintMs") is not None
+        assert browser.execute_script(COUNT_NODE_PIXELS) > NODES * 10
+        _shot(browser, "1-ring")
+
+        # 2. Subscribers started from the page make one tree, rooted once.
+        _fill(browser, "stream-name", "web-demo")
+        _fill(browser, "subscribe-count", "12")
+        browser.find_element("id", "subscribe").click()
+        _until(
+            browser,
+            "the command line",
+            lambda: "overlay subscribe web-demo" in _text(browser, "command"),
+        )
+
+        def one_tree(at_least: int) -> bool:
+            tree = browser.execute_script("return window.overlayView.tree")
+            return (
+                tree is not None
+                and len(tree["roots"]) == 1
+                and tree["members"] >= at_least
+                and not tree["detached"]
+            )
+
+        _until(browser, "a tree of 12 subscribers with one root", lambda: one_tree(12))
+        assert "web-demo" in _text(browser, "stream-select")
+
+        # 3. A publisher at 10 a second: the packets reach the members.
+        _fill(browser, "publish-rate", "10")
+        browser.find_element("id", "publish").click()
+        _until(browser, "a publish rate", lambda: float(_text(browser, "tree-rate")) > 0)
+        _until(
+            browser,
+            "packets at the members",
+            lambda: browser.execute_script(
+                "return [...document.querySelectorAll('#members tbody tr')]"
+                ".every(r => Number(r.children[4].textContent) > 5)"
+            ),
+        )
+        _shot(browser, "2-tree")
+
+        # 4. The root killed from the page: it greys out and the tree repairs around it.
+        root = int(_text(browser, "tree-root"))
+        browser.find_element("id", "kill-root").click()
+        _until(browser, "the dead root", lambda: _text(browser, "stat-dead") == "1")
+        _until(browser, "a new root", lambda: _text(browser, "tree-root") not in ("-", str(root)))
+        _until(browser, "one repaired tree", lambda: one_tree(11))
+        log = _text(browser, "events")
+        assert f"node {root} died" in log and f"kill {root}" in _text(browser, "command")
+        _until(
+            browser,
+            "packets past the kill at every member",
+            lambda: browser.execute_script(
+                "const rows = [...document.querySelectorAll('#members tbody tr')];"
+                "return rows.length >= 11 && rows.every(r => r.children[5].textContent !== ''"
+                " && Number(r.children[5].textContent) < 20)"
+            ),
+        )
+        assert browser.execute_script("return window.overlayView.snapshots") == 1
+        assert browser.execute_script("return window.overlayView.events") > NODES
+        _shot(browser, "3-repaired")
+        killed = read_manifest(testnet_dir)  # the testnet itself agrees
+        status = overlay("testnet", "status", *d)
+        assert f"{NODES - 1} alive" in status.stdout, status.stdout
+        assert killed.nodes[root].index == root
+
+        # 5. Without the token, an action is refused and says why; nothing changes.
+        browser.get(url.split("#")[0])
+        _until(browser, "all nodes", lambda: _text(browser, "stat-nodes") == str(NODES))
+        _fill(browser, "node-input", "0")
+        browser.find_element("id", "kill").click()
+        _until(browser, "the refusal", lambda: "X-Overlay-Token" in _text(browser, "error"))
+        assert _text(browser, "stat-dead") == "1"
+        _shot(browser, "4-refused")
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=20)
+    assert server.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr

@@ -1,0 +1,214 @@
+"""The web view's server over real TCP: a worker's ``watch`` on its control port, and the
+HTTP endpoints a page uses, against real nodes in a ``NodePool`` in this process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+from loopback_nets import FAST, LIMIT
+
+from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
+from overlay.runtime.identity import Identity, node_id_text
+from testnet.control import serve_control
+from testnet.manifest import Manifest, NodeEntry, WorkerEntry
+from testnet.pool import NodePool
+from testnet.web import server as web
+
+
+@dataclasses.dataclass
+class Net:
+    pool: NodePool
+    manifest: Manifest
+
+
+@asynccontextmanager
+async def three_nodes() -> AsyncIterator[Net]:
+    """Nodes 1 and 2 linked to node 0, in one pool whose control port listens as a
+    worker's does; the manifest names them as ``overlay testnet up`` would."""
+    async with NodePool() as pool, trio.open_nursery() as nursery:
+        ids = [Identity.generate() for _ in range(3)]
+        base = RuntimeConfig(
+            network="testnet",
+            identity_work=0,
+            listen=Address("127.0.0.1", 0),
+            client=Address("127.0.0.1", 0),
+            core=FAST,
+        )
+        hub = await pool.start(0, ids[0], base)
+        to_hub = (PeerAddress(hub.peer_address, ids[0].public),)
+        nodes = [hub] + [
+            await pool.start(i, ids[i], dataclasses.replace(base, connect=to_hub)) for i in (1, 2)
+        ]
+        await hub.host.wait_until(lambda: len(list(hub.host.core.peers)) == 2)
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        control = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        nursery.start_soon(serve_control, listeners, pool, trio.CancelScope())
+        entries = tuple(
+            NodeEntry(
+                i,
+                node_id_text(ids[i].public),
+                n.host.core.location,
+                str(n.peer_address),
+                str(n.client_address),
+                0,
+                (),
+            )
+            for i, n in enumerate(nodes)
+        )
+        worker = WorkerEntry(0, 0, control, "log", (0, 3))
+        yield Net(pool, Manifest(0, 2, "testnet", entries, (worker,), 0.0, 0.0))
+        nursery.cancel_scope.cancel()
+
+
+class Lines:
+    """Newline-separated JSON from a stream, one object at a time."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def next(self) -> dict[str, object]:
+        while b"\n" not in self.buffer:
+            data = await self.stream.receive_some(1 << 16)
+            assert data, "the worker closed the watch"
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        answer: dict[str, object] = json.loads(line)
+        return answer
+
+
+async def test_a_watch_sends_every_node_first_then_only_what_changed() -> None:
+    """A watcher's first line carries all three nodes, linked; when node 2 is killed the
+    next line that names node 2 says it is dead, and names no node that did not change."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net:
+            host, _, port = net.manifest.workers[0].control.rpartition(":")
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                await stream.send_all(b'{"op": "watch"}\n')
+                lines = Lines(stream)
+                first = await lines.next()
+                assert first["ok"] is True
+                look = first["watch"]
+                assert isinstance(look, dict)
+                nodes = {n["node"]: n for n in look["nodes"]}
+                assert sorted(nodes) == [0, 1, 2]
+                assert all(n["alive"] for n in nodes.values())
+                assert len(nodes[0]["peers"]) == 2
+                await net.pool.kill(2)
+                while True:
+                    look = (await lines.next())["watch"]
+                    assert isinstance(look, dict)
+                    named = {n["node"]: n for n in look["nodes"]}
+                    if 2 in named:
+                        break
+                assert named[2] == {"node": 2, "alive": False}
+                # Node 0 lost a peer, so it changed too; node 1 did not (it still has its one).
+                assert 1 not in named or named[1]["peers"] != nodes[1]["peers"]
+
+
+async def _http(
+    address: str,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, object]]:
+    """One HTTP/1.0 request (the answer ends with the connection); its status and JSON."""
+    host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    sent = {"Host": f"{host}:{port}", "Content-Length": str(len(body)), **(headers or {})}
+    head = f"{method} {path} HTTP/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
+    async with await trio.open_tcp_stream(host, int(port)) as stream:
+        await stream.send_all(head.encode() + b"\r\n" + body)
+        answer = b""
+        while data := await stream.receive_some(1 << 16):
+            answer += data
+    status_line, _, rest = answer.partition(b"\r\n")
+    _, _, payload = rest.partition(b"\r\n\r\n")
+    status = int(status_line.split()[1])
+    kind = rest.lower()
+    return status, json.loads(payload) if b"application/json" in kind else {"body": payload}
+
+
+async def test_the_server_answers_reads_and_refuses_bad_actions_with_a_reason() -> None:
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data", token="secret")
+            address = await nursery.start(web.serve, view, "127.0.0.1", 0)
+            assert address.endswith("/#token=secret")
+            token = {"X-Overlay-Token": "secret"}
+
+            status, page = await _http(address, "GET", "/")
+            assert status == 200 and b'<canvas id="ring"' in page["body"]  # type: ignore[operator]
+            status, state = await _http(address, "GET", "/api/state")
+            assert status == 200 and len(state["nodes"]) == 3  # type: ignore[arg-type]
+
+            refusals = [
+                (("POST", "/api/kill", b'{"node": 1}', {}), 403, "X-Overlay-Token"),
+                (("POST", "/api/kill", b'{"node": 1}', {"X-Overlay-Token": "guess"}), 403, "Token"),
+                (("POST", "/api/kill", b"{node", token), 400, "not JSON"),
+                (("POST", "/api/kill", b"[1]", token), 400, "JSON object"),
+                (("POST", "/api/kill", b'{"node": 3}', token), 400, "from 0 to 2"),
+                (("POST", "/api/kill", b'{"node": true}', token), 400, "from 0 to 2"),
+                (("POST", "/api/kill", b" " * 20000, token), 413, "over"),
+                (("POST", "/api/launch", b"{}", token), 404, "no such action"),
+                (("GET", "/api/kill", b"", token), 405, "use POST"),
+                (("POST", "/api/publish", b'{"stream": "s", "rate": 0}', token), 400, "rate"),
+                (("POST", "/api/publish", b'{"stream": "", "rate": 1}', token), 400, "stream"),
+                (("POST", "/api/subscribe", b'{"stream": "s", "count": 9}', token), 400, "count"),
+                (("GET", "/api/state", b"", {"Host": "attacker.example:80"}), 403, "loopback"),
+            ]
+            for (method, path, body, headers), code, reason in refusals:
+                status, answer = await _http(address, method, path, body, headers)
+                assert (status, answer["ok"]) == (code, False), (path, body, answer)
+                assert reason in str(answer["error"]), answer
+            assert net.pool.alive(1), "a refused request changed the testnet"
+
+            status, answer = await _http(address, "POST", "/api/kill", b'{"node": 1}', token)
+            assert (status, answer) == (200, {"ok": True, "command": "overlay testnet kill 1"})
+            assert not net.pool.alive(1)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_page_gets_a_snapshot_then_the_events_of_a_kill() -> None:
+    """The event stream starts with a snapshot of all three nodes; a kill asked through the
+    API then arrives on it as node 2's dead record and a log line."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data", token="t")
+            address = await nursery.start(web.serve, view, "127.0.0.1", 0)
+            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                await stream.send_all(
+                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
+                )
+                buffer = b""
+
+                async def event_batches() -> AsyncIterator[list[dict[str, object]]]:
+                    nonlocal buffer
+                    while True:
+                        while b"\n\n" not in buffer:
+                            data = await stream.receive_some(1 << 16)
+                            assert data, "the event stream ended"
+                            buffer += data
+                        chunk, buffer = buffer.split(b"\n\n", 1)
+                        if b"data: " in chunk:
+                            yield json.loads(chunk.split(b"data: ", 1)[1])
+
+                batches = event_batches()
+                first = await anext(batches)
+                assert first[0]["type"] == "snapshot"
+                while view.workers_following == 0:
+                    await trio.sleep(0.01)
+                await _http(address, "POST", "/api/kill", b'{"node": 2}', {"X-Overlay-Token": "t"})
+                dead = said = False
+                async for batch in batches:
+                    for event in batch:
+                        dead |= event.get("node") == 2 and event.get("alive") is False
+                        said |= event.get("text") == "node 2 died"
+                    if dead and said:
+                        break
+            nursery.cancel_scope.cancel()
