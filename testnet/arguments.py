@@ -27,3 +27,14 @@ def seconds(text: str) -> float:
     if not 0 < value < math.inf:  # (NaN too)
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
     return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, got {value}")
+    return value

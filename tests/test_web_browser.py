@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,3 +196,34 @@ def test_the_page_shows_the_ring_a_tree_and_its_repair_after_the_root_is_killed(
         _, stderr = server.communicate(timeout=20)
     assert server.returncode == 130, stderr
     assert "Traceback" not in stderr, stderr
+
+
+def test_web_command_mistakes_are_one_line_naming_the_fault(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        free = closed.getsockname()[1]
+    cases = [
+        (["web", "--node", f"127.0.0.1:{free}", "--port", "0"], 1, "cannot connect to a node"),
+        (["web", "--node", "nowhere"], 2, "--node"),
+        (["testnet", "web", "--dir", str(tmp_path)], 2, "no testnet running"),
+        (["testnet", "web", "--host", "0.0.0.0", "--dir", str(tmp_path)], 2, "loopback"),
+        (["testnet", "web", "--port", "70000"], 2, "--port: must be from 0 to 65535"),
+    ]
+    for args, status, reason in cases:
+        result = overlay(*args)
+        assert result.returncode == status, (args, result.stderr)
+        assert reason in result.stderr.strip().splitlines()[-1], (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_said_in_one_line(testnet_dir: Path) -> None:
+    up = overlay("testnet", "up", "--nodes", "4", "--dir", str(testnet_dir))
+    assert up.returncode == 0, up.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        result = overlay("testnet", "web", "--dir", str(testnet_dir), "--port", str(taken))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "in use" in result.stderr, result.stderr

@@ -1,22 +1,31 @@
-"""The web view's server over real TCP: a worker's ``watch`` on its control port, and the
-HTTP endpoints a page uses, against real nodes in a ``NodePool`` in this process."""
+"""The web view's server over real TCP: a worker's ``watch`` on its control port, the HTTP
+endpoints a page uses, and the read-only view of one node, against real nodes in a
+``NodePool`` in this process."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 import trio
 from loopback_nets import FAST, LIMIT
 
+from keyspace.location import distance
+from keyspace.stream_key import StreamKey
+from overlay.client.aio import open_client
 from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
 from overlay.runtime.identity import Identity, node_id_text
 from testnet.control import serve_control
 from testnet.manifest import Manifest, NodeEntry, WorkerEntry
 from testnet.pool import NodePool
+from testnet.survey import describe_one
 from testnet.web import server as web
+from testnet.web.model import LiveView
+from testnet.web.one_node import NodeFollower, manifest_of
 
 
 @dataclasses.dataclass
@@ -212,3 +221,75 @@ async def test_a_page_gets_a_snapshot_then_the_events_of_a_kill() -> None:
                     if dead and said:
                         break
             nursery.cancel_scope.cancel()
+
+
+async def test_a_view_of_one_node_shows_it_its_peers_and_its_part_of_a_tree() -> None:
+    """``overlay web --node``: node 1 subscribes a client to a stream; the view of node 1
+    alone shows node 1 (index 0) linked to its one peer, carrying the stream with that
+    peer as its parent, and refuses every action as read-only."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            address = net.manifest.nodes[1].client
+            where = [n.location for n in net.manifest.nodes]
+            # A stream whose key is closest to node 0, node 1's one peer: its tree's root.
+            name = next(
+                f"seen-{i}"
+                for i in itertools.count()
+                if min(range(3), key=lambda n: distance(where[n], _location(f"seen-{i}"))) == 0
+            )
+            async with open_client(address) as client, await client.subscribe(name):
+                description = await describe_one(address)
+                view = web.WebView(manifest_of(address, description), "", one_node=address)
+                page = await nursery.start(web.serve, view, "127.0.0.1", 0)
+
+                def streams_of_node_0(state: dict[str, object]) -> dict[str, dict[str, object]]:
+                    nodes = state["nodes"]
+                    assert isinstance(nodes, list)
+                    return dict(nodes[0]["streams"])
+
+                while True:
+                    _, state = await _http(page, "GET", "/api/state")
+                    if streams_of_node_0(state):
+                        break
+                    await trio.sleep(0.05)
+                assert state["one_node"] == address
+                nodes = state["nodes"]
+                assert isinstance(nodes, list) and len(nodes) == 2
+                (stream,) = streams_of_node_0(state).values()
+                assert stream["state"] == "joined" and stream["parent"] == 1
+                assert nodes[0]["peers"] == [1] and nodes[1]["location"] == pytest.approx(
+                    net.manifest.nodes[0].location
+                )
+                status, answer = await _http(page, "POST", "/api/kill", b'{"node": 0}')
+                assert status == 403 and "read-only" in str(answer["error"])
+                assert net.pool.alive(1)
+            nursery.cancel_scope.cancel()
+
+
+def _location(name: str) -> float:
+    return StreamKey.parse(name).location
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"id": b"x" * 31, "location": 0.5, "peers": [], "streams": []},
+        {"id": b"x" * 32, "location": 1.0, "peers": [], "streams": []},
+        {"id": b"x" * 32, "location": 0.5, "peers": [{"id": b"y" * 32}], "streams": []},
+        {"id": b"x" * 32, "location": 0.5, "peers": [], "streams": [{"key": b"k"}]},
+        {
+            "id": b"x" * 32,
+            "location": 0.5,
+            "peers": [],
+            "streams": [{"key": b"k" * 32, "state": "joined", "parent": None, "children": [b"c"]}],
+        },
+    ],
+)
+def test_a_description_that_is_not_a_nodes_is_refused(bad: dict[str, object]) -> None:
+    manifest = manifest_of("127.0.0.1:1", {"id": b"x" * 32, "location": 0.5})
+    view = LiveView(manifest)
+    before = view.snapshot()
+    with pytest.raises(ValueError):
+        NodeFollower(view).diff(bad)
+    assert view.snapshot() == before

@@ -38,6 +38,7 @@ from tools import (
     subscribe_cmd,
     testnet_cmd,
     tree_cmd,
+    web_cmd,
 )
 from tools.stopping import interrupted_status, sigterm_as_interrupt
 
@@ -91,6 +92,7 @@ _COMMANDS = [
     testnet_cmd,
     tree_cmd,
     stats_cmd,
+    web_cmd,
 ]
 
 

@@ -24,7 +24,6 @@ import argparse
 import functools
 import json
 import sys
-import webbrowser
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,6 +45,7 @@ from testnet.ring_plot import plot_rings, png_problem
 from testnet.routing import Look, as_launched, launched, watch
 from testnet.survey import Answer, survey
 from testnet.web import server as web
+from tools import web_cmd
 from tools.stopping import Signalled, until_signal
 
 T = TypeVar("T")
@@ -141,13 +141,7 @@ def add_parser(commands: Any) -> None:
         "the controls' token)",
         run_web,
     )
-    q.add_argument(
-        "--host", default=web.DEFAULT_HOST, help="loopback address to listen on (%(default)s)"
-    )
-    q.add_argument(
-        "--port", type=port_number, default=web.DEFAULT_PORT, help="port (%(default)s; 0: any)"
-    )
-    q.add_argument("--open", action="store_true", help="open the page in the default browser")
+    web_cmd.add_serving_arguments(q)
     q = action("status", "alive nodes, links and streams of the running testnet", run_status)
     q.add_argument(
         "--json",
@@ -396,41 +390,13 @@ def _caption(when: str, look: Look) -> str:
     )
 
 
-def port_number(text: str) -> int:
-    """A TCP port from the command line; ValueError (one line, exit 2) if not one."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise ValueError(f"--port must be a number, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be from 0 to 65535, got {port}")
-    return port
-
-
 def run_web(args: argparse.Namespace) -> int:
     web.loopback_only(args.host)
     manifest = read_manifest(args.dir)
     view = web.WebView(manifest, str(args.dir))
-
-    async def serve() -> None:
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(functools.partial(web.serve, view, args.host, args.port))
-            _say(f"the testnet in {args.dir} ({len(manifest.nodes)} nodes), live at {address}")
-            _say(
-                "(the link carries the token the controls need; Ctrl-C stops the view, not "
-                "the testnet)"
-            )
-            if args.open:
-                webbrowser.open(address)
-
-    try:
-        done = _trio(until_signal, serve)
-    except OSError as error:
-        raise OSError(
-            error.errno,
-            f"the web view cannot listen on {args.host}:{args.port}: {error.strerror or error}",
-        ) from None
-    return done.status if isinstance(done, Signalled) else 0
+    return web_cmd.serve_view(
+        view, args, f"the testnet in {args.dir} ({len(manifest.nodes)} nodes)"
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:

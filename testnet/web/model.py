@@ -102,6 +102,26 @@ class LiveView:
         self.log: collections.deque[Event] = collections.deque(maxlen=LOG_KEPT)
         self._heads: dict[str, collections.deque[tuple[float, int]]] = {}
 
+    def add_node(self, short: str, location: float) -> int:
+        """Number a node first seen now (a view of one node numbers its peers so); its
+        index, or the one it had."""
+        index = self._index.get(short)
+        if index is None:
+            index = self._index[short] = len(self.nodes)
+            self.nodes[index] = {
+                "type": "node",
+                "node": index,
+                "alive": True,
+                "location": location,
+                "peers": [],
+                "streams": {},
+                "worker": 0,
+            }
+        return index
+
+    def index_of(self, short: str) -> int | None:
+        return self._index.get(short)
+
     def snapshot(self) -> Event:
         """Everything a browser needs to draw the testnet as it is now."""
         return {

@@ -28,6 +28,7 @@ asked what ``overlay testnet kill`` and ``restart`` ask, so the view cannot brea
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import logging
@@ -42,6 +43,7 @@ from testnet.control import WATCH_QUIET, ControlError, call_async
 from testnet.manifest import Manifest, WorkerEntry
 from testnet.web.activity import Activity, ActivityError
 from testnet.web.model import Event, LiveView
+from testnet.web.one_node import follow_node
 
 log = logging.getLogger("testnet.web")
 
@@ -108,8 +110,19 @@ def loopback_only(host: str) -> str:
 class WebView:
     """The ASGI application and the tasks that keep it current (see the module notes)."""
 
-    def __init__(self, manifest: Manifest, directory: str, token: str | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        directory: str,
+        token: str | None = None,
+        *,
+        one_node: str | None = None,
+    ) -> None:
+        """A view of the testnet ``manifest`` names (launched in ``directory``), or with
+        ``one_node`` (a client address) a read-only view of that node alone
+        (``testnet.web.one_node``; ``manifest`` from its ``manifest_of``)."""
         self.view = LiveView(manifest)
+        self.one_node = one_node
         self.token = token or secrets.token_urlsafe(24)
         self._directory = directory
         self._pages: set[trio.MemorySendChannel[list[Event]]] = set()
@@ -123,6 +136,9 @@ class WebView:
     async def run(self, nursery: trio.Nursery) -> None:
         """Start following the workers and the page's activity, in ``nursery``."""
         self._activity = Activity(self.view, nursery, self._say, self._broadcast)
+        if self.one_node is not None:
+            say = functools.partial(self._say, "node", stream=None)
+            nursery.start_soon(follow_node, self.view, self.one_node, self._broadcast, say)
         for worker in self.view.manifest.workers:
             nursery.start_soon(self._follow, worker)
         nursery.start_soon(self._rates)
@@ -246,6 +262,10 @@ class WebView:
             await _json(send, 200, self._state())
         elif path.startswith("/api/"):
             _allow(method, "POST")
+            if self.one_node is not None:
+                raise WebError(
+                    403, f"a read-only view of the node at {self.one_node}: it takes no actions"
+                )
             supplied = headers.get("x-overlay-token", "")
             if not secrets.compare_digest(supplied.encode(), self.token.encode()):
                 raise WebError(
@@ -263,6 +283,7 @@ class WebView:
         return {
             **self.view.snapshot(),
             "workers_following": self.workers_following,
+            "one_node": self.one_node,
             "subscribers": 0 if activity is None else len(activity.subscribers),
         }
 

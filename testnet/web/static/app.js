@@ -54,6 +54,13 @@ function apply(event) {
       for (const stream of event.streams) state.streams.set(stream.key, stream);
       $("events").replaceChildren();
       for (const line of event.log) logLine(line);
+      if (event.one_node) {
+        $("controls").hidden = true;
+        $("read-only").hidden = false;
+        $("read-only").textContent = `A read-only view of the node at ${event.one_node} (node 0) ` +
+          "and its peers, numbered as first seen; each stream's tree as far as that node sees it.";
+        $("error").textContent = "";
+      }
       break;
     case "node":
       state.nodes.set(event.node, event);
@@ -112,16 +119,25 @@ function treeOf(key) {
   }
   const depth = new Map();
   const order = [];  // breadth first from the roots
-  for (const root of roots) { depth.set(root, 0); order.push(root); }
-  for (let k = 0; k < order.length; k++) {
-    for (const child of (children.get(order[k]) || []).sort((a, b) => a - b)) {
-      if (!depth.has(child)) { depth.set(child, depth.get(order[k]) + 1); order.push(child); }
+  const walk = (tops) => {
+    const from = order.length;
+    for (const top of tops) { depth.set(top, 0); order.push(top); }
+    for (let k = from; k < order.length; k++) {
+      for (const child of (children.get(order[k]) || []).sort((a, b) => a - b)) {
+        if (!depth.has(child)) { depth.set(child, depth.get(order[k]) + 1); order.push(child); }
+      }
     }
-  }
+  };
+  walk(roots);
   const detached = [...members.keys()].filter((i) => !depth.has(i)).sort((a, b) => a - b);
+  // Members no root reaches (a subtree whose root died, or, in a view of one node, its
+  // parent) are drawn from their own tops, below the rooted tree.
+  const rooted = order.length;
+  walk(detached.filter((i) => !members.has(members.get(i).parent)));
+  const detachedAt = rooted;
   let head = -1;
   for (const root of roots) head = Math.max(head, highOf(root, key));
-  return { key, members, roots, children, depth, order, detached, head };
+  return { key, members, roots, children, depth, order, detached, detachedAt, head };
 }
 
 function highOf(index, key) {
@@ -150,9 +166,9 @@ function draw() {
   if (overlayView.firstPaintMs === null && state.nodes.size) overlayView.firstPaintMs = performance.now();
 }
 
-function maxDepth(tree) {
+function maxDepth(tree, among = tree.order.slice(0, tree.detachedAt)) {
   let d = 0;
-  for (const v of tree.depth.values()) d = Math.max(d, v);
+  for (const index of among) d = Math.max(d, tree.depth.get(index));
   return d;
 }
 
@@ -274,11 +290,13 @@ function drawTree(tree) {
   }
   // Layers by depth; within a layer, children follow their parents' order.
   const layers = [];
-  for (const index of tree.order) {
-    const d = tree.depth.get(index);
+  const rootedDepth = tree.detachedAt ? maxDepth(tree, tree.order.slice(0, tree.detachedAt)) + 1 : 0;
+  tree.order.forEach((index, k) => {
+    const d = tree.depth.get(index) + (k >= tree.detachedAt ? rootedDepth : 0);
     (layers[d] = layers[d] || []).push(index);
-  }
-  if (tree.detached.length) layers.push(tree.detached);
+  });
+  const unplaced = tree.detached.filter((i) => !tree.depth.has(i));  // (a cycle: no top)
+  if (unplaced.length) layers.push(unplaced);
   const dy = (height - 24) / Math.max(1, layers.length - 1 || 1);
   const at = new Map();
   layers.forEach((layer, d) => {
@@ -300,13 +318,13 @@ function drawTree(tree) {
   ctx.font = "11px system-ui, sans-serif";
   for (const [index, [x, y]] of at) {
     const root = tree.roots.includes(index);
-    const detached = !tree.depth.has(index);
+    const detached = tree.detached.includes(index);
     ctx.fillStyle = root ? COLORS.root : detached ? "#aab1bb" : COLORS.member;
     ctx.beginPath(); ctx.arc(x, y, root ? 6 : few ? 4 : 2.5, 0, 2 * Math.PI); ctx.fill();
     if (few) { ctx.fillStyle = "#1d2430"; ctx.fillText(String(index), x + 6, y - 4); }
   }
   // The table: roots first, then by depth, the first 100 members.
-  const shown = [...tree.order, ...tree.detached].slice(0, 100);
+  const shown = [...tree.order, ...tree.detached.filter((i) => !tree.depth.has(i))].slice(0, 100);
   rows.replaceChildren(...shown.map((index) => {
     const s = tree.members.get(index);
     const high = highOf(index, tree.key);
@@ -314,7 +332,8 @@ function drawTree(tree) {
     const row = document.createElement("tr");
     row.dataset.state = s.state;
     row.dataset.node = index;
-    for (const value of [index, s.state, tree.depth.has(index) ? tree.depth.get(index) : "-",
+    const rootedHere = tree.order.indexOf(index) < tree.detachedAt;
+    for (const value of [index, s.state, rootedHere && tree.depth.has(index) ? tree.depth.get(index) : "-",
                          s.children, high >= 0 ? high : "", lag]) {
       const cell = document.createElement("td");
       cell.textContent = value;
