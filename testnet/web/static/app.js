@@ -166,9 +166,9 @@ function draw() {
   if (overlayView.firstPaintMs === null && state.nodes.size) overlayView.firstPaintMs = performance.now();
 }
 
-function maxDepth(tree, among = tree.order.slice(0, tree.detachedAt)) {
+function maxDepth(tree) {  // of the rooted tree
   let d = 0;
-  for (const index of among) d = Math.max(d, tree.depth.get(index));
+  for (const index of tree.order.slice(0, tree.detachedAt)) d = Math.max(d, tree.depth.get(index));
   return d;
 }
 
@@ -252,12 +252,15 @@ function drawRing(tree) {
   layers.forEach((indices, layer) => {
     ctx.fillStyle = fills[layer];
     ctx.beginPath();
-    const s = layer === 3 ? size * 2.2 : layer === 2 ? size * 1.3 : size;
+    const s = layer === 3 ? size * 2.2 : layer === 2 ? size * 1.3 : layer === 0 ? size * 1.3 : size;
     for (const index of indices) {
       const [x, y] = points.get(index);
       ctx.moveTo(x + s, y); ctx.arc(x, y, s, 0, 2 * Math.PI);
     }
     ctx.fill();
+    if (layer === 0) {  // a dead node: greyed, with a dark rim so that it is found
+      ctx.strokeStyle = "#5a6472"; ctx.lineWidth = 1; ctx.stroke();
+    }
   });
   if (state.nodes.size <= 60) {  // few enough to name each
     ctx.fillStyle = "#5a6472";
@@ -288,21 +291,38 @@ function drawTree(tree) {
     ctx.fillText(tree ? "no node carries this stream now" : "no stream picked", 12, 20);
     return;
   }
-  // Layers by depth; within a layer, children follow their parents' order.
-  const layers = [];
-  const rootedDepth = tree.detachedAt ? maxDepth(tree, tree.order.slice(0, tree.detachedAt)) + 1 : 0;
-  tree.order.forEach((index, k) => {
-    const d = tree.depth.get(index) + (k >= tree.detachedAt ? rootedDepth : 0);
-    (layers[d] = layers[d] || []).push(index);
-  });
-  const unplaced = tree.detached.filter((i) => !tree.depth.has(i));  // (a cycle: no top)
-  if (unplaced.length) layers.push(unplaced);
-  const dy = (height - 24) / Math.max(1, layers.length - 1 || 1);
+  // A tidy tree: rows by depth, each leaf a column of its own, each parent centred over its
+  // children, so a subtree sits under its parent. Detached subtrees follow, below the
+  // rooted tree; members in a parent cycle (no top) take a last row.
+  const rootedDepth = tree.detachedAt ? maxDepth(tree) + 1 : 0;
+  const rowOf = new Map();
+  tree.order.forEach((index, k) => rowOf.set(index, tree.depth.get(index) + (k >= tree.detachedAt ? rootedDepth : 0)));
+  let depthRows = 0;
+  for (const r of rowOf.values()) depthRows = Math.max(depthRows, r + 1);
+  const unplaced = tree.detached.filter((i) => !tree.depth.has(i));
+  const column = new Map();
+  let leaves = 0;
+  const place = (index) => {  // iterative post-order: deep trees must not overflow the stack
+    const stack = [[index, false]];
+    while (stack.length) {
+      const [node, done] = stack.pop();
+      const kids = (tree.children.get(node) || []).filter((c) => rowOf.get(c) === rowOf.get(node) + 1);
+      if (!kids.length) { column.set(node, leaves++); continue; }
+      if (done) {
+        column.set(node, (column.get(kids[0]) + column.get(kids[kids.length - 1])) / 2);
+        continue;
+      }
+      stack.push([node, true]);
+      for (let k = kids.length - 1; k >= 0; k--) stack.push([kids[k], false]);
+    }
+  };
+  tree.order.forEach((index) => { if (tree.depth.get(index) === 0) place(index); });
+  unplaced.forEach((index) => { rowOf.set(index, depthRows); column.set(index, leaves++); });
+  if (unplaced.length) depthRows += 1;
+  const dy = (height - 24) / Math.max(1, depthRows - 1);
+  const dx = width / (leaves + 1);
   const at = new Map();
-  layers.forEach((layer, d) => {
-    const dx = width / (layer.length + 1);
-    layer.forEach((index, k) => at.set(index, [dx * (k + 1), 12 + d * dy]));
-  });
+  for (const [index, c] of column) at.set(index, [dx * (c + 1), 12 + rowOf.get(index) * dy]);
   ctx.strokeStyle = "rgba(47, 111, 222, 0.6)"; ctx.lineWidth = 1;
   ctx.beginPath();
   for (const [parent, kids] of tree.children) {
