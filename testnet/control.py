@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
 from typing import Any
@@ -67,10 +68,11 @@ async def serve_control(
                     return
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    if _is_watch(line):
+                    request = _parse(line)
+                    if request is not None and request.get("op") == "watch":
                         await _watch(stream, pool)
                         return
-                    answer = await _handle(line, pool)
+                    answer = await _handle(request, line, pool)
                     await stream.send_all(_line(answer))
                     if answer.get("shutdown"):
                         shutdown.cancel()
@@ -84,12 +86,15 @@ async def serve_control(
     await trio.serve_listeners(handler, listeners)
 
 
-def _is_watch(line: bytes) -> bool:
+def _parse(line: bytes) -> dict[str, Any] | None:
+    """The request object on ``line``, or None if it is not one. Any byte may come here:
+    a line of 4,000 ``[`` makes the parser recurse past its limit, which must cost the
+    caller an error answer, not the worker its nodes."""
     try:
         request = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(request, dict) and request.get("op") == "watch"
+    except (ValueError, RecursionError):
+        return None
+    return request if isinstance(request, dict) else None
 
 
 async def _watch(stream: trio.SocketStream, pool: NodePool) -> None:
@@ -99,22 +104,20 @@ async def _watch(stream: trio.SocketStream, pool: NodePool) -> None:
     empty line every ``WATCH_QUIET`` seconds: a watcher that hung up is noticed then (the
     send fails), and the watcher can tell a quiet worker from a wedged one."""
     watch = PoolWatch(pool)
-    quiet = 0.0
+    sent = -math.inf
     while True:
         changes = watch.look()
-        if changes["nodes"] or changes["highs"] or quiet >= WATCH_QUIET:
+        now = trio.current_time()
+        if changes["nodes"] or changes["highs"] or now - sent >= WATCH_QUIET:
             await stream.send_all(_line({"ok": True, "watch": changes}))
-            quiet = 0.0
+            sent = now
         await trio.sleep(WATCH_INTERVAL)
-        quiet += WATCH_INTERVAL
 
 
-async def _handle(line: bytes, pool: NodePool) -> dict[str, Any]:
-    try:
-        request = json.loads(line)
-        op = request["op"]
-    except (ValueError, KeyError, TypeError):
+async def _handle(request: dict[str, Any] | None, line: bytes, pool: NodePool) -> dict[str, Any]:
+    if request is None or "op" not in request:
         return {"ok": False, "error": f"not a control request: {line[:80]!r}"}
+    op = request["op"]
     if op == "status":
         indices = pool.indices()
         return {

@@ -122,6 +122,9 @@ def test_publish_rate_is_the_head_over_the_window() -> None:
     view.apply(1.0, {"highs": {"0": {KEY: 30}}})
     view.apply(2.0, {"highs": {"0": {KEY: 50}}})
     assert view.rates(2.0) == {"type": "rates", "rates": {KEY: 20.0}}
+    # Heard a while after the last head (a worker reports up to a quarter second late): the
+    # rate is still the heads', not diluted by the wait.
+    assert view.rates(2.2) == {"type": "rates", "rates": {KEY: 20.0}}
     # Past the window the oldest head is forgotten: a stream that stopped shows 0.
     assert view.rates(10.0)["rates"][KEY] == 0.0
 
@@ -152,3 +155,21 @@ def test_nodes_of_another_testnet_are_ignored() -> None:
     view = _view()
     assert view.apply(1.0, {"nodes": [{**_node(0), "node": 99}]}) == []
     assert 99 not in view.nodes
+
+
+def test_a_lost_worker_shows_its_nodes_dead_without_a_line_for_each() -> None:
+    """The view lost the worker, not the nodes: their records go dead, and the caller says
+    so once; no "node i died" line is made up for each."""
+    view = _view()
+    view.apply(1.0, {"nodes": [_node(i) for i in range(4)]})
+    events = view.mark_dead(2.0, range(0, 4))
+    assert [e["node"] for e in events if e["type"] == "node"] == [0, 1, 2, 3]
+    assert _said(events) == [] and not any(r["alive"] for r in view.nodes.values())
+
+
+def test_a_stream_left_takes_its_packet_number_with_it() -> None:
+    view = _view()
+    view.apply(1.0, {"nodes": [_node(0, {KEY: ("root", None)})], "highs": {"0": {KEY: 7}}})
+    assert view.snapshot()["highs"] == {"0": {KEY: 7}}
+    view.apply(2.0, {"nodes": [_node(0)]})
+    assert view.snapshot()["highs"] == {"0": {}}

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -23,6 +24,7 @@ from testnet.control import serve_control
 from testnet.manifest import Manifest, NodeEntry, WorkerEntry
 from testnet.pool import NodePool
 from testnet.survey import describe_one
+from testnet.web import one_node
 from testnet.web import server as web
 from testnet.web.model import LiveView
 from testnet.web.one_node import NodeFollower, manifest_of
@@ -32,6 +34,20 @@ from testnet.web.one_node import NodeFollower, manifest_of
 class Net:
     pool: NodePool
     manifest: Manifest
+    nursery: trio.Nursery
+    control: trio.CancelScope = dataclasses.field(default_factory=trio.CancelScope)
+
+    async def control_port(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Serve the worker's control port, on the manifest's port, until ``stop_control``."""
+        port = int(self.manifest.workers[0].control.rpartition(":")[2])
+        listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+        with trio.CancelScope() as self.control:
+            task_status.started()
+            await serve_control(listeners, self.pool, trio.CancelScope())
+
+    def stop_control(self) -> None:
+        """The worker's control port goes away (its watch connections with it)."""
+        self.control.cancel()
 
 
 @asynccontextmanager
@@ -53,9 +69,9 @@ async def three_nodes() -> AsyncIterator[Net]:
             await pool.start(i, ids[i], dataclasses.replace(base, connect=to_hub)) for i in (1, 2)
         ]
         await hub.host.wait_until(lambda: len(list(hub.host.core.peers)) == 2)
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        control = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        nursery.start_soon(serve_control, listeners, pool, trio.CancelScope())
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            control = f"127.0.0.1:{free.getsockname()[1]}"
         entries = tuple(
             NodeEntry(
                 i,
@@ -69,7 +85,9 @@ async def three_nodes() -> AsyncIterator[Net]:
             for i, n in enumerate(nodes)
         )
         worker = WorkerEntry(0, 0, control, "log", (0, 3))
-        yield Net(pool, Manifest(0, 2, "testnet", entries, (worker,), 0.0, 0.0))
+        net = Net(pool, Manifest(0, 2, "testnet", entries, (worker,), 0.0, 0.0), nursery)
+        await nursery.start(net.control_port)
+        yield net
         nursery.cancel_scope.cancel()
 
 
@@ -169,6 +187,9 @@ async def test_the_server_answers_reads_and_refuses_bad_actions_with_a_reason() 
                 (("POST", "/api/publish", b'{"stream": "", "rate": 1}', token), 400, "stream"),
                 (("POST", "/api/subscribe", b'{"stream": "s", "count": 9}', token), 400, "count"),
                 (("GET", "/api/state", b"", {"Host": "attacker.example:80"}), 403, "loopback"),
+                (("POST", "/api/kill", b"[" * 4000, token), 400, "not JSON"),
+                (("GET", "/api/state", b"", {"Sec-Fetch-Site": "cross-site"}), 403, "own page"),
+                (("GET", "/events", b"", {"Origin": "http://attacker.example"}), 403, "own page"),
             ]
             for (method, path, body, headers), code, reason in refusals:
                 status, answer = await _http(address, method, path, body, headers)
@@ -293,3 +314,130 @@ def test_a_description_that_is_not_a_nodes_is_refused(bad: dict[str, object]) ->
     with pytest.raises(ValueError):
         NodeFollower(view).diff(bad)
     assert view.snapshot() == before
+
+
+async def test_a_line_that_nests_too_deep_is_refused_and_the_worker_goes_on() -> None:
+    """A control line of 4,000 ``[`` makes the JSON parser recurse past its limit: the
+    worker answers that it is no request and keeps its nodes and its port."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net:
+            host, _, port = net.manifest.workers[0].control.rpartition(":")
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                lines = Lines(stream)
+                await stream.send_all(b"[" * 4000 + b"\n")
+                answer = await lines.next()
+                assert answer["ok"] is False and "not a control request" in str(answer["error"])
+                await stream.send_all(b'{"op": "status"}\n')
+                assert (await lines.next())["alive"] == [0, 1, 2]
+
+
+async def test_a_page_that_does_not_read_is_cut_off() -> None:
+    """A page that opens the event stream and never reads: once its queue is full it is
+    cut off, and the view keeps no task, socket or queue for it."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data")
+            address = await nursery.start(web.serve, view, "127.0.0.1", 0)
+            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                await stream.send_all(
+                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
+                )
+                while view.pages == 0:
+                    await trio.sleep(0.01)
+                big = {"type": "log", "text": "x" * 10_000}
+                while view.pages:
+                    view.broadcast([big])
+                    await trio.sleep(0)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_lost_worker_is_said_once_and_its_return_too() -> None:
+    """The worker's control port goes away: the page is told once that the worker does not
+    answer (not once per node) and sees its nodes dead; when the port is back, it is told
+    so and sees them alive again."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data")
+            await nursery.start(web.serve, view, "127.0.0.1", 0)
+
+            async def until(condition: Callable[[], bool]) -> None:
+                while not condition():
+                    await trio.sleep(0.01)
+
+            def alive() -> list[bool]:
+                return [record["alive"] for record in view.view.nodes.values()]
+
+            await until(lambda: view.workers_following == 1 and all(alive()))
+            net.stop_control()
+            await until(lambda: not any(alive()))
+            said = [e["text"] for e in view.view.log]
+            assert [t for t in said if "worker 0" in t] == [
+                "worker 0 does not answer: its nodes 0 to 2 are shown dead until it does"
+            ]
+            assert not any("died" in t for t in said)
+            await net.nursery.start(net.control_port)
+            await until(lambda: all(alive()))
+            assert view.view.log[-1]["text"] == "worker 0 answers again"
+            nursery.cancel_scope.cancel()
+
+
+def test_a_peer_no_longer_linked_leaves_the_nodes_trees_and_the_view_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    own, a, b = b"o" * 32, b"a" * 32, b"b" * 32
+    view = LiveView(manifest_of("127.0.0.1:1", {"id": own, "location": 0.5}))
+    follower = NodeFollower(view)
+    key = b"k" * 32
+    stream = {"key": key, "state": "joined", "parent": a, "children": [b], "high": 3}
+    first = {
+        "id": own,
+        "location": 0.5,
+        "peers": [{"id": a, "location": 0.1}, {"id": b, "location": 0.2}],
+        "streams": [stream],
+    }
+    view.apply(1.0, follower.diff(first))
+    assert view.nodes[2]["streams"][key.hex()]["parent"] == 0  # b, our child
+    second = {
+        **first,
+        "peers": [{"id": a, "location": 0.1}],
+        "streams": [{**stream, "children": []}],
+    }
+    view.apply(2.0, follower.diff(second))
+    assert (
+        view.nodes[2]["alive"] and view.nodes[2]["streams"] == {} and view.nodes[2]["peers"] == []
+    )
+    assert view.nodes[0]["peers"] == [1]
+    monkeypatch.setattr(one_node, "MAX_KNOWN", 4)
+    many = [{"id": bytes([i]) * 32, "location": i / 100} for i in range(10, 20)]
+    view.apply(3.0, follower.diff({**second, "peers": many}))
+    assert len(view.nodes) == 4
+
+
+async def test_page_clients_whose_node_dies_end_with_a_line_each() -> None:
+    """A publisher and a subscriber the page started on node 2: node 2 is killed under
+    them; each ends and says so on the page's log, and the view goes on."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data", token="t")
+            address = await nursery.start(web.serve, view, "127.0.0.1", 0)
+            token = {"X-Overlay-Token": "t"}
+            body = b'{"stream": "s", "rate": 50, "node": 2}'
+            status, answer = await _http(address, "POST", "/api/publish", body, token)
+            assert status == 200 and answer["node"] == 2, answer
+            assert "overlay publish s --node $(overlay testnet client 2)" in str(answer["command"])
+            await _http(address, "POST", "/api/subscribe", b'{"stream": "s", "count": 3}', token)
+            while view.view.nodes[2]["streams"] == {}:
+                await trio.sleep(0.01)
+            await net.pool.kill(2)
+
+            def said() -> list[str]:
+                return [str(e["text"]) for e in view.view.log]
+
+            while not any("the publisher on node 2 ended" in t for t in said()):
+                await trio.sleep(0.01)
+            while not any("the subscriber on node 2 ended" in t for t in said()):
+                await trio.sleep(0.01)
+            status, _ = await _http(address, "GET", "/api/state")
+            assert status == 200
+            nursery.cancel_scope.cancel()

@@ -7,10 +7,12 @@ Method. ``launcher.up`` starts ``--nodes`` real nodes in a temporary folder. For
 run, a trio loop on a thread of this process keeps ``--subscribers`` clients on distinct
 random nodes subscribed to one open stream, and one client publishing to it at ``--rate``
 packets a second. Windows of ``--window`` seconds alternate, ``--repeats`` of each kind, so
-that load from elsewhere hits both: *baseline* (testnet and workload alone) and *view*
-(``overlay testnet web`` and one headless Chromium page on it, which selects the stream).
-A view window starts once the page has drawn the stream's whole tree, and every window
-``SETTLE`` seconds after its set-up, so start-up bursts are not in it.
+that load from elsewhere hits each: *baseline* (testnet and workload alone), *server*
+(``overlay testnet web`` running, following every worker, no page open: what watching costs
+the workers) and *view* (the server and one headless Chromium page on it, which selects the
+stream: the browser shares the machine's two cores with the workers).
+A view window starts once the page has drawn the stream's whole tree; every window starts
+``SETTLE`` seconds after its set-up, so that start-up bursts are not in it.
 
 Per window: CPU (utime + stime from /proc/PID/stat) of the workers, the server, the browser
 (chromedriver and every process below it) and this process (the workload), in % of one core;
@@ -44,28 +46,15 @@ from typing import Any
 import trio
 
 from keyspace.stream_key import StreamKey
-from overlay.client.aio import open_client
+from overlay.client.aio import Client, open_client
 from overlay.core.events import Packet
 from testnet import launcher
 from testnet.bench.measuring import Meter
 from testnet.bench.processes import BenchError
 from testnet.manifest import Manifest
+from testnet.web.headless import start_chromium
 
 STREAM = StreamKey.open("bench/web-view")
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-# As tests/test_web_browser.py: as root in a sandbox with no network, so no sandboxing, no
-# GPU, and none of Chromium's own connections (updates, sync).
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1600,1000",
-)
 LIVE_AT = re.compile(r"live at (http://127\.0\.0\.1:\d+/#token=\S+)")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Bounds on real time, so a broken run fails instead of hanging.
@@ -102,7 +91,8 @@ def process_tree(root: int) -> list[int]:
 
 class Workload:
     """Subscribers and a publisher on a trio loop in a thread of its own, from ``start`` to
-    ``stop``; ``received`` counts packets at each subscriber, ``error`` is what ended it."""
+    ``stop``; ``sent`` counts publishes, ``received`` packets at each subscriber, and
+    ``error`` is what ended it."""
 
     def __init__(self, manifest: Manifest, subscribers: int, rate: float, seed: int) -> None:
         rng = random.Random(seed)
@@ -111,6 +101,7 @@ class Workload:
         self._clients = [manifest.nodes[i].client for i in [self.publisher, *self.subscribers]]
         self._rate = rate
         self.received = [0] * subscribers
+        self.sent = 0
         self.error: BaseException | None = None
         self._ready = threading.Event()
         self._scope = trio.CancelScope()
@@ -158,36 +149,44 @@ class Workload:
                     self.received[k] += 1
 
     async def _publisher(self) -> None:
-        async with open_client(self._clients[0], name="bench web_view") as client:
-            batch = max(1, int(self._rate / 10))  # answers collected ten times a second
-            start, sent = trio.current_time(), 0
+        async with (
+            open_client(self._clients[0], name="bench web_view") as client,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(self._collect, client)
+            start = trio.current_time()
             while True:
-                # Paced from the start: a slow moment is caught up, not a lower rate.
-                await trio.sleep_until(start + sent / self._rate)
-                client.publish_nowait(STREAM, b"%d" % sent)
-                sent += 1
-                if sent % batch == 0:
-                    await client.flush()
+                # Paced from the start, and answers collected apart: neither a slow moment
+                # nor a slow tree lowers the rate.
+                await trio.sleep_until(start + self.sent / self._rate)
+                client.publish_nowait(STREAM, b"%d" % self.sent)
+                self.sent += 1
+
+    async def _collect(self, client: Client) -> None:
+        while True:  # ten times a second, so that the answers do not pile up
+            await client.flush()
+            await trio.sleep(0.1)
 
 
 @dataclass
 class View:
     server: subprocess.Popen[bytes]
-    driver: Any  # selenium's Chrome WebDriver
+    driver: Any  # selenium's Chrome WebDriver, or None: the server alone, no page open
 
     def browser(self) -> list[int]:
-        return process_tree(self.driver.service.process.pid)
+        return [] if self.driver is None else process_tree(self.driver.service.process.pid)
 
     def page(self) -> dict[str, Any]:
+        if self.driver is None:
+            return {}
         return dict(self.driver.execute_script("return window.overlayView"))
 
 
 @contextlib.contextmanager
-def viewing(directory: Path, subscribers: int) -> Iterator[View]:
-    """``overlay testnet web`` and one Chromium page on it that has drawn the stream's whole
-    tree; on leaving, the browser quits and the server is interrupted as by Ctrl-C."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+def viewing(directory: Path, subscribers: int, page: bool) -> Iterator[View]:
+    """``overlay testnet web`` and (with ``page``) one Chromium page on it that has drawn
+    the stream's whole tree; on leaving, the browser quits and the server is interrupted as
+    by Ctrl-C."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     out = directory / "web.out"
@@ -195,26 +194,27 @@ def viewing(directory: Path, subscribers: int) -> Iterator[View]:
     with out.open("wb") as log:
         server = subprocess.Popen([*command, "--port", "0"], stdout=log, stderr=log)
     driver: Any = None
+    pids: list[int] = []  # the browser's, also taken early: Ctrl-C may end chromedriver first
     try:
         deadline = time.monotonic() + SETUP_TIMEOUT
         while not (found := LIVE_AT.search(out.read_text())):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise BenchError(f"overlay testnet web did not start: {out.read_text()}")
             time.sleep(0.1)
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in CHROMIUM_FLAGS:
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        if not page:
+            yield View(server, None)
+            return
+        driver = start_chromium()
         view = View(server, driver)
         driver.get(found[1])
         WebDriverWait(driver, SETUP_TIMEOUT, poll_frequency=0.1).until(
             lambda _: (tree := view.page()["tree"]) and tree["members"] >= subscribers
         )
+        pids = view.browser()
         yield view
     finally:
         if driver is not None:
-            pids = process_tree(driver.service.process.pid)
+            pids += process_tree(driver.service.process.pid)
             try:
                 driver.quit()
             except Exception:  # (chromedriver gone, say): its browser must not outlive us
@@ -235,6 +235,7 @@ def viewing(directory: Path, subscribers: int) -> Iterator[View]:
 class Window:
     kind: str
     cpu: dict[str, float]  # part -> % of one core
+    sent: float  # publishes a second
     delivered: float  # packets a second at all subscribers
     page: dict[str, Any] = field(default_factory=dict)  # overlayView, events made a rate
 
@@ -243,9 +244,12 @@ def measure(seconds: float, manifest: Manifest, workload: Workload, view: View |
     """One window: each part's CPU and the workload's deliveries over ``seconds``."""
     parts = {"workers": [w.pid for w in manifest.workers], "bench": [os.getpid()]}
     if view is not None:
-        parts |= {"server": [view.server.pid], "browser": view.browser()}
+        parts |= {"server": [view.server.pid]}
+        if view.driver is not None:
+            parts["browser"] = view.browser()
     before = {pid: cpu_seconds(pid) for pids in parts.values() for pid in pids}
-    received, events = sum(workload.received), view.page()["events"] if view else 0
+    sent, received = workload.sent, sum(workload.received)
+    events = view.page().get("events", 0) if view else 0
     meter = Meter(profile=False)
     meter.start()
     time.sleep(seconds)
@@ -253,7 +257,7 @@ def measure(seconds: float, manifest: Manifest, workload: Workload, view: View |
     if workload.error is not None:
         raise BenchError(f"the workload stopped: {workload.error!r}")
     page: dict[str, Any] = {}
-    if view is not None:
+    if view is not None and view.driver is not None:
         parts["browser"] = view.browser()  # its renderers may come and go
         page = view.page()
         page["events"] = (page["events"] - events) / wall
@@ -261,8 +265,9 @@ def measure(seconds: float, manifest: Manifest, workload: Workload, view: View |
         part: 100 * sum(cpu_seconds(pid) - before.get(pid, 0.0) for pid in pids) / wall
         for part, pids in parts.items()
     }
-    delivered = (sum(workload.received) - received) / wall
-    return Window("view" if view else "baseline", cpu, delivered, page)
+    rates = (workload.sent - sent) / wall, (sum(workload.received) - received) / wall
+    kind = "baseline" if view is None else "view" if view.driver is not None else "server"
+    return Window(kind, cpu, *rates, page)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -272,32 +277,44 @@ def quantile(values: list[float], q: float) -> float:
 
 
 # Decimals shown in each column of the report: tenths where a column's values are small.
-DIGITS = (1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1)
+DIGITS = (1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1)
 
 
 def report(windows: list[Window], args: argparse.Namespace, load: list[Any]) -> str:
-    columns = "workers server browser bench pkts/s events/s snapshots paint draw-p50 p95 max"
+    columns = "workers server browser bench sent/s deliv/s events/s snaps paint draw-p50 p95 max"
     lines = [
         f"Web view cost: {args.nodes} nodes, {args.subscribers} subscribers, one publisher "
-        f"at {args.rate:g}/s, windows of {args.window:g} s; CPU in % of one core",
+        f"at {args.rate:g}/s (deliveries due: {args.rate * args.subscribers:g}/s), windows of "
+        f"{args.window:g} s; CPU in % of one core",
         "",
-        f"{'window':<9}" + "".join(f"{c:>10}" for c in columns.split()),
+        f"{'window':<9}" + "".join(f"{c:>9}" for c in columns.split()),
     ]
     for w in windows:
         draws, p = w.page.get("drawMs", []), w.page
         cells = [w.cpu.get(part, math.nan) for part in ("workers", "server", "browser", "bench")]
-        cells += [w.delivered, p.get("events", math.nan), p.get("snapshots", math.nan)]
+        cells += [w.sent, w.delivered, p.get("events", math.nan), p.get("snapshots", math.nan)]
         cells += [p.get("firstPaintMs", math.nan), *(quantile(draws, q) for q in (0.5, 0.95, 1))]
-        row = "".join(f"{c:>10.{d}f}" for c, d in zip(cells, DIGITS, strict=True))
-        lines.append(f"{w.kind:<9}" + row.replace("nan", "-"))
-    base = statistics.mean(w.cpu["workers"] for w in windows if w.kind == "baseline")
-    viewed = statistics.mean(w.cpu["workers"] for w in windows if w.kind == "view")
+        row = zip(cells, DIGITS, strict=True)
+        lines.append(f"{w.kind:<9}" + "".join(f"{c:>9.{d}f}" for c, d in row))
+    kinds = ("baseline", "server", "view")
+    workers = {k: statistics.mean(w.cpu["workers"] for w in windows if w.kind == k) for k in kinds}
+    # On a saturated machine a cost shows as fewer deliveries as much as more CPU: the
+    # workers' CPU per delivery accounts for both.
+    per = {
+        k: statistics.mean(w.cpu["workers"] * 10 / w.delivered for w in windows if w.kind == k)
+        for k in kinds
+    }
+    lines = [line.replace("nan", "  -") for line in lines]  # "-": not measured
     return "\n".join(
         [
             *lines,
             "",
-            f"workers, mean: baseline {base:.1f}%, view {viewed:.1f}%, difference "
-            f"{viewed - base:+.1f}% of a core ({(viewed - base) / base:+.0%})",
+            "workers, mean % of a core: "
+            + ", ".join(f"{k} {workers[k]:.1f}" for k in kinds)
+            + f"; the watch (server - baseline) {workers['server'] - workers['baseline']:+.1f},"
+            f" with a page open {workers['view'] - workers['baseline']:+.1f}",
+            "workers' CPU seconds per 1,000 deliveries: "
+            + ", ".join(f"{k} {per[k]:.3f}" for k in kinds),
             "paint: ms from navigation start to the first drawing; draw: ms, the last 100",
             f"load average before {' '.join(f'{x:.2f}' for x in load[0])}, after "
             f"{' '.join(f'{x:.2f}' for x in load[1])} ({os.cpu_count()} CPUs)",
@@ -325,10 +342,11 @@ def run(args: argparse.Namespace) -> str:
             for _ in range(args.repeats):
                 time.sleep(SETTLE)
                 windows.append(measure(args.window, manifest, workload, None))
-                with viewing(directory, args.subscribers) as view:
-                    time.sleep(SETTLE)
-                    windows.append(measure(args.window, manifest, workload, view))
-                say(f"windows done: {len(windows)} of {2 * args.repeats}")
+                for page in (False, True):
+                    with viewing(directory, args.subscribers, page) as view:
+                        time.sleep(SETTLE)
+                        windows.append(measure(args.window, manifest, workload, view))
+                say(f"windows done: {len(windows)} of {3 * args.repeats}")
             load.append(os.getloadavg())
         finally:
             workload.stop()

@@ -101,6 +101,7 @@ class LiveView:
         self.locations: dict[str, float] = {}  # stream key (hex) -> its keyspace location
         self.log: collections.deque[Event] = collections.deque(maxlen=LOG_KEPT)
         self._heads: dict[str, collections.deque[tuple[float, int]]] = {}
+        self._unheard: set[int] = set()  # nodes shown dead because their worker is silent
 
     def add_node(self, short: str, location: float) -> int:
         """Number a node first seen now (a view of one node numbers its peers so); its
@@ -132,9 +133,10 @@ class LiveView:
             "log": list(self.log),
         }
 
-    def apply(self, now: float, watch: object) -> list[Event]:
-        """Take one worker's watch diff; the events it makes, in order. ValueError, with
-        nothing changed, for a diff that is not one (``checked``)."""
+    def apply(self, now: float, watch: object, *, say: bool = True) -> list[Event]:
+        """Take one worker's watch diff; the events it makes, in order (with ``say`` False,
+        no log lines). ValueError, with nothing changed, for a diff that is not one
+        (``checked``)."""
         watch = checked(watch)
         events: list[Event] = []
         # Deaths first: a look that saw a root die and another node take over should say
@@ -147,11 +149,20 @@ class LiveView:
             for key in record["streams"].keys() - self.locations.keys():
                 self.locations[key] = key_location(bytes.fromhex(key))
                 events.append(self._stream(key))
-            events.extend(self._told(now, self.nodes[index], record))
+            old = self.nodes[index]
+            if index in self._unheard:  # (shown dead while its worker was silent)
+                self._unheard.discard(index)
+                old = {**old, "alive": record["alive"]}
+            if say:
+                events.extend(self._told(now, old, record))
             self.nodes[index] = record
             events.append(record)
-            if not record["alive"]:
-                self.highs.pop(index, None)
+            # A stream the node left takes its number with it: one it joins again starts
+            # from what the node holds then, not from before.
+            kept = self.highs.get(index)
+            if kept is not None:
+                for key in kept.keys() - record["streams"].keys():
+                    del kept[key]
         moved: dict[str, dict[str, int]] = {}
         for text, changed in watch.get("highs", {}).items():
             index = int(text)
@@ -182,22 +193,31 @@ class LiveView:
         }
 
     def mark_dead(self, now: float, indices: range) -> list[Event]:
-        """A worker stopped answering: its nodes are shown dead until it speaks again."""
+        """A worker stopped answering: its nodes are shown dead until it speaks again. The
+        caller says so in one line: the nodes may well be alive. Each keeps its record
+        meanwhile, so that when the worker answers again only what changed is told, not
+        every node coming back and joining its streams."""
         events: list[Event] = []
         for index in indices:
-            if index in self.nodes and self.nodes[index]["alive"]:
-                events.extend(self.apply(now, {"nodes": [{"node": index, "alive": False}]}))
+            record = self.nodes.get(index)
+            if record is not None and record["alive"]:
+                self._unheard.add(index)
+                self.nodes[index] = {**record, "alive": False}
+                events.append(self.nodes[index])
         return events
 
     def rates(self, now: float) -> Event:
         """Each stream's packets per second over the last ``RATE_WINDOW`` seconds."""
         rates: dict[str, float] = {}
-        for key, heads in list(self._heads.items()):
+        for key, heads in self._heads.items():
             while len(heads) > 1 and heads[1][0] <= now - RATE_WINDOW:
                 heads.popleft()
-            first, last = heads[0], heads[-1]
-            span = max(now - first[0], 1e-9)
-            rates[key] = round((last[1] - first[1]) / span, 1) if now > first[0] else 0.0
+            (start, first), (end, last) = heads[0], heads[-1]
+            # Between the heads seen, not up to now: a worker reports a quarter second late
+            # at most, which would read a steady rate low. A head older than the window
+            # means the stream stopped.
+            stopped = end <= now - RATE_WINDOW or end == start
+            rates[key] = 0.0 if stopped else round((last - first) / (end - start), 1)
         return {"type": "rates", "rates": rates}
 
     def stream_keys(self) -> set[str]:

@@ -15,8 +15,6 @@ as peer input is: a malformed one costs a warning and a retry, never the view.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -27,15 +25,20 @@ from overlay.client.protocol import ClientProtocolError
 from overlay.runtime.identity import node_id_text
 from testnet.manifest import Manifest, NodeEntry
 from testnet.watch import short_id
-from testnet.web.model import Event, LiveView
-
-log = logging.getLogger("testnet.web")
+from testnet.web.following import Feed
+from testnet.web.model import LiveView
 
 # How often the node is asked: the page then trails it by a second at most.
 ASK_EVERY = 1.0
 
-# Peers a view numbers at most: a node has tens; a description listing more is not one.
+# A node on loopback answers describe in milliseconds; one silent this long is wedged.
+ANSWER_WITHIN = 5.0
+
+# Peers a description may list: a node has tens; a description listing more is not one.
 MAX_PEERS = 4096
+
+# Nodes a view of one node numbers at most, over its whole run.
+MAX_KNOWN = 4096
 
 ID_SIZE = 32
 
@@ -54,6 +57,7 @@ class NodeFollower:
 
     def __init__(self, view: LiveView) -> None:
         self._view = view
+        self._linked: set[str] = set()  # the peers of the last description
 
     def diff(self, description: dict[str, Any]) -> dict[str, Any]:
         """The watch diff (``testnet.watch``) that brings the view to ``description``;
@@ -71,6 +75,13 @@ class NodeFollower:
             if not isinstance(peer, dict):
                 raise ValueError("a peer that is not a map")
             seen[short_id(_id(peer.get("id")))] = _location(peer.get("location"))
+        seen.pop(own, None)  # (the node is index 0, not a peer of its own)
+        # Numbered once, peers stay on the ring, but only so many: a node whose peers churn
+        # (or one that makes ids up) must not grow the view without end.
+        room = MAX_KNOWN - len(self._view.nodes)
+        new = [s for s in seen if self._view.index_of(s) is None]
+        for short in new[max(room, 0) :]:
+            del seen[short]
         records: dict[str, dict[str, Any]] = {
             short: {"alive": True, "location": where, "peers": [own], "streams": {}}
             for short, where in seen.items()
@@ -102,6 +113,13 @@ class NodeFollower:
         view = self._view
         for short, where in seen.items():
             view.add_node(short, where)
+        # A peer no longer linked keeps its place but no part in the node's trees.
+        for short in self._linked - seen.keys():
+            index = view.index_of(short)
+            if index is not None:
+                where = view.nodes[index]["location"]
+                records[short] = {"alive": True, "location": where, "peers": [], "streams": {}}
+        self._linked = set(seen)
         nodes = [
             {"node": 0, "alive": True, "location": location, "peers": sorted(seen), "streams": mine}
         ]
@@ -109,35 +127,31 @@ class NodeFollower:
         return {"nodes": nodes, "highs": {"0": highs} if highs else {}}
 
 
-async def follow_node(
-    view: LiveView,
-    address: str,
-    broadcast: Callable[[list[Event]], None],
-    say: Callable[[str], None],
-) -> None:
-    """Keep ``view`` current from the node at ``address`` until cancelled."""
+async def follow_node(feed: Feed, address: str) -> None:
+    """Keep ``feed.view`` current from the node at ``address`` until cancelled."""
+    view = feed.view
     follower = NodeFollower(view)
     answering = True
     while True:
         try:
             async with open_client(address, name="overlay web") as client:
                 while True:
-                    description = await client.describe()
-                    events = view.apply(trio.current_time(), follower.diff(description))
-                    broadcast(events)
+                    with trio.fail_after(ANSWER_WITHIN):
+                        description = await client.describe()
+                    feed.broadcast(view.apply(trio.current_time(), follower.diff(description)))
                     if not answering:
-                        say(f"the node at {address} answers again")
+                        feed.say("node", f"the node at {address} answers again", None)
                         answering = True
                     await trio.sleep(ASK_EVERY)
-        except (ClientError, ClientProtocolError, OSError) as error:
+        except (ClientError, ClientProtocolError, OSError, trio.TooSlowError) as error:
             if answering:
-                say(f"the node at {address} does not answer: {error}")
-                broadcast(view.apply(trio.current_time(), {"nodes": [{"node": 0, "alive": False}]}))
+                reason = str(error) or f"no answer within {ANSWER_WITHIN} s"
+                feed.say("node", f"the node at {address} does not answer: {reason}", None)
+                down = {"nodes": [{"node": 0, "alive": False}]}
+                feed.broadcast(view.apply(trio.current_time(), down, say=False))
                 answering = False
-        except ValueError as error:
-            log.warning(
-                "the node at %s sent a description the view cannot read: %s", address, error
-            )
+        except (ValueError, RecursionError) as error:
+            feed.warn(f"the node at {address} sent a description the view cannot read: {error}")
         await trio.sleep(ASK_EVERY)
 
 

@@ -2,33 +2,37 @@
 
 Theory of operation. The server follows each worker of the testnet (``testnet.control``'s
 ``watch``): every worker pushes its nodes' changes, a few times a second at most, and only
-what changed. ``LiveView`` (``testnet.web.model``) keeps the whole picture and turns
-each change into events, which go to every open page over server-sent events
-(``GET /events``): first a snapshot, then the events as they come. A page that reads too
-slowly is cut off (its queue is bounded) and its browser reconnects by itself, to a fresh
-snapshot. So the testnet pays for the view once per change, whatever the number of pages,
-and never for a node that nothing changed on.
+what changed. ``LiveView`` (``testnet.web.model``) keeps the whole picture and turns each
+change into events, which go to every open page over server-sent events (``GET /events``):
+first a snapshot, then the events as they come. A page that reads too slowly is cut off at
+once (its queue is bounded, and so is each send) and its browser reconnects by itself, to a
+fresh snapshot. So the testnet pays for the view once per change, whatever the number of
+pages, and never for a node that nothing changed on.
 
 Parts, and why: Hypercorn serves the ASGI application below on trio, the testnet's own
 event loop, so one process follows the workers, runs the page's clients and serves HTTP
-without threads; it is maintained, speaks HTTP/1.1 and HTTP/2, and brings nothing else.
-The application is a small router over plain ASGI: five JSON endpoints and a stream need
-no framework. The page is one HTML file, one script and one style sheet, shipped in the
-package (``testnet/web/static``), drawn on canvas with no library and no build step.
+without threads; it is maintained, speaks HTTP/1.1 and HTTP/2, and brings nothing else. The
+application is a small router over plain ASGI: three static files, a state, a stream and
+one action endpoint need no framework. The page is one HTML file, one script and one style
+sheet, shipped in the package (``testnet/web/static``), drawn on canvas with no library and
+no build step.
 
 Safety. It listens on loopback only (``serve`` refuses anything else). A request whose Host
 header is not a loopback name is refused, so a web page elsewhere cannot reach it by DNS
-rebinding. Every action (``POST /api/...``) needs the token printed at start, sent as the
-``X-Overlay-Token`` header: another site's form cannot send one, and another user of the
-machine does not know it. Every request body is bounded and checked; a bad one gets a 4xx
-answer naming the field at fault. The testnet's workers are only read (``watch``) and
-asked what ``overlay testnet kill`` and ``restart`` ask, so the view cannot break one.
+rebinding; the state and the stream refuse a browser's cross-site request (its
+``Sec-Fetch-Site`` or ``Origin`` says so), so another site's page cannot hold streams open.
+Every action (``POST /api/...``) needs the token printed at start, sent as the
+``X-Overlay-Token`` header: another site's form cannot send one (no CORS answer lets it),
+and another user of the machine does not know it. Every request body is bounded and
+checked; a bad one gets a 4xx answer naming the field at fault, and anything else that goes
+wrong in a request is a 500 and one warning line, within a budget. The testnet's workers
+are only read (``watch``) and asked what ``overlay testnet kill`` and ``restart`` ask, so
+the view cannot break one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import ipaddress
 import json
 import logging
@@ -36,12 +40,15 @@ import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
-from testnet.control import WATCH_QUIET, ControlError, call_async
-from testnet.manifest import Manifest, WorkerEntry
-from testnet.web.activity import Activity, ActivityError
+from overlay.runtime.log_budget import LogBudget
+from testnet.control import ControlError
+from testnet.manifest import Manifest
+from testnet.web.activity import ACTIONS, Activity, ActivityError
+from testnet.web.following import follow_worker
 from testnet.web.model import Event, LiveView
 from testnet.web.one_node import follow_node
 
@@ -53,6 +60,9 @@ DEFAULT_PORT = 8780
 # Event batches one page may have waiting; past that it is cut off and reconnects.
 PAGE_QUEUE = 512
 
+# The longest one send to a page may block (its socket full) before the page is cut off.
+PAGE_SEND = 10.0
+
 # The largest request body the actions take: a few small JSON fields.
 MAX_BODY = 16 * 1024
 
@@ -60,25 +70,18 @@ MAX_BODY = 16 * 1024
 # browser from timing it out.
 KEEPALIVE = 15.0
 
-# A worker silent this long (it sends a line every WATCH_QUIET seconds) is wedged or gone.
-WORKER_SILENT = 3 * WATCH_QUIET
-
-# How soon to look for a worker again after losing it.
-RETRY = 1.0
-
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
 
+# Hypercorn is an optional extra: a node needs none of it.
+WEB_MISSING = "the web view needs Hypercorn: pip install 'overlay[web]' (or pip install hypercorn)"
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-# Hypercorn is an optional extra: a node needs none of it.
-WEB_MISSING = "the web view needs Hypercorn: pip install 'overlay[web]' (or pip install hypercorn)"
 
 
 class WebMissing(ValueError):
@@ -124,87 +127,41 @@ class WebView:
         self.view = LiveView(manifest)
         self.one_node = one_node
         self.token = token or secrets.token_urlsafe(24)
-        self._directory = directory
-        self._pages: set[trio.MemorySendChannel[list[Event]]] = set()
-        self._activity: Activity | None = None
         self.workers_following = 0
+        self._directory = directory
+        self._pages: dict[trio.MemorySendChannel[list[Event]], trio.CancelScope] = {}
+        self._activity: Activity | None = None
+        self._warnings = LogBudget(trio.current_time)
         self._static = {
             path: (resources.files("testnet.web").joinpath("static", name).read_bytes(), kind)
             for path, (name, kind) in STATIC.items()
         }
 
+    @property
+    def pages(self) -> int:
+        """How many pages are following the events now."""
+        return len(self._pages)
+
     async def run(self, nursery: trio.Nursery) -> None:
-        """Start following the workers and the page's activity, in ``nursery``."""
-        self._activity = Activity(self.view, nursery, self._say, self._broadcast)
+        """Start following the testnet (or the one node) and the page's activity, in
+        ``nursery``."""
+        self._activity = Activity(self.view, nursery, self.say, self.broadcast)
         if self.one_node is not None:
-            say = functools.partial(self._say, "node", stream=None)
-            nursery.start_soon(follow_node, self.view, self.one_node, self._broadcast, say)
+            nursery.start_soon(follow_node, self, self.one_node)
         for worker in self.view.manifest.workers:
-            nursery.start_soon(self._follow, worker)
+            nursery.start_soon(follow_worker, self, worker)
         nursery.start_soon(self._rates)
-
-    # --- following the testnet ----------------------------------------------------------
-
-    async def _follow(self, worker: WorkerEntry) -> None:
-        """Apply ``worker``'s watch lines for as long as the server runs, reconnecting
-        when it goes away; meanwhile its nodes show dead."""
-        host, _, port = worker.control.rpartition(":")
-        lost = False
-        while True:
-            try:
-                stream = await trio.open_tcp_stream(host, int(port))
-            except OSError:
-                stream = None
-            if stream is not None:
-                async with stream:
-                    try:
-                        await stream.send_all(b'{"op": "watch"}\n')
-                        self.workers_following += 1
-                        if lost:
-                            self._say("worker", f"worker {worker.index} answers again", None)
-                        lost = False
-                        try:
-                            await self._read_watch(stream)
-                        finally:
-                            self.workers_following -= 1
-                    except (OSError, trio.BrokenResourceError):
-                        pass
-                    except ValueError as error:  # (a worker of another version, say)
-                        log.warning("worker %d sent a bad watch line: %s", worker.index, error)
-            if not lost:
-                lost = True
-                first, last = worker.nodes
-                self._broadcast(self.view.mark_dead(trio.current_time(), range(first, last)))
-                self._say("worker", f"worker {worker.index} does not answer", None)
-            await trio.sleep(RETRY)
-
-    async def _read_watch(self, stream: trio.SocketStream) -> None:
-        buffer = b""
-        while True:
-            with trio.move_on_after(WORKER_SILENT):
-                data = await stream.receive_some(1 << 20)
-                if not data:
-                    return
-                buffer += data
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    answer = json.loads(line)
-                    watch = answer.get("watch") if isinstance(answer, dict) else None
-                    self._broadcast(self.view.apply(trio.current_time(), watch))
-                # A line can be long (a worker's first look), but not endless.
-                if len(buffer) > (64 << 20):
-                    raise ValueError("a watch line longer than 64 MiB")
-                continue
-            return  # silent past WORKER_SILENT
 
     async def _rates(self) -> None:
         while True:
             await trio.sleep(1.0)
             rates = self.view.rates(trio.current_time())
             if rates["rates"]:
-                self._broadcast([rates])
+                self.broadcast([rates])
 
-    def _say(self, kind: str, text: str, stream: str | None) -> None:
+    # --- telling the pages (``testnet.web.following.Feed``) -------------------------------
+
+    def say(self, kind: str, text: str, stream: str | None) -> None:
         event = {
             "type": "log",
             "t": trio.current_time(),
@@ -214,19 +171,23 @@ class WebView:
             "text": text,
         }
         self.view.log.append(event)
-        self._broadcast([event])
+        self.broadcast([event])
 
-    def _broadcast(self, events: list[Event]) -> None:
+    def warn(self, text: str) -> None:
+        left_out = self._warnings.allow()
+        if left_out is not None:
+            more = f" ({left_out} warnings left out before this one)" if left_out else ""
+            log.warning("%s%s", text, more)
+
+    def broadcast(self, events: list[Event]) -> None:
         if not events:
             return
-        for page in list(self._pages):
+        for page, scope in list(self._pages.items()):
             try:
                 page.send_nowait(events)
             except trio.WouldBlock:
-                page.close()  # too slow: its browser reconnects to a fresh snapshot
-                self._pages.discard(page)
-            except trio.ClosedResourceError:
-                self._pages.discard(page)
+                scope.cancel()  # too slow: its browser reconnects to a fresh snapshot
+                del self._pages[page]
 
     # --- HTTP ---------------------------------------------------------------------------
 
@@ -245,6 +206,10 @@ class WebView:
             await self._route(scope, receive, send)
         except WebError as error:
             await _json(send, error.status, {"ok": False, "error": str(error)})
+        except Exception as error:  # no request may take the view down
+            self.warn(f"{scope.get('method')} {scope.get('path')!r} failed: {error!r}")
+            with contextlib.suppress(Exception):
+                await _json(send, 500, {"ok": False, "error": "the web view failed: see its log"})
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -256,9 +221,11 @@ class WebView:
             await _reply(send, 200, kind, body)
         elif path == "/events":
             _allow(method, "GET")
+            _same_origin(headers)
             await self._events(receive, send)
         elif path == "/api/state":
             _allow(method, "GET")
+            _same_origin(headers)
             await _json(send, 200, self._state())
         elif path.startswith("/api/"):
             _allow(method, "POST")
@@ -273,8 +240,18 @@ class WebView:
                     "a missing or wrong X-Overlay-Token: use the page's link "
                     "printed by `overlay testnet web`",
                 )
+            action = path[len("/api/") :]
+            if action not in ACTIONS:
+                raise WebError(404, f"no such action: {action} ({', '.join(ACTIONS)})")
             request = await _body(receive)
-            await _json(send, 200, await self._act(path[len("/api/") :], request))
+            assert self._activity is not None
+            try:
+                answer = await self._activity.act(action, request, self._directory)
+            except ActivityError as error:
+                raise WebError(400, str(error)) from None
+            except ControlError as error:
+                raise WebError(502, str(error)) from None
+            await _json(send, 200, answer)
         else:
             raise WebError(404, f"no such page: {path}")
 
@@ -287,105 +264,44 @@ class WebView:
             "subscribers": 0 if activity is None else len(activity.subscribers),
         }
 
-    async def _act(self, action: str, request: dict[str, Any]) -> dict[str, Any]:
-        activity = self._activity
-        assert activity is not None
-        where = "" if self._directory == "testnet-data" else f" --dir {self._directory}"
-        try:
-            if action in ("kill", "restart"):
-                node = request.get("node")
-                manifest = self.view.manifest
-                if (
-                    not isinstance(node, int)
-                    or isinstance(node, bool)
-                    or not (0 <= node < len(manifest.nodes))
-                ):
-                    raise ActivityError(
-                        f"node: a node index from 0 to {len(manifest.nodes) - 1}, got {node!r}"
-                    )
-                try:
-                    await call_async(manifest.worker_of(node).control, action, node=node)
-                except ControlError as error:
-                    raise WebError(502, f"{action} node {node}: {error}") from None
-                self._say(action, f"node {node}: {action} asked from the page", None)
-                return {"ok": True, "command": f"overlay testnet {action} {node}{where}"}
-            if action == "subscribe":
-                name, count = request.get("stream"), request.get("count", 1)
-                nodes = activity.subscribe(name, count)
-                self._say(
-                    "client",
-                    f"{len(nodes)} subscribers of '{name}' started on nodes {_some(nodes)}",
-                    activity.stream(name).key.hex(),
-                )
-                commands = [
-                    f"overlay subscribe {name} --node $(overlay testnet client {n}{where}) &"
-                    for n in nodes
-                ]
-                return {"ok": True, "nodes": nodes, "command": "\n".join(commands)}
-            if action == "publish":
-                name, rate = request.get("stream"), request.get("rate", 10)
-                node = activity.publish(name, rate, request.get("count", 0), request.get("node"))
-                self._say(
-                    "client",
-                    f"publishing to '{name}' at {rate}/s through node {node}",
-                    activity.stream(name).key.hex(),
-                )
-                return {
-                    "ok": True,
-                    "node": node,
-                    "command": (
-                        f"while sleep {1 / rate:.3g}; do date; done | overlay publish {name} "
-                        f"--node $(overlay testnet client {node}{where})"
-                    ),
-                }
-            if action == "stop":
-                stopped = activity.stop()
-                self._say("client", f"{stopped} publishers stopped from the page", None)
-                return {"ok": True, "stopped": stopped, "command": "(Ctrl-C the publishers)"}
-        except ActivityError as error:
-            raise WebError(400, str(error)) from None
-        raise WebError(404, f"no such action: {action} (kill, restart, subscribe, publish, stop)")
-
     async def _events(self, receive: Receive, send: Send) -> None:
         """One page's event stream: a snapshot, then every batch of events, until the page
-        goes or falls too far behind."""
+        goes or falls too far behind (its queue full, or one send blocked ``PAGE_SEND``)."""
         sender, receiver = trio.open_memory_channel[list[Event]](PAGE_QUEUE)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream"),
-                    (b"cache-control", b"no-store"),
-                ],
-            }
-        )
-        self._pages.add(sender)
-        try:
-            async with trio.open_nursery() as nursery:
 
-                async def gone() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    nursery.cancel_scope.cancel()
+        async def body(data: bytes) -> None:
+            with trio.fail_after(PAGE_SEND):
+                await send({"type": "http.response.body", "body": data, "more_body": True})
 
-                nursery.start_soon(gone)
-                snapshot = _event([{**self._state(), "type": "snapshot"}])
-                await send({"type": "http.response.body", "body": snapshot, "more_body": True})
-                while True:
-                    with trio.move_on_after(KEEPALIVE) as quiet:
-                        try:
+        with contextlib.suppress(trio.TooSlowError), trio.CancelScope() as page:
+            self._pages[sender] = page
+            try:
+                async with trio.open_nursery() as nursery:
+
+                    async def gone() -> None:
+                        while (await receive())["type"] != "http.disconnect":
+                            pass
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(gone)
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 200,
+                            "headers": [
+                                (b"content-type", b"text/event-stream"),
+                                (b"cache-control", b"no-store"),
+                            ],
+                        }
+                    )
+                    await body(_event([{**self._state(), "type": "snapshot"}]))
+                    while True:
+                        with trio.move_on_after(KEEPALIVE) as quiet:
                             batch = await receiver.receive()
-                        except trio.EndOfChannel:
-                            break  # cut off as too slow
-                    body = b": keepalive\n\n" if quiet.cancelled_caught else _event(batch)
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
-                nursery.cancel_scope.cancel()
-        finally:
-            self._pages.discard(sender)
-            sender.close()
-        with contextlib.suppress(Exception):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        await body(b": keepalive\n\n" if quiet.cancelled_caught else _event(batch))
+            finally:
+                self._pages.pop(sender, None)
+                sender.close()
 
 
 async def serve(
@@ -423,6 +339,17 @@ def _check_host(host: str) -> None:
         raise WebError(403, f"Host {host!r} is not this machine's loopback: refused") from None
 
 
+def _same_origin(headers: dict[str, str]) -> None:
+    """Refuse a browser's request made by another site's page: the state and the stream are
+    for this view's own page (and for tools, which send neither header)."""
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        raise WebError(403, f"a {site} request: the view answers its own page only")
+    origin = headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != headers.get("host"):
+        raise WebError(403, f"a request from {origin!r}: the view answers its own page only")
+
+
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
         raise WebError(405, f"{method} is not allowed here: use {allowed}")
@@ -439,7 +366,7 @@ async def _body(receive: Receive) -> dict[str, Any]:
             break
     try:
         request = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # (4,000 ``[`` recurse past the parser's limit)
         raise WebError(400, "the request body is not JSON") from None
     if not isinstance(request, dict):
         raise WebError(400, "the request body must be a JSON object")
@@ -468,8 +395,3 @@ async def _json(send: Send, status: int, value: dict[str, Any]) -> None:
 
 def _event(batch: list[Event]) -> bytes:
     return b"data: " + json.dumps(batch, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _some(nodes: list[int], limit: int = 10) -> str:
-    shown = ", ".join(map(str, nodes[:limit]))
-    return shown + (f" (+{len(nodes) - limit})" if len(nodes) > limit else "")

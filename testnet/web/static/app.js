@@ -12,6 +12,7 @@ const state = {
   selected: "",          // the stream key drawn
   picked: null,          // the node index picked by a click
   dirty: false,
+  topology: 0,           // bumped by every change the ring shows (packet numbers are not)
 };
 
 // What a test or a person measuring can read: time to the first drawing of a snapshot, and
@@ -20,7 +21,16 @@ const overlayView = (window.overlayView = {
   firstPaintMs: null, drawMs: [], events: 0, snapshots: 0, tree: null,
 });
 
-const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+// The token comes in the link `overlay testnet web` printed. It is kept for this tab only
+// and taken out of the address bar, so that it is not left in the history or a bookmark.
+const token = (() => {
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) {
+    sessionStorage.setItem("overlay-token", given);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("overlay-token") || "";
+})();
 const $ = (id) => document.getElementById(id);
 
 // --- events from the server ------------------------------------------------------------
@@ -43,6 +53,7 @@ function setConnection(text) {
 
 function apply(event) {
   overlayView.events += 1;
+  if (event.type !== "highs" && event.type !== "rates" && event.type !== "log") state.topology += 1;
   switch (event.type) {
     case "snapshot":
       overlayView.snapshots += 1;
@@ -62,10 +73,12 @@ function apply(event) {
         $("error").textContent = "";
       }
       break;
-    case "node":
+    case "node": {
       state.nodes.set(event.node, event);
-      if (!event.alive) state.highs.delete(event.node);
+      const highs = state.highs.get(event.node);
+      if (highs) for (const key of Object.keys(highs)) if (!(key in event.streams)) delete highs[key];
       break;
+    }
     case "highs":
       for (const [index, highs] of Object.entries(event.highs)) {
         const i = Number(index);
@@ -130,14 +143,18 @@ function treeOf(key) {
   };
   walk(roots);
   const detached = [...members.keys()].filter((i) => !depth.has(i)).sort((a, b) => a - b);
+  const isDetached = new Set(detached);
   // Members no root reaches (a subtree whose root died, or, in a view of one node, its
   // parent) are drawn from their own tops, below the rooted tree.
   const rooted = order.length;
   walk(detached.filter((i) => !members.has(members.get(i).parent)));
   const detachedAt = rooted;
+  // The stream's head: the highest number any member holds. Workers report a quarter second
+  // apart, so a member may be seen ahead of its root; its lag is then 0, not negative.
   let head = -1;
-  for (const root of roots) head = Math.max(head, highOf(root, key));
-  return { key, members, roots, children, depth, order, detached, detachedAt, head };
+  for (const index of members.keys()) head = Math.max(head, highOf(index, key));
+  const position = new Map(order.map((index, k) => [index, k]));
+  return { key, members, roots, children, depth, order, position, detached, isDetached, detachedAt, head };
 }
 
 function highOf(index, key) {
@@ -157,7 +174,13 @@ function draw() {
   overlayView.tree = tree && {
     roots: tree.roots, members: tree.members.size, detached: tree.detached, depth: maxDepth(tree),
   };
-  drawRing(tree);
+  // The ring (up to 4,000 chords) is drawn again only when what it shows changed: a batch
+  // of packet numbers alone redraws the tree and the tables.
+  const ring = `${state.topology}/${state.selected}/${state.picked}/${$("ring").clientWidth}`;
+  if (ring !== drawnRing) {
+    drawRing(tree);
+    drawnRing = ring;
+  }
   drawTree(tree);
   refreshStats(tree);
   const took = performance.now() - start;
@@ -191,6 +214,7 @@ function ringPoint(location, cx, cy, r) {
 }
 
 let ringGeometry = null;
+let drawnRing = "";
 
 function drawRing(tree) {
   const { ctx, width, height } = fitCanvas($("ring"));
@@ -338,7 +362,7 @@ function drawTree(tree) {
   ctx.font = "11px system-ui, sans-serif";
   for (const [index, [x, y]] of at) {
     const root = tree.roots.includes(index);
-    const detached = tree.detached.includes(index);
+    const detached = tree.isDetached.has(index);
     ctx.fillStyle = root ? COLORS.root : detached ? "#aab1bb" : COLORS.member;
     ctx.beginPath(); ctx.arc(x, y, root ? 6 : few ? 4 : 2.5, 0, 2 * Math.PI); ctx.fill();
     if (few) { ctx.fillStyle = "#1d2430"; ctx.fillText(String(index), x + 6, y - 4); }
@@ -348,11 +372,11 @@ function drawTree(tree) {
   rows.replaceChildren(...shown.map((index) => {
     const s = tree.members.get(index);
     const high = highOf(index, tree.key);
-    const lag = tree.head >= 0 && high >= 0 ? tree.head - high : "";
+    const lag = tree.head >= 0 && high >= 0 ? tree.head - high : "";  // (head: the highest held)
     const row = document.createElement("tr");
     row.dataset.state = s.state;
     row.dataset.node = index;
-    const rootedHere = tree.order.indexOf(index) < tree.detachedAt;
+    const rootedHere = tree.position.has(index) && tree.position.get(index) < tree.detachedAt;
     for (const value of [index, s.state, rootedHere && tree.depth.has(index) ? tree.depth.get(index) : "-",
                          s.children, high >= 0 ? high : "", lag]) {
       const cell = document.createElement("td");
