@@ -17,6 +17,7 @@ import pytest
 from cli_processes import OVERLAY, Lines, overlay
 from selenium.webdriver.support.ui import Select
 
+from keyspace.stream_key import StreamKey
 from testnet.manifest import read_manifest
 from testnet.web.headless import start_chromium
 
@@ -163,6 +164,7 @@ def test_the_page_shows_the_ring_a_tree_and_its_repair_after_the_root_is_killed(
         _until(browser, "the dead root", lambda: _text(browser, "stat-dead") == "1")
         _until(browser, "a new root", lambda: _text(browser, "tree-root") not in ("-", str(root)))
         _until(browser, "one repaired tree", lambda: one_tree(11))
+        new_root = int(_text(browser, "tree-root"))
         log = _text(browser, "events")
         assert f"node {root} died" in log and f"kill {root}" in _text(browser, "command")
         _until(
@@ -190,6 +192,34 @@ def test_the_page_shows_the_ring_a_tree_and_its_repair_after_the_root_is_killed(
         _until(browser, "the refusal", lambda: "X-Overlay-Token" in _text(browser, "error"))
         assert _text(browser, "stat-dead") == "1"
         _shot(browser, "4-refused")
+
+        # 6. One node alone, read-only: it, its peers, its part of the tree, no controls
+        # (while the first view runs: the subscribers it started hold the tree).
+        member = read_manifest(testnet_dir).nodes[new_root]
+        one = subprocess.Popen(
+            [*OVERLAY, "web", "--node", member.client, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            pattern = r"read-only, live at (http://127\.0\.0\.1:\d+/)\s"
+            browser.get(Lines(one.stdout).wait_for(pattern)[1])  # type: ignore[arg-type]
+            _until(browser, "the node and its peers", lambda: int(_text(browser, "stat-nodes")) > 1)
+            assert browser.find_element("id", "read-only").is_displayed()
+            assert not browser.find_element("id", "controls").is_displayed()
+            assert f"the node at {member.client}" in _text(browser, "read-only")
+            # The node is the stream's root: its children hang below it.
+            demo = StreamKey.parse("web-demo").key.hex()
+            _until(browser, "the stream in the list", lambda: demo in browser.page_source)
+            Select(browser.find_element("id", "stream-select")).select_by_value(demo)
+            _until(browser, "the node's tree", lambda: _text(browser, "tree-root") == "0")
+            _until(browser, "its children", lambda: int(_text(browser, "tree-members")) > 1)
+            _shot(browser, "5-one-node")
+        finally:
+            one.send_signal(signal.SIGINT)
+            _, one_stderr = one.communicate(timeout=20)
+        assert one.returncode == 130 and "Traceback" not in one_stderr, one_stderr
     finally:
         server.send_signal(signal.SIGINT)
         _, stderr = server.communicate(timeout=20)
