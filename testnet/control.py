@@ -101,7 +101,7 @@ async def _watch(stream: trio.SocketStream, pool: NodePool) -> None:
     """Push this worker's node changes to ``stream`` until the watcher hangs up. Each line
     is a diff against the last line sent, so a slow watcher blocks only its own sends and
     then gets one larger step; nothing queues up for it. A quiet worker still sends an
-    empty line every ``WATCH_QUIET`` seconds: a watcher that hung up is noticed then (the
+    empty diff every ``WATCH_QUIET`` seconds: a watcher that hung up is noticed then (the
     send fails), and the watcher can tell a quiet worker from a wedged one."""
     watch = PoolWatch(pool)
     sent = -math.inf
@@ -131,7 +131,7 @@ async def _handle(request: dict[str, Any] | None, line: bytes, pool: NodePool) -
     if op not in ("kill", "restart"):
         return {"ok": False, "error": f"unknown op {op!r} (kill, restart, status, shutdown, watch)"}
     node = request.get("node")
-    if not isinstance(node, int) or node not in pool:
+    if not isinstance(node, int) or isinstance(node, bool) or node not in pool:
         return {"ok": False, "error": f"node {node!r} is not hosted by this worker"}
     try:
         if op == "kill":

@@ -121,12 +121,26 @@ def test_publish_rate_is_the_head_over_the_window() -> None:
     view.apply(0.0, {"nodes": [_node(0, {KEY: ("root", None)})], "highs": {"0": {KEY: 10}}})
     view.apply(1.0, {"highs": {"0": {KEY: 30}}})
     view.apply(2.0, {"highs": {"0": {KEY: 50}}})
-    assert view.rates(2.0) == {"type": "rates", "rates": {KEY: 20.0}}
+    assert view.rates(2.0) == [{"type": "rates", "rates": {KEY: 20.0}}]
     # Heard a while after the last head (a worker reports up to a quarter second late): the
     # rate is still the heads', not diluted by the wait.
-    assert view.rates(2.2) == {"type": "rates", "rates": {KEY: 20.0}}
+    assert view.rates(2.2) == [{"type": "rates", "rates": {KEY: 20.0}}]
     # Past the window the oldest head is forgotten: a stream that stopped shows 0.
-    assert view.rates(10.0)["rates"][KEY] == 0.0
+    assert view.rates(10.0) == [{"type": "rates", "rates": {KEY: 0.0}}]
+
+
+def test_a_stream_no_node_carries_is_forgotten_once_quiet() -> None:
+    """Node 0 leaves the stream: while its last packet is recent the stream is kept, then
+    it is forgotten and the pages told, so the streams kept are bounded by what nodes
+    carry (a named stream, one the page made, is kept)."""
+    view = _view()
+    view.name("cd" * 32, "named")
+    view.apply(0.0, {"nodes": [_node(0, {KEY: ("root", None)})], "highs": {"0": {KEY: 5}}})
+    view.apply(1.0, {"nodes": [_node(0)]})
+    assert KEY in view.locations and view.rates(1.5)[1:] == []
+    assert view.rates(3.0)[1:] == [{"type": "stream", "key": KEY, "gone": True}]
+    assert KEY not in view.locations and "cd" * 32 in view.locations
+    assert [s["key"] for s in view.snapshot()["streams"]] == ["cd" * 32]
 
 
 @pytest.mark.parametrize(
@@ -141,6 +155,8 @@ def test_publish_rate_is_the_head_over_the_window() -> None:
         {"nodes": [{**_node(0), "streams": {KEY: {"state": "root", "parent": 5, "children": 0}}}]},
         {"highs": {"zero": {KEY: 1}}},
         {"highs": {"0": {KEY: "1"}}},
+        {"highs": {"\u00b2": {KEY: 1}}},
+        {"nodes": [_node(0)], "highs": {"9" * 5000: {KEY: 1}}},
     ],
 )
 def test_a_malformed_watch_line_is_refused_and_changes_nothing(bad: object) -> None:

@@ -24,7 +24,7 @@ from testnet.control import serve_control
 from testnet.manifest import Manifest, NodeEntry, WorkerEntry
 from testnet.pool import NodePool
 from testnet.survey import describe_one
-from testnet.web import one_node
+from testnet.web import following, one_node
 from testnet.web import server as web
 from testnet.web.model import LiveView
 from testnet.web.one_node import NodeFollower, manifest_of
@@ -440,4 +440,72 @@ async def test_page_clients_whose_node_dies_end_with_a_line_each() -> None:
                 await trio.sleep(0.01)
             status, _ = await _http(address, "GET", "/api/state")
             assert status == 200
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_wedged_worker_is_said_once_and_never_taken_for_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker whose kernel accepts connections but which never sends a line (stopped, or
+    another program on its port): the view says once that it does not answer, and does not
+    say it answers again each time a connection opens."""
+    monkeypatch.setattr(following, "WORKER_SILENT", 0.2)
+    monkeypatch.setattr(following, "RETRY", 0.05)
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            net.stop_control()
+            port = int(net.manifest.workers[0].control.rpartition(":")[2])
+            mute = await trio.open_tcp_listeners(port, host="127.0.0.1")
+            accepted: list[trio.SocketStream] = []
+
+            async def hold(stream: trio.SocketStream) -> None:
+                accepted.append(stream)
+                await trio.sleep_forever()
+
+            nursery.start_soon(trio.serve_listeners, hold, mute)
+            view = web.WebView(net.manifest, "testnet-data")
+            await nursery.start(web.serve, view, "127.0.0.1", 0)
+            while len(accepted) < 5:  # five connections, each silent past WORKER_SILENT
+                await trio.sleep(0.01)
+            said = [str(e["text"]) for e in view.view.log]
+            assert [t for t in said if "worker 0" in t] == [
+                "worker 0 does not answer: its nodes 0 to 2 are shown dead until it does"
+            ]
+            assert view.workers_following == 0
+            nursery.cancel_scope.cancel()
+
+
+async def test_pages_past_the_limit_are_refused_and_stopping_publishers_stops_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(web, "MAX_PAGES", 1)
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            view = web.WebView(net.manifest, "testnet-data", token="t")
+            address = await nursery.start(web.serve, view, "127.0.0.1", 0)
+            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+            async with await trio.open_tcp_stream(host, int(port)) as first:
+                await first.send_all(
+                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
+                )
+                while view.pages == 0:
+                    await trio.sleep(0.01)
+                status, answer = await _http(address, "GET", "/events")
+                assert status == 503 and "close some" in str(answer["error"])
+
+            token = {"X-Overlay-Token": "t"}
+            body = b'{"stream": "s", "rate": 200, "node": 1}'
+            assert (await _http(address, "POST", "/api/publish", body, token))[0] == 200
+            key = StreamKey.parse("s").key.hex()
+            activity = view._activity
+            assert activity is not None
+            while activity.published.get(key, 0) < 5:
+                await trio.sleep(0.01)
+            status, answer = await _http(address, "POST", "/api/stop", b"{}", token)
+            assert (status, answer["stopped"]) == (200, 1)
+            # The publisher's client leaves node 1: nothing more is published.
+            host_1 = net.pool.node(1).host
+            while host_1.describe()["clients"]:
+                await trio.sleep(0.01)
+            assert view._activity is activity and not activity.subscribers
             nursery.cancel_scope.cancel()

@@ -34,7 +34,7 @@ MAX_SUBSCRIBERS = 1000
 MAX_PUBLISHERS = 16
 
 # The fastest a page-made publisher goes: the control is for watching, not benchmarking.
-# The slowest: one packet in 100 s (a publisher slot is not held for ever by a tiny rate).
+# The slowest: one packet in 100 s (slower is no stream to watch).
 MAX_RATE = 1000.0
 MIN_RATE = 0.01
 

@@ -52,14 +52,19 @@ async def follow_worker(feed: Feed, worker: WorkerEntry) -> None:
         try:
             async with await trio.open_tcp_stream(host, int(port)) as stream:
                 await stream.send_all(b'{"op": "watch"}\n')
-                feed.workers_following += 1
-                try:
-                    if lost:
-                        feed.say("worker", f"worker {worker.index} answers again", None)
-                        lost = False
-                    await _read_watch(feed, stream)
-                finally:
-                    feed.workers_following -= 1
+                lines = _Lines(stream)
+                # Answering is sending a watch line: a stopped worker's kernel still
+                # accepts connections.
+                if await _apply_next(feed, lines):
+                    feed.workers_following += 1
+                    try:
+                        if lost:
+                            feed.say("worker", f"worker {worker.index} answers again", None)
+                            lost = False
+                        while await _apply_next(feed, lines):
+                            pass
+                    finally:
+                        feed.workers_following -= 1
         except (OSError, trio.BrokenResourceError):
             pass
         except (ValueError, RecursionError) as error:
@@ -77,20 +82,35 @@ async def follow_worker(feed: Feed, worker: WorkerEntry) -> None:
         await trio.sleep(RETRY)
 
 
-async def _read_watch(feed: Feed, stream: trio.SocketStream) -> None:
-    """Apply watch lines until the worker hangs up or falls silent; ValueError on a line
-    that is not a watch diff."""
-    buffer = b""
-    while True:
-        with trio.move_on_after(WORKER_SILENT) as silent:
-            data = await stream.receive_some(1 << 20)
-        if silent.cancelled_caught or not data:
-            return
-        buffer += data
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            answer = json.loads(line)
-            watch = answer.get("watch") if isinstance(answer, dict) else None
-            feed.broadcast(feed.view.apply(trio.current_time(), watch))
-        if len(buffer) > MAX_WATCH_LINE:
-            raise ValueError(f"a watch line longer than {MAX_WATCH_LINE} bytes")
+async def _apply_next(feed: Feed, lines: _Lines) -> bool:
+    """Apply the worker's next watch line; False if it hung up or fell silent first.
+    ValueError for a line that is not a watch diff."""
+    line = await lines.next()
+    if line is None:
+        return False
+    answer = json.loads(line)
+    watch = answer.get("watch") if isinstance(answer, dict) else None
+    feed.broadcast(feed.view.apply(trio.current_time(), watch))
+    return True
+
+
+class _Lines:
+    """A worker's watch lines, one at a time."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+        self._ready: list[bytes] = []
+
+    async def next(self) -> bytes | None:
+        """The next line; None when the worker hangs up or is silent ``WORKER_SILENT``."""
+        while not self._ready:
+            with trio.move_on_after(WORKER_SILENT) as silent:
+                data = await self._stream.receive_some(1 << 20)
+            if silent.cancelled_caught or not data:
+                return None
+            *lines, self._buffer = (self._buffer + data).split(b"\n")
+            self._ready.extend(lines)
+            if len(self._buffer) > MAX_WATCH_LINE:
+                raise ValueError(f"a watch line longer than {MAX_WATCH_LINE} bytes")
+        return self._ready.pop(0)

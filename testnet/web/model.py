@@ -11,7 +11,8 @@ browsers. Events are plain JSON values:
   node killed or restarted, a node joining or leaving a stream's tree, a new root, a
   member re-attaching to a new parent, two roots becoming one (a merge);
 * ``{"type": "stream", "key": ..., "location": ..., "name": ... or None}``: a stream seen
-  for the first time, or named by the page;
+  for the first time, or named by the page; ``{"type": "stream", "key": ..., "gone": true}``:
+  one no node carries any more, forgotten;
 * ``{"type": "rates", "rates": {key: packets per second}}``: each stream's publish rate,
   from its highest number over the last ``RATE_WINDOW`` seconds (``rates``).
 
@@ -66,7 +67,8 @@ def checked(watch: object) -> dict[str, Any]:
             need(isinstance(stream.get("state"), str), "a bad stream state")
             need(type(stream.get("children")) is int, "a bad child count")
     for index, changed in highs.items():
-        need(index.isdigit() and isinstance(changed, dict), "a bad highs entry")
+        decimal = index.isascii() and index.isdecimal() and len(index) <= 9
+        need(decimal and isinstance(changed, dict), "a bad highs entry")
         need(all(_is_key(k) and type(h) is int for k, h in changed.items()), "a bad high")
     return watch
 
@@ -206,8 +208,19 @@ class LiveView:
                 events.append(self.nodes[index])
         return events
 
-    def rates(self, now: float) -> Event:
-        """Each stream's packets per second over the last ``RATE_WINDOW`` seconds."""
+    def rates(self, now: float) -> list[Event]:
+        """Each stream's packets per second over the last ``RATE_WINDOW`` seconds, and the
+        streams forgotten now: no node carries them, the page did not name them, and none
+        moved within the window (so the streams kept are bounded by what nodes carry)."""
+        carried = self.stream_keys()
+        gone: list[Event] = []
+        for key in list(self.locations):
+            heads = self._heads.get(key)
+            recent = heads is not None and heads[-1][0] > now - RATE_WINDOW
+            if key not in carried and key not in self.names and not recent:
+                del self.locations[key]
+                self._heads.pop(key, None)
+                gone.append({"type": "stream", "key": key, "gone": True})
         rates: dict[str, float] = {}
         for key, heads in self._heads.items():
             while len(heads) > 1 and heads[1][0] <= now - RATE_WINDOW:
@@ -218,7 +231,7 @@ class LiveView:
             # means the stream stopped.
             stopped = end <= now - RATE_WINDOW or end == start
             rates[key] = 0.0 if stopped else round((last - first) / (end - start), 1)
-        return {"type": "rates", "rates": rates}
+        return [{"type": "rates", "rates": rates}, *gone] if rates or gone else []
 
     def stream_keys(self) -> set[str]:
         return {key for record in self.nodes.values() for key in record["streams"]}

@@ -34,7 +34,8 @@ ASK_EVERY = 1.0
 # A node on loopback answers describe in milliseconds; one silent this long is wedged.
 ANSWER_WITHIN = 5.0
 
-# Peers a description may list: a node has tens; a description listing more is not one.
+# Peers or streams a description may list: a node has tens of peers, and streams up to its
+# max_streams; a description listing more is not one.
 MAX_PEERS = 4096
 
 # Nodes a view of one node numbers at most, over its whole run.
@@ -58,6 +59,8 @@ class NodeFollower:
     def __init__(self, view: LiveView) -> None:
         self._view = view
         self._linked: set[str] = set()  # the peers of the last description
+        self._sent: dict[str, dict[str, Any]] = {}  # the last record sent for each peer
+        self.full = False  # a peer went unnumbered: the view holds ``MAX_KNOWN`` nodes
 
     def diff(self, description: dict[str, Any]) -> dict[str, Any]:
         """The watch diff (``testnet.watch``) that brings the view to ``description``;
@@ -68,7 +71,7 @@ class NodeFollower:
         streams = description.get("streams")
         if not isinstance(peers, list) or len(peers) > MAX_PEERS:
             raise ValueError("a description without a list of peers")
-        if not isinstance(streams, list):
+        if not isinstance(streams, list) or len(streams) > MAX_PEERS:
             raise ValueError("a description without a list of streams")
         seen: dict[str, float] = {}
         for peer in peers:
@@ -82,6 +85,7 @@ class NodeFollower:
         new = [s for s in seen if self._view.index_of(s) is None]
         for short in new[max(room, 0) :]:
             del seen[short]
+            self.full = True
         records: dict[str, dict[str, Any]] = {
             short: {"alive": True, "location": where, "peers": [own], "streams": {}}
             for short, where in seen.items()
@@ -120,10 +124,11 @@ class NodeFollower:
                 where = view.nodes[index]["location"]
                 records[short] = {"alive": True, "location": where, "peers": [], "streams": {}}
         self._linked = set(seen)
-        nodes = [
-            {"node": 0, "alive": True, "location": location, "peers": sorted(seen), "streams": mine}
-        ]
-        nodes += [{"node": view.index_of(s), **r} for s, r in records.items()]
+        records[own] = {"alive": True, "location": location, "peers": sorted(seen), "streams": mine}
+        # Only what changed: a page redraws the ring for every record it gets.
+        records = {k: r for k, r in records.items() if self._sent.get(k) != r}
+        self._sent.update(records)
+        nodes = [{"node": view.index_of(s), **r} for s, r in records.items()]
         return {"nodes": nodes, "highs": {"0": highs} if highs else {}}
 
 
@@ -132,6 +137,7 @@ async def follow_node(feed: Feed, address: str) -> None:
     view = feed.view
     follower = NodeFollower(view)
     answering = True
+    told_full = False
     while True:
         try:
             async with open_client(address, name="overlay web") as client:
@@ -139,6 +145,14 @@ async def follow_node(feed: Feed, address: str) -> None:
                     with trio.fail_after(ANSWER_WITHIN):
                         description = await client.describe()
                     feed.broadcast(view.apply(trio.current_time(), follower.diff(description)))
+                    if follower.full and not told_full:
+                        told_full = True
+                        feed.say(
+                            "node",
+                            f"the view holds {MAX_KNOWN} nodes: new peers of the"
+                            f" node at {address} are no longer shown",
+                            None,
+                        )
                     if not answering:
                         feed.say("node", f"the node at {address} answers again", None)
                         answering = True

@@ -4,9 +4,10 @@ Theory of operation. The server follows each worker of the testnet (``testnet.co
 ``watch``): every worker pushes its nodes' changes, a few times a second at most, and only
 what changed. ``LiveView`` (``testnet.web.model``) keeps the whole picture and turns each
 change into events, which go to every open page over server-sent events (``GET /events``):
-first a snapshot, then the events as they come. A page that reads too slowly is cut off at
-once (its queue is bounded, and so is each send) and its browser reconnects by itself, to a
-fresh snapshot. So the testnet pays for the view once per change, whatever the number of
+first a snapshot, then the events as they come. A page that reads too slowly is cut off:
+its queue (bounded) is dropped as soon as it is full, its stream ends once a send to it
+returns, at most ``MAX_PAGES`` pages follow at once, and a browser reconnects by itself, to
+a fresh snapshot. So the testnet pays for the view once per change, whatever the number of
 pages, and never for a node that nothing changed on.
 
 Parts, and why: Hypercorn serves the ASGI application below on trio, the testnet's own
@@ -38,6 +39,7 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,6 +61,10 @@ DEFAULT_PORT = 8780
 
 # Event batches one page may have waiting; past that it is cut off and reconnects.
 PAGE_QUEUE = 512
+
+# Pages following at once: a page stuck in a send (a suspended tab that stays connected)
+# holds its socket until the kernel gives up on it, so their number is bounded.
+MAX_PAGES = 32
 
 # The longest one send to a page may block (its socket full) before the page is cut off.
 PAGE_SEND = 10.0
@@ -82,6 +88,14 @@ WEB_MISSING = "the web view needs Hypercorn: pip install 'overlay[web]' (or pip 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """A page following the events: its queue and the scope its stream runs in."""
+
+    queue: trio.MemoryReceiveChannel[list[Event]]
+    scope: trio.CancelScope
 
 
 class WebMissing(ValueError):
@@ -129,7 +143,7 @@ class WebView:
         self.token = token or secrets.token_urlsafe(24)
         self.workers_following = 0
         self._directory = directory
-        self._pages: dict[trio.MemorySendChannel[list[Event]], trio.CancelScope] = {}
+        self._pages: dict[trio.MemorySendChannel[list[Event]], _Page] = {}
         self._activity: Activity | None = None
         self._warnings = LogBudget(trio.current_time)
         self._static = {
@@ -155,9 +169,7 @@ class WebView:
     async def _rates(self) -> None:
         while True:
             await trio.sleep(1.0)
-            rates = self.view.rates(trio.current_time())
-            if rates["rates"]:
-                self.broadcast([rates])
+            self.broadcast(self.view.rates(trio.current_time()))
 
     # --- telling the pages (``testnet.web.following.Feed``) -------------------------------
 
@@ -182,12 +194,15 @@ class WebView:
     def broadcast(self, events: list[Event]) -> None:
         if not events:
             return
-        for page, scope in list(self._pages.items()):
+        for sender, page in list(self._pages.items()):
             try:
-                page.send_nowait(events)
+                sender.send_nowait(events)
             except trio.WouldBlock:
-                scope.cancel()  # too slow: its browser reconnects to a fresh snapshot
-                del self._pages[page]
+                # Too slow: its queue is dropped now (a send stuck on a full socket cannot
+                # be interrupted), and its browser reconnects to a fresh snapshot.
+                page.queue.close()
+                page.scope.cancel()
+                del self._pages[sender]
 
     # --- HTTP ---------------------------------------------------------------------------
 
@@ -267,14 +282,16 @@ class WebView:
     async def _events(self, receive: Receive, send: Send) -> None:
         """One page's event stream: a snapshot, then every batch of events, until the page
         goes or falls too far behind (its queue full, or one send blocked ``PAGE_SEND``)."""
+        if len(self._pages) >= MAX_PAGES:
+            raise WebError(503, f"{MAX_PAGES} pages follow this view already: close some")
         sender, receiver = trio.open_memory_channel[list[Event]](PAGE_QUEUE)
 
         async def body(data: bytes) -> None:
             with trio.fail_after(PAGE_SEND):
                 await send({"type": "http.response.body", "body": data, "more_body": True})
 
-        with contextlib.suppress(trio.TooSlowError), trio.CancelScope() as page:
-            self._pages[sender] = page
+        with trio.CancelScope() as scope:
+            self._pages[sender] = _Page(receiver, scope)
             try:
                 async with trio.open_nursery() as nursery:
 
@@ -299,9 +316,12 @@ class WebView:
                         with trio.move_on_after(KEEPALIVE) as quiet:
                             batch = await receiver.receive()
                         await body(b": keepalive\n\n" if quiet.cancelled_caught else _event(batch))
+            except* (trio.TooSlowError, trio.ClosedResourceError):
+                pass  # cut off: a send blocked too long, or ``broadcast`` dropped its queue
             finally:
                 self._pages.pop(sender, None)
                 sender.close()
+                receiver.close()
 
 
 async def serve(

@@ -86,7 +86,12 @@ function apply(event) {
       }
       break;
     case "stream":
-      state.streams.set(event.key, event);
+      if (event.gone) {
+        state.streams.delete(event.key);
+        if (state.selected === event.key) state.selected = "";
+      } else {
+        state.streams.set(event.key, event);
+      }
       break;
     case "rates":
       state.rates = event.rates;
