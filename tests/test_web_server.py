@@ -509,3 +509,23 @@ async def test_pages_past_the_limit_are_refused_and_stopping_publishers_stops_th
                 await trio.sleep(0.01)
             assert view._activity is activity and not activity.subscribers
             nursery.cancel_scope.cancel()
+
+
+async def test_a_node_that_does_not_answer_in_time_is_said_once_and_shown_dead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one-node view waits ``ANSWER_WITHIN`` for each describe: a node slower than that
+    is said once not to answer and shown dead, and the view goes on asking."""
+    with trio.fail_after(LIMIT):
+        async with three_nodes() as net, trio.open_nursery() as nursery:
+            address = net.manifest.nodes[1].client
+            description = await describe_one(address)
+            monkeypatch.setattr(one_node, "ANSWER_WITHIN", 0.0)
+            view = web.WebView(manifest_of(address, description), "", one_node=address)
+            await nursery.start(web.serve, view, "127.0.0.1", 0)
+            while not view.view.log:
+                await trio.sleep(0.01)
+            (line,) = [str(e["text"]) for e in view.view.log]
+            assert line == f"the node at {address} does not answer: no answer within 0.0 s"
+            assert view.view.nodes[0]["alive"] is False
+            nursery.cancel_scope.cancel()
