@@ -40,6 +40,13 @@ def test_a_darknet_testnet_swaps_and_routing_shows_it(testnet_dir: Path) -> None
     now = {n["index"]: n["location"] for n in json.loads(status.stdout)["nodes"]}
     assert set(now.values()) <= {n.location for n in launched.nodes}
     assert sum(now[n.index] != n.location for n in launched.nodes) > 20
+
+    # A node that swapped keeps where it stands beside its state file, for its restarts
+    # (``overlay/runtime/location_file.py``; a restart is tested in test_location_file.py).
+    moved = next(n.index for n in launched.nodes if now[n.index] != n.location)
+    assert overlay("testnet", "kill", str(moved), *d).returncode == 0
+    kept = (testnet_dir / "state" / f"node-{moved}.state.location").read_text()
+    assert float(kept) in {n.location for n in launched.nodes}
     png = testnet_dir / "ring.png"
     text = overlay("testnet", "routing", "--png", str(png), *d)
     assert text.stdout.splitlines()[0].startswith("launched  60 nodes  swaps 0")

@@ -74,6 +74,7 @@ from overlay.messages import Hello, Message, Neighbours, SubscribeData, Subscrib
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
+from overlay.runtime.location_file import LocationFile
 from overlay.runtime.log_budget import LogBudget
 from overlay.runtime.neighbour_vouches import NeighbourVouches
 from overlay.runtime.refusals import Refusal, Refusals
@@ -140,6 +141,7 @@ class NodeHost:
         rng: random.Random | None = None,
         clock: Callable[[], float] = trio.current_time,
         state: StateFile | None = None,
+        location_file: LocationFile | None = None,
         vouched: Container[PeerId] = frozenset(),
         id_work: int = 0,
         budget: QueueBudget | None = None,
@@ -157,6 +159,9 @@ class NodeHost:
         # The node-wide bound on queued bytes its links and client sessions share, if any.
         self.budget = budget
         self._state = state
+        # Where a swapping node keeps its location across restarts, and the one it holds.
+        self._location_file = location_file
+        self._kept_location = location
         # Newest numbers the core asked to keep, not yet written (``_apply``), and whether a
         # link is handing over the messages of one read (``received`` .. ``read_done``).
         self._remembered: dict[bytes, int] = {}
@@ -432,6 +437,8 @@ class NodeHost:
                     dropped.close(effect.reason)
             elif type(effect) is Remember and self._state is not None:
                 remembered[effect.key] = effect.number  # (each is its key's newest yet)
+        if self._location_file is not None and self.core.location != self._kept_location:
+            self._keep_location()  # (a swap: before the Hellos that announce it leave)
         if not self._reading:
             # The state file first, then the links and client sessions: a number is on
             # disk before any frame that shows it leaves (a restarted node must not give it
@@ -518,6 +525,22 @@ class NodeHost:
             log.error("state file %s: %s; numbering is no longer kept on disk", state.path, error)
             self._state = None
             state.close()
+
+    def _keep_location(self) -> None:
+        location_file, location = self._location_file, self.core.location
+        assert location_file is not None
+        self._kept_location = location
+        try:
+            location_file.write(location)
+        except OSError as error:
+            # As for the state file: said once, and the node goes on; only a restart
+            # would put it back where it stood before its swaps.
+            log.error(
+                "location file %s: %s; the node's location is no longer kept on disk",
+                location_file.path,
+                error,
+            )
+            self._location_file = None
 
     def _set_deadline(self, at: float) -> None:
         # SetTimer replaces any earlier one: the core names its earliest deadline each time.

@@ -25,6 +25,7 @@ from overlay.runtime.config import Address, RuntimeConfig
 from overlay.runtime.cooldown import Cooldowns
 from overlay.runtime.host import NodeHost
 from overlay.runtime.identity import Identity, node_id_text
+from overlay.runtime.location_file import LocationFile
 from overlay.runtime.neighbour_vouches import NeighbourVouches
 from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
 from overlay.runtime.state_file import StateFile
@@ -77,9 +78,14 @@ async def run_node(
         # It has peers to dial: until one is up, its own searches wait (``searches``).
         core = replace(core, wait_for_peers=True)
     path = config.state_file
+    # A swapping node starts where its last swap left it (``location_file``).
+    kept = None if path is None or core.swap_interval == 0 else LocationFile.beside(path)
+    if kept is not None and (swapped := kept.read()) is not None:
+        log.info("starting at location %.6f, where this node's last swap left it", swapped)
+        location = swapped
     state = None if path is None else StateFile(path, config.core.remembered_streams)
     try:
-        await _serve(config, identity, rng, location, core, state, task_status)
+        await _serve(config, identity, rng, location, core, state, kept, task_status)
     finally:
         if state is not None:
             state.close()
@@ -92,6 +98,7 @@ async def _serve(
     location: float,
     core: NodeConfig,
     state: StateFile | None,
+    location_file: LocationFile | None,
     task_status: trio.TaskStatus[RunningNode],
 ) -> None:
     budget = QueueBudget(config.max_queued_bytes)
@@ -101,6 +108,7 @@ async def _serve(
         config=core,
         rng=rng,
         state=state,
+        location_file=location_file,
         vouched=config.trusted,
         id_work=config.identity_work,
         budget=budget,
