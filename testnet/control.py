@@ -142,6 +142,8 @@ async def _handle(request: dict[str, Any] | None, line: bytes, pool: NodePool) -
             log.warning("node %d restarted on request", node)
     except OSError as error:
         return {"ok": False, "error": f"node {node} cannot listen again: {error}"}
+    except ValueError as error:  # (a state or location file it cannot use)
+        return {"ok": False, "error": f"node {node} cannot start again: {error}"}
     return {"ok": True}
 
 

@@ -18,6 +18,8 @@ not start (``RuntimeConfig`` refuses the combination with a ``ConfigError``).
     state = "node.state"           # streams' newest packet numbers, kept across restarts
                                    # (default: the identity's name, .state; "": none)
     location = 0.25                # optional, needs `trusted`; default: from the node id
+                                   # (in listed trust, where its swaps left it wins:
+                                   # <state>.location, overlay.runtime.location_file)
     network = "overlay"            # nodes link only within the same network name
     listen = "0.0.0.0:7701"        # where peers connect
     client = "127.0.0.1:7702"      # where local scripts connect (keep it on loopback)

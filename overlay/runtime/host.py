@@ -162,6 +162,7 @@ class NodeHost:
         # Where a swapping node keeps its location across restarts, and the one it holds.
         self._location_file = location_file
         self._kept_location = location
+        self._location_failed = False
         # Newest numbers the core asked to keep, not yet written (``_apply``), and whether a
         # link is handing over the messages of one read (``received`` .. ``read_done``).
         self._remembered: dict[bytes, int] = {}
@@ -533,14 +534,17 @@ class NodeHost:
         try:
             location_file.write(location)
         except OSError as error:
-            # As for the state file: said once, and the node goes on; only a restart
-            # would put it back where it stood before its swaps.
-            log.error(
-                "location file %s: %s; the node's location is no longer kept on disk",
-                location_file.path,
-                error,
-            )
-            self._location_file = None
+            # A full or failing disk must not stop the node. What was kept is removed, so
+            # that a restart starts at the configured location rather than an older one;
+            # each later move tries again. Said once.
+            location_file.discard()
+            if not self._location_failed:
+                self._location_failed = True
+                log.error(
+                    "location file %s: %s; a restart will start at the configured location",
+                    location_file.path,
+                    error,
+                )
 
     def _set_deadline(self, at: float) -> None:
         # SetTimer replaces any earlier one: the core names its earliest deadline each time.

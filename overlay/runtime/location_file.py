@@ -2,21 +2,24 @@
 
 A darknet node takes another location each time it swaps (``overlay.core.swaps``), and its
 partner takes the one it left. A node that came back at the location its id or its
-configuration gives would then stand where its last partner stands: two nodes at one
-location, and every swap before undone. So a node that swaps and keeps a state file keeps
-its location beside it, and a restart starts from there, as a Freenet node keeps its
-location in its own files.
+configuration gives would then stand where another node may stand now: two nodes at one
+location, and its swaps undone. So a node that swaps and keeps a state file keeps its
+location beside it, and a restart in listed trust starts from there (its peers take any
+location from a listed node), as a Freenet node keeps its location in its own files.
 
 Format: one line, the location as Python writes a float (``repr``: read back exactly). It
 is written through a temporary file and a rename, so a reader finds the old location or
-the new one, never half; a swap is rare enough (one a ``swap_interval`` at most) that each
-is written when it happens. A file that does not hold a location in [0, 1) is a
-``LocationFileError`` naming it, and the node does not start: guessing would put it where
-another node stands.
+the new one, never half, after a kill at any point; as for the state file, only a power
+cut can lose the last one (nothing is flushed with ``fsync``, which would hold up every
+node of a process on a slow disk at each swap). A file that does not hold a location in
+[0, 1) is a ``LocationFileError`` naming it, and the node does not start: guessing would
+put it where another node stands. When a location cannot be written, the file is removed
+(``discard``): a restart then starts at the configured location, not at an older one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from pathlib import Path
@@ -56,9 +59,17 @@ class LocationFile:
 
     def write(self, location: float) -> None:
         """Keep ``location``; OSError if it cannot be written."""
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "w", encoding="ascii") as file:
+        with open(self._temporary, "w", encoding="ascii") as file:
             file.write(f"{location!r}\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
+        os.replace(self._temporary, self.path)
+
+    def discard(self) -> None:
+        """Remove what is kept (a location that could not be written is better unknown
+        than old); errors are ignored: this runs when the disk already failed."""
+        for path in (self.path, self._temporary):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    @property
+    def _temporary(self) -> Path:
+        return self.path.with_name(self.path.name + ".tmp")

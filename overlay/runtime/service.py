@@ -78,11 +78,21 @@ async def run_node(
         # It has peers to dial: until one is up, its own searches wait (``searches``).
         core = replace(core, wait_for_peers=True)
     path = config.state_file
-    # A swapping node starts where its last swap left it (``location_file``).
-    kept = None if path is None or core.swap_interval == 0 else LocationFile.beside(path)
+    # A node in listed trust starts where its last swap left it (``location_file``), even
+    # with swapping since turned off: its old location may be another node's now.
+    kept = None if path is None or not config.trust_listed else LocationFile.beside(path)
     if kept is not None and (swapped := kept.read()) is not None:
-        log.info("starting at location %.6f, where this node's last swap left it", swapped)
+        if config.location is not None and config.location != swapped:
+            log.warning(
+                "starting at location %.6f, where this node's last swap left it, not at the"
+                " configured %.6f (remove %s to start there)",
+                swapped,
+                config.location,
+                kept.path,
+            )
         location = swapped
+    if core.swap_interval == 0:
+        kept = None  # (it does not move: nothing to write)
     state = None if path is None else StateFile(path, config.core.remembered_streams)
     try:
         await _serve(config, identity, rng, location, core, state, kept, task_status)
