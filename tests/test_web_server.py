@@ -137,6 +137,15 @@ async def test_a_watch_sends_every_node_first_then_only_what_changed() -> None:
                 assert 1 not in named or named[1]["peers"] != nodes[1]["peers"]
 
 
+async def _open_events(address: str) -> trio.SocketStream:
+    """A connection that has asked the view at ``address`` for its event stream (HTTP/1.0:
+    the body is the stream itself, no chunking)."""
+    host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    await stream.send_all(f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode())
+    return stream
+
+
 async def _http(
     address: str,
     method: str,
@@ -210,11 +219,7 @@ async def test_a_page_gets_a_snapshot_then_the_events_of_a_kill() -> None:
         async with three_nodes() as net, trio.open_nursery() as nursery:
             view = web.WebView(net.manifest, "testnet-data", token="t")
             address = await nursery.start(web.serve, view, "127.0.0.1", 0)
-            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
-            async with await trio.open_tcp_stream(host, int(port)) as stream:
-                await stream.send_all(
-                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
-                )
+            async with await _open_events(address) as stream:
                 buffer = b""
 
                 async def event_batches() -> AsyncIterator[list[dict[str, object]]]:
@@ -338,11 +343,7 @@ async def test_a_page_that_does_not_read_is_cut_off() -> None:
         async with three_nodes() as net, trio.open_nursery() as nursery:
             view = web.WebView(net.manifest, "testnet-data")
             address = await nursery.start(web.serve, view, "127.0.0.1", 0)
-            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
-            async with await trio.open_tcp_stream(host, int(port)) as stream:
-                await stream.send_all(
-                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
-                )
+            async with await _open_events(address):
                 while view.pages == 0:
                     await trio.sleep(0.01)
                 big = {"type": "log", "text": "x" * 10_000}
@@ -483,11 +484,7 @@ async def test_pages_past_the_limit_are_refused_and_stopping_publishers_stops_th
         async with three_nodes() as net, trio.open_nursery() as nursery:
             view = web.WebView(net.manifest, "testnet-data", token="t")
             address = await nursery.start(web.serve, view, "127.0.0.1", 0)
-            host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
-            async with await trio.open_tcp_stream(host, int(port)) as first:
-                await first.send_all(
-                    f"GET /events HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode()
-                )
+            async with await _open_events(address):
                 while view.pages == 0:
                     await trio.sleep(0.01)
                 status, answer = await _http(address, "GET", "/events")

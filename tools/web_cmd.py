@@ -76,23 +76,8 @@ def serve_view(view: web.WebView, args: argparse.Namespace, what: str) -> int:
             if args.open:
                 webbrowser.open(page)
 
-    try:
-        done = trio.run(until_signal, serve)
-    except BaseExceptionGroup as group:
-        # A port in use or a bad address, raised inside the server's nursery: one line.
-        leaves = list(_leaves(group))
-        if len(leaves) != 1 or not isinstance(leaves[0], OSError | ValueError):
-            raise
-        kind = OSError if isinstance(leaves[0], OSError) else ValueError
-        raise kind(f"the web view on {args.host}:{args.port}: {leaves[0]}") from None
+    done = trio.run(until_signal, serve)
     if isinstance(done, Signalled):
         return done.status
     print("the web view stopped", file=sys.stderr)
     return 0
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for error in group.exceptions:
-        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return out

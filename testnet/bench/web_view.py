@@ -52,6 +52,7 @@ from testnet import launcher
 from testnet.bench.measuring import Meter
 from testnet.bench.processes import BenchError
 from testnet.manifest import Manifest
+from testnet.traffic import percentile
 from testnet.web.headless import start_chromium
 
 STREAM = StreamKey.open("bench/web-view")
@@ -270,12 +271,6 @@ def measure(seconds: float, manifest: Manifest, workload: Workload, view: View |
     return Window(kind, cpu, *rates, page)
 
 
-def quantile(values: list[float], q: float) -> float:
-    """Nearest rank; NaN for no values."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else math.nan
-
-
 # Decimals shown in each column of the report: tenths where a column's values are small.
 DIGITS = (1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1)
 
@@ -293,7 +288,7 @@ def report(windows: list[Window], args: argparse.Namespace, load: list[Any]) -> 
         draws, p = w.page.get("drawMs", []), w.page
         cells = [w.cpu.get(part, math.nan) for part in ("workers", "server", "browser", "bench")]
         cells += [w.sent, w.delivered, p.get("events", math.nan), p.get("snapshots", math.nan)]
-        cells += [p.get("firstPaintMs", math.nan), *(quantile(draws, q) for q in (0.5, 0.95, 1))]
+        cells += [p.get("firstPaintMs", math.nan), *(percentile(draws, q) for q in (50, 95, 100))]
         row = zip(cells, DIGITS, strict=True)
         lines.append(f"{w.kind:<9}" + "".join(f"{c:>9.{d}f}" for c, d in row))
     kinds = ("baseline", "server", "view")

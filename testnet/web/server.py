@@ -346,7 +346,16 @@ async def serve(
     config.graceful_timeout = 1.0
     async with trio.open_nursery() as nursery:
         await web.run(nursery)
-        binds = await nursery.start(hypercorn_serve, web, config)
+        try:
+            binds = await nursery.start(hypercorn_serve, web, config)
+        except* OSError as failed:  # (a port in use, say: named here, where it is known)
+            error: BaseException = failed
+            while isinstance(error, BaseExceptionGroup):  # (as nested as Hypercorn's tasks)
+                error = error.exceptions[0]
+            assert isinstance(error, OSError)
+            reason = error.strerror or str(error)
+            message = f"the web view cannot listen on {host}:{port}: {reason}"
+            raise OSError(error.errno, message) from None
         task_status.started(f"{binds[0]}/#token={web.token}")
 
 
