@@ -22,6 +22,37 @@ from testnet.local import LocalNetwork
 WAIT = 60.0  # seconds a node thread may take to start or stop: only a broken test waits
 
 
+class SilentHost:
+    """A stand-in for a ``NodeHost`` behind a client session, for tests that drive the
+    session by hand: it answers no publish by itself (the test delivers the answers),
+    records the uids published, and tells the publish ``window`` the test sets."""
+
+    node_id = b"N" * 32
+    budget = None  # no node-wide queue bound
+
+    def __init__(self) -> None:
+        self.published: list[int] = []
+        self.window: int | None = 8  # (``publish_window``; None: the stream's root)
+
+    def refusals(self, reason: object, who: str, detail: str) -> None:
+        pass
+
+    def add_client(self, sink: object, flush: object = None) -> int:
+        return 1
+
+    def remove_client(self, client: int) -> None:
+        pass
+
+    def publish(self, client: int, key: bytes, uid: int, data: bytes, **fields: object) -> None:
+        self.published.append(uid)
+
+    def publish_batch(self, client: int, key: bytes, items: list[tuple[int, bytes]]) -> None:
+        self.published.extend(uid for uid, _ in items)
+
+    def publish_window(self, key: bytes) -> int | None:
+        return self.window
+
+
 @asynccontextmanager
 async def running_node(
     config: ClientPortConfig | None = None, core: NodeConfig | None = None

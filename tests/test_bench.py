@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from testnet.bench import forwarding, latency, state_file
+from testnet.bench import forwarding, latency, port_publisher, state_file
 
 
 def test_forwarding_benchmark_delivers_to_every_child(capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,6 +67,25 @@ async def test_latency_benchmark_at_saturation_keeps_its_window_and_loses_nothin
     assert net["duplicates"] == 0 and net["order_violations"] == 0
     assert net["deliveries_per_s"] > 0 and hop["received"] == hop["packets"] > 0
     assert "saturation (16 publishes unanswered)" in latency.format_report(result)
+
+
+def test_port_publisher_benchmark_runs_both_variants_and_loses_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = port_publisher.main(
+        ["--nodes", "8", "--subscribers", "3", "--duration", "0.5", "--repeats", "1", "--json"]
+    )
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [run["variant"] for run in result["runs"]] == list(port_publisher.VARIANTS)
+    for run in result["runs"]:
+        assert run["published"] > 0 and run["delivered"] == run["expected"]
+        assert run["expected"] == run["published"] * 3
+        assert run["duplicates"] == run["order_violations"] == 0
+        assert 0 < run["latency_ms"]["p50"] <= run["latency_ms"]["p99"]
+        assert run["window"] >= 1
+    assert len(result["parameters"]["load_average"]) == 3
+    assert "own bound" in port_publisher.format_report(result)
 
 
 def test_state_file_benchmark_relays_every_packet_and_keeps_the_last(

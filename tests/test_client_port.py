@@ -11,7 +11,7 @@ import struct
 import pytest
 import trio
 import trio.testing
-from client_node import running_node
+from client_node import SilentHost, running_node
 from socket_reads import waiting_bytes
 
 from keyspace.stream_key import StreamKey
@@ -239,32 +239,10 @@ async def test_a_slow_client_is_cut_off_and_the_queue_stays_bounded(
             await slow.aclose()
 
 
-class _SilentHost:
-    """A host whose publishes are never answered by themselves: the test answers them."""
-
-    node_id = b"N" * 32
-    budget = None  # no node-wide queue bound
-
-    def __init__(self) -> None:
-        self.published: list[int] = []
-
-    def refusals(self, reason: object, who: str, detail: str) -> None:
-        pass
-
-    def add_client(self, sink: object, flush: object = None) -> int:
-        return 1
-
-    def remove_client(self, client: int) -> None:
-        pass
-
-    def publish(self, client: int, key: bytes, uid: int, data: bytes, **fields: object) -> None:
-        self.published.append(uid)
-
-
 async def test_a_client_with_too_many_unanswered_publishes_is_not_read_until_answers_come() -> None:
     """Back-pressure: the session stops reading requests at ``max_unanswered_publishes``
     and reads on once an answer comes (however slowly the client reads it)."""
-    host = _SilentHost()
+    host = SilentHost()
     config = ClientPortConfig(max_unanswered_publishes=2)
     ours, theirs = trio.testing.memory_stream_pair()
     session = ClientSession(host, theirs, config)  # type: ignore[arg-type]
@@ -322,7 +300,7 @@ async def test_the_last_word_follows_the_rest_of_a_frame_already_begun() -> None
     node_side, client_side = socket.socketpair()
     node_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(node_side))
-    session = ClientSession(_SilentHost(), stream, ClientPortConfig())  # type: ignore[arg-type]
+    session = ClientSession(SilentHost(), stream, ClientPortConfig())  # type: ignore[arg-type]
     key = StreamKey.open("slow").key
     packets = [Packet(key, n, bytes(60_000), None, PacketKind.DATA) for n in range(16)]
     received: list[object] = []
@@ -346,7 +324,7 @@ async def test_the_last_word_follows_the_rest_of_a_frame_already_begun() -> None
     client_side.close()
 
 
-class _BudgetedHost(_SilentHost):
+class _BudgetedHost(SilentHost):
     """A silent host with a node-wide queue bound."""
 
     def __init__(self) -> None:
@@ -354,7 +332,7 @@ class _BudgetedHost(_SilentHost):
         self.budget = QueueBudget(1 << 30)  # type: ignore[assignment]
 
 
-def _tcp_session(host: _SilentHost) -> tuple[ClientSession, socket.socket, socket.socket]:
+def _tcp_session(host: SilentHost) -> tuple[ClientSession, socket.socket, socket.socket]:
     """A session over a real loopback TCP connection; the node's and the client's sockets."""
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
@@ -370,7 +348,7 @@ async def test_a_client_that_resets_its_connection_ends_its_session_quietly(
     """A subscriber killed with events unread resets its TCP connection; the session's next
     read meets the reset. The session ends as for any client that went away, not logged as
     a fault of the node."""
-    session, _, client = _tcp_session(_SilentHost())
+    session, _, client = _tcp_session(SilentHost())
     key = StreamKey.open("reset").key
     with trio.fail_after(HANG):
         async with trio.open_nursery() as nursery:

@@ -20,6 +20,7 @@ from overlay.client.protocol import (
     Hello,
     ProtocolError,
     Publish,
+    PublishWindow,
     Request,
     Subscribe,
     Unsubscribe,
@@ -79,6 +80,8 @@ EVENTS: list[Event] = [
     Unsubscribed(9, KEY),
     ProtocolError(None, ErrorCode.TOO_SLOW, "slow"),
     ProtocolError(3, ErrorCode.MALFORMED, "bad"),
+    PublishWindow(KEY, 1),
+    PublishWindow(KEY, 2**20),
 ]
 
 
@@ -169,6 +172,9 @@ MALFORMED_EVENTS = {
     "description with int keys": raw(75, 1, {1: 2}),
     "reason too long": raw(66, KEY, "r" * 1001),
     "missed numbers negative": raw(68, KEY, -1, 2),
+    "publish window of nothing": raw(78, KEY, 0),
+    "publish window past the largest": raw(78, KEY, 2**20 + 1),
+    "publish window of a short key": raw(78, KEY[:5], 8),
 }
 
 

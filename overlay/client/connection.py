@@ -19,6 +19,15 @@ Reusing the uid keeps the retry idempotent at the root. The suggestion wins even
 lower than the connection's guess: a root that restarted numbers from what it remembers, and
 a guess that ran ahead of that would otherwise collide on every publish.
 
+Publish windows: a node sends a stream's publishes up its tree only as fast as the tree
+answers them and holds the rest, so a publish beyond what it sends up at once only waits
+there, and that wait is in its packet's latency. The node says how many that is per stream
+(``PublishWindow``); ``may_publish`` keeps to it, starting from the window a node's pace
+starts with until the node has said. A driver waits for ``may_publish`` before each
+publish, beside its own ``max_in_flight``, so a fast publisher's latency stays near the
+tree's own (about ``publish_queue_delay`` above it) instead of growing with how many it
+keeps in flight.
+
 Invariants: memory is bounded by the caller's use: each subscription buffers at most
 ``max_buffered_events`` events and ``max_buffered_bytes`` payload bytes; beyond that it stops
 buffering, unsubscribes, and its reader gets ``SubscriptionOverflow`` after the buffered
@@ -48,6 +57,7 @@ from overlay.client.protocol import (
     Hello,
     ProtocolError,
     Publish,
+    PublishWindow,
     Request,
     Subscribe,
     Unsubscribe,
@@ -68,6 +78,7 @@ from overlay.core.events import (
     Subscribed,
     SubscribeFailed,
 )
+from overlay.core.pace import INITIAL_WINDOW
 from overlay.errors import LocalProtocolError
 from overlay.messages import RETRYABLE, PacketKind, PublishError
 from overlay.runtime.framing import FrameReader, FrameTooLarge
@@ -313,6 +324,10 @@ class ClientConnection:
         self._descriptions: dict[int, dict[str, object]] = {}
         self._unsubscribing: dict[int, bytes] = {}
         self._next_number: dict[bytes, int] = {}
+        # Per stream published to: publishes unanswered, and the window the node told.
+        self._unanswered: dict[bytes, int] = {}
+        self._windows: dict[bytes, int] = {}
+        self._resolved: tuple[StreamLike, tuple[StreamKey, Ed25519PrivateKey | None]] | None = None
         self.welcome: Welcome | None = None
         self.closed: ClientError | None = None
         self._heard = False  # one valid client-port frame came: a node's client port answered
@@ -441,7 +456,7 @@ class ClientConnection:
         """Send a publish; returns its uid, which ``outcome`` reports on. On a signed stream
         with ``packet`` None the connection chooses the number and re-signs on collision."""
         self.check_open()
-        key, signer = resolve_stream(stream)
+        key, signer = self.resolve(stream)
         uid = fresh_uid() if uid is None else uid
         if uid in self._pending or uid in self._outcomes:
             raise LocalProtocolError(f"publish uid {uid:#x} is already in use on this connection")
@@ -460,7 +475,30 @@ class ClientConnection:
         )
         self._send(request)
         self._pending[uid] = _Pending(request, signer if chooses else None)
+        self._unanswered[raw] = self._unanswered.get(raw, 0) + 1
         return uid
+
+    def resolve(self, stream: StreamLike) -> tuple[StreamKey, Ed25519PrivateKey | None]:
+        """``resolve_stream(stream)``, remembering the last one: a publisher names one
+        stream over and over."""
+        last = self._resolved
+        if last is not None and type(last[0]) is type(stream) and last[0] == stream:
+            return last[1]
+        resolved = resolve_stream(stream)
+        self._resolved = (stream, resolved)
+        return resolved
+
+    def may_publish(self, key: bytes, max_in_flight: int) -> bool:
+        """Whether one more publish of stream ``key`` should go now: fewer than
+        ``max_in_flight`` publishes are unanswered, and fewer of this stream's than its
+        publish window (the module notes)."""
+        if len(self._pending) >= max_in_flight:
+            return False
+        return self._unanswered.get(key, 0) < self._windows.get(key, INITIAL_WINDOW)
+
+    def publish_window(self, key: bytes) -> int:
+        """Stream ``key``'s publish window as the node last told it (the module notes)."""
+        return self._windows.get(key, INITIAL_WINDOW)
 
     def outcome(self, uid: int) -> int | None:
         """The packet number of publish ``uid`` once answered (taking it), None before;
@@ -549,14 +587,17 @@ class ClientConnection:
     def _handle(self, event: Event) -> None:
         match event:
             case PublishAcked(key, uid, number):
-                if self._pending.pop(uid, None) is not None:
+                if self._settle(uid):
                     self._outcomes[uid] = number
                     self._learn(key, number)
             case PublishCollided():
                 self._collided(event)
             case PublishFailed(key, uid, error, reason):
-                if self._pending.pop(uid, None) is not None:
+                if self._settle(uid):
                     self._outcomes[uid] = PublishRejectedError(key, uid, error, reason)
+            case PublishWindow(key, window):
+                if key in self._unanswered:  # (a stream this connection published to)
+                    self._windows[key] = window
             case Subscribed():
                 sub = self._subs.get(event.key)
                 if sub is not None and sub.joined is None:
@@ -591,7 +632,7 @@ class ClientConnection:
         if pending is None:
             return
         if pending.signer is None or pending.retries >= MAX_SIGNED_RETRIES:
-            del self._pending[event.uid]
+            self._settle(event.uid)
             self._outcomes[event.uid] = PublishCollisionError(
                 event.key, event.uid, event.number, event.suggested_next
             )
@@ -614,6 +655,14 @@ class ClientConnection:
         pending.request = retry
         pending.retries += 1
         self._send(retry)
+
+    def _settle(self, uid: int) -> bool:
+        """Take publish ``uid`` out of those in flight; False if it was not."""
+        pending = self._pending.pop(uid, None)
+        if pending is None:
+            return False
+        self._unanswered[pending.request.key] -= 1
+        return True
 
     def _free_number(self, key: bytes, start: int, uid: int) -> int:
         """The first number from ``start`` on that no other publish of ours to ``key``

@@ -5,9 +5,11 @@ big-endian body length followed by that many bytes of CBOR (``overlay.runtime.fr
 framing of peer links): one array ``[type code, ...]``.
 The client sends *requests*, each carrying a request id (``rid``) it chose; the node sends
 *events*: replies naming the rid they answer (``Welcome``, ``Unsubscribed``, ``Description``,
-``ProtocolError``) and the core's client events (``overlay.core.events``), which name their
-stream key and, for publish answers, the publish uid. The first request must be ``Hello``;
-the node answers ``Welcome`` or, for a version it does not speak, ``ProtocolError``.
+``ProtocolError``), the core's client events (``overlay.core.events``), which name their
+stream key and, for publish answers, the publish uid, and ``PublishWindow``, how many of a
+stream's publishes are worth keeping unanswered. The first request must be ``Hello``; the
+node answers ``Welcome`` in the version asked or, for one it does not speak,
+``ProtocolError``.
 
 Decoding is strict in BOTH directions (the node trusts no client, the client trusts no
 socket): every field's type and range is checked, CBOR tags and trailing bytes are refused,
@@ -61,8 +63,14 @@ from overlay.runtime.framing import frame
 # Where local clients connect unless configured otherwise (next to the peer port, 7701).
 DEFAULT_CLIENT_PORT = 7702
 
-# Bumped on any incompatible change; the node refuses a Hello with another version.
-PROTOCOL_VERSION = 1
+# Bumped on any incompatible change. A node speaks every version from
+# OLDEST_PROTOCOL_VERSION on and answers a Hello in the version it asked; it refuses others.
+# Version 2 adds ``PublishWindow``, which a version 1 client would not decode.
+PROTOCOL_VERSION = 2
+OLDEST_PROTOCOL_VERSION = 1
+
+# The largest publish window a node tells (``PublishWindow``): far above any credit.
+MAX_PUBLISH_WINDOW = 2**20
 
 # The largest request is a Publish: a full payload plus key, uid, signature, descriptor and
 # CBOR overhead, which 1 KiB covers with room to spare.
@@ -195,7 +203,19 @@ class ProtocolError:
     reason: str
 
 
-Reply = Welcome | Unsubscribed | Description | ProtocolError
+@dataclass(frozen=True, slots=True)
+class PublishWindow:
+    """How many publishes of stream ``key`` the client should keep unanswered at most: the
+    node sends that many up its tree at once (its credit, paced by how fast the tree
+    answers: ``overlay.core.pace``) and holds the rest, so more only wait at the node and
+    add to every packet's latency. Sent (version 2 on) once the client publishes to the
+    stream, and again whenever it changes; a client keeps to the latest one it was told."""
+
+    key: bytes
+    window: int
+
+
+Reply = Welcome | Unsubscribed | Description | ProtocolError | PublishWindow
 Event = ClientEvent | Reply
 
 
@@ -277,7 +297,7 @@ def _clip(reason: str) -> str:
 _HELLO, _SUBSCRIBE, _UNSUBSCRIBE, _PUBLISH, _DESCRIBE = 1, 2, 3, 4, 5
 _WELCOME, _SUBSCRIBED, _SUBSCRIBE_FAILED, _PACKET, _MISSED, _EPOCH = 64, 65, 66, 67, 68, 69
 _EPOCH_SKIPPED, _EPOCH_ABORTED, _ACKED, _COLLIDED, _FAILED = 70, 71, 72, 73, 74
-_DESCRIPTION, _UNSUBSCRIBED, _PROTOCOL_ERROR = 75, 76, 77
+_DESCRIPTION, _UNSUBSCRIBED, _PROTOCOL_ERROR, _PUBLISH_WINDOW = 75, 76, 77, 78
 
 
 def _packet_fields(packet: Packet) -> list[Any]:
@@ -317,6 +337,8 @@ def _event_values(event: Event) -> list[Any]:
             return [_UNSUBSCRIBED, rid, key]
         case ProtocolError(rid, code, reason):
             return [_PROTOCOL_ERROR, rid, int(code), _clip(reason)]
+        case PublishWindow(key, window):
+            return [_PUBLISH_WINDOW, key, window]
     raise LocalProtocolError(f"{type(event).__name__} is not a client-port event")
 
 
@@ -592,6 +614,14 @@ _EVENT_DECODERS: dict[int, tuple[str, int, Callable[[list[Any]], Event]]] = {
             None if f[0] is None else _rid(f[0]),
             _error_code(f[1]),
             _reason(f[2], "ProtocolError.reason"),
+        ),
+    ),
+    _PUBLISH_WINDOW: (
+        "PublishWindow",
+        2,
+        lambda f: PublishWindow(
+            _key(f[0], "PublishWindow.key"),
+            _int(f[1], 1, MAX_PUBLISH_WINDOW, "PublishWindow.window"),
         ),
     ),
 }

@@ -147,6 +147,10 @@ class PublishCredit:
         credit = self.credits.get(key)
         if credit is not None:
             return 0 if credit.held else max(0, credit.pace.limit - len(credit.out))
+        return self.window_for(key)
+
+    def window_for(self, key: bytes) -> int:
+        """How many local publishes of stream ``key`` go up at once: its pace's window."""
         pace = self.paces.get(key)
         if pace is not None:
             return pace.limit

@@ -32,7 +32,7 @@ from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Stream
+from overlay.core.streams import State, Stream
 from overlay.core.swaps import Swaps
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
@@ -355,10 +355,23 @@ class Node:
         than wait at this node (``credit``, ``pace``): a publisher that keeps within it
         keeps its packets' latency within the tree's pace."""
         flow = self.flow
-        if not flow.built:
-            config = self.config
-            return first_window(config.publish_credit_packets, config.publish_queue_delay)
-        return flow.credit.room_for(key)
+        return flow.credit.room_for(key) if flow.built else self._first_window()
+
+    def publish_window(self, key: bytes) -> int | None:
+        """How many local publishes of stream ``key`` this node sends up its tree at once
+        (``pace``), so how many a publisher gains nothing by keeping unanswered: beyond it
+        they wait here, and that wait is in their latency. None where this node is the
+        stream's root: its publishes are numbered here, bounded by the stream's window."""
+        stream = self.streams.get(key)
+        if stream is not None and stream.state is State.ROOT:
+            return None
+        flow = self.flow
+        return flow.credit.window_for(key) if flow.built else self._first_window()
+
+    def _first_window(self) -> int:
+        """A stream's window before this node has published to any (``pace``)."""
+        config = self.config
+        return first_window(config.publish_credit_packets, config.publish_queue_delay)
 
     def publishing(self, key: bytes) -> dict[str, int | float | None] | None:
         """How this node paces its clients' publishes of stream ``key``, for tools

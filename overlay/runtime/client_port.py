@@ -31,9 +31,12 @@ Invariant: a session holds at most ``max_queue_bytes`` queued plus one batch bei
 (itself at most ``max_queue_bytes``) plus one event frame, whatever its client does.
 
 Fast publishers (back-pressure). The node sends a stream's local publishes up the tree only
-as its credit allows (``overlay.core.credit``) and holds the rest; so that what it holds for
-one client stays bounded, the session stops reading that client's requests while the
-client has ``max_unanswered_publishes`` publishes, or ``max_unanswered_bytes`` of payload,
+as its credit allows (``overlay.core.credit``) and holds the rest. What it holds only waits,
+so the session tells a client (version 2 on) each stream's window as the client publishes
+to it, and again when it moves (``PublishWindow``, ``_Windows``), and the client keeps to
+it. So that what the node holds for one client stays bounded whatever the client does, the
+session stops reading that client's requests while the client has
+``max_unanswered_publishes`` publishes, or ``max_unanswered_bytes`` of payload,
 unanswered, and reads on as answers come. TCP then pushes back on the client: its writes
 block, which the client library's drivers allow for (they keep reading answers meanwhile).
 A fast client is slowed, never refused. The reader waits on answers produced by the node,
@@ -56,7 +59,7 @@ out of range) is not a protocol error: the core answers it (``PublishFailed``,
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -64,8 +67,10 @@ import trio
 
 from overlay.client.protocol import (
     MAX_EVENT_FRAME,
+    MAX_PUBLISH_WINDOW,
     MAX_REQUEST_FRAME,
     NO_PEERS,
+    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     ClientProtocolError,
     Describe,
@@ -76,6 +81,7 @@ from overlay.client.protocol import (
     Hello,
     ProtocolError,
     Publish,
+    PublishWindow,
     Request,
     Subscribe,
     Unsubscribe,
@@ -107,6 +113,8 @@ _READ_SIZE = 256 * 1024
 # What each way of ending a session counts as (``overlay stats``); any other code is the
 # client breaking the protocol.
 _REFUSALS = {ErrorCode.TOO_SLOW: Refusal.SLOW_CLIENT, ErrorCode.BUSY: Refusal.CLIENTS_FULL}
+# Streams whose publish window a session remembers telling (``_Windows``).
+_TOLD_STREAMS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +145,41 @@ class ClientPortConfig:
     max_clients: int = 256
 
 
+class _Windows:
+    """The publish window (``PublishWindow``) each stream this client publishes to was last
+    told, and the streams to look at again once this step's events are delivered: those it
+    published to or had answered since. A root tells the session's own bound
+    (``max_unanswered_publishes``): its publishes wait for nothing up a tree. Bounded: the
+    streams told most recently; one forgotten is told again when next published to."""
+
+    __slots__ = ("_host", "_root", "_told", "moved")
+
+    def __init__(self, host: NodeHost, config: ClientPortConfig) -> None:
+        self._host = host
+        self._root = config.max_unanswered_publishes
+        self._told: OrderedDict[bytes, int] = OrderedDict()
+        self.moved: set[bytes] = set()
+
+    def published(self, key: bytes) -> None:
+        self.moved.add(key)
+
+    def tell(self) -> list[PublishWindow]:
+        """The windows that changed since they were last told, now told."""
+        told = self._told
+        changed = []
+        for key in self.moved:
+            window = self._host.publish_window(key)
+            window = min(self._root if window is None else window, MAX_PUBLISH_WINDOW)
+            if told.get(key) != window:
+                changed.append(PublishWindow(key, window))
+            told[key] = window
+            told.move_to_end(key)
+        self.moved.clear()
+        while len(told) > _TOLD_STREAMS:
+            told.popitem(last=False)
+        return changed
+
+
 class ClientSession:
     """One client connection: the host's ``ClientSink`` for it, and its two tasks."""
 
@@ -145,6 +188,7 @@ class ClientSession:
         self.stream = stream
         self.config = config
         self.client: ClientId | None = None  # set once Hello is accepted
+        self.windows: _Windows | None = None  # (from version 2, once Hello is accepted)
         self.queue: deque[bytes] = deque()
         self.queued_bytes = 0
         self.writing_bytes = 0  # of the batch being sent
@@ -178,6 +222,8 @@ class ClientSession:
             return
         if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
             self._answered(event.uid)
+            if self.windows is not None:
+                self.windows.published(event.key)
         if (
             isinstance(event, PublishFailed)
             and event.error is PublishError.TIMEOUT
@@ -221,6 +267,9 @@ class ClientSession:
     def flush(self) -> None:
         """Write what is queued now, as far as the socket takes it; the writer sends the
         rest, and anything queued while it does."""
+        if self.windows is not None and self.windows.moved:
+            for told in self.windows.tell():
+                self._reply(told)
         if self.closing is not None or not self.queue:
             return
         if self._fd == NO_SOCKET or self.writing_bytes:
@@ -431,13 +480,17 @@ class ClientSession:
             if not isinstance(request, Hello):
                 what = type(request).__name__
                 self.fail(request.rid, ErrorCode.NOT_HELLO, f"{what} before Hello")
-            elif request.version != PROTOCOL_VERSION:
-                reason = f"version {request.version} asked; this node speaks {PROTOCOL_VERSION}"
+            elif not OLDEST_PROTOCOL_VERSION <= request.version <= PROTOCOL_VERSION:
+                reason = (
+                    f"version {request.version} asked; this node speaks versions "
+                    f"{OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}"
+                )
                 self.fail(request.rid, ErrorCode.BAD_VERSION, reason)
             else:
                 self.client = host.add_client(self, self.flush)
+                self.windows = None if request.version < 2 else _Windows(host, self.config)
                 max_request = self.config.max_request_frame
-                self._reply(Welcome(request.rid, PROTOCOL_VERSION, host.node_id, max_request))
+                self._reply(Welcome(request.rid, request.version, host.node_id, max_request))
             return
         client = self.client
         plain = isinstance(request, Publish) and _plain(request)
@@ -447,6 +500,8 @@ class ClientSession:
             self._publish_batch()  # (what came before goes first)
         match request:
             case Publish(rid, key, uid, data, packet, epoch, kind, sig, descriptor):
+                if self.windows is not None:
+                    self.windows.published(key)
                 if uid not in self.unanswered:
                     self.unanswered[uid] = len(data)
                     self.unanswered_bytes += len(data)

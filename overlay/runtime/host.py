@@ -383,6 +383,10 @@ class NodeHost:
         """How many more publishes of stream ``key`` would go up now (``Node.publish_room``)."""
         return self.core.publish_room(key)
 
+    def publish_window(self, key: bytes) -> int | None:
+        """How many publishes of stream ``key`` go up at once (``Node.publish_window``)."""
+        return self.core.publish_window(key)
+
     def publish_batch(
         self, client: ClientId, key: bytes, items: Sequence[tuple[int, bytes]]
     ) -> None:

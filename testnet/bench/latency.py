@@ -80,7 +80,7 @@ BASELINE_DURATION = 5.0  # seconds of the baseline hop: plenty of samples for p9
 QUANTILES = (0.5, 0.9, 0.99)
 
 
-class _Subscriber:
+class Subscriber:
     """A local sink: (packet number, publish time, arrival time) of every packet."""
 
     def __init__(self) -> None:
@@ -114,11 +114,11 @@ class _Publisher:
             self.failed.append(event)
 
 
-def _subscribed(sink: _Subscriber) -> Callable[[], bool]:
+def _subscribed(sink: Subscriber) -> Callable[[], bool]:
     return lambda: sink.subscribed
 
 
-def _arrived(sink: _Subscriber) -> Callable[[], bool]:
+def arrived(sink: Subscriber) -> Callable[[], bool]:
     return lambda: bool(sink.arrivals)
 
 
@@ -127,7 +127,7 @@ def _answered_past(publisher: _Publisher, count: int) -> Callable[[], bool]:
     return lambda: len(publisher.acked) + len(publisher.failed) - 1 > count
 
 
-def _payload(size: int) -> bytes:
+def payload_of(size: int) -> bytes:
     return _STAMP.pack(trio.current_time()) + bytes(max(0, size - _STAMP.size))
 
 
@@ -162,21 +162,15 @@ async def measure_network(
     async with LocalNetwork(topology, seed=seed) as net:
         with trio.fail_after(SETUP_TIMEOUT):
             await net.wait_linked()
-            sinks = []
-            for i in chosen:
-                sink = _Subscriber()
-                host = net.node(i).host
-                host.subscribe(host.add_client(sink), STREAM.key)
-                await host.wait_until(_subscribed(sink))
-                sinks.append(sink)
+            sinks = await attach_sinks(net, chosen)
             publisher_host = net.node(0).host
             publisher = _Publisher()
             client = publisher_host.add_client(publisher)
             # The warm-up packet: the publisher's node joins the tree, every route exists.
-            publisher_host.publish(client, STREAM.key, 0, _payload(payload))
+            publisher_host.publish(client, STREAM.key, 0, payload_of(payload))
             await publisher_host.wait_until(lambda: bool(publisher.acked or publisher.failed))
             for i, sink in zip(chosen, sinks, strict=True):
-                await net.node(i).host.wait_until(_arrived(sink))
+                await net.node(i).host.wait_until(arrived(sink))
             for sink in sinks:
                 sink.arrivals.clear()
         depths = _depths(net, chosen)
@@ -191,7 +185,7 @@ async def measure_network(
             for uid in range(1, count + 1):
                 await trio.sleep_until(start + (uid - 1) / rate)
                 sent[uid] = trio.current_time()
-                publisher_host.publish(client, STREAM.key, uid, _payload(payload))
+                publisher_host.publish(client, STREAM.key, uid, payload_of(payload))
         else:
             count = await _saturate(
                 publisher_host, client, publisher, window, duration, payload, sent
@@ -214,21 +208,7 @@ async def measure_network(
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
         control = sum(node.host.frames_in - node.host.data_in for node in net.nodes) - control
         packets = sum(node.host.packets_in for node in net.nodes) - packets
-    latencies: list[float] = []
-    duplicates = order_violations = delivered = 0
-    for sink in sinks:
-        seen: set[int] = set()
-        highest = -1
-        for number, stamp, arrival in sink.arrivals:
-            if number in seen:
-                duplicates += 1
-                continue
-            seen.add(number)
-            if number < highest:
-                order_violations += 1
-            highest = max(highest, number)
-            latencies.append(arrival - stamp)
-        delivered += len(seen & numbers)
+    latencies, delivered, duplicates, order_violations = deliveries(sinks, numbers)
     return {
         "published": count,
         "acked": len(numbers),
@@ -275,9 +255,42 @@ async def _saturate(
             while uid - answered < window and host.publish_room(STREAM.key) > 0:
                 uid += 1
                 sent[uid] = trio.current_time()
-                host.publish(client, STREAM.key, uid, _payload(payload))
+                host.publish(client, STREAM.key, uid, payload_of(payload))
             await host.wait_until(_answered_past(publisher, answered))
     return uid
+
+
+async def attach_sinks(net: LocalNetwork, chosen: Sequence[int]) -> list[Subscriber]:
+    """A subscribed local sink on each of nodes ``chosen``, in order."""
+    sinks = []
+    for i in chosen:
+        sink = Subscriber()
+        host = net.node(i).host
+        host.subscribe(host.add_client(sink), STREAM.key)
+        await host.wait_until(_subscribed(sink))
+        sinks.append(sink)
+    return sinks
+
+
+def deliveries(sinks: Sequence[Subscriber], numbers: set[int]) -> tuple[list[float], int, int, int]:
+    """Over every sink's arrivals: each first delivery's latency, how many of ``numbers``
+    were delivered (summed over sinks), duplicates and order violations."""
+    latencies: list[float] = []
+    duplicates = order_violations = delivered = 0
+    for sink in sinks:
+        seen: set[int] = set()
+        highest = -1
+        for number, stamp, arrival in sink.arrivals:
+            if number in seen:
+                duplicates += 1
+                continue
+            seen.add(number)
+            if number < highest:
+                order_violations += 1
+            highest = max(highest, number)
+            latencies.append(arrival - stamp)
+        delivered += len(seen & numbers)
+    return latencies, delivered, duplicates, order_violations
 
 
 def _depths(net: LocalNetwork, chosen: Sequence[int]) -> list[int | None]:
@@ -328,12 +341,12 @@ async def measure_tcp_hop(*, rate: float | None, duration: float, payload: int) 
             if rate is None:
                 count = 0
                 while trio.current_time() < start + duration:
-                    await sender.send_all(frame(_payload(payload)))
+                    await sender.send_all(frame(payload_of(payload)))
                     count += 1
             else:
                 for i in range(count):
                     await trio.sleep_until(start + i / rate)
-                    await sender.send_all(frame(_payload(payload)))
+                    await sender.send_all(frame(payload_of(payload)))
             await sender.aclose()
     await listener.aclose()
     return {
