@@ -32,7 +32,7 @@ class SilentHost:
 
     def __init__(self) -> None:
         self.published: list[int] = []
-        self.window: int | None = 8  # (``publish_window``; None: the stream's root)
+        self.window = 8  # (``publish_window``)
 
     def refusals(self, reason: object, who: str, detail: str) -> None:
         pass
@@ -49,7 +49,7 @@ class SilentHost:
     def publish_batch(self, client: int, key: bytes, items: list[tuple[int, bytes]]) -> None:
         self.published.extend(uid for uid, _ in items)
 
-    def publish_window(self, key: bytes) -> int | None:
+    def publish_window(self, key: bytes) -> int:
         return self.window
 
 

@@ -170,7 +170,7 @@ async def test_describe_answers_the_hosts_snapshot() -> None:
         (b"\x00\x00\x00\x03\xff\xff\xff", ErrorCode.MALFORMED),
         ((MAX_REQUEST_FRAME + 1).to_bytes(4, "big"), ErrorCode.FRAME_TOO_LARGE),
         (encode_request(Subscribe(0, bytes(32))), ErrorCode.NOT_HELLO),
-        (encode_request(Hello(0, 99)), ErrorCode.BAD_VERSION),
+        (encode_request(Hello(0, 0)), ErrorCode.BAD_VERSION),
         (encode_request(Hello(0)) + encode_request(Hello(1)), ErrorCode.NOT_HELLO),
     ],
     ids=["garbage", "oversized", "no-hello", "bad-version", "second-hello"],

@@ -12,7 +12,7 @@ from flowkit import publish as flow_publish
 from nodes import KEY, make, meet, own_uid, sends
 
 from overlay.core.config import NodeConfig
-from overlay.core.credit import PublishCredit
+from overlay.core.credit import KEPT_PACES, PublishCredit
 from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked, PublishFailed, Subscribed
 from overlay.core.local_publishes import LocalPublish
@@ -240,3 +240,34 @@ def test_a_streams_pace_is_described_for_tools() -> None:
     assert node.publishing(KEY) == {"window": INITIAL_WINDOW, "base": None, "out": 32, "held": 8}
     answer(node, UID, 0, now=1.5)  # (one went up in its place: out 32, held 7)
     assert node.publishing(KEY) == {"window": INITIAL_WINDOW, "base": 0.5, "out": 32, "held": 7}
+
+
+def test_a_streams_window_is_its_pace_within_what_its_byte_credit_takes() -> None:
+    """The window a node tells its publishers (``Node.publish_window``): the pace's, and no
+    more publishes than the byte credit sends up at the mean size of those out."""
+    node = member(publish_credit_packets=256, publish_credit_bytes=10_000)
+    assert node.publish_window(KEY) == INITIAL_WINDOW  # (nothing published yet)
+    for n in range(3):
+        publish(node, UID + n, size=10, now=1.0)
+    assert node.publish_window(KEY) == INITIAL_WINDOW  # (1,000 of 10 bytes would fit)
+    node = member(publish_credit_packets=256, publish_credit_bytes=10_000)
+    for n in range(3):
+        publish(node, UID + n, size=2_000, now=1.0)
+    assert node.publish_window(KEY) == 5  # 10,000 bytes of 2,000-byte publishes
+
+
+def test_a_busy_streams_window_is_its_live_pace_after_others_push_it_from_the_kept_ones() -> None:
+    """Paces are kept for the streams published to most recently; one whose credit is live
+    keeps its own pace however many streams began after it, and tells that window."""
+    node = member(publish_credit_packets=256, publish_credit_bytes=10**9)
+    for n in range(INITIAL_WINDOW + 8):
+        publish(node, UID + n, now=1.0)
+    for n in range(INITIAL_WINDOW):
+        answer(node, UID + n, n, now=1.01)  # a prompt round: the window doubles
+    live = node.flow.credit.credits[KEY].pace.limit  # (the 8 held went up: still live)
+    assert live == 2 * INITIAL_WINDOW
+    for n in range(KEPT_PACES + 1):  # (others begin: KEY's pace leaves the kept ones)
+        node.flow.credit._credit(bytes([n]) * 32)
+    assert KEY not in node.flow.credit.paces
+    assert node.publish_window(KEY) == live
+    assert node.publishing(KEY) is not None and node.publishing(KEY)["window"] == live

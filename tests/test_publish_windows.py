@@ -7,6 +7,9 @@ the connection is sans-IO; the last test runs two real nodes on loopback."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import trio
 import trio.testing
 from client_node import SilentHost
@@ -30,6 +33,7 @@ from overlay.core.pace import INITIAL_WINDOW
 from overlay.messages import PublishError
 from overlay.runtime.client_port import ClientPortConfig, ClientSession
 from overlay.runtime.framing import FrameReader
+from overlay.runtime.publish_windows import Publishers
 from testnet.local import LocalNetwork
 
 STREAM = StreamKey.open("windows")
@@ -48,27 +52,34 @@ async def _events(stream: trio.abc.ReceiveStream, frames: FrameReader) -> list[o
             return [decode_event(body) for body in frames.feed(data)]
 
 
+@asynccontextmanager
+async def _session(
+    host: SilentHost, version: int = PROTOCOL_VERSION, publishers: Publishers | None = None
+) -> AsyncIterator[tuple[trio.abc.Stream, ClientSession, FrameReader]]:
+    """A session run over a memory stream, past its Welcome (in the version it answers)."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    session = ClientSession(host, theirs, ClientPortConfig(), publishers)  # type: ignore[arg-type]
+    frames = FrameReader(1 << 24)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(session.run)
+        await ours.send_all(encode_request(Hello(1, version, "")))
+        (welcome,) = await _events(ours, frames)
+        assert isinstance(welcome, Welcome) and welcome.version == min(version, PROTOCOL_VERSION)
+        yield ours, session, frames
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_client_is_told_a_streams_window_when_it_publishes_and_when_it_moves(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A version 2 client publishes: the step that reads it ends with the stream's window
     (8). An answer while the window moved to 16 is followed by the new window; an answer
-    with it unchanged by nothing more. At the root, the window is the port's own bound on
-    unanswered publishes."""
+    with it unchanged by nothing more; an answer to a uid it never published, by nothing."""
     host = SilentHost()
-    config = ClientPortConfig(max_unanswered_publishes=100)
-    ours, theirs = trio.testing.memory_stream_pair()
-    session = ClientSession(host, theirs, config)  # type: ignore[arg-type]
-    frames = FrameReader(1 << 24)
     with trio.fail_after(HANG):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.run)
-            await ours.send_all(encode_request(Hello(1, PROTOCOL_VERSION, "")))
-            (welcome,) = await _events(ours, frames)
-            assert isinstance(welcome, Welcome) and welcome.version == PROTOCOL_VERSION
+        async with _session(host) as (ours, session, frames):
             await ours.send_all(encode_request(Publish(2, KEY, 10, b"x")))
             assert await _events(ours, frames) == [PublishWindow(KEY, 8)]
-
             host.window = 16
             session.deliver(PublishAcked(KEY, 10, 0))
             session.flush()
@@ -77,16 +88,43 @@ async def test_a_client_is_told_a_streams_window_when_it_publishes_and_when_it_m
                 PublishWindow(KEY, 16),
             ]
             await ours.send_all(encode_request(Publish(3, KEY, 11, b"y")))
-            session.deliver(PublishFailed(KEY, 11, PublishError.BUSY, "busy"))
+            failed = PublishFailed(KEY, 11, PublishError.BUSY, "busy")
+            session.deliver(failed)
             session.flush()
-            assert await _events(ours, frames) == [
-                PublishFailed(KEY, 11, PublishError.BUSY, "busy")
-            ]
+            assert await _events(ours, frames) == [failed]
+            host.window = 4
+            other = StreamKey.open("other").key
+            session.deliver(PublishAcked(other, 99, 0))
+            session.flush()
+            assert await _events(ours, frames) == [PublishAcked(other, 99, 0)]
 
-            host.window = None
-            await ours.send_all(encode_request(Publish(4, KEY, 12, b"z")))
-            assert await _events(ours, frames) == [PublishWindow(KEY, 100)]
-            nursery.cancel_scope.cancel()
+
+async def test_sessions_publishing_one_stream_share_its_window(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The node's credit is one per stream: two clients publishing it are told half its
+    window each (the first once its next answer comes), and the whole again once the other
+    has nothing unanswered."""
+    host, publishers = SilentHost(), Publishers()
+    with trio.fail_after(HANG):
+        async with (
+            _session(host, publishers=publishers) as (a, first, a_frames),
+            _session(host, publishers=publishers) as (b, second, b_frames),
+        ):
+            await a.send_all(encode_request(Publish(2, KEY, 10, b"x")))
+            await a.send_all(encode_request(Publish(3, KEY, 11, b"x")))
+            assert await _events(a, a_frames) == [PublishWindow(KEY, 8)]
+            await b.send_all(encode_request(Publish(2, KEY, 20, b"x")))
+            assert await _events(b, b_frames) == [PublishWindow(KEY, 4)]
+            first.deliver(PublishAcked(KEY, 10, 0))
+            first.flush()
+            assert await _events(a, a_frames) == [PublishAcked(KEY, 10, 0), PublishWindow(KEY, 4)]
+            second.deliver(PublishAcked(KEY, 20, 1))
+            second.flush()
+            first.deliver(PublishAcked(KEY, 11, 2))
+            first.flush()
+            assert await _events(a, a_frames) == [PublishAcked(KEY, 11, 2), PublishWindow(KEY, 8)]
+            assert publishers.counts == {}
 
 
 async def test_a_version_1_client_is_welcomed_in_its_version_and_told_no_window(
@@ -95,20 +133,24 @@ async def test_a_version_1_client_is_welcomed_in_its_version_and_told_no_window(
     """A client that speaks version 1 would not decode a PublishWindow: the node answers
     its Hello in version 1 and never sends it one."""
     host = SilentHost()
-    ours, theirs = trio.testing.memory_stream_pair()
-    session = ClientSession(host, theirs, ClientPortConfig())  # type: ignore[arg-type]
-    frames = FrameReader(1 << 24)
     with trio.fail_after(HANG):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.run)
-            await ours.send_all(encode_request(Hello(1, 1, "")))
-            (welcome,) = await _events(ours, frames)
-            assert isinstance(welcome, Welcome) and welcome.version == 1
+        async with _session(host, version=1) as (ours, session, frames):
             await ours.send_all(encode_request(Publish(2, KEY, 10, b"x")))
             session.deliver(PublishAcked(KEY, 10, 0))
             session.flush()
             assert await _events(ours, frames) == [PublishAcked(KEY, 10, 0)]
-            nursery.cancel_scope.cancel()
+
+
+async def test_a_client_newer_than_the_node_is_welcomed_in_the_nodes_version(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A Hello of a version after this node's is answered in this node's (``_session``
+    checks the Welcome), and the session goes on in it."""
+    host = SilentHost()
+    with trio.fail_after(HANG):
+        async with _session(host, version=PROTOCOL_VERSION + 1) as (ours, _, frames):
+            await ours.send_all(encode_request(Publish(2, KEY, 10, b"x")))
+            assert await _events(ours, frames) == [PublishWindow(KEY, 8)]
 
 
 def _welcomed() -> ClientConnection:
@@ -140,6 +182,16 @@ def test_a_connection_keeps_to_the_window_it_was_told_and_to_its_own_bound() -> 
     assert connection.may_publish(other, 1000)
 
 
+def test_a_connection_to_a_version_1_node_keeps_only_its_own_bound() -> None:
+    """A node of version 1 tells no windows: the connection does not wait for one."""
+    connection = ClientConnection()
+    connection.receive_data(encode_event(Welcome(0, 1, bytes(32), 1 << 20)))
+    for _ in range(2 * INITIAL_WINDOW):
+        assert connection.may_publish(KEY, 1000)
+        connection.publish(STREAM, b"x")
+    assert not connection.may_publish(KEY, 2 * INITIAL_WINDOW)
+
+
 def test_a_window_for_a_stream_the_connection_never_published_to_is_ignored() -> None:
     """The connection takes a window only for its own streams: a node cannot make it
     keep one per key it names."""
@@ -148,15 +200,12 @@ def test_a_window_for_a_stream_the_connection_never_published_to_is_ignored() ->
     assert connection.publish_window(KEY) == INITIAL_WINDOW
 
 
-async def test_a_publisher_off_the_root_keeps_to_its_nodes_pace_and_at_the_root_to_the_port() -> (
-    None
-):
+async def test_a_publisher_keeps_to_its_nodes_pace_off_the_root_and_at_it() -> None:
     """Two real nodes: the stream's root, and the node a publisher connects to. Awaiting
     ``room`` before each publish, the publisher never has more of the stream unanswered
     than its node's window, which is its node's pace; a client of the root is told the
-    port's bound instead. Every publish is acknowledged."""
+    root's. Every publish is acknowledged."""
     locations = (STREAM.location, (STREAM.location + 0.5) % 1.0)
-    config = ClientPortConfig()
     with trio.fail_after(HANG):
         async with LocalNetwork(Topology(locations, ((1,), (0,)))) as net:
             await net.wait_linked()
@@ -177,4 +226,4 @@ async def test_a_publisher_off_the_root_keeps_to_its_nodes_pace_and_at_the_root_
             async with open_client(f"{address.host}:{address.port}") as client:
                 assert await client.publish(STREAM, b"at the root") == 600
                 await client.publish(STREAM, b"and once answered")
-                assert client.connection.publish_window(KEY) == config.max_unanswered_publishes
+                assert client.connection.publish_window(KEY) == root.host.publish_window(KEY)

@@ -22,11 +22,12 @@ a guess that ran ahead of that would otherwise collide on every publish.
 Publish windows: a node sends a stream's publishes up its tree only as fast as the tree
 answers them and holds the rest, so a publish beyond what it sends up at once only waits
 there, and that wait is in its packet's latency. The node says how many that is per stream
-(``PublishWindow``); ``may_publish`` keeps to it, starting from the window a node's pace
-starts with until the node has said. A driver waits for ``may_publish`` before each
-publish, beside its own ``max_in_flight``, so a fast publisher's latency stays near the
-tree's own (about ``publish_queue_delay`` above it) instead of growing with how many it
-keeps in flight.
+(``PublishWindow``: ``overlay.runtime.publish_windows``); ``may_publish`` keeps to it,
+from ``INITIAL_WINDOW`` (where a node's pace starts) until the node has said. A driver
+waits for ``may_publish`` before each publish, beside its own ``max_in_flight``, so a fast
+publisher's latency stays near the tree's own (about ``publish_queue_delay`` above it)
+instead of growing with how many it keeps in flight. A node of protocol version 1 tells no
+windows: only ``max_in_flight`` applies.
 
 Invariants: memory is bounded by the caller's use: each subscription buffers at most
 ``max_buffered_events`` events and ``max_buffered_bytes`` payload bytes; beyond that it stops
@@ -49,6 +50,7 @@ from keyspace.stream_key import StreamAddressError, StreamKey, sign_packet
 from overlay.client.protocol import (
     DEFAULT_CLIENT_PORT,
     MAX_EVENT_FRAME,
+    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     ClientProtocolError,
     Describe,
@@ -327,6 +329,7 @@ class ClientConnection:
         # Per stream published to: publishes unanswered, and the window the node told.
         self._unanswered: dict[bytes, int] = {}
         self._windows: dict[bytes, int] = {}
+        self._windowed = True  # (a node of version 1 tells no windows)
         self._resolved: tuple[StreamLike, tuple[StreamKey, Ed25519PrivateKey | None]] | None = None
         self.welcome: Welcome | None = None
         self.closed: ClientError | None = None
@@ -494,7 +497,7 @@ class ClientConnection:
         publish window (the module notes)."""
         if len(self._pending) >= max_in_flight:
             return False
-        return self._unanswered.get(key, 0) < self._windows.get(key, INITIAL_WINDOW)
+        return not self._windowed or self._unanswered.get(key, 0) < self.publish_window(key)
 
     def publish_window(self, key: bytes) -> int:
         """Stream ``key``'s publish window as the node last told it (the module notes)."""
@@ -618,10 +621,11 @@ class ClientConnection:
             case Description(rid, state):
                 self._descriptions[rid] = state
             case Welcome():
-                if event.version != PROTOCOL_VERSION:
+                if not OLDEST_PROTOCOL_VERSION <= event.version <= PROTOCOL_VERSION:
                     self.closed = ClientClosed(f"the node speaks version {event.version}")
                     raise ClientProtocolError(f"Welcome names version {event.version}")
                 self.welcome = event
+                self._windowed = event.version >= 2
             case ProtocolError(rid, code, reason):
                 self.closed = ClientClosed(
                     f"the node closed the connection ({code.name}): {reason}"

@@ -8,8 +8,8 @@ The client sends *requests*, each carrying a request id (``rid``) it chose; the 
 ``ProtocolError``), the core's client events (``overlay.core.events``), which name their
 stream key and, for publish answers, the publish uid, and ``PublishWindow``, how many of a
 stream's publishes are worth keeping unanswered. The first request must be ``Hello``; the
-node answers ``Welcome`` in the version asked or, for one it does not speak,
-``ProtocolError``.
+node answers ``Welcome`` in the newest version both speak or, to a client older than it
+serves, ``ProtocolError``.
 
 Decoding is strict in BOTH directions (the node trusts no client, the client trusts no
 socket): every field's type and range is checked, CBOR tags and trailing bytes are refused,
@@ -63,9 +63,10 @@ from overlay.runtime.framing import frame
 # Where local clients connect unless configured otherwise (next to the peer port, 7701).
 DEFAULT_CLIENT_PORT = 7702
 
-# Bumped on any incompatible change. A node speaks every version from
-# OLDEST_PROTOCOL_VERSION on and answers a Hello in the version it asked; it refuses others.
-# Version 2 adds ``PublishWindow``, which a version 1 client would not decode.
+# Bumped on any incompatible change. A node answers a Hello in the newest version both
+# speak (the one asked, or its own if older), and refuses one older than
+# OLDEST_PROTOCOL_VERSION; a client takes a Welcome in any version it speaks. Version 2 adds
+# ``PublishWindow``, which a version 1 client would not decode.
 PROTOCOL_VERSION = 2
 OLDEST_PROTOCOL_VERSION = 1
 
@@ -205,11 +206,12 @@ class ProtocolError:
 
 @dataclass(frozen=True, slots=True)
 class PublishWindow:
-    """How many publishes of stream ``key`` the client should keep unanswered at most: the
-    node sends that many up its tree at once (its credit, paced by how fast the tree
-    answers: ``overlay.core.pace``) and holds the rest, so more only wait at the node and
+    """How many publishes of stream ``key`` the client should keep unanswered at most: its
+    share of what the node sends up its tree at once (its credit, paced by how fast the tree
+    answers: ``overlay.core.pace``); the node holds the rest, so more only wait there and
     add to every packet's latency. Sent (version 2 on) once the client publishes to the
-    stream, and again whenever it changes; a client keeps to the latest one it was told."""
+    stream, and again, once it has moved, with a publish or answer of the stream; a client
+    keeps to the latest one it was told (``overlay.runtime.publish_windows``)."""
 
     key: bytes
     window: int

@@ -150,20 +150,26 @@ class PublishCredit:
         return self.window_for(key)
 
     def window_for(self, key: bytes) -> int:
-        """How many local publishes of stream ``key`` go up at once: its pace's window."""
-        pace = self.paces.get(key)
-        if pace is not None:
-            return pace.limit
+        """How many local publishes of stream ``key`` go up at once: its pace's window, and
+        no more than its byte credit takes at the mean size of those out now."""
+        credit = self.credits.get(key)
+        pace = credit.pace if credit is not None else self.paces.get(key)
         config = self.config
-        return first_window(config.publish_credit_packets, config.publish_queue_delay)
+        if pace is None:
+            return first_window(config.publish_credit_packets, config.publish_queue_delay)
+        window = pace.limit
+        if credit is not None and credit.out_bytes:
+            size = credit.out_bytes // len(credit.out)
+            window = min(window, max(1, config.publish_credit_bytes // max(1, size)))
+        return window
 
     def describe(self, key: bytes) -> dict[str, int | float | None] | None:
         """Stream ``key``'s pace for tools: its window, base delay, publishes out and held
         (None: this node has not published to it lately)."""
-        pace = self.paces.get(key)
+        credit = self.credits.get(key)
+        pace = credit.pace if credit is not None else self.paces.get(key)
         if pace is None:
             return None
-        credit = self.credits.get(key)
         out, held = (0, 0) if credit is None else (len(credit.out), len(credit.held))
         return {"window": pace.limit, "base": pace.base, "out": out, "held": held}
 

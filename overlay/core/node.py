@@ -32,7 +32,7 @@ from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
-from overlay.core.streams import State, Stream
+from overlay.core.streams import Stream
 from overlay.core.swaps import Swaps
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
@@ -357,14 +357,11 @@ class Node:
         flow = self.flow
         return flow.credit.room_for(key) if flow.built else self._first_window()
 
-    def publish_window(self, key: bytes) -> int | None:
-        """How many local publishes of stream ``key`` this node sends up its tree at once
-        (``pace``), so how many a publisher gains nothing by keeping unanswered: beyond it
-        they wait here, and that wait is in their latency. None where this node is the
-        stream's root: its publishes are numbered here, bounded by the stream's window."""
-        stream = self.streams.get(key)
-        if stream is not None and stream.state is State.ROOT:
-            return None
+    def publish_window(self, key: bytes) -> int:
+        """How many local publishes of stream ``key`` this node sends up its tree (or, at
+        its root, numbers) at once (``credit``, ``pace``), so how many its publishers gain
+        nothing by keeping unanswered: beyond it they wait here, and that wait is in their
+        latency."""
         flow = self.flow
         return flow.credit.window_for(key) if flow.built else self._first_window()
 

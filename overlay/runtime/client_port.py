@@ -32,12 +32,12 @@ Invariant: a session holds at most ``max_queue_bytes`` queued plus one batch bei
 
 Fast publishers (back-pressure). The node sends a stream's local publishes up the tree only
 as its credit allows (``overlay.core.credit``) and holds the rest. What it holds only waits,
-so the session tells a client (version 2 on) each stream's window as the client publishes
-to it, and again when it moves (``PublishWindow``, ``_Windows``), and the client keeps to
-it. So that what the node holds for one client stays bounded whatever the client does, the
-session stops reading that client's requests while the client has
-``max_unanswered_publishes`` publishes, or ``max_unanswered_bytes`` of payload,
-unanswered, and reads on as answers come. TCP then pushes back on the client: its writes
+so the session tells a client (version 2 on) its share of each stream's window as it
+publishes (``overlay.runtime.publish_windows``), and the client keeps to it. So that what
+the node holds for one client stays bounded whatever the client does, the session stops
+reading that client's requests while the client has ``max_unanswered_publishes``
+publishes, or ``max_unanswered_bytes`` of payload, unanswered, and reads on as answers
+come. TCP then pushes back on the client: its writes
 block, which the client library's drivers allow for (they keep reading answers meanwhile).
 A fast client is slowed, never refused. The reader waits on answers produced by the node,
 not on the client reading them, so a client blocked in a write cannot stall it.
@@ -59,7 +59,7 @@ out of range) is not a protocol error: the core answers it (``PublishFailed``,
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -67,7 +67,6 @@ import trio
 
 from overlay.client.protocol import (
     MAX_EVENT_FRAME,
-    MAX_PUBLISH_WINDOW,
     MAX_REQUEST_FRAME,
     NO_PEERS,
     OLDEST_PROTOCOL_VERSION,
@@ -81,7 +80,6 @@ from overlay.client.protocol import (
     Hello,
     ProtocolError,
     Publish,
-    PublishWindow,
     Request,
     Subscribe,
     Unsubscribe,
@@ -104,6 +102,7 @@ from overlay.messages import PacketKind, PublishError
 from overlay.runtime.direct_io import NO_SOCKET, receive, socket_of, write_now
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
+from overlay.runtime.publish_windows import Publishers, PublishWindows
 from overlay.runtime.refusals import Refusal
 
 log = logging.getLogger("overlay.client_port")
@@ -113,8 +112,6 @@ _READ_SIZE = 256 * 1024
 # What each way of ending a session counts as (``overlay stats``); any other code is the
 # client breaking the protocol.
 _REFUSALS = {ErrorCode.TOO_SLOW: Refusal.SLOW_CLIENT, ErrorCode.BUSY: Refusal.CLIENTS_FULL}
-# Streams whose publish window a session remembers telling (``_Windows``).
-_TOLD_STREAMS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,50 +142,24 @@ class ClientPortConfig:
     max_clients: int = 256
 
 
-class _Windows:
-    """The publish window (``PublishWindow``) each stream this client publishes to was last
-    told, and the streams to look at again once this step's events are delivered: those it
-    published to or had answered since. A root tells the session's own bound
-    (``max_unanswered_publishes``): its publishes wait for nothing up a tree. Bounded: the
-    streams told most recently; one forgotten is told again when next published to."""
-
-    __slots__ = ("_host", "_root", "_told", "moved")
-
-    def __init__(self, host: NodeHost, config: ClientPortConfig) -> None:
-        self._host = host
-        self._root = config.max_unanswered_publishes
-        self._told: OrderedDict[bytes, int] = OrderedDict()
-        self.moved: set[bytes] = set()
-
-    def published(self, key: bytes) -> None:
-        self.moved.add(key)
-
-    def tell(self) -> list[PublishWindow]:
-        """The windows that changed since they were last told, now told."""
-        told = self._told
-        changed = []
-        for key in self.moved:
-            window = self._host.publish_window(key)
-            window = min(self._root if window is None else window, MAX_PUBLISH_WINDOW)
-            if told.get(key) != window:
-                changed.append(PublishWindow(key, window))
-            told[key] = window
-            told.move_to_end(key)
-        self.moved.clear()
-        while len(told) > _TOLD_STREAMS:
-            told.popitem(last=False)
-        return changed
-
-
 class ClientSession:
     """One client connection: the host's ``ClientSink`` for it, and its two tasks."""
 
-    def __init__(self, host: NodeHost, stream: trio.abc.Stream, config: ClientPortConfig) -> None:
+    def __init__(
+        self,
+        host: NodeHost,
+        stream: trio.abc.Stream,
+        config: ClientPortConfig,
+        publishers: Publishers | None = None,
+    ) -> None:
+        """``publishers``: the port's count of sessions publishing each stream, which
+        share its window (``overlay.runtime.publish_windows``)."""
         self.host = host
         self.stream = stream
         self.config = config
         self.client: ClientId | None = None  # set once Hello is accepted
-        self.windows: _Windows | None = None  # (from version 2, once Hello is accepted)
+        self._publishers = Publishers() if publishers is None else publishers
+        self.windows: PublishWindows | None = None  # (version 2 on, once Hello is accepted)
         self.queue: deque[bytes] = deque()
         self.queued_bytes = 0
         self.writing_bytes = 0  # of the batch being sent
@@ -223,7 +194,7 @@ class ClientSession:
         if isinstance(event, PublishAcked | PublishCollided | PublishFailed):
             self._answered(event.uid)
             if self.windows is not None:
-                self.windows.published(event.key)
+                self.windows.answered(event.uid)
         if (
             isinstance(event, PublishFailed)
             and event.error is PublishError.TIMEOUT
@@ -373,6 +344,8 @@ class ClientSession:
             self._unsent = None
             if budget is not None:
                 budget.leave(self)
+            if self.windows is not None:
+                self.windows.close()
             if self.client is not None:
                 self.host.remove_client(self.client)
             with trio.CancelScope(shield=True):
@@ -480,17 +453,20 @@ class ClientSession:
             if not isinstance(request, Hello):
                 what = type(request).__name__
                 self.fail(request.rid, ErrorCode.NOT_HELLO, f"{what} before Hello")
-            elif not OLDEST_PROTOCOL_VERSION <= request.version <= PROTOCOL_VERSION:
+            elif request.version < OLDEST_PROTOCOL_VERSION:
                 reason = (
                     f"version {request.version} asked; this node speaks versions "
                     f"{OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}"
                 )
                 self.fail(request.rid, ErrorCode.BAD_VERSION, reason)
             else:
+                # The newest version both speak: a newer client hears this node's.
+                version = min(request.version, PROTOCOL_VERSION)
                 self.client = host.add_client(self, self.flush)
-                self.windows = None if request.version < 2 else _Windows(host, self.config)
+                if version >= 2:
+                    self.windows = PublishWindows(host, self._publishers)
                 max_request = self.config.max_request_frame
-                self._reply(Welcome(request.rid, request.version, host.node_id, max_request))
+                self._reply(Welcome(request.rid, version, host.node_id, max_request))
             return
         client = self.client
         plain = isinstance(request, Publish) and _plain(request)
@@ -501,7 +477,7 @@ class ClientSession:
         match request:
             case Publish(rid, key, uid, data, packet, epoch, kind, sig, descriptor):
                 if self.windows is not None:
-                    self.windows.published(key)
+                    self.windows.published(uid, key)
                 if uid not in self.unanswered:
                     self.unanswered[uid] = len(data)
                     self.unanswered_bytes += len(data)
@@ -564,13 +540,14 @@ class ClientPort:
         self.host = host
         self.config = config or ClientPortConfig()
         self.sessions: set[ClientSession] = set()
+        self.publishers = Publishers()  # (``overlay.runtime.publish_windows``)
         self.accepted = 0
         self.dropped_slow = 0
         self.dropped_malformed = 0
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one connection (any trio stream: tests may hand a memory stream)."""
-        session = ClientSession(self.host, stream, self.config)
+        session = ClientSession(self.host, stream, self.config, self.publishers)
         if len(self.sessions) >= self.config.max_clients:
             # Told why, then closed: ``run`` sends only the last word.
             session.fail(None, ErrorCode.BUSY, f"the node serves {len(self.sessions)} clients")

@@ -383,7 +383,7 @@ class NodeHost:
         """How many more publishes of stream ``key`` would go up now (``Node.publish_room``)."""
         return self.core.publish_room(key)
 
-    def publish_window(self, key: bytes) -> int | None:
+    def publish_window(self, key: bytes) -> int:
         """How many publishes of stream ``key`` go up at once (``Node.publish_window``)."""
         return self.core.publish_window(key)
 
