@@ -36,18 +36,26 @@ class Net:
     manifest: Manifest
     nursery: trio.Nursery
     control: trio.CancelScope = dataclasses.field(default_factory=trio.CancelScope)
+    control_closed: trio.Event = dataclasses.field(default_factory=trio.Event)
 
     async def control_port(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Serve the worker's control port, on the manifest's port, until ``stop_control``."""
         port = int(self.manifest.workers[0].control.rpartition(":")[2])
         listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
-        with trio.CancelScope() as self.control:
-            task_status.started()
-            await serve_control(listeners, self.pool, trio.CancelScope())
+        try:
+            with trio.CancelScope() as self.control:
+                task_status.started()
+                await serve_control(listeners, self.pool, trio.CancelScope())
+        finally:
+            for listener in listeners:
+                listener.socket.close()
+            self.control_closed.set()
 
-    def stop_control(self) -> None:
-        """The worker's control port goes away (its watch connections with it)."""
+    async def stop_control(self) -> None:
+        """The worker's control port goes away (its watch connections with it), and its
+        port is free once this returns."""
         self.control.cancel()
+        await self.control_closed.wait()
 
 
 @asynccontextmanager
@@ -370,7 +378,7 @@ async def test_a_lost_worker_is_said_once_and_its_return_too() -> None:
                 return [record["alive"] for record in view.view.nodes.values()]
 
             await until(lambda: view.workers_following == 1 and all(alive()))
-            net.stop_control()
+            await net.stop_control()
             await until(lambda: not any(alive()))
             said = [e["text"] for e in view.view.log]
             assert [t for t in said if "worker 0" in t] == [
@@ -454,7 +462,7 @@ async def test_a_wedged_worker_is_said_once_and_never_taken_for_back(
     monkeypatch.setattr(following, "RETRY", 0.05)
     with trio.fail_after(LIMIT):
         async with three_nodes() as net, trio.open_nursery() as nursery:
-            net.stop_control()
+            await net.stop_control()
             port = int(net.manifest.workers[0].control.rpartition(":")[2])
             mute = await trio.open_tcp_listeners(port, host="127.0.0.1")
             accepted: list[trio.SocketStream] = []
