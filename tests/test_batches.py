@@ -12,6 +12,7 @@ from publish_tree import KEY, SUBSCRIBERS, packets, tree
 
 from overlay.core.config import NodeConfig
 from overlay.core.events import BatchAcked, PublishAcked, PublishFailed
+from overlay.core.pace import INITIAL_WINDOW
 from overlay.messages import PublishData, PublishError, SubscribeData, SubscribeRun
 
 GRACE = NodeConfig().takeover_grace
@@ -168,3 +169,23 @@ def test_a_batch_without_room_waits_whole_and_later_publishes_wait_behind_it() -
     for name in SUBSCRIBERS:
         assert [d for _, d in packets(net, name)] == [*expected, b"single"]
     assert [u for u, _ in acked(net, b"R")] == list(range(1, 14))
+
+
+def test_a_roots_batches_time_its_pace_as_a_members_answers_do() -> None:
+    """R numbers a batch of a window's worth (32) while its children hold nothing yet; they
+    take 0.5 s. The batch's acknowledgement is a round of answers for R's pace: its base
+    is that delay, and the window R tells its publishers grows from it (``pace``)."""
+    net = settled()
+    root = net.nodes[b"R"]
+    assert root.publish_window(KEY) == INITIAL_WINDOW
+    net.hold(b"B")
+    net.hold(b"E")
+    sent = net.now
+    net.publish_batch(b"R", KEY, [(100 + i, b"p") for i in range(INITIAL_WINDOW)])
+    net.advance(sent + 0.5)
+    net.release(b"B")
+    net.release(b"E")
+    assert len(acked(net, b"R")) == INITIAL_WINDOW
+    pace = root.publishing(KEY)
+    assert pace is not None and pace["base"] == pytest.approx(0.5)
+    assert root.publish_window(KEY) == 2 * INITIAL_WINDOW

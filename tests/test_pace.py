@@ -101,3 +101,15 @@ def test_a_round_that_some_answers_cross_promptly_is_jitter_not_a_queue() -> Non
     answers(pace, 0.6, int(window) - 1)
     pace.answered(1.0, 0.03)
     assert pace.window >= window
+
+
+def test_a_batch_of_answers_counts_each_and_ends_at_most_one_round() -> None:
+    """A root's batch is answered all at once: its publishes count toward the round, as
+    many single answers would, but the window moves once for it, however large it is."""
+    pace = Pace(TOP, TARGET)
+    pace.answered(1.0, 0.02, INITIAL_WINDOW - 1)
+    assert pace.limit == INITIAL_WINDOW  # (the round goes on)
+    pace.answered(1.0, 0.02, 1)
+    assert pace.limit == 2 * INITIAL_WINDOW
+    pace.answered(1.0, 0.02, 10 * TOP)
+    assert pace.limit == 4 * INITIAL_WINDOW  # (one round: twice, not to the top)

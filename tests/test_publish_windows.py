@@ -102,9 +102,10 @@ async def test_a_client_is_told_a_streams_window_when_it_publishes_and_when_it_m
 async def test_sessions_publishing_one_stream_share_its_window(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The node's credit is one per stream: two clients publishing it are told half its
-    window each (the first once its next answer comes), and the whole again once the other
-    has nothing unanswered."""
+    """The node's credit is one per stream: a client is told what the others publishing it
+    leave of its window (8), and at least an even share. A has 2 unanswered, so B is told
+    6; A, once one is answered, 7; A alone again, the whole 8. A version 1 client (C) is
+    told nothing but counts: with its 5 unanswered, a new publisher D gets the even 4."""
     host, publishers = SilentHost(), Publishers()
     with trio.fail_after(HANG):
         async with (
@@ -115,16 +116,26 @@ async def test_sessions_publishing_one_stream_share_its_window(
             await a.send_all(encode_request(Publish(3, KEY, 11, b"x")))
             assert await _events(a, a_frames) == [PublishWindow(KEY, 8)]
             await b.send_all(encode_request(Publish(2, KEY, 20, b"x")))
-            assert await _events(b, b_frames) == [PublishWindow(KEY, 4)]
+            assert await _events(b, b_frames) == [PublishWindow(KEY, 6)]
             first.deliver(PublishAcked(KEY, 10, 0))
             first.flush()
-            assert await _events(a, a_frames) == [PublishAcked(KEY, 10, 0), PublishWindow(KEY, 4)]
+            assert await _events(a, a_frames) == [PublishAcked(KEY, 10, 0), PublishWindow(KEY, 7)]
             second.deliver(PublishAcked(KEY, 20, 1))
             second.flush()
             first.deliver(PublishAcked(KEY, 11, 2))
             first.flush()
             assert await _events(a, a_frames) == [PublishAcked(KEY, 11, 2), PublishWindow(KEY, 8)]
-            assert publishers.counts == {}
+            assert publishers.counts == publishers.out == {}
+        async with (
+            _session(host, version=1, publishers=publishers) as (c, _, c_frames),
+            _session(host, publishers=publishers) as (d, _, d_frames),
+        ):
+            for uid in range(5):
+                await c.send_all(encode_request(Publish(2, KEY, 30 + uid, b"x")))
+            assert await _events(c, c_frames) == []
+            await d.send_all(encode_request(Publish(2, KEY, 40, b"x")))
+            assert await _events(d, d_frames) == [PublishWindow(KEY, 4)]
+        assert publishers.counts == publishers.out == {}  # (the sessions ended)
 
 
 async def test_a_version_1_client_is_welcomed_in_its_version_and_told_no_window(

@@ -92,7 +92,7 @@ class Batches:
         self._store_run = store_run
         self._ack = ack
 
-    def publish(self, stream: Stream, client: ClientId, batch: Batch) -> bool | None:
+    def publish(self, now: float, stream: Stream, client: ClientId, batch: Batch) -> bool | None:
         """Number ``batch`` as the next packets of ``stream`` and send them down, if this
         node may do that in one pass (True); None if it may once it has room, and the
         publishes before it went (``batch_queue``); False if not (nothing done: each goes
@@ -111,7 +111,7 @@ class Batches:
         # Each packet carries the mark from before it (``showing``): with nobody to wait
         # for, the root commits each as it goes, so packet n carries n - 1.
         rising = not waits_for(stream)
-        ack = BatchAck(key, batch_id(first), first + len(items) - 1, [], client)
+        ack = BatchAck(key, batch_id(first), first + len(items) - 1, [], client, now)
         numbers, packets = ack.numbers, []
         remember = uids.remember
         number = first

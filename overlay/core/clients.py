@@ -229,7 +229,7 @@ class LocalClients:
         (False); None: the root will once it has room (nothing done)."""
         stream = self._streams.get(key) if isinstance(key, bytes) else None
         if stream is not None and stream.carried:
-            taken = self._flow.publish_batch(stream, client, batch)
+            taken = self._flow.publish_batch(now, stream, client, batch)
             if taken is None:
                 return None
             if taken:

@@ -127,20 +127,34 @@ class PublishCredit:
         # publishing began most recently.
         self.paces: OrderedDict[bytes, Pace] = OrderedDict()
         # Answers in this event: their stream's pace, and when the publish went up (``settle``).
-        self.samples: list[tuple[Pace, float]] = []
+        self.samples: list[tuple[Pace, float, int]] = []  # (pace, sent, publishes)
 
     def _credit(self, key: bytes) -> Credit:
         credit = self.credits.get(key)
         if credit is None:
-            pace = self.paces.pop(key, None)
-            if pace is None:
-                config = self.config
-                pace = Pace(config.publish_credit_packets, config.publish_queue_delay)
-            self.paces[key] = pace  # (the most recent last)
-            while len(self.paces) > KEPT_PACES:
-                self.paces.popitem(last=False)
-            credit = self.credits[key] = Credit(pace)
+            credit = self.credits[key] = Credit(self._pace(key))
         return credit
+
+    def _pace(self, key: bytes) -> Pace:
+        """Stream ``key``'s pace: its credit's, else the one kept (made if none is)."""
+        credit = self.credits.get(key)
+        if credit is not None:
+            return credit.pace
+        pace = self.paces.pop(key, None)
+        if pace is None:
+            config = self.config
+            pace = Pace(config.publish_credit_packets, config.publish_queue_delay)
+        self.paces[key] = pace  # (the most recent last)
+        while len(self.paces) > KEPT_PACES:
+            self.paces.popitem(last=False)
+        return pace
+
+    def batch_answered(self, key: bytes, sent: float, count: int) -> None:
+        """A batch of ``count`` publishes that this node, the stream's root, numbered in one
+        pass at ``sent`` (``batches``) is acknowledged: they are answers for its pace like
+        any publish's, so a root's publishers are told a window (``Node.publish_window``)
+        that follows how fast its commits come, as a member's follows its tree."""
+        self.samples.append((self._pace(key), sent, count))
 
     def room_for(self, key: bytes) -> int:
         """How many more local publishes of stream ``key`` would go up now, not wait."""
@@ -183,8 +197,8 @@ class PublishCredit:
     def settle(self, now: float) -> None:
         """After an event: each answer in it tells its stream's pace how long it took."""
         samples, self.samples = self.samples, []
-        for pace, sent in samples:
-            pace.answered(now, now - sent)
+        for pace, sent, count in samples:
+            pace.answered(now, now - sent, count)
 
     def send_or_hold(
         self, now: float, stream: Stream, client: ClientId, message: PublishData
@@ -213,7 +227,7 @@ class PublishCredit:
             credit.out_bytes -= size
             sent = credit.sent.pop(uid, None)
             if sent is not None and timed:
-                self.samples.append((credit.pace, sent))
+                self.samples.append((credit.pace, sent, 1))
             if credit.held:
                 self.released[key] = None
         else:

@@ -32,13 +32,15 @@ class BatchAck:
     are keyed by: below 0 (``batch_id``), so that no publish's answer, held under its uid,
     takes the batch's place (a retry of one of its uids before the commit, say).
     ``numbers``: each uid with its packet number, in order; ``also``: other clients that
-    published one of its uids while it waited, by uid (they get the same answer)."""
+    published one of its uids while it waited, by uid (they get the same answer); ``sent``:
+    when it was numbered (its answers time the stream's ``pace``)."""
 
     key: bytes
     uid: int
     packet: int
     numbers: list[tuple[int, int]]
     client: ClientId
+    sent: float  # when it was numbered (its answers are samples for the pace)
     also: dict[int, list[ClientId]] = field(default_factory=dict)
 
 

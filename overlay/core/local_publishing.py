@@ -186,6 +186,7 @@ class LocalPublishes:
             for uid, _ in numbers:
                 batched.pop(uid, None)
             self.deliver(client, BatchAcked(key, tuple(numbers)))
+            self.credit.batch_answered(key, answer.sent, len(numbers))  # (``pace``)
             if answer.also:  # (others that published one of its uids: one answer each)
                 numbered = dict(numbers)
                 for uid, others in answer.also.items():

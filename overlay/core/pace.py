@@ -89,8 +89,10 @@ class Pace:
         answer (None: none yet)."""
         return min(least for _, least in self._minima) if self._minima else None
 
-    def answered(self, now: float, delay: float) -> None:
-        """A publish sent up ``delay`` seconds before ``now`` (its first try) is answered."""
+    def answered(self, now: float, delay: float, count: int = 1) -> None:
+        """``count`` publishes sent up ``delay`` seconds before ``now`` (their first try)
+        are answered (more than one: a batch a root numbered together; it ends at most one
+        round)."""
         if self.target <= 0 or not delay >= 0:  # (NaN too)
             return
         minima = self._minima
@@ -100,7 +102,7 @@ class Pace:
             minima.append((now, delay))
         elif delay < minima[-1][1]:
             minima[-1] = (minima[-1][0], delay)
-        self._counted += 1
+        self._counted += count
         self._least = min(self._least, delay)
         if self._counted < self.window:
             return  # (the round goes on)

@@ -159,7 +159,8 @@ class ClientSession:
         self.config = config
         self.client: ClientId | None = None  # set once Hello is accepted
         self._publishers = Publishers() if publishers is None else publishers
-        self.windows: PublishWindows | None = None  # (version 2 on, once Hello is accepted)
+        self.windows: PublishWindows | None = None  # (once Hello is accepted)
+        self._tells_windows = False  # (version 2 on)
         self.queue: deque[bytes] = deque()
         self.queued_bytes = 0
         self.writing_bytes = 0  # of the batch being sent
@@ -238,9 +239,13 @@ class ClientSession:
     def flush(self) -> None:
         """Write what is queued now, as far as the socket takes it; the writer sends the
         rest, and anything queued while it does."""
-        if self.windows is not None and self.windows.moved:
-            for told in self.windows.tell():
-                self._reply(told)
+        windows = self.windows
+        if windows is not None and windows.moved:
+            if self._tells_windows:
+                for told in windows.tell():
+                    self._reply(told)
+            else:
+                windows.moved.clear()
         if self.closing is not None or not self.queue:
             return
         if self._fd == NO_SOCKET or self.writing_bytes:
@@ -463,8 +468,9 @@ class ClientSession:
                 # The newest version both speak: a newer client hears this node's.
                 version = min(request.version, PROTOCOL_VERSION)
                 self.client = host.add_client(self, self.flush)
-                if version >= 2:
-                    self.windows = PublishWindows(host, self._publishers)
+                # (a version 1 client is told no window, but counts among the publishers)
+                self.windows = PublishWindows(host, self._publishers)
+                self._tells_windows = version >= 2
                 max_request = self.config.max_request_frame
                 self._reply(Welcome(request.rid, version, host.node_id, max_request))
             return

@@ -11,9 +11,11 @@ its packets reach the tree about as soon as they are made.
 
 What is told. The stream's window at this node (``NodeHost.publish_window``: the pace's
 window, and no more publishes than the byte credit takes at their recent size), shared
-evenly among the sessions that have publishes of the stream unanswered (``Publishers``),
-this one counted, at least 1. The credit is one per stream and node, so eight clients each
-told the whole window would together hold seven windows at the node.
+among the sessions that have publishes of the stream unanswered (``Publishers``, version 1
+clients counted though told nothing): what the others leave of it, and at least an even
+share (and at least 1). The credit is one per stream and node, so eight clients each told
+the whole window would together hold seven windows at the node; a client that publishes
+one at a time takes one, not an eighth.
 
 When. A session looks at a stream's window once the step that read a publish of it, or
 delivered an answer to one, has ended (``ClientSession.flush``), and tells it if it differs
@@ -22,8 +24,8 @@ answer of that stream, which a publisher waiting for room is about to get.
 
 Bounds. A session keeps the uid and stream of each of its publishes unanswered (bounded by
 ``max_unanswered_publishes``: past it the session stops reading) and the windows of the
-``TOLD_STREAMS`` streams it told most recently; one forgotten is told again when next
-published to or answered.
+``TOLD_STREAMS`` streams it told most recently, as many as it may have publishes
+unanswered by default; one forgotten is told again when next published to or answered.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from typing import Protocol
 
 from overlay.client.protocol import MAX_PUBLISH_WINDOW, PublishWindow
 
-# Streams whose window a session remembers telling.
-TOLD_STREAMS = 1024
+# Streams whose window a session remembers telling: as many as the streams it may have
+# publishes unanswered in (``ClientPortConfig.max_unanswered_publishes``), so that a
+# stream in use is not told its window again with every answer.
+TOLD_STREAMS = 4096
 
 
 class WindowSource(Protocol):
@@ -42,12 +46,14 @@ class WindowSource(Protocol):
 
 
 class Publishers:
-    """For one node's port: how many sessions have publishes of each stream unanswered."""
+    """For one node's port, per stream: how many sessions have publishes unanswered
+    (``counts``), and how many publishes those are in all (``out``)."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "out")
 
     def __init__(self) -> None:
         self.counts: dict[bytes, int] = {}
+        self.out: dict[bytes, int] = {}
 
     def join(self, key: bytes) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -58,6 +64,14 @@ class Publishers:
             self.counts[key] = count
         else:
             del self.counts[key]
+
+    def add(self, key: bytes, publishes: int) -> None:
+        """``publishes`` more (fewer, if negative) are unanswered of stream ``key``."""
+        out = self.out.get(key, 0) + publishes
+        if out:
+            self.out[key] = out
+        else:
+            del self.out[key]
 
 
 class PublishWindows:
@@ -83,6 +97,7 @@ class PublishWindows:
         if not out:
             self._publishers.join(key)
         self._out[key] = out + 1
+        self._publishers.add(key, 1)
 
     def answered(self, uid: int) -> None:
         """Publish ``uid`` was answered (or was never this session's)."""
@@ -90,6 +105,7 @@ class PublishWindows:
         if key is None:
             return
         self.moved.add(key)
+        self._publishers.add(key, -1)
         out = self._out[key] - 1
         if out:
             self._out[key] = out
@@ -99,11 +115,14 @@ class PublishWindows:
 
     def tell(self) -> list[PublishWindow]:
         """The windows of the streams looked at that differ from what was told last."""
-        told, counts = self._told, self._publishers.counts
+        told, publishers = self._told, self._publishers
         changed = []
         for key in self.moved:
-            sharing = counts.get(key, 0) + (key not in self._out)  # (this session counted)
-            window = self._host.publish_window(key) // max(1, sharing)
+            mine = self._out.get(key, 0)
+            sharing = publishers.counts.get(key, 0) + (not mine)  # (this session counted)
+            whole = self._host.publish_window(key)
+            others = publishers.out.get(key, 0) - mine
+            window = max(whole // sharing, whole - others)
             window = min(max(1, window), MAX_PUBLISH_WINDOW)
             if told.get(key) != window:
                 changed.append(PublishWindow(key, window))
@@ -116,7 +135,8 @@ class PublishWindows:
 
     def close(self) -> None:
         """The session ended: its publishes no longer share any stream's window."""
-        for key in self._out:
+        for key, out in self._out.items():
             self._publishers.leave(key)
+            self._publishers.add(key, -out)
         self._out.clear()
         self._uids.clear()
