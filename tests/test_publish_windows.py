@@ -12,11 +12,12 @@ from contextlib import asynccontextmanager
 
 import trio
 import trio.testing
-from client_node import SilentHost
+from client_node import SilentHost, node_in_thread
 
 from keyspace.stream_key import StreamKey
 from keyspace.topology import Topology
 from overlay.client import open_client
+from overlay.client.blocking import Client
 from overlay.client.connection import ClientConnection
 from overlay.client.protocol import (
     PROTOCOL_VERSION,
@@ -238,3 +239,17 @@ async def test_a_publisher_keeps_to_its_nodes_pace_off_the_root_and_at_it() -> N
                 assert await client.publish(STREAM, b"at the root") == 600
                 await client.publish(STREAM, b"and once answered")
                 assert client.connection.publish_window(KEY) == root.host.publish_window(KEY)
+
+
+def test_a_blocking_publisher_that_asks_for_room_keeps_to_its_window() -> None:
+    """The blocking client's ``room`` reads answers until the stream has room: before each
+    of 300 publishes to a node (the stream's root), fewer than its window are unanswered."""
+    with node_in_thread() as (_, address), Client(address) as client:
+        conn = client.connection
+        crowded = 0
+        for i in range(300):
+            client.room(STREAM)
+            crowded += conn.in_flight >= conn.publish_window(KEY)
+            client.publish_nowait(STREAM, b"%d" % i)
+        assert client.flush() == list(range(300))
+        assert crowded == 0

@@ -16,14 +16,12 @@ socket themselves: they ask the connection for frames and wake the writer.
 
 Pipelining: ``publish_nowait`` sends without waiting and returns the uid; ``wait(uid)``
 or ``flush()`` collect the packet numbers. At most ``max_in_flight`` publishes are
-unanswered at once (``publish_nowait`` raises ``trio.WouldBlock`` beyond), so neither
-side's queues grow with a fast publisher. ``publish`` also keeps to the stream's publish
-window: how many its node sends up the tree at once, as the node tells it
-(``ClientConnection.may_publish``); more would only wait at the node, and that wait is in
-their latency. A fast pipelining publisher keeps to it by awaiting ``room(stream)`` before
-each ``publish_nowait``: its packets then wait at the node no longer than the tree's own
-pace makes them. (``publish_nowait`` itself does not refuse at the window, so a burst of
-publishes followed by ``flush`` works as it reads.)
+unanswered at once (``publish_nowait`` raises ``trio.WouldBlock`` beyond; ``publish``
+waits for room), so neither side's queues grow with a fast publisher. Beyond the stream's
+publish window (how many its node sends up the tree at once, as the node tells it:
+``ClientConnection.may_publish``) publishes only wait at the node, and that wait is in
+their latency: a fast publisher that wants its packets' latency near the tree's own awaits
+``room(stream)`` before each publish.
 
 Errors: ``NodeUnreachable`` (cannot connect, or what answered is not a node's client port:
 ``NotAClientPort``; names the address), ``ClientClosed`` (the node
@@ -197,7 +195,7 @@ class Client:
         """Publish ``data`` and return its packet number. ``uid`` (default: a random 64-bit
         id) makes a retry idempotent: the same uid is never ordered twice. On a signed
         stream the client names and signs the number itself, re-signing on collision."""
-        await self.room(stream)
+        await self._until(lambda: self.connection.in_flight < self.max_in_flight)
         uid = self._send_publish(stream, data, uid, packet, epoch, kind)
         return await self.wait(uid)
 
@@ -214,8 +212,7 @@ class Client:
         """Send a publish without waiting for its answer; returns its uid, for ``wait``, and
         ``flush`` returns its number. Raises trio.WouldBlock if ``max_in_flight`` publishes
         are unanswered (``await client.flush()`` or ``wait`` first). To keep a fast
-        publisher's latency down, ``await client.room(stream)`` before each (see the
-        notes)."""
+        publisher's latency down, ``await client.room(stream)`` before each (the notes)."""
         if self.connection.in_flight >= self.max_in_flight:
             raise trio.WouldBlock(f"{self.max_in_flight} publishes are awaiting their answer")
         uid = self._send_publish(stream, data, uid, packet, epoch, kind)

@@ -14,13 +14,13 @@ thread may publish and iterate a subscription alternately, and nothing is lost.
 
 Pipelining: ``publish_nowait`` buffers the request (sending in batches of ``_SEND_BATCH``
 bytes) and returns its uid; ``flush`` sends the rest and waits for every answer, returning
-the packet numbers in order. At most ``max_in_flight`` publishes are unanswered, and at
-most a stream's publish window of its own (how many its node sends up the tree at once, as
-the node tells it: ``ClientConnection.may_publish``): the one beyond waits (reading
-answers) until one is answered, so the node's per-client queue of acks stays far under its
-bound however long the loop, and packets do not wait at the node for long. The node may
-read publishes more slowly than they are sent (it waits for its tree:
-``overlay.runtime.client_port``); a send then blocks until it reads on, within ``timeout``.
+the packet numbers in order. At most ``max_in_flight`` publishes are unanswered: the one
+beyond waits (reading answers) until one is answered, so the node's per-client queue of acks
+stays far under its bound however long the loop. The node may read publishes more slowly
+than they are sent (it waits for its tree: ``overlay.runtime.client_port``); a send then
+blocks until it reads on, within ``timeout``. A publisher that calls ``room(stream)``
+before each publish also keeps to the stream's publish window (how many its node sends up
+the tree at once, as the node tells it), so its packets do not wait at the node.
 
 Timeouts: every wait has a deadline (``timeout`` per call, default the client's); a wait
 that passes it raises ``ClientTimeout`` saying what was awaited. The connection stays usable:
@@ -198,11 +198,20 @@ class Client:
         kind: PacketKind = PacketKind.DATA,
     ) -> int:
         """Queue a publish without waiting for its answer; returns its uid. Blocks only
-        while ``max_in_flight`` publishes, or the stream's publish window, are unanswered.
-        ``flush`` collects the numbers."""
+        while ``max_in_flight`` publishes are unanswered. ``flush`` collects the numbers."""
         uid = self._start_publish(stream, data, uid, packet, epoch, kind)
         self._pipelined[uid] = None
         return uid
+
+    def room(self, stream: StreamLike, timeout: float | None = None) -> None:
+        """Wait (reading answers) until one more publish of ``stream`` should go: fewer than
+        ``max_in_flight`` are unanswered, and fewer of the stream's than the publish window
+        its node told (``ClientConnection.may_publish``). A fast publisher that calls it
+        before each publish keeps its packets' latency near the tree's own."""
+        conn, limit = self.connection, self.max_in_flight
+        key = conn.resolve(stream)[0].key
+        if not conn.may_publish(key, limit):
+            self._until(lambda: conn.may_publish(key, limit), timeout, "room in the publish window")
 
     def wait(self, uid: int, timeout: float | None = None) -> int:
         """The packet number of publish ``uid``, waiting for it."""
@@ -304,10 +313,11 @@ class Client:
         epoch: int | None,
         kind: PacketKind,
     ) -> int:
-        conn, limit = self.connection, self.max_in_flight
-        key = conn.resolve(stream)[0].key
-        if not conn.may_publish(key, limit):
-            self._until(lambda: conn.may_publish(key, limit), None, "room in the publish window")
+        conn = self.connection
+        if conn.in_flight >= self.max_in_flight:
+            self._until(
+                lambda: conn.in_flight < self.max_in_flight, None, "room in the publish window"
+            )
         uid = conn.publish(stream, data, uid=uid, packet=packet, epoch=epoch, kind=kind)
         if conn.outbound_bytes >= _SEND_BATCH:
             self._send()

@@ -24,10 +24,11 @@ answers them and holds the rest, so a publish beyond what it sends up at once on
 there, and that wait is in its packet's latency. The node says how many that is per stream
 (``PublishWindow``: ``overlay.runtime.publish_windows``); ``may_publish`` keeps to it,
 from ``INITIAL_WINDOW`` (where a node's pace starts by default) until the node has said,
-which it does once it has read the first publish. A driver
-waits for ``may_publish`` before each publish, beside its own ``max_in_flight``, so a fast
-publisher's latency stays near the tree's own (about ``publish_queue_delay`` above it)
-instead of growing with how many it keeps in flight. A node that answers in protocol
+which it does once it has read the first publish. The drivers' ``room`` waits for it, so
+a fast publisher that asks for room before each publish keeps its latency near the tree's
+own (about ``publish_queue_delay`` above it) instead of growing with how many it keeps in
+flight; their ``publish`` waits only for ``max_in_flight`` (why: ``publish_windows``). A
+node that answers in protocol
 version 1 tells no windows, and only ``max_in_flight`` applies. (A node of a release before
 version 2 refuses a version 2 Hello: clients need a node of their release or later.)
 

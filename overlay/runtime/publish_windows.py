@@ -5,9 +5,12 @@ them (``overlay.core.credit``, paced by ``overlay.core.pace``) and holds the res
 A held publish only waits, and its wait is in its packet's latency: a client that keeps
 1,000 unanswered on a tree that takes 80 at once makes every packet wait behind 920 others.
 So the node tells each client how many of a stream's publishes are worth keeping
-unanswered (``PublishWindow``, client protocol version 2), and the client keeps to it
-(``overlay.client.connection``): its publisher then waits in its own ``publish`` call, and
-its packets reach the tree about as soon as they are made.
+unanswered (``PublishWindow``, client protocol version 2), and a publisher that asks for
+room before each publish (``overlay.client.connection.ClientConnection.may_publish``, the
+clients' ``room``) keeps to it: it then waits in its own call, and its packets reach the
+tree about as soon as they are made. Keeping to it is the publisher's choice: on a loaded
+machine, the wait for the client's next publish to cross the port after each answer cost a
+1,000-node testnet a third of its rate in some runs, where the node's own hold costs none.
 
 What is told. The stream's window at this node (``NodeHost.publish_window``: the pace's
 window, and no more publishes than the byte credit takes at their recent size), shared
@@ -122,8 +125,7 @@ class PublishWindows:
             sharing = publishers.counts.get(key, 0) + (not mine)  # (this session counted)
             whole = self._host.publish_window(key)
             others = publishers.out.get(key, 0) - mine
-            window = max(whole // sharing, whole - others)
-            window = min(max(1, window), MAX_PUBLISH_WINDOW)
+            window = min(max(1, whole // sharing, whole - others), MAX_PUBLISH_WINDOW)
             if told.get(key) != window:
                 changed.append(PublishWindow(key, window))
             told[key] = window
