@@ -1,9 +1,9 @@
 """Publish windows on the client port: the node tells a client how many of a stream's
-publishes it sends up its tree at once (``PublishWindow``), and the client keeps to it, so
-a fast publisher's packets do not wait at its node behind its own backlog.
+publishes it sends up its tree at once (``PublishWindow``), and a client asked for room
+keeps to it, so a fast publisher's packets do not wait at its node behind its own backlog.
 
 The session is driven by hand over a memory stream with a host whose window the test sets;
-the connection is sans-IO; the last test runs two real nodes on loopback."""
+the connection is sans-IO; the last tests run real nodes on loopback."""
 
 from __future__ import annotations
 

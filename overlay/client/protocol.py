@@ -211,7 +211,7 @@ class PublishWindow:
     answers: ``overlay.core.pace``); the node holds the rest, so more only wait there and
     add to every packet's latency. Sent (version 2 on) once the client publishes to the
     stream, and again, once it has moved, with a publish or answer of the stream; a client
-    keeps to the latest one it was told (``overlay.runtime.publish_windows``)."""
+    asked for room keeps to the latest one it was told (``overlay.runtime.publish_windows``)."""
 
     key: bytes
     window: int

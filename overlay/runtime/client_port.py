@@ -33,7 +33,7 @@ Invariant: a session holds at most ``max_queue_bytes`` queued plus one batch bei
 Fast publishers (back-pressure). The node sends a stream's local publishes up the tree only
 as its credit allows (``overlay.core.credit``) and holds the rest. What it holds only waits,
 so the session tells a client (version 2 on) its share of each stream's window as it
-publishes (``overlay.runtime.publish_windows``), and the client keeps to it. So that what
+publishes (``overlay.runtime.publish_windows``), for a publisher that asks for room. So that what
 the node holds for one client stays bounded whatever the client does, the session stops
 reading that client's requests while the client has ``max_unanswered_publishes``
 publishes, or ``max_unanswered_bytes`` of payload, unanswered, and reads on as answers
