@@ -28,9 +28,9 @@ which it does once it has read the first publish. The drivers' ``room`` waits fo
 a fast publisher that asks for room before each publish keeps its latency near the tree's
 own (about ``publish_queue_delay`` above it) instead of growing with how many it keeps in
 flight; their ``publish`` waits only for ``max_in_flight`` (why: ``publish_windows``). A
-node that answers in protocol
-version 1 tells no windows, and only ``max_in_flight`` applies. (A node of a release before
-version 2 refuses a version 2 Hello: clients need a node of their release or later.)
+node that answers in protocol version 1 tells no windows, and only ``max_in_flight``
+applies. (A node of a release before version 2 refuses a version 2 Hello: clients need a
+node of their release or later.)
 
 Invariants: memory is bounded by the caller's use: each subscription buffers at most
 ``max_buffered_events`` events and ``max_buffered_bytes`` payload bytes; beyond that it stops
