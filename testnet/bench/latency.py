@@ -169,10 +169,7 @@ async def measure_network(
             # The warm-up packet: the publisher's node joins the tree, every route exists.
             publisher_host.publish(client, STREAM.key, 0, payload_of(payload))
             await publisher_host.wait_until(lambda: bool(publisher.acked or publisher.failed))
-            for i, sink in zip(chosen, sinks, strict=True):
-                await net.node(i).host.wait_until(arrived(sink))
-            for sink in sinks:
-                sink.arrivals.clear()
+            await warmed_up(net, chosen, sinks)
         depths = _depths(net, chosen)
         asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
         told = sum(node.host.core.stats.commit_notices for node in net.nodes)
@@ -196,13 +193,7 @@ async def measure_network(
                 lambda: len(publisher.acked) + len(publisher.failed) > count
             )
         numbers = {publisher.acked[uid] for uid in range(1, count + 1) if uid in publisher.acked}
-
-        def complete() -> bool:
-            return all(numbers <= {a[0] for a in sink.arrivals} for sink in sinks)
-
-        with trio.move_on_after(DRAIN_TIMEOUT):
-            while not complete():
-                await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
+        await until_delivered(sinks, numbers)
         elapsed = trio.current_time() - start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
@@ -270,6 +261,22 @@ async def attach_sinks(net: LocalNetwork, chosen: Sequence[int]) -> list[Subscri
         await host.wait_until(_subscribed(sink))
         sinks.append(sink)
     return sinks
+
+
+async def warmed_up(net: LocalNetwork, chosen: Sequence[int], sinks: Sequence[Subscriber]) -> None:
+    """Wait until the warm-up packet reached each sink (on nodes ``chosen``), then forget
+    it: what they record from now on is measured."""
+    for i, sink in zip(chosen, sinks, strict=True):
+        await net.node(i).host.wait_until(arrived(sink))
+    for sink in sinks:
+        sink.arrivals.clear()
+
+
+async def until_delivered(sinks: Sequence[Subscriber], numbers: set[int]) -> None:
+    """Wait, at most ``DRAIN_TIMEOUT``, until every sink has every packet of ``numbers``."""
+    with trio.move_on_after(DRAIN_TIMEOUT):
+        while not all(numbers <= {a[0] for a in sink.arrivals} for sink in sinks):
+            await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
 
 
 def deliveries(sinks: Sequence[Subscriber], numbers: set[int]) -> tuple[list[float], int, int, int]:

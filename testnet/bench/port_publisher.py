@@ -52,12 +52,12 @@ from testnet.bench.latency import (
     DRAIN_TIMEOUT,
     SETUP_TIMEOUT,
     STREAM,
-    Subscriber,
-    arrived,
     attach_sinks,
     deliveries,
     payload_of,
     summarize,
+    until_delivered,
+    warmed_up,
 )
 from testnet.local import LocalNetwork
 
@@ -88,16 +88,12 @@ async def measure(
         ) as client:
             with trio.fail_after(SETUP_TIMEOUT):
                 await client.publish(STREAM, payload_of(payload))  # (the tree and routes)
-                await _arrived_everywhere(net, chosen, sinks)
-            for sink in sinks:
-                sink.arrivals.clear()
+                await warmed_up(net, chosen, sinks)
             start = trio.current_time()
             numbers = await _publish(client, windows, duration, payload)
             elapsed = trio.current_time() - start
             window = client.connection.publish_window(STREAM.key)
-        with trio.move_on_after(DRAIN_TIMEOUT):
-            while not all(numbers <= {a[0] for a in sink.arrivals} for sink in sinks):
-                await trio.sleep(0.05)  # deliveries happen on many hosts: poll, boundedly
+        await until_delivered(sinks, numbers)
     latencies, delivered, duplicates, order_violations = deliveries(sinks, numbers)
     return {
         "variant": VARIANTS[0] if windows else VARIANTS[1],
@@ -111,13 +107,6 @@ async def measure(
         "window": window,
         "latency_ms": summarize(latencies),
     }
-
-
-async def _arrived_everywhere(
-    net: LocalNetwork, chosen: Sequence[int], sinks: Sequence[Subscriber]
-) -> None:
-    for i, sink in zip(chosen, sinks, strict=True):
-        await net.node(i).host.wait_until(arrived(sink))
 
 
 async def _publish(client: Client, windows: bool, duration: float, payload: int) -> set[int]:
