@@ -30,7 +30,8 @@ from overlay.compiled_checks import (
     Encoder,
     compile_decoder,
     compile_encoder,
-    compile_test,
+    compile_run_items_decoder,
+    compile_run_items_encoder,
 )
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
@@ -170,22 +171,20 @@ def _run_items(value: object) -> object:
     items = _array(value, MAX_RUN, "packets", "packets")
     if not items:
         raise ValueError("a run holds at least one packet")
-    plain, held = _RUN_ITEM_TEST, _RUN_ITEM_HELD
+    run = _RUN_ITEMS_DECODER(items)  # type: ignore[arg-type]
+    if run is not None:
+        return run
     checks = _RUN_ITEM_CHECKS
-    run = []
+    checked = []
     for index, item in enumerate(items):
         fields: Sequence[object] = item  # type: ignore[assignment]
-        if plain(item) or held(item):
-            kind = fields[2]
-            run.append((*fields[:2], _PACKET_KINDS[kind], *fields[3:]))  # type: ignore[index]
-            continue
         if type(item) not in (list, tuple) or len(fields) != len(checks):
             raise ValueError(f"packet {index} is not an array of {len(checks)} fields")
         try:
-            run.append(tuple(check(field) for check, field in zip(checks, fields, strict=True)))
+            checked.append(tuple(check(field) for check, field in zip(checks, fields, strict=True)))
         except ValueError as exc:
             raise ValueError(f"packet {index}: {exc}") from None
-    return tuple(run)
+    return tuple(checked)
 
 
 # Each kind's check: the value as the message holds it, or ValueError saying what is wrong.
@@ -213,9 +212,8 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.RUN: _run_items,
 }
 _RUN_ITEM_CHECKS = tuple(FIELD_CHECKS[kind] for kind in _RUN_ITEM_KINDS)
-_RUN_ITEM_TEST = compile_test("run_item", _RUN_ITEM_KINDS)
-_RUN_ITEM_HELD = compile_test("run_item_held", _RUN_ITEM_KINDS, members=True)  # (encoding)
-_PACKET_KINDS: dict[int, PacketKind] = {int(kind): kind for kind in PacketKind}
+_RUN_ITEMS_DECODER = compile_run_items_decoder()
+_RUN_ITEMS_ENCODER = compile_run_items_encoder()
 
 # type code -> (class, ((field name, check), ...)), built once from the declarations.
 _SCHEMA: dict[int, tuple[type[Message], tuple[tuple[str, Callable[[object], object]], ...]]] = {
@@ -242,14 +240,8 @@ def _encode_run(message: Message) -> list[Any] | None:
         and 0 < len(packets) <= MAX_RUN
     ):
         return None
-    held = _RUN_ITEM_HELD
-    items = []
-    for item in packets:
-        if not held(item):
-            return None
-        data, epoch, kind, sig, epoch_first, uid, mark = item
-        items.append([data, epoch, kind._value_, sig, epoch_first, uid, mark])
-    return [SubscribeRun.TYPE, key, first, items]
+    items = _RUN_ITEMS_ENCODER(packets)
+    return None if items is None else [SubscribeRun.TYPE, key, first, items]
 
 
 _ENCODERS[SubscribeRun.TYPE] = _encode_run

@@ -14,11 +14,14 @@ and the decision for any input, are the codec's; only the time to accept valid i
 
 Kinds with no simple expression (the arrays: ``LOCATIONS``, ``EPOCH_STARTS``) are not
 compiled: a class with such a field has no compiled check, and the codec's path serves it.
+A ``SubscribeRun``'s packets are the exception: their checks are compiled as one loop over
+the run, in each direction, and so is building the ``SubscribeData`` a run stands for
+(``compile_packets_of``), since a relay or a root pays each of these once per packet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from overlay.messages import (
@@ -33,6 +36,8 @@ from overlay.messages import (
     Kind,
     Message,
     PacketKind,
+    RunItem,
+    SubscribeData,
     field_kinds,
 )
 
@@ -168,26 +173,95 @@ def compile_encoder(cls: type[Message]) -> Encoder | None:
     return encoder
 
 
-# A compiled test of one array's values against their kinds: True only if each is plainly
-# valid (the wire's ints, or a ``PacketKind`` member where the kind is one).
-Test = Callable[[Any], bool]
+# A run's packets (``SubscribeRun.packets``) compiled as one loop over all of them, so a run of
+# 64 packets costs one call, not 64: the run's packets as a frame holds them in, the tuples the
+# message holds out (``RunItemsDecoder``); the reverse (``RunItemsEncoder``). Each returns None
+# as soon as one packet is not plainly valid, and the codec's field-by-field checks decide.
+RunItemsDecoder = Callable[[list[Any]], tuple[RunItem, ...] | None]
+RunItemsEncoder = Callable[[Sequence[RunItem]], list[list[Any]] | None]
 
 
-def compile_test(name: str, kinds: tuple[Kind, ...], members: bool = False) -> Test:
-    """The test of a sequence of exactly ``len(kinds)`` values, one per kind: what a
-    ``SubscribeRun`` checks for each packet it carries. As with the decoders, it only ever
-    accepts; the codec's field-by-field checks decide anything else and name the fault.
-    ``members``: a packet kind is the ``PacketKind`` member the code holds (encoding),
-    not the plain int a frame has (decoding)."""
+def _run_item_kinds() -> tuple[Kind, ...]:
+    """The kinds of one packet of a run: SubscribeData's fields after its key and number."""
+    return tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+
+
+def compile_run_items_decoder() -> RunItemsDecoder:
+    """The decoder of a run's packets, each an array of exactly its kinds' values."""
+    kinds = _run_item_kinds()
     names = [f"v{i}" for i in range(len(kinds))]
-    test_of = _held_test if members else _wire_test
-    tests = " and ".join(test_of(kind, v) for v, kind in zip(names, kinds, strict=True))
+    tests = " and ".join(_wire_test(kind, v) for v, kind in zip(names, kinds, strict=True))
+    values = [
+        f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
+        for v, kind in zip(names, kinds, strict=True)
+    ]
     source = (
-        f"def test_{name}(value):\n"
-        f"    if type(value) not in (list, tuple) or len(value) != {len(kinds)}:\n"
-        f"        return False\n"
-        f"    {', '.join(names)}, = value\n"
-        f"    return {tests}\n"
+        "def decode_run_items(items):\n"
+        "    run = []\n"
+        "    append = run.append\n"
+        "    for item in items:\n"
+        f"        if type(item) is not list or len(item) != {len(kinds)}:\n"
+        "            return None\n"
+        f"        {', '.join(names)}, = item\n"
+        f"        if not ({tests}):\n"
+        "            return None\n"
+        f"        append(({', '.join(values)},))\n"
+        "    return tuple(run)\n"
     )
-    test: Test = _compile(source, f"test_{name}", {"_PacketKind": PacketKind})
-    return test
+    decoder: RunItemsDecoder = _compile(source, "decode_run_items", {})
+    return decoder
+
+
+def compile_run_items_encoder() -> RunItemsEncoder:
+    """The encoder of a run's packets as the message holds them: each a tuple of exactly
+    its kinds' values, a packet kind the ``PacketKind`` member the code made."""
+    kinds = _run_item_kinds()
+    names = [f"v{i}" for i in range(len(kinds))]
+    tests = " and ".join(_held_test(kind, v) for v, kind in zip(names, kinds, strict=True))
+    values = [
+        f"{v}._value_" if kind is Kind.PACKET_KIND else v
+        for v, kind in zip(names, kinds, strict=True)
+    ]
+    source = (
+        "def encode_run_items(items):\n"
+        "    wire = []\n"
+        "    append = wire.append\n"
+        "    for item in items:\n"
+        f"        if type(item) is not tuple or len(item) != {len(kinds)}:\n"
+        "            return None\n"
+        f"        {', '.join(names)}, = item\n"
+        f"        if not ({tests}):\n"
+        "            return None\n"
+        f"        append([{', '.join(values)}])\n"
+        "    return wire\n"
+    )
+    encoder: RunItemsEncoder = _compile(source, "encode_run_items", {"_PacketKind": PacketKind})
+    return encoder
+
+
+# The packets a run stands for, built as the decoders build a message: by their slots.
+PacketsOf = Callable[[bytes, int, Sequence[RunItem]], list[SubscribeData]]
+
+
+def compile_packets_of() -> PacketsOf:
+    """``packets_of(key, first, items)``: the SubscribeData that a run of ``items`` from packet
+    ``first`` of stream ``key`` stands for, in order. Nothing is checked: the items are a
+    run message's, which the codec checked, or the code's own."""
+    fields = [name for name, _ in field_kinds(SubscribeData)]
+    names = [f"v{i}" for i in range(len(fields))]
+    sets = "".join(f"        _set{i}(packet, {v})\n" for i, v in enumerate(names))
+    setters = {f"_set{i}": getattr(SubscribeData, name).__set__ for i, name in enumerate(fields)}
+    source = (
+        "def packets_of(v0, v1, items):\n"
+        "    packets = []\n"
+        "    append = packets.append\n"
+        f"    for {', '.join(names[2:])}, in items:\n"
+        "        packet = _new(_cls)\n"
+        f"{sets}"
+        "        append(packet)\n"
+        "        v1 += 1\n"
+        "    return packets\n"
+    )
+    extra = {"_new": object.__new__, "_cls": SubscribeData, **setters}
+    packets_of: PacketsOf = _compile(source, "packets_of", extra)
+    return packets_of

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from operator import attrgetter
 
+from overlay.compiled_checks import compile_packets_of
 from overlay.messages import (
     MAX_FRAME,
     MAX_RUN,
@@ -53,7 +54,11 @@ def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
     return runs
 
 
+# ``packets_of(key, first, items)``: the SubscribeData that ``items``, a run's packets from
+# number ``first`` of stream ``key``, stand for, in order; built by their slots, unchecked.
+packets_of = compile_packets_of()
+
+
 def unrun(run: SubscribeRun) -> list[SubscribeData]:
     """The SubscribeData ``run`` stands for, in order."""
-    key, number = run.key, run.first
-    return [SubscribeData(key, number + i, *item) for i, item in enumerate(run.packets)]
+    return packets_of(run.key, run.first, run.packets)

@@ -19,7 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlay.codec import FIELD_CHECKS, encode
-from overlay.compiled_checks import compile_decoder, compile_encoder, compile_test
+from overlay.compiled_checks import (
+    compile_decoder,
+    compile_encoder,
+    compile_packets_of,
+    compile_run_items_decoder,
+    compile_run_items_encoder,
+)
 from overlay.messages import (
     KEY_SIZE,
     MAX_DESCRIPTOR,
@@ -43,7 +49,8 @@ from overlay.messages import (
 )
 
 COMPILED = [cls for cls in MESSAGE_TYPES if compile_decoder(cls) is not None]
-_RUN_ITEM_TEST = compile_test("run_item", RUN_ITEM_KINDS)
+_RUN_ITEMS = compile_run_items_decoder()
+_HELD_RUN_ITEMS = compile_run_items_encoder()
 
 # Values at and around every kind's bounds, and of every wrong type a peer could send.
 _EDGES: list[object] = [
@@ -171,24 +178,24 @@ def test_a_compiled_encoder_refuses_what_the_codec_would_refuse(cls: type[Messag
                     assert wire[i + 1] == plain
 
 
-def test_a_run_packets_compiled_test_accepts_a_value_exactly_when_the_codec_does() -> None:
-    # The run's per-packet test, against the codec's own check of the whole run.
+def test_a_runs_compiled_decoder_accepts_a_value_exactly_when_the_codec_does() -> None:
+    # The run's packets, each alone and behind a valid one, against the codec's own check.
     for base in (SMALLEST_VALUE, LARGEST_VALUE):
         row = [int(v) if isinstance(v, IntEnum) else v for v in (base[k] for k in RUN_ITEM_KINDS)]
         for i, kind in enumerate(RUN_ITEM_KINDS):
             for value in _EDGES:
                 item = row[:]
                 item[i] = value
-                accepted, checked = _accepted(Kind.RUN, [item])
+                accepted, checked = _accepted(Kind.RUN, [row, item])
+                decoded = _RUN_ITEMS([row, item])
                 if type(value) in _DECODED:
-                    assert _RUN_ITEM_TEST(item) == accepted, (kind, value)
-                if _RUN_ITEM_TEST(item):
-                    assert accepted, (kind, value)
-                    got = checked[0][i]  # type: ignore[index]
-                    assert got == _accepted(kind, value)[1] and type(got) is type(
-                        _accepted(kind, value)[1]
-                    ), (kind, value)
-    assert not _RUN_ITEM_TEST(row[:-1]) and not _RUN_ITEM_TEST(b"x" * len(row))
+                    assert (decoded is not None) == accepted, (kind, value)
+                if decoded is not None:
+                    assert accepted and decoded == checked, (kind, value)
+                    got = decoded[1][i]
+                    assert type(got) is type(_accepted(kind, value)[1]), (kind, value)
+    assert _RUN_ITEMS([row[:-1]]) is None and _RUN_ITEMS([b"x" * len(row)]) is None
+    assert _RUN_ITEMS([row, tuple(row)]) is None  # (a frame's arrays decode to lists)
 
 
 @settings(max_examples=300, deadline=None)
@@ -213,11 +220,24 @@ def test_a_packet_kind_the_code_gave_as_a_plain_int_still_encodes() -> None:
     )
 
 
-def test_a_run_packets_test_for_encoding_takes_the_packet_kind_member_the_code_holds() -> None:
-    held = compile_test("run_item_held", RUN_ITEM_KINDS, members=True)
-    item = [b"x", None, PacketKind.DATA, None, None, 5, 2]
-    assert held(item) and not _RUN_ITEM_TEST(item)
-    item[2] = 0  # (what a frame holds: the decoding test's)
-    assert _RUN_ITEM_TEST(item) and not held(item)
-    item[2] = PublishError.BUSY  # (an int enum, but not a packet kind)
-    assert not held(item) and not _RUN_ITEM_TEST(item)
+def test_a_runs_compiled_encoder_takes_the_packet_kind_member_the_code_holds() -> None:
+    item = (b"x", None, PacketKind.DATA, None, None, 5, 2)
+    assert _HELD_RUN_ITEMS([item, item]) == [[b"x", None, 0, None, None, 5, 2]] * 2
+    assert _RUN_ITEMS([list(item)]) is None
+    plain = (b"x", None, 0, None, None, 5, 2)  # (what a frame holds: the decoder's)
+    assert _HELD_RUN_ITEMS([item, plain]) is None and _RUN_ITEMS([list(plain)]) is not None
+    other = (b"x", None, PublishError.BUSY, None, None, 5, 2)  # (an int enum, not a kind)
+    assert _HELD_RUN_ITEMS([other]) is None and _RUN_ITEMS([list(other)]) is None
+    assert _HELD_RUN_ITEMS([item[:-1]]) is None and _HELD_RUN_ITEMS([list(item)]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages_of(SubscribeRun))
+def test_a_runs_packets_built_by_their_slots_equal_those_built_by_the_constructor(
+    run: SubscribeRun,
+) -> None:
+    packets = compile_packets_of()(run.key, run.first, run.packets)
+    expected = [SubscribeData(run.key, run.first + i, *item) for i, item in enumerate(run.packets)]
+    assert packets == expected and [hash(p) for p in packets] == [hash(p) for p in expected]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
+        packets[0].mark = None  # type: ignore[misc]

@@ -29,3 +29,17 @@ def test_the_oldest_uid_is_forgotten_past_the_capacity() -> None:
     table.forget(1)
     table.forget(5)  # not there: no error
     assert table.numbers() == {2: 2}
+
+
+def test_a_batchs_uids_are_remembered_as_one_by_one_the_oldest_forgotten_past_the_bound() -> None:
+    one_by_one, batched = UidTable(5), UidTable(5)
+    for table in (one_by_one, batched):
+        table.remember(100, 0, digest(b"a"))
+        table.remember(101, 1, digest(b"b"))
+    uids, digests = [7, 3, 9, 4], [digest(b"%d" % uid) for uid in (7, 3, 9, 4)]
+    for uid, number, each in zip(uids, range(2, 6), digests, strict=True):
+        one_by_one.remember(uid, number, each)
+    batched.remember_run(uids, range(2, 6), digests)
+    assert batched.numbers() == one_by_one.numbers() == {101: 1, 7: 2, 3: 3, 9: 4, 4: 5}
+    assert list(batched.numbers()) == list(one_by_one.numbers())  # (oldest first: evicted first)
+    assert not batched.reused(9, digest(b"9")) and batched.reused(9, digest(b"x"))

@@ -43,6 +43,7 @@ from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, next_number
 from overlay.core.uid_table import content_digest
 from overlay.messages import MAX_PACKET, MAX_PAYLOAD, MAX_U64, PacketKind, SubscribeData
+from overlay.run_packing import packets_of
 
 _DATA = PacketKind.DATA
 
@@ -107,26 +108,34 @@ class Batches:
         uids = stream.uids
         assert uids is not None, "a root keeps its uids"
         key, first = stream.key, next_number(stream)
+        count = len(items)
         mark = root_stamp(stream)
         # Each packet carries the mark from before it (``showing``): with nobody to wait
         # for, the root commits each as it goes, so packet n carries n - 1.
-        rising = not waits_for(stream)
-        ack = BatchAck(key, batch_id(first), first + len(items) - 1, [], client, now)
-        numbers, packets = ack.numbers, []
-        remember = uids.remember
-        number = first
-        for uid, data in items:
-            remember(uid, number, content_digest(data, None, _DATA))
-            stamp = number - 1 if rising and (mark is None or number - 1 > mark) else mark
-            packets.append(SubscribeData(key, number, data, None, _DATA, None, None, uid, stamp))
-            numbers.append((uid, number))
-            number += 1
-        count = len(packets)
+        if waits_for(stream):
+            stamps: list[int | None] = [mark] * count
+        elif mark is None:
+            stamps = list(range(first - 1, first + count - 1))
+        else:
+            stamps = [n if n > mark else mark for n in range(first - 1, first + count - 1)]
+        numbers = range(first, first + count)
+        ids = [uid for uid, _ in items]
+        uids.remember_run(ids, numbers, [content_digest(data, None, _DATA) for _, data in items])
+        packets = packets_of(
+            key,
+            first,
+            [
+                (data, None, _DATA, None, None, uid, stamp)
+                for (uid, data), stamp in zip(items, stamps, strict=True)
+            ],
+        )
+        given = list(zip(ids, numbers, strict=True))
+        ack = BatchAck(key, batch_id(first), first + count - 1, given, client, now)
         self.stats.published += count
         self.stats.numbered += count
         self.stats.batches += 1
         self._store_run(stream, packets)
-        self._publishes.batched.update(dict.fromkeys([uid for uid, _ in numbers], ack))
+        self._publishes.batched.update(dict.fromkeys(ids, ack))
         self._ack(stream, client, ack)
         return True
 

@@ -60,6 +60,13 @@ class UidTable:
         if len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
 
+    def remember_run(self, uids: list[int], numbers: range, digests: list[int]) -> None:
+        """``remember`` for each uid in turn, none of them remembered yet (a root's batch)."""
+        entries = self._entries
+        entries.update(zip(uids, zip(numbers, digests, strict=True), strict=True))
+        for _ in range(len(entries) - self.capacity):
+            entries.popitem(last=False)
+
     def forget(self, uid: int) -> None:
         self._entries.pop(uid, None)
 
