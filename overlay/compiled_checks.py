@@ -21,7 +21,8 @@ the run, in each direction, and so is building the ``SubscribeData`` a run stand
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from overlay.messages import (
@@ -239,29 +240,57 @@ def compile_run_items_encoder() -> RunItemsEncoder:
     return encoder
 
 
-# The packets a run stands for, built as the decoders build a message: by their slots.
+# Instances of a frozen, slotted dataclass built as the decoders build a message: by their
+# slots, each field given (none of these classes has a ``__post_init__``), nothing checked.
 PacketsOf = Callable[[bytes, int, Sequence[RunItem]], list[SubscribeData]]
+Builder = Callable[[Iterable[tuple[Any, ...]]], list[Any]]
+
+
+def _slot_sets(cls: type, names: list[str], target: str) -> tuple[str, dict[str, Any]]:
+    """Source lines setting each slot of ``cls`` on ``target`` to its value in ``names``,
+    in field order, and the setters they call."""
+    fields = [field.name for field in dataclasses.fields(cls)]
+    assert len(fields) == len(names) and not hasattr(cls, "__post_init__"), cls
+    sets = "".join(f"        _set{i}({target}, {v})\n" for i, v in enumerate(names))
+    setters = {f"_set{i}": getattr(cls, name).__set__ for i, name in enumerate(fields)}
+    return sets, {"_new": object.__new__, "_cls": cls, **setters}
+
+
+def compile_builder(cls: type) -> Builder:
+    """``build(rows)``: an instance of ``cls`` for each row, a tuple of its fields' values
+    in order."""
+    names = [f"v{i}" for i in range(len(dataclasses.fields(cls)))]
+    sets, extra = _slot_sets(cls, names, "built")
+    source = (
+        f"def build_{cls.__name__}(rows):\n"
+        "    every = []\n"
+        "    append = every.append\n"
+        f"    for {', '.join(names)}, in rows:\n"
+        "        built = _new(_cls)\n"
+        f"{sets}"
+        "        append(built)\n"
+        "    return every\n"
+    )
+    build: Builder = _compile(source, f"build_{cls.__name__}", extra)
+    return build
 
 
 def compile_packets_of() -> PacketsOf:
     """``packets_of(key, first, items)``: the SubscribeData that a run of ``items`` from packet
     ``first`` of stream ``key`` stands for, in order. Nothing is checked: the items are a
     run message's, which the codec checked, or the code's own."""
-    fields = [name for name, _ in field_kinds(SubscribeData)]
-    names = [f"v{i}" for i in range(len(fields))]
-    sets = "".join(f"        _set{i}(packet, {v})\n" for i, v in enumerate(names))
-    setters = {f"_set{i}": getattr(SubscribeData, name).__set__ for i, name in enumerate(fields)}
+    names = [f"v{i}" for i in range(len(field_kinds(SubscribeData)))]
+    sets, extra = _slot_sets(SubscribeData, names, "built")
     source = (
         "def packets_of(v0, v1, items):\n"
         "    packets = []\n"
         "    append = packets.append\n"
         f"    for {', '.join(names[2:])}, in items:\n"
-        "        packet = _new(_cls)\n"
+        "        built = _new(_cls)\n"
         f"{sets}"
-        "        append(packet)\n"
+        "        append(built)\n"
         "        v1 += 1\n"
         "    return packets\n"
     )
-    extra = {"_new": object.__new__, "_cls": SubscribeData, **setters}
     packets_of: PacketsOf = _compile(source, "packets_of", extra)
     return packets_of

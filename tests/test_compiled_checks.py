@@ -20,12 +20,14 @@ from hypothesis import strategies as st
 
 from overlay.codec import FIELD_CHECKS, encode
 from overlay.compiled_checks import (
+    compile_builder,
     compile_decoder,
     compile_encoder,
     compile_packets_of,
     compile_run_items_decoder,
     compile_run_items_encoder,
 )
+from overlay.core.events import Packet
 from overlay.messages import (
     KEY_SIZE,
     MAX_DESCRIPTOR,
@@ -241,3 +243,14 @@ def test_a_runs_packets_built_by_their_slots_equal_those_built_by_the_constructo
     assert packets == expected and [hash(p) for p in packets] == [hash(p) for p in expected]
     with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
         packets[0].mark = None  # type: ignore[misc]
+
+
+def test_instances_built_by_their_slots_equal_those_built_by_the_constructor() -> None:
+    rows = [
+        (bytes(KEY_SIZE), n, b"%d" % n, None if n % 2 else n, PacketKind.DATA) for n in range(5)
+    ]
+    built = compile_builder(Packet)(rows)
+    expected = [Packet(*row) for row in rows]
+    assert built == expected and [hash(p) for p in built] == [hash(p) for p in expected]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
+        built[0].number = 9  # type: ignore[misc]

@@ -35,6 +35,17 @@ def same(ours: PacketMap, theirs: SortedDict) -> None:
         assert ours.bisect_left(n) == theirs.bisect_left(n)
         assert ours.bisect_right(n) == theirs.bisect_right(n)
         assert list(ours.irange(n, n + 3)) == list(theirs.irange(n, n + 3))
+        for top in (n - 1, n, n + 2, high + 5):
+            assert ours.run_from(n, top) == consecutive(theirs, n, top)
+
+
+def consecutive(theirs: SortedDict, low: int, high: int) -> list[SubscribeData]:
+    """The packets held from ``low`` up to ``high``, until the first number missing."""
+    run = []
+    while low <= high and low in theirs:
+        run.append(theirs[low])
+        low += 1
+    return run
 
 
 # One step: ("append", gap), ("put", n), ("pop", _): the oldest out; ("pops", k): the k

@@ -78,6 +78,23 @@ class PacketMap:
         by = self._by
         return [by[number] for number in self._numbers[self._start :]]
 
+    def run_from(self, low: int, high: int) -> list[SubscribeData]:
+        """The packets held from ``low`` on, consecutive, up to ``high`` at most: empty if
+        ``low`` is not held, ending before the first number missing."""
+        by = self._by
+        if high < low or low not in by:
+            return []
+        numbers, start = self._numbers, self._start
+        first = bisect_left(numbers, low, start)
+        end = bisect_right(numbers, high, first)
+        # The numbers are distinct and in order: those at first..end-1 are consecutive
+        # exactly when the last is low + (end - 1 - first); else find the first gap.
+        if numbers[end - 1] - low != end - 1 - first:
+            end = first + 1
+            while end < len(numbers) and numbers[end] == low + end - first and numbers[end] <= high:
+                end += 1
+        return list(map(by.__getitem__, numbers[first:end]))
+
     def irange(self, low: int, high: int) -> Iterator[int]:
         """The numbers held in ``low..high``, both included, in order."""
         numbers, start = self._numbers, self._start
