@@ -47,6 +47,7 @@ from overlay.messages import (
     MAX_U64,
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
+    RUN_ITEM_SIZE,
     SIGNATURE_SIZE,
     VOUCH_SIZE,
     Kind,
@@ -168,23 +169,40 @@ _RUN_ITEM_KINDS = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
 
 
 def _run_items(value: object) -> object:
-    items = _array(value, MAX_RUN, "packets", "packets")
-    if not items:
+    """A run's packets from the flat array a frame holds (``Kind.RUN``): a tuple each."""
+    flat = _array(value, MAX_RUN * RUN_ITEM_SIZE, "packets", "packet values")
+    if not flat:
         raise ValueError("a run holds at least one packet")
-    run = _RUN_ITEMS_DECODER(items)  # type: ignore[arg-type]
+    if len(flat) % RUN_ITEM_SIZE:
+        raise ValueError(f"{len(flat)} values are not whole packets of {RUN_ITEM_SIZE} fields")
+    run = _RUN_ITEMS_DECODER(flat)  # type: ignore[arg-type]
     if run is not None:
         return run
     checks = _RUN_ITEM_CHECKS
     checked = []
-    for index, item in enumerate(items):
-        fields: Sequence[object] = item  # type: ignore[assignment]
-        if type(item) not in (list, tuple) or len(fields) != len(checks):
-            raise ValueError(f"packet {index} is not an array of {len(checks)} fields")
+    for index in range(len(flat) // RUN_ITEM_SIZE):
+        fields = flat[index * RUN_ITEM_SIZE : (index + 1) * RUN_ITEM_SIZE]
         try:
             checked.append(tuple(check(field) for check, field in zip(checks, fields, strict=True)))
         except ValueError as exc:
             raise ValueError(f"packet {index}: {exc}") from None
     return tuple(checked)
+
+
+def _flat_run(value: object) -> object:
+    """A run's packets as a message holds them, a tuple each, as the wire's flat array (for
+    ``_run_items`` to check); a value that is no such thing is returned as it is, for the
+    check to refuse, unless a packet is not an array of its fields."""
+    if type(value) not in (list, tuple):
+        return value
+    packets: Sequence[object] = value  # type: ignore[assignment]
+    flat: list[object] = []
+    for index, item in enumerate(packets):
+        fields: Sequence[object] = item  # type: ignore[assignment]
+        if type(item) not in (list, tuple) or len(fields) != RUN_ITEM_SIZE:
+            raise ValueError(f"packet {index} is not an array of {RUN_ITEM_SIZE} fields")
+        flat += [int(field) if isinstance(field, IntEnum) else field for field in fields]
+    return flat
 
 
 # Each kind's check: the value as the message holds it, or ValueError saying what is wrong.
@@ -311,6 +329,11 @@ def _checked_values(
     values: list[object] = [cls.TYPE]
     for name, check in checks:
         value = getattr(message, name)
+        if check is _run_items:
+            try:
+                value = _flat_run(value)
+            except ValueError as exc:
+                raise EncodeError(f"{cls.__name__}.{name}: {exc}") from None
         if isinstance(value, IntEnum):
             # An enum member (a PacketKind, a PublishError code) goes on the wire as its
             # plain value, whichever int field it fills: the code that builds a message

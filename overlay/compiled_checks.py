@@ -33,6 +33,7 @@ from overlay.messages import (
     MAX_PAYLOAD,
     MAX_U64,
     MAX_WIRE_HTL,
+    RUN_ITEM_SIZE,
     SIGNATURE_SIZE,
     Kind,
     Message,
@@ -175,20 +176,24 @@ def compile_encoder(cls: type[Message]) -> Encoder | None:
 
 
 # A run's packets (``SubscribeRun.packets``) compiled as one loop over all of them, so a run of
-# 64 packets costs one call, not 64: the run's packets as a frame holds them in, the tuples the
-# message holds out (``RunItemsDecoder``); the reverse (``RunItemsEncoder``). Each returns None
-# as soon as one packet is not plainly valid, and the codec's field-by-field checks decide.
+# 64 packets costs one call, not 64. On the wire the packets are one flat array, each
+# packet's ``RUN_ITEM_SIZE`` values after the last's (``Kind.RUN``); the message holds a tuple
+# per packet. ``RunItemsDecoder``: the flat array in, the tuples out; ``RunItemsEncoder``: the
+# reverse. Each returns None as soon as one packet is not plainly valid (or the array is not
+# whole packets), and the codec's field-by-field checks decide.
 RunItemsDecoder = Callable[[list[Any]], tuple[RunItem, ...] | None]
-RunItemsEncoder = Callable[[Sequence[RunItem]], list[list[Any]] | None]
+RunItemsEncoder = Callable[[Sequence[RunItem]], list[Any] | None]
 
 
 def _run_item_kinds() -> tuple[Kind, ...]:
     """The kinds of one packet of a run: SubscribeData's fields after its key and number."""
-    return tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+    kinds = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+    assert len(kinds) == RUN_ITEM_SIZE
+    return kinds
 
 
 def compile_run_items_decoder() -> RunItemsDecoder:
-    """The decoder of a run's packets, each an array of exactly its kinds' values."""
+    """The decoder of a run's packets from the flat array a frame holds."""
     kinds = _run_item_kinds()
     names = [f"v{i}" for i in range(len(kinds))]
     tests = " and ".join(_wire_test(kind, v) for v, kind in zip(names, kinds, strict=True))
@@ -196,14 +201,15 @@ def compile_run_items_decoder() -> RunItemsDecoder:
         f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
         for v, kind in zip(names, kinds, strict=True)
     ]
+    # (zip over one iterator, once per field: a packet's values at a time, in C.)
     source = (
-        "def decode_run_items(items):\n"
+        "def decode_run_items(flat):\n"
+        f"    if len(flat) % {len(kinds)}:\n"
+        "        return None\n"
         "    run = []\n"
         "    append = run.append\n"
-        "    for item in items:\n"
-        f"        if type(item) is not list or len(item) != {len(kinds)}:\n"
-        "            return None\n"
-        f"        {', '.join(names)}, = item\n"
+        "    values = iter(flat)\n"
+        f"    for {', '.join(names)}, in zip({', '.join(['values'] * len(kinds))}):\n"
         f"        if not ({tests}):\n"
         "            return None\n"
         f"        append(({', '.join(values)},))\n"
@@ -214,8 +220,8 @@ def compile_run_items_decoder() -> RunItemsDecoder:
 
 
 def compile_run_items_encoder() -> RunItemsEncoder:
-    """The encoder of a run's packets as the message holds them: each a tuple of exactly
-    its kinds' values, a packet kind the ``PacketKind`` member the code made."""
+    """The encoder of a run's packets as the message holds them (each a tuple of exactly its
+    kinds' values, a packet kind the ``PacketKind`` member the code made) to a flat array."""
     kinds = _run_item_kinds()
     names = [f"v{i}" for i in range(len(kinds))]
     tests = " and ".join(_held_test(kind, v) for v, kind in zip(names, kinds, strict=True))
@@ -225,16 +231,16 @@ def compile_run_items_encoder() -> RunItemsEncoder:
     ]
     source = (
         "def encode_run_items(items):\n"
-        "    wire = []\n"
-        "    append = wire.append\n"
+        "    flat = []\n"
+        "    extend = flat.extend\n"
         "    for item in items:\n"
         f"        if type(item) is not tuple or len(item) != {len(kinds)}:\n"
         "            return None\n"
         f"        {', '.join(names)}, = item\n"
         f"        if not ({tests}):\n"
         "            return None\n"
-        f"        append([{', '.join(values)}])\n"
-        "    return wire\n"
+        f"        extend(({', '.join(values)}))\n"
+        "    return flat\n"
     )
     encoder: RunItemsEncoder = _compile(source, "encode_run_items", {"_PacketKind": PacketKind})
     return encoder

@@ -89,7 +89,9 @@ class Kind(IntEnum):
     # tuple of at most MAX_NEIGHBOURS entries, each empty or VOUCH_SIZE bytes
     VOUCHES = 19
     # tuple of 1..MAX_RUN SubscribeData, numbered on from the message's ``first``
-    # (``SubscribeRun``, whose codec path checks each as a SubscribeData)
+    # (``SubscribeRun``, whose codec path checks each as a SubscribeData). On the wire one
+    # flat array: each packet's RUN_ITEM_SIZE values after the last's, no array per packet
+    # (an array per packet cost the CBOR codec about as much as the packet's other values).
     RUN = 20
     DIGEST = 21  # bytes of length DIGEST_SIZE: a SHA-256 commitment, or a random nonce
 
@@ -529,6 +531,7 @@ class SubscribeRun(Message):
 
 # One packet of a ``SubscribeRun``: SubscribeData's fields from ``data`` on.
 RunItem = tuple[bytes, int | None, PacketKind, bytes | None, int | None, int | None, int | None]
+RUN_ITEM_SIZE = 7  # (the values of a RunItem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,10 +140,20 @@ def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:
 def wire_fields(message: Message) -> list[object]:
     """The CBOR array for ``message`` as a plain list, for building frames by hand."""
     values: list[object] = [message.TYPE]
-    for name, _ in field_kinds(type(message)):
-        value = getattr(message, name)
-        values.append(int(value) if isinstance(value, PacketKind) else value)
+    for name, kind in field_kinds(type(message)):
+        values.append(wire_value(kind, getattr(message, name)))
     return values
+
+
+def wire_value(kind: Kind, value: object) -> object:
+    """``value`` of ``kind`` as a frame holds it: a packet kind as its int, a run's packets
+    as one flat array (an array that is not of packets as it is)."""
+    if isinstance(value, PacketKind):
+        return int(value)
+    packets = isinstance(value, tuple | list) and all(isinstance(p, tuple | list) for p in value)
+    if kind is Kind.RUN and packets:
+        return [wire_value(Kind.PACKET_KIND, f) for item in value for f in item]  # type: ignore[union-attr]
+    return value
 
 
 def decode_error(frame: bytes) -> str:

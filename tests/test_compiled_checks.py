@@ -188,16 +188,16 @@ def test_a_runs_compiled_decoder_accepts_a_value_exactly_when_the_codec_does() -
             for value in _EDGES:
                 item = row[:]
                 item[i] = value
-                accepted, checked = _accepted(Kind.RUN, [row, item])
-                decoded = _RUN_ITEMS([row, item])
+                accepted, checked = _accepted(Kind.RUN, row + item)
+                decoded = _RUN_ITEMS(row + item)
                 if type(value) in _DECODED:
                     assert (decoded is not None) == accepted, (kind, value)
                 if decoded is not None:
                     assert accepted and decoded == checked, (kind, value)
                     got = decoded[1][i]
                     assert type(got) is type(_accepted(kind, value)[1]), (kind, value)
-    assert _RUN_ITEMS([row[:-1]]) is None and _RUN_ITEMS([b"x" * len(row)]) is None
-    assert _RUN_ITEMS([row, tuple(row)]) is None  # (a frame's arrays decode to lists)
+    assert _RUN_ITEMS(row[:-1]) is None and _RUN_ITEMS(row + row[:-1]) is None  # (not whole)
+    assert _RUN_ITEMS([row]) is None  # (an array per packet: not what a frame holds)
 
 
 @settings(max_examples=300, deadline=None)
@@ -224,12 +224,12 @@ def test_a_packet_kind_the_code_gave_as_a_plain_int_still_encodes() -> None:
 
 def test_a_runs_compiled_encoder_takes_the_packet_kind_member_the_code_holds() -> None:
     item = (b"x", None, PacketKind.DATA, None, None, 5, 2)
-    assert _HELD_RUN_ITEMS([item, item]) == [[b"x", None, 0, None, None, 5, 2]] * 2
-    assert _RUN_ITEMS([list(item)]) is None
+    assert _HELD_RUN_ITEMS([item, item]) == [b"x", None, 0, None, None, 5, 2] * 2
+    assert _RUN_ITEMS(list(item)) is None
     plain = (b"x", None, 0, None, None, 5, 2)  # (what a frame holds: the decoder's)
-    assert _HELD_RUN_ITEMS([item, plain]) is None and _RUN_ITEMS([list(plain)]) is not None
+    assert _HELD_RUN_ITEMS([item, plain]) is None and _RUN_ITEMS(list(plain)) is not None
     other = (b"x", None, PublishError.BUSY, None, None, 5, 2)  # (an int enum, not a kind)
-    assert _HELD_RUN_ITEMS([other]) is None and _RUN_ITEMS([list(other)]) is None
+    assert _HELD_RUN_ITEMS([other]) is None and _RUN_ITEMS(list(other)) is None
     assert _HELD_RUN_ITEMS([item[:-1]]) is None and _HELD_RUN_ITEMS([list(item)]) is None
 
 
