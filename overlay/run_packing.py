@@ -3,7 +3,9 @@ makes, cut to fit a frame, and the packets a run stands for."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 from operator import attrgetter
 
 from overlay.compiled_checks import compile_packets_of
@@ -33,6 +35,8 @@ def run_of(packets: list[SubscribeData]) -> SubscribeRun:
 # header, key and first number). Counted high, so a run within the budget fits a frame.
 RUN_PACKET_OVERHEAD = 128
 RUN_OVERHEAD = 64
+_PACKET_COST = RUN_PACKET_OVERHEAD.__add__  # (a packet's data bytes -> what it adds to a run)
+_data = attrgetter("data")
 
 
 def run_fits(packets: int, data_bytes: int) -> bool:
@@ -42,15 +46,17 @@ def run_fits(packets: int, data_bytes: int) -> bool:
 
 
 def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
-    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
+    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order: each
+    as long as ``run_fits`` allows, one packet at least."""
+    # What each packet adds to a run, summed from the first (in C), so each cut is a bisect.
+    costs = list(accumulate(map(_PACKET_COST, map(len, map(_data, packets)))))
     runs: list[SubscribeRun] = []
-    start, size = 0, RUN_OVERHEAD  # (``run_fits``, counted as the run grows)
-    for index, packet in enumerate(packets):
-        size += RUN_PACKET_OVERHEAD + len(packet.data)
-        if index > start and (index - start >= MAX_RUN or size > MAX_FRAME):
-            runs.append(run_of(packets[start:index]))
-            start, size = index, RUN_OVERHEAD + RUN_PACKET_OVERHEAD + len(packet.data)
-    runs.append(run_of(packets[start:]))
+    start, before, count = 0, 0, len(packets)
+    while start < count:
+        end = bisect_right(costs, before + MAX_FRAME - RUN_OVERHEAD, start)
+        end = min(max(end, start + 1), start + MAX_RUN)
+        runs.append(run_of(packets[start:end]))
+        start, before = end, costs[end - 1]
     return runs
 
 

@@ -6,14 +6,26 @@ and E; B with children A and D; subscribers at A, D and E."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 from corenet import CoreNet
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from publish_tree import KEY, SUBSCRIBERS, packets, tree
 
+from overlay.core.batches import batch_of
 from overlay.core.config import NodeConfig
 from overlay.core.events import BatchAcked, PublishAcked, PublishFailed
 from overlay.core.pace import INITIAL_WINDOW
-from overlay.messages import PublishData, PublishError, SubscribeData, SubscribeRun
+from overlay.messages import (
+    MAX_PAYLOAD,
+    MAX_U64,
+    PublishData,
+    PublishError,
+    SubscribeData,
+    SubscribeRun,
+)
 
 GRACE = NodeConfig().takeover_grace
 
@@ -115,6 +127,39 @@ def test_a_batch_that_is_not_a_list_of_pairs_is_a_callers_error(items: object) -
     net = settled()
     with pytest.raises(ValueError, match="a batch is a non-empty sequence of"):
         net.publish_batch(b"R", KEY, items)  # type: ignore[arg-type]
+
+
+class Pair(NamedTuple):
+    uid: int
+    data: bytes
+
+
+_ITEMS = st.tuples(
+    st.sampled_from([0, 1, 7, MAX_U64, MAX_U64 + 1, -1, True, 2.0]),
+    st.sampled_from([b"", b"x", bytes(MAX_PAYLOAD), bytes(MAX_PAYLOAD + 1), "text"]),
+).map(lambda pair: pair if pair[0] != 7 else Pair(*pair))  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ITEMS, min_size=1, max_size=6))
+def test_a_batch_is_plain_exactly_when_every_item_is_a_pair_of_valid_uid_and_payload(
+    items: list[tuple[int, bytes]],
+) -> None:
+    """A batch is numbered in one pass only if each of its publishes could be: a tuple of
+    a uid in 0..2**64-1 (not a bool) and bytes of at most MAX_PAYLOAD; a tuple subclass
+    goes publish by publish, which means the same."""
+    batch = batch_of(items)
+    plain = all(
+        type(item) is tuple
+        and type(item[0]) is int
+        and 0 <= item[0] <= MAX_U64
+        and type(item[1]) is bytes
+        and len(item[1]) <= MAX_PAYLOAD
+        for item in items
+    )
+    assert batch.plain == plain
+    assert batch.uids == ([uid for uid, _ in items] if plain else [])
+    assert batch.size == (sum(len(data) for _, data in items) if plain else 0)
 
 
 def test_a_uid_of_a_batch_published_again_before_its_commit_is_answered_once() -> None:

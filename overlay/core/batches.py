@@ -53,11 +53,21 @@ class Batch:
     """A local client's batch and what every attempt to number it in one pass asks of it,
     worked out once (a batch that waits for room is asked again after each event).
     ``plain``: every item is a valid uid and payload (otherwise each goes its own way and
-    is refused with its reason: ``LocalClients.publish``); ``size``: its payload bytes."""
+    is refused with its reason: ``LocalClients.publish``); then ``uids`` are its uids in
+    order, and ``size`` its payload bytes (else empty and 0)."""
 
     items: Sequence[tuple[int, bytes]]
     plain: bool
+    uids: list[int]
     size: int
+
+
+_TUPLE, _PAIR, _INT, _BYTES = (
+    frozenset({tuple}),
+    frozenset({2}),
+    frozenset({int}),
+    frozenset({bytes}),
+)
 
 
 def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
@@ -65,15 +75,23 @@ def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
     ValueError: a caller's bug, which a client port checks before it calls."""
     if not isinstance(items, Sequence) or not items:
         raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
-    plain, size = True, 0
+    # Each test is a pass in C over the items (a batch is up to thousands of them); only
+    # items that are not all plain tuples take the loop, which says what is wrong.
+    if set(map(type, items)) == _TUPLE and set(map(len, items)) == _PAIR:
+        uids, payloads = [uid for uid, _ in items], [data for _, data in items]
+        if (
+            set(map(type, uids)) == _INT
+            and min(uids) >= 0
+            and max(uids) <= MAX_U64
+            and set(map(type, payloads)) == _BYTES
+            and max(map(len, payloads)) <= MAX_PAYLOAD
+        ):
+            return Batch(items, True, uids, sum(map(len, payloads)))
+        return Batch(items, False, [], 0)
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
-        uid, data = item
-        valid_uid = type(uid) is int and 0 <= uid <= MAX_U64
-        plain = plain and valid_uid and type(data) is bytes and len(data) <= MAX_PAYLOAD
-        size += len(data) if plain else 0
-    return Batch(items, plain, size if plain else 0)
+    return Batch(items, False, [], 0)  # (tuple subclasses: each goes its own way)
 
 
 class Batches:
@@ -102,8 +120,8 @@ class Batches:
             return False
         if not self._room(stream, batch):
             return None  # (before the uids are checked: a batch waiting asks again often)
-        items = batch.items
-        if not self._fresh(stream, items):
+        items, ids = batch.items, batch.uids
+        if not self._fresh(stream, ids):
             return False
         uids = stream.uids
         assert uids is not None, "a root keeps its uids"
@@ -119,7 +137,6 @@ class Batches:
         else:
             stamps = [n if n > mark else mark for n in range(first - 1, first + count - 1)]
         numbers = range(first, first + count)
-        ids = [uid for uid, _ in items]
         uids.remember_run(ids, numbers, [content_digest(data, None, _DATA) for _, data in items])
         packets = packets_of(
             key,
@@ -154,18 +171,18 @@ class Batches:
             or batch.size > window.max_bytes
         )
 
-    def _fresh(self, stream: Stream, items: Sequence[tuple[int, bytes]]) -> bool:
-        """Whether every uid of ``items`` is new here and given once (see the notes)."""
+    def _fresh(self, stream: Stream, ids: list[int]) -> bool:
+        """Whether every uid of ``ids`` is new here and given once (see the notes)."""
         uids = stream.uids
         assert uids is not None, "a root keeps its uids"
-        publishes, claims = self._publishes, stream.claims
-        in_flight, lapsed = publishes.in_flight, publishes.lapsed
-        seen: set[int] = set()
-        for uid, _ in items:
-            if uid in seen or uid in uids or in_flight(uid) or uid in claims or uid in lapsed:
-                return False
-            seen.add(uid)
-        return True
+        publishes = self._publishes
+        return (
+            len(set(ids)) == len(ids)
+            and uids.none_of(ids)
+            and publishes.none_in_flight(ids)
+            and stream.claims.keys().isdisjoint(ids)
+            and publishes.lapsed.keys().isdisjoint(ids)
+        )
 
     def _room(self, stream: Stream, batch: Batch) -> bool:
         """Whether the root may number ``batch`` now: no single publish of the stream waits

@@ -142,11 +142,9 @@ class Broadcast:
         first, last = packets[0].packet, packets[-1].packet
         self.memory.saw(stream.key, last)
         self.stats.stored += len(packets)
-        frontier = stream.frontier
         stamped = self._stamp_run(stream, packets)
         window.add_run(stamped)
-        for packet in stamped:
-            frontier.observe(packet)
+        stream.frontier.observe_run(stamped)
         _took(stream, first)  # (where a contiguous stream starts)
         _took(stream, last)
         if stream.fed:

@@ -18,8 +18,12 @@ remembered one counts as done, so a forgotten epoch cannot be reopened.
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import attrgetter
 
 from overlay.messages import PacketKind, PublishError, SubscribeData
+
+_epoch = attrgetter("epoch")
+_NO_EPOCH = frozenset({None})
 
 
 class Frontier:
@@ -64,6 +68,12 @@ class Frontier:
         if epoch is None:
             return None
         return self.open.get(epoch, number)
+
+    def observe_run(self, packets: list[SubscribeData]) -> None:
+        """``observe`` each of ``packets``, in order: a run with no epoch (most) in one pass."""
+        if set(map(_epoch, packets)) != _NO_EPOCH:
+            for packet in packets:
+                self.observe(packet)
 
     def observe(self, packet: SubscribeData) -> None:
         """Follow one packet of the stream (in packet order, at any node)."""

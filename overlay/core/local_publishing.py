@@ -113,6 +113,10 @@ class LocalPublishes:
         """Whether local publish ``uid`` awaits its answer (alone, or in a batch)."""
         return uid in self.local or uid in self.batched
 
+    def none_in_flight(self, uids: list[int]) -> bool:
+        """Whether none of ``uids`` is in flight (``in_flight`` for each, in one pass)."""
+        return self.local.keys().isdisjoint(uids) and self.batched.keys().isdisjoint(uids)
+
     def join(self, uid: int, client: ClientId) -> None:
         """Another client published ``uid`` while it is in flight (``in_flight``), or the
         same one again: it gets the same answer, once."""

@@ -64,8 +64,8 @@ class PacketMap:
         numbers = self._numbers
         first = run[0].packet
         assert len(numbers) == self._start or first > numbers[-1], "a run goes past the end"
-        self._by.update([(packet.packet, packet) for packet in run])
         numbers.extend(range(first, first + len(run)))
+        self._by.update(zip(numbers[len(numbers) - len(run) :], run, strict=True))
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._numbers[self._start :])
@@ -123,7 +123,7 @@ class PacketMap:
         """Remove and return the ``count`` items with the lowest numbers (at most all)."""
         numbers, start, by = self._numbers, self._start, self._by
         end = min(start + count, len(numbers))
-        popped = [by.pop(number) for number in numbers[start:end]]
+        popped = list(map(by.pop, numbers[start:end]))
         self._gone_before(end)
         return popped
 

@@ -48,6 +48,10 @@ class UidTable:
     def __contains__(self, uid: object) -> bool:
         return uid in self._entries
 
+    def none_of(self, uids: list[int]) -> bool:
+        """Whether none of ``uids`` is remembered."""
+        return self._entries.keys().isdisjoint(uids)
+
     def __len__(self) -> int:
         return len(self._entries)
 

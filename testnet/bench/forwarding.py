@@ -535,10 +535,12 @@ def format_report(result: dict[str, Any]) -> str:
                 f"{r['rate_per_cpu']:>11,.0f} {r['forwarder_load']:>8.0%} "
                 f"{r['receiver_load']:>8.0%}"
             )
-        verdict = "meets" if row["ratio"] >= 0.5 else "below"
+        # The goal is per forwarder CPU-second: the wall-clock rate is the receivers' when
+        # their process is the one saturated.
+        verdict = "meets" if row["ratio_per_cpu"] >= 0.5 else "below"
         lines.append(
             f"{'':>8} {'ratio':>9} {row['ratio']:>10.0%} {row['ratio_per_cpu']:>11.0%}"
-            f"   ({verdict} the 50% goal)"
+            f"   ({verdict} the 50% goal per CPU-second)"
         )
     for prof in result["profiles"]:
         top = prof["top"]
