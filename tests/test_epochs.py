@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlay.core.epochs import Frontier
+from overlay.core.epochs import Frontier, malformed, plain_run
 from overlay.messages import PacketKind, PublishError, SubscribeData
 
 KEY = b"k" * 32
@@ -270,3 +270,36 @@ def test_an_epoch_closed_before_a_node_joined_cannot_be_reopened_there() -> None
     assert frontier.refusal(5, PacketKind.DATA) is PublishError.EPOCH_DONE
     assert frontier.refusal(9, PacketKind.DATA) is None  # still open
     assert frontier.refusal(8, PacketKind.DATA) is None  # newer than the last closed: new
+
+
+_FIELDS = st.tuples(
+    st.one_of(st.none(), st.integers(0, 3)),
+    st.sampled_from(list(PacketKind)),
+    st.one_of(st.none(), st.integers(0, 12)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FIELDS, min_size=1, max_size=5))
+def test_a_run_passes_in_one_look_only_if_no_packet_of_it_is_malformed(
+    fields: list[tuple[int | None, PacketKind, int | None]],
+) -> None:
+    """``plain_run``: plain data outside epochs, which no parent can send malformed; and
+    following it as one run (``observe_run``) leaves the frontier as packet by packet."""
+    packets = [
+        SubscribeData(b"k" * 32, 10 + i, b"x", epoch, kind, None, epoch_first)
+        for i, (epoch, kind, epoch_first) in enumerate(fields)
+    ]
+    if plain_run(packets):
+        assert all(malformed(p) is None for p in packets)
+    plain = all(e is None and k is PacketKind.DATA and f is None for e, k, f in fields)
+    assert plain_run(packets) == plain
+    one_by_one, as_run = Frontier(4, 8), Frontier(4, 8)
+    for p in packets:
+        one_by_one.observe(p)
+    as_run.observe_run(packets)
+    assert (as_run.open, as_run.starts(), as_run.last_closed) == (
+        one_by_one.open,
+        one_by_one.starts(),
+        one_by_one.last_closed,
+    )

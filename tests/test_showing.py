@@ -18,6 +18,8 @@ import pytest
 from commit_roots import U, V, adopt, bare_root, own_publish, root
 from corenet import CoreNet, key_at
 from flowkit import Calls, Kit, packet, store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nodes import joined_node, meet, proto, sends
 
 from overlay.codec import DecodeError, decode, encode
@@ -601,3 +603,24 @@ def test_it_registers_the_mark_timer_it_arms() -> None:
     showing(kit)
     with pytest.raises(ValueError):
         kit.timers.on(MARK_TIMER, lambda now, uid, attempt: None)
+
+
+_MARKS = st.one_of(st.none(), st.integers(0, 12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ours=_MARKS, first=st.integers(0, 6), marks=st.lists(_MARKS, min_size=1, max_size=6))
+def test_a_members_run_is_stamped_as_its_packets_would_be_one_by_one(
+    ours: int | None, first: int, marks: list[int | None]
+) -> None:
+    """A member stamps a run from its parent (``stamp_run``) exactly as each packet in turn:
+    the same packets out, with the same marks, and the member's mark after them the same."""
+    one_kit, run_kit = Kit(), Kit()
+    showings = [showing(kit)[0] for kit in (one_kit, run_kit)]
+    streams = [kit.stream(State.JOINED, parent=P) for kit in (one_kit, run_kit)]
+    for stream in streams:
+        stream.shown_upto = ours
+    packets = [dataclasses.replace(packet(first + i), mark=mark) for i, mark in enumerate(marks)]
+    one_by_one = [showings[0].stamp(streams[0], p) for p in packets]
+    assert showings[1].stamp_run(streams[1], packets) == one_by_one
+    assert streams[1].shown_upto == streams[0].shown_upto

@@ -445,3 +445,26 @@ def test_eviction_is_the_one_at_a_time_rule(
     assert list(window.packets) == kept
     assert window.bytes == held and window.evicted == len(sizes) - len(kept)
     assert window.floor == (kept[0] if len(kept) < len(sizes) else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    held=st.lists(st.integers(0, 30), max_size=8, unique=True),
+    hole=st.one_of(st.none(), st.tuples(st.integers(0, 30), st.integers(0, 4))),
+    first=st.integers(0, 34),
+    count=st.integers(1, 5),
+)
+def test_a_run_is_accepted_in_one_look_only_if_each_of_its_numbers_is(
+    held: list[int], hole: tuple[int, int] | None, first: int, count: int
+) -> None:
+    """``accepts_run`` never says yes to a run with a number ``accepts`` refuses (held, in
+    a hole, below the floor), and says yes past everything held when there is no hole."""
+    window = filled(sorted(held), max_packets=5)
+    if hole is not None:
+        window.mark_missing(hole[0], hole[0] + hole[1])
+    numbers = range(first, first + count)
+    if window.accepts_run(first, count):
+        assert all(window.accepts(n) for n in numbers)
+    past_all = not window.packets or first > max(window.packets)
+    if not window.holes and past_all and first >= window.floor:
+        assert window.accepts_run(first, count)

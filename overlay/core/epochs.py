@@ -110,6 +110,20 @@ class Frontier:
                 self.open.setdefault(epoch, first)
 
 
+_epoch_first, _kind = attrgetter("epoch_first"), attrgetter("kind")
+_DATA_ONLY = frozenset({PacketKind.DATA})
+
+
+def plain_run(packets: list[SubscribeData]) -> bool:
+    """Whether each of ``packets`` is plain data outside any epoch, so none is
+    ``malformed`` (False says nothing: look at each)."""
+    return (
+        set(map(_epoch, packets)) == _NO_EPOCH
+        and set(map(_epoch_first, packets)) == _NO_EPOCH
+        and set(map(_kind, packets)) == _DATA_ONLY
+    )
+
+
 def malformed(packet: SubscribeData) -> str | None:
     """What is wrong with a packet's epoch fields, as a parent sent them (None: nothing)."""
     if (packet.epoch is None) != (packet.epoch_first is None):

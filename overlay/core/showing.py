@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from operator import attrgetter, sub
 
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
@@ -87,6 +88,24 @@ def root_stamp(stream: Stream) -> int | None:
     packet (it does not know yet whether it will wait for it), never below one it sent."""
     mark, sent = root_mark(stream), stream.shown_upto
     return sent if mark is None or (sent is not None and sent > mark) else mark
+
+
+_mark = attrgetter("mark")
+_INT = frozenset({int})
+
+
+def _rising_marks(mark: int | None, packets: list[SubscribeData]) -> bool:
+    """Whether ``packets``' marks, the stream's next packets at a member whose mark is
+    ``mark``, never fall below ``mark`` or each other and none is past its own packet, so
+    ``stamp`` takes each as it is (False says nothing: stamp each). In passes in C."""
+    marks = list(map(_mark, packets))
+    first = packets[0].packet
+    return (
+        set(map(type, marks)) == _INT
+        and (mark is None or marks[0] >= mark)
+        and max(map(sub, marks, range(first, first + len(marks)))) <= 0
+        and marks == sorted(marks)
+    )
 
 
 def _below(mark: int | None) -> int:
@@ -156,6 +175,11 @@ class Showing:
         out once; a member takes each packet's mark in turn."""
         stamp = self.stamp
         if stream.state is not State.ROOT:
+            if _rising_marks(stream.shown_upto, packets):
+                # Each packet's mark is ours once it has come: ``stamp`` would replace none
+                # and leave us the last one's.
+                stream.shown_upto = packets[-1].mark
+                return packets
             return [stamp(stream, packet) for packet in packets]
         mark = stamp(stream, packets[0]).mark
         replace = dataclasses.replace

@@ -87,6 +87,18 @@ class Window:
             and self.missing_until(number) is None
         )
 
+    def accepts_run(self, first: int, count: int) -> bool:
+        """Whether ``accepts`` holds for each of ``first .. first + count - 1``, as far as
+        telling it needs no look at each: none is below the floor, in a hole, or held
+        (False says nothing: look at each)."""
+        packets = self.packets
+        return (
+            first >= self.floor
+            and not self.holes
+            and (not packets or packets.peekitem(-1)[0] < first)
+            and count > 0
+        )
+
     def add(self, packet: SubscribeData) -> None:
         """Hold ``packet`` (the caller checked ``accepts``), evicting the oldest to fit."""
         packets = self.packets
