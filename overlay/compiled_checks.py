@@ -192,24 +192,34 @@ def _run_item_kinds() -> tuple[Kind, ...]:
     return kinds
 
 
-def compile_run_items_decoder() -> RunItemsDecoder:
-    """The decoder of a run's packets from the flat array a frame holds."""
+def _run_item_parts(
+    test_of: Callable[[Kind, str], str], kind_out: str
+) -> tuple[list[str], str, list[str]]:
+    """For the source of a loop over a run's packets: the names of one packet's values, the
+    test of all of them (each kind's by ``test_of``), and each value as it is put out (a
+    packet kind as ``kind_out`` makes it of ``{v}``)."""
     kinds = _run_item_kinds()
     names = [f"v{i}" for i in range(len(kinds))]
-    tests = " and ".join(_wire_test(kind, v) for v, kind in zip(names, kinds, strict=True))
+    tests = " and ".join(test_of(kind, v) for v, kind in zip(names, kinds, strict=True))
     values = [
-        f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
+        kind_out.format(v=v) if kind is Kind.PACKET_KIND else v
         for v, kind in zip(names, kinds, strict=True)
     ]
+    return names, tests, values
+
+
+def compile_run_items_decoder() -> RunItemsDecoder:
+    """The decoder of a run's packets from the flat array a frame holds."""
+    names, tests, values = _run_item_parts(_wire_test, "_KINDS[{v}]")
     # (zip over one iterator, once per field: a packet's values at a time, in C.)
     source = (
         "def decode_run_items(flat):\n"
-        f"    if len(flat) % {len(kinds)}:\n"
+        f"    if len(flat) % {len(names)}:\n"
         "        return None\n"
         "    run = []\n"
         "    append = run.append\n"
         "    values = iter(flat)\n"
-        f"    for {', '.join(names)}, in zip({', '.join(['values'] * len(kinds))}):\n"
+        f"    for {', '.join(names)}, in zip({', '.join(['values'] * len(names))}):\n"
         f"        if not ({tests}):\n"
         "            return None\n"
         f"        append(({', '.join(values)},))\n"
@@ -222,19 +232,13 @@ def compile_run_items_decoder() -> RunItemsDecoder:
 def compile_run_items_encoder() -> RunItemsEncoder:
     """The encoder of a run's packets as the message holds them (each a tuple of exactly its
     kinds' values, a packet kind the ``PacketKind`` member the code made) to a flat array."""
-    kinds = _run_item_kinds()
-    names = [f"v{i}" for i in range(len(kinds))]
-    tests = " and ".join(_held_test(kind, v) for v, kind in zip(names, kinds, strict=True))
-    values = [
-        f"{v}._value_" if kind is Kind.PACKET_KIND else v
-        for v, kind in zip(names, kinds, strict=True)
-    ]
+    names, tests, values = _run_item_parts(_held_test, "{v}._value_")
     source = (
         "def encode_run_items(items):\n"
         "    flat = []\n"
         "    extend = flat.extend\n"
         "    for item in items:\n"
-        f"        if type(item) is not tuple or len(item) != {len(kinds)}:\n"
+        f"        if type(item) is not tuple or len(item) != {len(names)}:\n"
         "            return None\n"
         f"        {', '.join(names)}, = item\n"
         f"        if not ({tests}):\n"
