@@ -201,7 +201,10 @@ def _flat_run(value: object) -> object:
         fields: Sequence[object] = item  # type: ignore[assignment]
         if type(item) not in (list, tuple) or len(fields) != RUN_ITEM_SIZE:
             raise ValueError(f"packet {index} is not an array of {RUN_ITEM_SIZE} fields")
-        flat += [int(field) if isinstance(field, IntEnum) else field for field in fields]
+        flat += fields
+        kind = fields[_RUN_KIND_AT]
+        if isinstance(kind, IntEnum):  # (the member the code made; any other field's is refused)
+            flat[len(flat) - RUN_ITEM_SIZE + _RUN_KIND_AT] = int(kind)
     return flat
 
 
@@ -230,6 +233,7 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.RUN: _run_items,
 }
 _RUN_ITEM_CHECKS = tuple(FIELD_CHECKS[kind] for kind in _RUN_ITEM_KINDS)
+_RUN_KIND_AT = _RUN_ITEM_KINDS.index(Kind.PACKET_KIND)
 _RUN_ITEMS_DECODER = compile_run_items_decoder()
 _RUN_ITEMS_ENCODER = compile_run_items_encoder()
 

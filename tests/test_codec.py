@@ -53,6 +53,7 @@ from overlay.messages import (
     PublishError,
     PublishRejected,
     SubscribeData,
+    SubscribeRun,
     field_kinds,
 )
 
@@ -523,6 +524,19 @@ def test_encode_rejects_a_bad_field_as_a_local_error(
     assert not isinstance(info.value, DecodeError)
     assert f"{cls.__name__}.{name}: " in str(info.value)
     assert says in str(info.value)
+
+
+def test_a_runs_packet_kind_member_goes_on_the_wire_as_its_int_and_only_there() -> None:
+    """Our code holds a packet's kind as the ``PacketKind`` member; the wire, as its int.
+    A run whose packets the fast path leaves to the codec (a list, not a tuple) encodes the
+    same; an enum member in any other field of a packet is our bug, refused."""
+    item = (b"one", None, PacketKind.EPOCH_CLOSED, None, None, 9, None)
+    as_tuple = SubscribeRun(bytes(KEY_SIZE), 5, (item,))
+    as_list = SubscribeRun(bytes(KEY_SIZE), 5, [item])  # type: ignore[arg-type]
+    assert encode(as_list) == encode(as_tuple) and decode(encode(as_tuple)) == as_tuple
+    bad = SubscribeRun(bytes(KEY_SIZE), 5, ((b"one", PacketKind.EPOCH_CLOSED, *item[2:]),))
+    with pytest.raises(EncodeError, match="packet 0: expected an integer, got PacketKind"):
+        encode(bad)
 
 
 def test_data_over_max_payload_is_rejected_whichever_check_sees_it_first() -> None:
