@@ -84,13 +84,10 @@ def pump(
                 cursor += len(held)
                 continue
         packet = window.get(cursor)
-        if packet is not None:
-            if not member.atomic:
-                events.append(as_event(packet))
-            else:
-                event = _atomic_event(key, member, window, contiguous_from, packet)
-                if event is not None:
-                    events.append(event)
+        if packet is not None:  # (an atomic member's: a plain member's were taken above)
+            event = _atomic_event(key, member, window, contiguous_from, packet)
+            if event is not None:
+                events.append(event)
             cursor += 1
             continue
         last = window.missing_until(cursor)
