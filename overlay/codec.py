@@ -32,6 +32,7 @@ from overlay.compiled_checks import (
     compile_encoder,
     compile_run_items_decoder,
     compile_run_items_encoder,
+    run_item_kinds,
 )
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
@@ -165,7 +166,7 @@ def _epoch_starts(value: object) -> object:
 
 
 # The kinds of one packet of a SubscribeRun: SubscribeData's fields after its key and number.
-_RUN_ITEM_KINDS = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
+_RUN_ITEM_KINDS = run_item_kinds()
 
 
 def _run_items(value: object) -> object:

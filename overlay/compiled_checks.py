@@ -185,7 +185,7 @@ RunItemsDecoder = Callable[[list[Any]], tuple[RunItem, ...] | None]
 RunItemsEncoder = Callable[[Sequence[RunItem]], list[Any] | None]
 
 
-def _run_item_kinds() -> tuple[Kind, ...]:
+def run_item_kinds() -> tuple[Kind, ...]:
     """The kinds of one packet of a run: SubscribeData's fields after its key and number."""
     kinds = tuple(kind for _, kind in field_kinds(SubscribeData))[2:]
     assert len(kinds) == RUN_ITEM_SIZE
@@ -198,7 +198,7 @@ def _run_item_parts(
     """For the source of a loop over a run's packets: the names of one packet's values, the
     test of all of them (each kind's by ``test_of``), and each value as it is put out (a
     packet kind as ``kind_out`` makes it of ``{v}``)."""
-    kinds = _run_item_kinds()
+    kinds = run_item_kinds()
     names = [f"v{i}" for i in range(len(kinds))]
     tests = " and ".join(test_of(kind, v) for v, kind in zip(names, kinds, strict=True))
     values = [

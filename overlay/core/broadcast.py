@@ -26,6 +26,7 @@ so no tree link carries a packet twice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import is_
 
 from overlay.core.delivery import pump
 from overlay.core.effects import PeerId
@@ -148,10 +149,13 @@ class Broadcast:
         _took(stream, first)  # (where a contiguous stream starts)
         _took(stream, last)
         if stream.fed:
-            if run is not None and all(a is b for a, b in zip(stamped, packets, strict=True)):
-                runs = [run]  # (as it came: its frame is reused)
-            else:
-                runs = runs_of(stamped)
+            # The run as it came, its frame reused, if no mark changed on the way
+            # (``stamp_run`` hands back the very list it left as it was).
+            runs = (
+                [run]
+                if run is not None and (stamped is packets or all(map(is_, stamped, packets)))
+                else runs_of(stamped)
+            )
             for each in runs:
                 for child in stream.fed:
                     self._send(child, each)
