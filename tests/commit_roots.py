@@ -1,15 +1,26 @@
 """The commit scene (``overlay.core.commits``): N (0.45) root of KEY with local client 1,
 subscribed and publishing, and U (0.2) its only child; V (0.3) for a second child; a root
-without local clients (``bare_root``); a child's publish as it reaches the root."""
+without local clients (``bare_root``); a child's publish as it reaches the root; the marks
+a root tells (``notices``) and stamps on its packets (``packets_to``)."""
 
 from __future__ import annotations
 
-from corenet import key_at
-from nodes import make, meet
+from collections.abc import Sequence
 
+from corenet import key_at
+from nodes import make, meet, sends
+
+from overlay.core.effects import Effect
 from overlay.core.node import Node
 from overlay.core.streams import State
-from overlay.messages import MAX_WIRE_HTL, PacketKind, PublishData, SubscribeRequest
+from overlay.messages import (
+    MAX_WIRE_HTL,
+    Committed,
+    PacketKind,
+    PublishData,
+    SubscribeData,
+    SubscribeRequest,
+)
 
 KEY = key_at(0.5)
 U = b"U"
@@ -49,3 +60,13 @@ def bare_root(*children: tuple[bytes, float], **config: object) -> Node:
 def own_publish(uid: int, data: bytes, hops: int = 1) -> PublishData:
     """A publish as it reaches the root ``hops`` hops from the publisher's node."""
     return PublishData(uid, KEY, None, 0.2, MAX_WIRE_HTL - hops, data, None, PacketKind.DATA, None)
+
+
+def notices(effects: Sequence[Effect]) -> list[tuple[bytes, int]]:
+    """The commit notices sent, as (peer, mark)."""
+    return [(peer, m.upto) for peer, m in sends(effects) if isinstance(m, Committed)]
+
+
+def packets_to(effects: Sequence[Effect], peer: bytes) -> list[tuple[int, int | None]]:
+    """The packets sent to ``peer``, as (number, the mark they carry)."""
+    return [(m.packet, m.mark) for p, m in sends(effects) if p == peer and type(m) is SubscribeData]

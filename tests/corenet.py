@@ -10,8 +10,10 @@ This is not the simulator (``testnet/sim``): no latency, loss or scale, just eno
 check a handful of nodes end to end with explicit time.
 
 Its clock stands still unless a test advances it, so a root's commit notice, which waits
-``mark_delay`` after the last packet it sent (``overlay.core.showing``), would never go:
-every node's ``mark_delay`` is ``mark_delay`` here, 0 (at once) unless a test sets it.
+``mark_delay`` after the last packet it sent (``overlay.core.showing``), or longer on a
+steady stream (``mark_patience``: ``overlay.core.packet_pace``), would never go: every
+node's ``mark_delay`` and ``mark_patience`` are this network's, 0 (at once) unless a test
+sets them.
 """
 
 from __future__ import annotations
@@ -46,11 +48,16 @@ def key_at(location: float, tag: int = 0) -> bytes:
 
 class CoreNet:
     def __init__(
-        self, seed: int = 0, config: NodeConfig | None = None, mark_delay: float = 0.0
+        self,
+        seed: int = 0,
+        config: NodeConfig | None = None,
+        mark_delay: float = 0.0,
+        mark_patience: float = 0.0,
     ) -> None:
         self.seed = seed
         self.config = config
         self.mark_delay = mark_delay
+        self.mark_patience = mark_patience
         self.now = 0.0
         self.nodes: dict[PeerId, Node] = {}
         self.links: set[frozenset[PeerId]] = set()
@@ -73,7 +80,9 @@ class CoreNet:
     def add(self, name: bytes, location: float, config: NodeConfig | None = None) -> Node:
         rng = random.Random(f"{self.seed}/{name!r}")
         config = config if config is not None else self.config
-        config = dataclasses.replace(config or NodeConfig(), mark_delay=self.mark_delay)
+        config = dataclasses.replace(
+            config or NodeConfig(), mark_delay=self.mark_delay, mark_patience=self.mark_patience
+        )
         node = Node(name, location, rng, config, remembered=self.disks.get(name))
         self.nodes[name] = node
         return node

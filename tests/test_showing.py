@@ -15,7 +15,7 @@ import dataclasses
 
 import cbor2
 import pytest
-from commit_roots import U, V, adopt, bare_root, own_publish, root
+from commit_roots import U, V, adopt, bare_root, notices, own_publish, packets_to, root
 from corenet import CoreNet, key_at
 from flowkit import Calls, Kit, packet, store
 from hypothesis import given, settings
@@ -24,7 +24,7 @@ from nodes import joined_node, meet, proto, sends
 
 from overlay.codec import DecodeError, decode, encode
 from overlay.core.config import NodeConfig
-from overlay.core.effects import Deliver, Effect, Send, SetTimer
+from overlay.core.effects import Deliver, Effect, Send
 from overlay.core.events import Missed, Packet
 from overlay.core.showing import MARK_TIMER, REPEATS, Showing
 from overlay.core.streams import State
@@ -63,10 +63,6 @@ def shown(effects: list[Effect]) -> list[object]:
         elif isinstance(effect, Deliver) and isinstance(effect.event, Missed):
             out.append((effect.event.first, effect.event.last))
     return out
-
-
-def notices(effects: list[Effect]) -> list[tuple[bytes, int]]:
-    return [(peer, m.upto) for peer, m in sends(effects) if isinstance(m, Committed)]
 
 
 # --- a member ----------------------------------------------------------------------------------
@@ -326,11 +322,6 @@ def marked(number: int, mark: int | None) -> SubscribeData:
     return dataclasses.replace(data(number), mark=mark)
 
 
-def packets_to(effects: list[Effect], peer: bytes) -> list[tuple[int, int | None]]:
-    """The packets sent to ``peer``, as (number, the mark they carry)."""
-    return [(m.packet, m.mark) for p, m in sends(effects) if p == peer and type(m) is SubscribeData]
-
-
 def test_a_mark_on_a_packet_lets_a_member_show_what_came_before() -> None:
     node = joined_node()
     assert shown(node.receive(0.1, P, marked(0, None))) == []
@@ -383,77 +374,6 @@ def test_the_root_stamps_every_packet_of_a_batch_with_what_it_committed_before_i
     assert run.first == 1
     assert [item[-1] for item in run.packets] == [0, 0, 0]  # (each item's mark: 0)
     assert node.streams[KEY].shown_upto == 0
-
-
-def test_under_steady_load_the_packets_carry_every_mark_and_no_notice_goes() -> None:
-    # 200 packets a second, each answered 2 ms after it went: the next packet, 5 ms on,
-    # takes the mark down, before ``mark_delay`` (10 ms) has passed since the last one did.
-    node = root()
-    told: list[tuple[bytes, int]] = []
-    carried: list[tuple[int, int | None]] = []
-    for n in range(40):
-        at = 1.0 + n * 0.005
-        told += notices(node.handle_timer(at))
-        effects = node.publish(at, KEY, 1, 100 + n, b"p%d" % n)
-        carried += packets_to(effects, U)
-        told += notices(effects)
-        told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
-    assert told == []
-    assert carried[1:] == [(n, n - 1) for n in range(1, 40)]
-    assert node.stats.commit_notices == 0
-
-
-def test_a_notice_goes_once_no_packet_took_the_mark_down_for_mark_delay() -> None:
-    node = root()
-    node.publish(1.0, KEY, 1, 100, b"p0")
-    effects = node.receive(1.002, U, Held(KEY, 0))
-    assert notices(effects) == [] and KEY in node.flow.showing.marks_due  # a packet may take it
-    assert SetTimer(1.01) in effects
-    assert notices(node.handle_timer(1.009)) == []
-    assert notices(node.handle_timer(1.01)) == [(U, 0)] and not node.flow.showing.marks_due
-
-
-def test_a_notice_goes_at_once_on_a_stream_quiet_for_mark_delay() -> None:
-    node = root()
-    node.publish(1.0, KEY, 1, 100, b"p0")
-    assert notices(node.receive(1.05, U, Held(KEY, 0))) == [(U, 0)]  # (a slow child)
-
-
-def test_a_deferred_notice_is_dropped_when_a_packet_takes_the_mark_down() -> None:
-    node = root()
-    node.publish(1.0, KEY, 1, 100, b"p0")
-    node.receive(1.002, U, Held(KEY, 0))
-    assert packets_to(node.publish(1.005, KEY, 1, 101, b"p1"), U) == [(1, 0)]
-    assert not node.flow.showing.marks_due
-    assert notices(node.handle_timer(1.01)) == []
-    assert node.stats.commit_notices == 0
-
-
-def test_at_most_one_notice_per_mark_delay() -> None:
-    # The commit moves twice within 10 ms, with no packet in between: one notice at once,
-    # the second mark once 10 ms have passed since.
-    node = root()
-    node.publish(1.0, KEY, 1, 100, b"p0")
-    node.publish(1.0, KEY, 1, 101, b"p1")
-    assert notices(node.receive(1.1, U, Held(KEY, 0))) == [(U, 0)]
-    assert notices(node.receive(1.105, U, Held(KEY, 1))) == []
-    assert notices(node.handle_timer(1.11)) == [(U, 1)]
-
-
-def test_no_repeat_while_packets_carry_the_mark_then_a_few_once_quiet() -> None:
-    node = root(heartbeat_interval=1.0, dead_after=1e6)
-    told: list[tuple[bytes, int]] = []
-    for n in range(600):  # 200 a second for 3 s, over three heartbeat rounds
-        at = 1.5 + n * 0.005
-        told += notices(node.handle_timer(at))
-        node.publish(at, KEY, 1, 100 + n, b"p%d" % n)
-        told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
-    assert told == []
-    # Quiet: the last mark goes in a notice (after the round due at 4.5, run at 4.6, in which
-    # packets still carried it), and the next rounds repeat it a few times.
-    assert notices(node.handle_timer(4.6)) == [(U, 599)]
-    repeats = [notices(node.handle_timer(5.6 + r)) for r in range(REPEATS + 1)]
-    assert repeats == [[(U, 599)]] * REPEATS + [[]]
 
 
 def test_over_real_cores_a_notice_lost_after_a_burst_is_mended_in_a_quiet_round() -> None:

@@ -190,6 +190,9 @@ class NodeConfig:
     # a steady stream (10 ms: 100 packets a second), so under load the packets carry every
     # mark; a member shows a packet at most this much later than a notice would have.
     mark_delay: float = 0.01
+    # How long a moved mark waits for the next packet on a steady stream, one whose root
+    # sends packets down at least twice in this time (``packet_pace``). 0: ``mark_delay``.
+    mark_patience: float = 0.03
     # Location swapping (``swaps``), for a darknet, whose links follow trust between people
     # and cannot be rewired into a small world: the locations move instead. Every
     # ``swap_interval`` seconds, with a random phase, a node starts a swap along a random
@@ -264,6 +267,8 @@ class NodeConfig:
             raise ValueError(f"swap_timeout must be positive, got {self.swap_timeout}")
         if not self.mark_delay >= 0:  # (NaN too)
             raise ValueError(f"mark_delay must not be negative, got {self.mark_delay}")
+        if not self.mark_patience >= 0:
+            raise ValueError(f"mark_patience must not be negative, got {self.mark_patience}")
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:

@@ -21,8 +21,10 @@ more (below).
   takes it down, so nothing else is sent. A standalone notice (``Committed``) goes only
   when the mark moved and no packet took it down: at once if nothing went down for
   ``mark_delay``, else once that much has passed since the last packet, if none came
-  meanwhile (``tell_marks``; a timer, ``MARK_TIMER``). A notice per commit move, as first
-  built, cost the latency bench (twenty nodes) about eleven notices per packet.
+  meanwhile (``tell_marks``; a timer, ``MARK_TIMER``). On a steady stream the wait is
+  ``mark_patience`` instead, since its next packet is due well within it
+  (``overlay.core.packet_pace``). A notice per commit move would cost the latency bench
+  (twenty nodes) about eleven notices per packet, one per tree edge each.
 * A root's mark is what it shows its own clients: ``committed``, or while no bound
   applies (nobody to wait for, a commit timeout, a root just made) everything it has
   processed; a packet is stamped with the mark from before it, since the root does not
@@ -62,6 +64,7 @@ from operator import attrgetter, sub
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.outbox import Outbox
+from overlay.core.packet_pace import PacketPace
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream
 from overlay.core.timers import TimerQueue
@@ -198,7 +201,11 @@ class Showing:
             for key in self.marks_sent:
                 stream = self.streams.get(key)
                 if stream is not None:
-                    stream.root.told_at = now
+                    root = stream.root
+                    root.told_at = now
+                    if root.pace is None:
+                        root.pace = PacketPace()
+                    root.pace.went_down(now)
             self.marks_sent.clear()
         if self.marks_due:
             self._tell_due(now)
@@ -208,9 +215,10 @@ class Showing:
         self._tell_due(now)
 
     def _tell_due(self, now: float) -> None:
-        """Send each due mark that waited ``mark_delay`` since the last went down; wait on
-        for the others, lest a packet take them down first."""
-        delay = self.config.mark_delay
+        """Send each due mark that waited long enough since the last went down
+        (``mark_delay``, or longer on a steady stream: ``packet_pace``); wait on for the
+        others, lest a packet take them down first."""
+        base, patience = self.config.mark_delay, self.config.mark_patience
         later: float | None = None
         for key in list(self.marks_due):
             stream = self.streams.get(key)
@@ -218,7 +226,8 @@ class Showing:
             if stream is None or mark is None or mark <= _below(stream.shown_upto):
                 del self.marks_due[key]  # taken down meanwhile, or no longer a root
                 continue
-            told = stream.root.told_at
+            told, pace = stream.root.told_at, stream.root.pace
+            delay = base if pace is None else pace.wait(base, patience)
             if told is not None and now < told + delay:
                 later = told + delay if later is None else min(later, told + delay)
                 continue

@@ -31,6 +31,7 @@ from overlay.core.effects import ClientId, PeerId
 from overlay.core.epochs import Frontier
 from overlay.core.fills import Fill
 from overlay.core.local_publishes import BatchAck
+from overlay.core.packet_pace import PacketPace
 from overlay.core.uid_table import UidTable
 from overlay.core.window import Window
 from overlay.errors import LocalProtocolError
@@ -191,10 +192,13 @@ class RootState:
     # The mark it last sent down (``Stream.shown_upto``): ``mark_rounds``: quiet heartbeat
     # rounds the root has repeated that mark; ``mark_carried``: a packet took its mark down
     # since the last round; ``told_at``: when the root's mark last went down, on a packet or
-    # a notice (``showing``).
+    # a notice (``showing``); ``pace``: how often its packets go down, which sets how long a
+    # moved mark waits for one (``packet_pace``; made when the first goes down: most members
+    # of a stream are never its root).
     mark_rounds: int = 0
     mark_carried: bool = False
     told_at: float | None = None
+    pace: PacketPace | None = None
 
 
 @dataclass(slots=True, eq=False)

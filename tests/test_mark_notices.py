@@ -1,0 +1,207 @@
+"""When a root's moved commit mark goes down in a standalone ``Committed`` notice, and when
+a packet takes it down instead (``overlay.core.showing``, ``overlay.core.packet_pace``).
+
+A mark that moved waits for the root's next packet to carry it: ``mark_delay`` (10 ms) after
+the last packet, or ``mark_patience`` (30 ms) on a steady stream, one whose root sends
+packets down at least twice in that time. The root scenes are ``commit_roots``' (N root of
+KEY with child U, which answers each ``HeldQuery`` with a ``Held``); ``PacketPace`` is also
+built alone.
+"""
+
+from __future__ import annotations
+
+from commit_roots import KEY, U, notices, packets_to, root
+from hypothesis import given
+from hypothesis import strategies as st
+
+from overlay.core.effects import SetTimer
+from overlay.core.node import Node
+from overlay.core.packet_pace import LONGEST_GAP, PacketPace
+from overlay.core.showing import REPEATS
+from overlay.messages import Held
+
+# --- the mark rides the packets, or waits ``mark_delay`` ------------------------------------
+
+
+def test_under_steady_load_the_packets_carry_every_mark_and_no_notice_goes() -> None:
+    # 200 packets a second, each answered 2 ms after it went: the next packet, 5 ms on,
+    # takes the mark down, before ``mark_delay`` (10 ms) has passed since the last one did.
+    node = root()
+    told: list[tuple[bytes, int]] = []
+    carried: list[tuple[int, int | None]] = []
+    for n in range(40):
+        at = 1.0 + n * 0.005
+        told += notices(node.handle_timer(at))
+        effects = node.publish(at, KEY, 1, 100 + n, b"p%d" % n)
+        carried += packets_to(effects, U)
+        told += notices(effects)
+        told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
+    assert told == []
+    assert carried[1:] == [(n, n - 1) for n in range(1, 40)]
+    assert node.stats.commit_notices == 0
+
+
+def test_a_notice_goes_once_no_packet_took_the_mark_down_for_mark_delay() -> None:
+    node = root()
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    effects = node.receive(1.002, U, Held(KEY, 0))
+    assert notices(effects) == [] and KEY in node.flow.showing.marks_due  # a packet may take it
+    assert SetTimer(1.01) in effects
+    assert notices(node.handle_timer(1.009)) == []
+    assert notices(node.handle_timer(1.01)) == [(U, 0)] and not node.flow.showing.marks_due
+
+
+def test_a_notice_goes_at_once_on_a_stream_quiet_for_mark_delay() -> None:
+    node = root()
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    assert notices(node.receive(1.05, U, Held(KEY, 0))) == [(U, 0)]  # (a slow child)
+
+
+def test_a_deferred_notice_is_dropped_when_a_packet_takes_the_mark_down() -> None:
+    node = root()
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    node.receive(1.002, U, Held(KEY, 0))
+    assert packets_to(node.publish(1.005, KEY, 1, 101, b"p1"), U) == [(1, 0)]
+    assert not node.flow.showing.marks_due
+    assert notices(node.handle_timer(1.01)) == []
+    assert node.stats.commit_notices == 0
+
+
+def test_at_most_one_notice_per_mark_delay() -> None:
+    # The commit moves twice within 10 ms, with no packet in between: one notice at once,
+    # the second mark once 10 ms have passed since.
+    node = root()
+    node.publish(1.0, KEY, 1, 100, b"p0")
+    node.publish(1.0, KEY, 1, 101, b"p1")
+    assert notices(node.receive(1.1, U, Held(KEY, 0))) == [(U, 0)]
+    assert notices(node.receive(1.105, U, Held(KEY, 1))) == []
+    assert notices(node.handle_timer(1.11)) == [(U, 1)]
+
+
+def test_no_repeat_while_packets_carry_the_mark_then_a_few_once_quiet() -> None:
+    node = root(heartbeat_interval=1.0, dead_after=1e6)
+    told: list[tuple[bytes, int]] = []
+    for n in range(600):  # 200 a second for 3 s, over three heartbeat rounds
+        at = 1.5 + n * 0.005
+        told += notices(node.handle_timer(at))
+        node.publish(at, KEY, 1, 100 + n, b"p%d" % n)
+        told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
+    assert told == []
+    # Quiet: the last mark goes in a notice (after the round due at 4.5, run at 4.6, in which
+    # packets still carried it), and the next rounds repeat it a few times.
+    assert notices(node.handle_timer(4.6)) == [(U, 599)]
+    repeats = [notices(node.handle_timer(5.6 + r)) for r in range(REPEATS + 1)]
+    assert repeats == [[(U, 599)]] * REPEATS + [[]]
+
+
+# --- a steady stream waits ``mark_patience`` ------------------------------------------------
+
+
+def publish_every(
+    node: Node, every: float, count: int, start: float = 1.0, first: int = 0
+) -> list[tuple[bytes, int]]:
+    """The root publishes ``count`` packets ``every`` seconds apart, each held by U 2 ms
+    after it went down; the notices it sent meanwhile."""
+    told: list[tuple[bytes, int]] = []
+    for i in range(count):
+        at, n = start + i * every, first + i
+        told += notices(node.handle_timer(at))
+        told += notices(node.publish(at, KEY, 1, 100 + n, b"p%d" % n))
+        told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
+    return told
+
+
+def test_on_a_steady_stream_a_gap_past_mark_delay_sends_no_notice() -> None:
+    # 167 packets a second, then one gap of 20 ms, past ``mark_delay`` (10 ms) but within
+    # ``mark_patience`` (30 ms): the next packet takes the mark down.
+    node = root()
+    told = publish_every(node, 0.006, 20)
+    last = 1.0 + 19 * 0.006
+    assert notices(node.handle_timer(last + 0.02)) == []
+    effects = node.publish(last + 0.02, KEY, 1, 120, b"p20")
+    assert packets_to(effects, U) == [(20, 19)]
+    assert told + notices(effects) == [] and node.stats.commit_notices == 0
+
+
+def test_a_steady_stream_that_falls_quiet_is_told_its_mark_after_mark_patience() -> None:
+    node = root()
+    assert publish_every(node, 0.006, 20) == []
+    last = 1.0 + 19 * 0.006
+    assert notices(node.handle_timer(last + 0.029)) == []
+    assert notices(node.handle_timer(last + 0.03)) == [(U, 19)]
+
+
+def test_a_slow_stream_is_told_each_mark_after_mark_delay() -> None:
+    # 20 packets a second: waiting for the next packet would cost each delivery 50 ms, so
+    # each mark goes in a notice 10 ms after its packet, as on a stream that is not steady.
+    node = root()
+    told = publish_every(node, 0.05, 10)
+    last = 1.0 + 9 * 0.05
+    assert notices(node.handle_timer(last + 0.009)) == []
+    told += notices(node.handle_timer(last + 0.01))
+    assert told == [(U, n) for n in range(10)]
+
+
+def test_after_a_pause_a_stream_waits_mark_delay_until_its_pace_shows_again() -> None:
+    node = root()
+    publish_every(node, 0.006, 20)
+    assert notices(node.handle_timer(2.0)) == [(U, 19)]
+    node.publish(3.0, KEY, 1, 120, b"p20")
+    assert notices(node.receive(3.002, U, Held(KEY, 20))) == []
+    assert notices(node.handle_timer(3.01)) == [(U, 20)]
+
+
+def test_with_mark_patience_0_a_steady_stream_waits_mark_delay() -> None:
+    node = root(mark_patience=0.0)
+    assert publish_every(node, 0.006, 20) == []
+    last = 1.0 + 19 * 0.006
+    assert notices(node.handle_timer(last + 0.01)) == [(U, 19)]
+
+
+# --- ``PacketPace`` built alone ------------------------------------------------------------
+
+
+def sent_every(every: float, count: int, start: float = 0.0) -> PacketPace:
+    pace = PacketPace()
+    for i in range(count):
+        pace.went_down(start + i * every)
+    return pace
+
+
+def test_a_new_stream_is_not_steady_and_learns_a_steady_pace_within_ten_packets() -> None:
+    assert not PacketPace().steady(0.03)
+    assert not sent_every(0.005, 8).steady(0.03)
+    assert sent_every(0.005, 10).steady(0.03)
+
+
+def test_one_pause_ends_a_steady_pace_at_once() -> None:
+    pace = sent_every(0.005, 50)
+    assert pace.wait(0.01, 0.03) == 0.03
+    pace.went_down(10.0)
+    assert not pace.steady(0.03) and pace.wait(0.01, 0.03) == 0.01
+
+
+def test_a_stream_slower_than_two_gaps_in_mark_patience_never_turns_steady() -> None:
+    assert not sent_every(0.016, 1000).steady(0.03)
+    assert sent_every(0.014, 1000).steady(0.03)
+
+
+def test_the_wait_is_never_less_than_mark_delay() -> None:
+    assert sent_every(0.001, 100).wait(0.05, 0.03) == 0.05
+
+
+@given(
+    st.lists(st.floats(min_value=-1.0, max_value=10.0, allow_nan=False), max_size=60),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.floats(min_value=0.0, max_value=1.0),
+)
+def test_the_gap_stays_within_its_bounds_and_the_wait_is_one_of_the_two(
+    steps: list[float], delay: float, patience: float
+) -> None:
+    # Times from a driver only rise; a step back (a clock's fault) must not break the rule.
+    pace, now = PacketPace(), 0.0
+    for step in steps:
+        now += step
+        pace.went_down(now)
+        assert 0.0 <= pace.gap <= LONGEST_GAP
+        assert pace.wait(delay, patience) in (delay, max(delay, patience))
