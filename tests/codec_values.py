@@ -1,11 +1,14 @@
 """Values of every wire field kind for the codec tests: hypothesis strategies of valid ones,
 the largest and smallest, valid messages of a type built from them, a message's CBOR array
-as a plain list (for frames built by hand), and the DecodeError a frame gets."""
+as a plain list (for frames built by hand), and the DecodeError a frame gets; a sample
+valid message of each type, and its frame with one field replaced."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import cbor2
 import pytest
 from hypothesis import strategies as st
 
@@ -160,3 +163,49 @@ def decode_error(frame: bytes) -> str:
     with pytest.raises(DecodeError) as info:
         decode(frame)
     return str(info.value)
+
+
+# A valid value of each kind, and a valid message of any type made of them.
+SAMPLE_VALUE: dict[Kind, object] = {
+    Kind.UID: 7,
+    Kind.KEY: bytes(range(KEY_SIZE)),
+    Kind.DIGEST: bytes(range(1, DIGEST_SIZE + 1)),
+    Kind.HTL: 5,
+    Kind.LOCATION: 0.25,
+    Kind.PACKET: 3,
+    Kind.OPT_PACKET: 11,
+    Kind.OPT_SEEN: -1,
+    Kind.DATA: b"payload",
+    Kind.OPT_SIGNATURE: b"s" * SIGNATURE_SIZE,
+    Kind.PACKET_KIND: PacketKind.EPOCH_CLOSED,
+    Kind.BOOT_ID: 2**40,
+    Kind.COUNT: 1,
+    Kind.LOCATIONS: (0.25, 0.5),
+    Kind.VOUCHES: (b"", b"v" * VOUCH_SIZE),
+    Kind.OPT_DESCRIPTOR: b"d" * 40,
+    Kind.EPOCH_STARTS: ((4, 10), (5, 12)),
+    Kind.OPT_UID: 2**63 + 5,
+    Kind.OPT_LOCATION: 0.75,
+    Kind.FLAG: True,
+    Kind.RUN: (
+        (b"one", None, PacketKind.DATA, None, None, 9, None),
+        (b"two", 4, PacketKind.EPOCH_CLOSED, b"s" * SIGNATURE_SIZE, 2, None, 3),
+    ),
+}
+
+
+def build(cls: type[Message], values: dict[Kind, object]) -> Message:
+    return cls(**{name: values[kind] for name, kind in field_kinds(cls)})
+
+
+def sample(cls: type[Message], **changes: object) -> Message:
+    """A valid ``cls``, with ``changes`` applied unchecked (dataclasses do not validate)."""
+    return dataclasses.replace(build(cls, SAMPLE_VALUE), **changes)
+
+
+def frame_with(cls: type[Message], name: str, raw: object) -> bytes:
+    """A frame of ``cls`` whose field ``name`` is ``raw`` and every other field valid."""
+    values = wire_fields(sample(cls))
+    index = 1 + [n for n, _ in field_kinds(cls)].index(name)
+    values[index] = wire_value(field_kinds(cls)[index - 1][1], raw)
+    return bytes(cbor2.dumps(values))

@@ -1,6 +1,6 @@
 """Fuzzing the decoder: random and mutated frames only ever give a Message or DecodeError.
 
-Seeded, so a failure replays; the value tables come from ``test_codec``.
+Seeded, so a failure replays; the value tables come from ``codec_values``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The codec's strictness beyond field checks: CBOR features no message uses (tags, trailing
 bytes, deep nesting, huge headers) are refused; and a relay's forwarded frames (encode hands
-back the frame decode saw). Messages and their fields are ``test_codec``."""
+back the frame decode saw). Messages and their fields are ``test_codec`` and
+``test_codec_fields``."""
 
 from __future__ import annotations
 
