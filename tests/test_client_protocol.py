@@ -26,6 +26,10 @@ from overlay.client.protocol import (
     Unsubscribe,
     Unsubscribed,
     Welcome,
+    _arity,
+    _key,
+    _packet,
+    _plain_packet,
     decode_event,
     decode_request,
     encode_event,
@@ -44,7 +48,7 @@ from overlay.core.events import (
     SubscribeFailed,
 )
 from overlay.errors import LocalProtocolError
-from overlay.messages import PacketKind, PublishError
+from overlay.messages import MAX_PACKET, MAX_PAYLOAD, PacketKind, PublishError
 from overlay.runtime.framing import PREFIX_SIZE
 
 KEY = bytes(range(32))
@@ -226,3 +230,48 @@ def test_last_seen_minus_one_asks_from_the_first_packet() -> None:
     """-1 is "nothing seen yet": the node sends everything from packet 0 (core semantics)."""
     request = Subscribe(5, KEY, -1)
     assert decode_request(body(encode_request(request))) == request
+
+
+# A Packet event's fields, and values on and around each one's bounds or of the wrong type.
+_VALID_PACKET = (KEY, 7, b"data", None, int(PacketKind.DATA))
+_NUMBERS = [-1, 0, 1, MAX_PACKET, MAX_PACKET + 1, True, 1.0, None, b"1"]
+_PACKET_FIELD_VALUES = [
+    [KEY, KEY[:-1], KEY + b"x", "k" * len(KEY), None],
+    _NUMBERS,
+    [b"", b"x", b"y" * MAX_PAYLOAD, b"z" * (MAX_PAYLOAD + 1), "x", None],
+    _NUMBERS,
+    [*(int(kind) for kind in PacketKind), -1, 9, 255, 256, True, None],
+]
+_ONE_FIELD_CHANGED = [
+    (*_VALID_PACKET[:i], value, *_VALID_PACKET[i + 1 :])
+    for i, values in enumerate(_PACKET_FIELD_VALUES)
+    for value in values
+]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [*_ONE_FIELD_CHANGED, _VALID_PACKET[:4], (*_VALID_PACKET, None)],
+    ids=lambda fields: repr(fields)[:60],
+)
+def test_a_packet_event_decodes_alike_on_its_fast_path_and_field_by_field(
+    fields: tuple[object, ...],
+) -> None:
+    """A subscriber's node sends Packet events; the decoder tests a plainly valid one in one
+    expression and checks any other field by field: both ways must accept the same frames
+    and give the same event (or refuse it)."""
+    try:
+        _arity("Packet", list(fields), 5)
+        checked: object = _packet(_key(fields[0], "Packet.key"), list(fields[1:]), "Packet")
+    except ClientProtocolError:
+        checked = None
+    fast = _plain_packet(list(fields))
+    assert fast == checked
+    if fast is not None:
+        assert type(fast.kind) is PacketKind
+    frame = cbor2.dumps([67, *fields])
+    if checked is None:
+        with pytest.raises(ClientProtocolError):
+            decode_event(frame)
+    else:
+        assert decode_event(frame) == checked

@@ -309,6 +309,8 @@ def _packet_fields(packet: Packet) -> list[Any]:
 def _event_values(event: Event) -> list[Any]:
     """The CBOR array for ``event`` (its fields are checked by decoding it back, in tests,
     and by the types of the core's events; reasons are clipped)."""
+    if type(event) is Packet:  # (nearly every event: before the match's tests of the rest)
+        return [_PACKET, event.key, *_packet_fields(event)]
     match event:
         case Welcome(rid, version, node_id, max_request):
             return [_WELCOME, rid, version, node_id, max_request]
@@ -629,14 +631,43 @@ _EVENT_DECODERS: dict[int, tuple[str, int, Callable[[list[Any]], Event]]] = {
 }
 
 
+# A packet kind by its value on the wire.
+_KIND_OF = {int(kind): kind for kind in PacketKind}
+
+
+def _plain_packet(f: list[Any]) -> Packet | None:
+    """The Packet event of fields ``f`` when each is plainly valid, as nearly every one a
+    subscriber reads is, tested in one expression; else None, and ``_packet`` checks them
+    one by one to name what is wrong. It accepts exactly what ``_packet`` does."""
+    if len(f) != 5:
+        return None
+    key, number, data, epoch, kind = f
+    if (
+        type(key) is bytes
+        and len(key) == KEY_SIZE
+        and type(number) is int
+        and 0 <= number <= MAX_PACKET
+        and type(data) is bytes
+        and len(data) <= MAX_PAYLOAD
+        and (epoch is None or (type(epoch) is int and 0 <= epoch <= MAX_PACKET))
+        and type(kind) is int
+        and kind in _KIND_OF
+    ):
+        return Packet(key, number, data, epoch, _KIND_OF[kind])
+    return None
+
+
 def decode_event(body: bytes, limit: int = MAX_EVENT_FRAME) -> Event:
     """The event in one frame body (without its length prefix), or ClientProtocolError."""
     code, f = _parse(body, limit)
-    if code == _SUBSCRIBED:
-        return _subscribed(f)
     if code == _PACKET:
+        packet = _plain_packet(f)
+        if packet is not None:
+            return packet
         _arity("Packet", f, 5)
         return _packet(_key(f[0], "Packet.key"), f[1:], "Packet")
+    if code == _SUBSCRIBED:
+        return _subscribed(f)
     if code == _EPOCH:
         return _epoch(f)
     entry = _EVENT_DECODERS.get(code)
