@@ -10,15 +10,21 @@ built alone.
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from commit_roots import KEY, U, notices, packets_to, root
+from corenet import key_at
 from hypothesis import given
 from hypothesis import strategies as st
+from nodes import make, meet
 
+from overlay.core.config import NodeConfig
 from overlay.core.effects import SetTimer
 from overlay.core.node import Node
-from overlay.core.packet_pace import LONGEST_GAP, PacketPace
+from overlay.core.packet_pace import PacketPace, longest_gap
 from overlay.core.showing import REPEATS
-from overlay.messages import Held
+from overlay.messages import Held, SubscribeRequest
 
 # --- the mark rides the packets, or waits ``mark_delay`` ------------------------------------
 
@@ -125,8 +131,10 @@ def test_on_a_steady_stream_a_gap_past_mark_delay_sends_no_notice() -> None:
 
 def test_a_steady_stream_that_falls_quiet_is_told_its_mark_after_mark_patience() -> None:
     node = root()
-    assert publish_every(node, 0.006, 20) == []
+    assert publish_every(node, 0.006, 19) == []
     last = 1.0 + 19 * 0.006
+    node.publish(last, KEY, 1, 119, b"p19")
+    assert notices(node.receive(last + 0.002, U, Held(KEY, 19))) == []
     assert notices(node.handle_timer(last + 0.029)) == []
     assert notices(node.handle_timer(last + 0.03)) == [(U, 19)]
 
@@ -158,13 +166,50 @@ def test_with_mark_patience_0_a_steady_stream_waits_mark_delay() -> None:
     assert notices(node.handle_timer(last + 0.01)) == [(U, 19)]
 
 
+def test_two_streams_of_one_root_each_wait_their_own_delay() -> None:
+    # The root has one mark timer for all its streams: a steady stream's mark, due 30 ms
+    # after its last packet, must not hold back a slow stream's, due 10 ms after its own
+    # packet; nor the slow one's bring the steady one's forward.
+    other = key_at(0.4)
+    node = make()
+    node.subscribe(0.0, KEY, 1)
+    node.subscribe(0.0, other, 1)
+    meet(node, U, 0.2)
+    node.receive(0.0, U, SubscribeRequest(9, KEY, 5, 0.2, None))
+    node.receive(0.0, U, SubscribeRequest(19, other, 5, 0.2, None))
+    assert all(node.streams[key].children == {U: None} for key in (KEY, other))
+    assert publish_every(node, 0.005, 20) == []
+    last = 1.0 + 19 * 0.005
+    # The timer an earlier packet armed fires: the steady stream's mark waits on, 30 ms.
+    armed = node.flow.showing.mark_timer
+    assert armed == pytest.approx(last + 0.005)
+    effects = node.handle_timer(armed)
+    assert notices(effects) == [] and SetTimer(last + 0.03) in effects
+    node.publish(last + 0.006, other, 1, 500, b"q0")
+    assert SetTimer(last + 0.016) in node.receive(last + 0.008, U, Held(other, 0))
+    first_told: dict[int, float] = {}
+    for step in range(17, 80):  # every half millisecond, as a driver fires due timers
+        at = last + step * 0.0005
+        for _, upto in notices(node.handle_timer(at)):
+            first_told.setdefault(upto, at - last)
+    assert first_told == {0: pytest.approx(0.016), 19: pytest.approx(0.03)}
+
+
+@pytest.mark.parametrize("field", ["mark_delay", "mark_patience"])
+@pytest.mark.parametrize("value", [math.inf, math.nan, -0.001])
+def test_a_marks_wait_must_be_a_finite_time(field: str, value: float) -> None:
+    # A timer armed at infinity would never tell a quiet stream its last mark.
+    with pytest.raises(ValueError, match=f"{field} must be a finite time"):
+        NodeConfig(**{field: value})  # type: ignore[arg-type]
+
+
 # --- ``PacketPace`` built alone ------------------------------------------------------------
 
 
-def sent_every(every: float, count: int, start: float = 0.0) -> PacketPace:
+def sent_every(every: float, count: int, patience: float = 0.03, start: float = 0.0) -> PacketPace:
     pace = PacketPace()
     for i in range(count):
-        pace.went_down(start + i * every)
+        pace.went_down(start + i * every, patience)
     return pace
 
 
@@ -177,7 +222,7 @@ def test_a_new_stream_is_not_steady_and_learns_a_steady_pace_within_ten_packets(
 def test_one_pause_ends_a_steady_pace_at_once() -> None:
     pace = sent_every(0.005, 50)
     assert pace.wait(0.01, 0.03) == 0.03
-    pace.went_down(10.0)
+    pace.went_down(10.0, 0.03)
     assert not pace.steady(0.03) and pace.wait(0.01, 0.03) == 0.01
 
 
@@ -187,7 +232,17 @@ def test_a_stream_slower_than_two_gaps_in_mark_patience_never_turns_steady() -> 
 
 
 def test_the_wait_is_never_less_than_mark_delay() -> None:
-    assert sent_every(0.001, 100).wait(0.05, 0.03) == 0.05
+    assert sent_every(0.002, 100).wait(0.05, 0.03) == 0.05
+
+
+@given(st.floats(min_value=0.0, max_value=60.0), st.floats(min_value=0.0, max_value=3600.0))
+def test_whatever_mark_patience_a_new_stream_is_slow_and_one_pause_ends_a_steady_pace(
+    patience: float, pause: float
+) -> None:
+    assert not PacketPace().steady(patience)
+    pace = sent_every(0.002, 2000, patience)
+    pace.went_down(pace.last + max(pause, longest_gap(patience)), patience)  # type: ignore[operator]
+    assert not pace.steady(patience)
 
 
 @given(
@@ -202,6 +257,6 @@ def test_the_gap_stays_within_its_bounds_and_the_wait_is_one_of_the_two(
     pace, now = PacketPace(), 0.0
     for step in steps:
         now += step
-        pace.went_down(now)
-        assert 0.0 <= pace.gap <= LONGEST_GAP
+        pace.went_down(now, patience)
+        assert pace.gap is not None and 0.0 <= pace.gap <= longest_gap(patience)
         assert pace.wait(delay, patience) in (delay, max(delay, patience))

@@ -265,10 +265,11 @@ class NodeConfig:
             raise ValueError(f"swap_htl must be in [1, {MAX_WIRE_HTL}], got {self.swap_htl}")
         if not 0 < self.swap_timeout < math.inf:
             raise ValueError(f"swap_timeout must be positive, got {self.swap_timeout}")
-        if not self.mark_delay >= 0:  # (NaN too)
-            raise ValueError(f"mark_delay must not be negative, got {self.mark_delay}")
-        if not self.mark_patience >= 0:
-            raise ValueError(f"mark_patience must not be negative, got {self.mark_patience}")
+        # (Finite: a timer armed at infinity never tells a quiet stream its last mark.)
+        if not 0 <= self.mark_delay < math.inf:  # (NaN too)
+            raise ValueError(f"mark_delay must be a finite time, got {self.mark_delay}")
+        if not 0 <= self.mark_patience < math.inf:
+            raise ValueError(f"mark_patience must be a finite time, got {self.mark_patience}")
         if self.announce_delay < 0:
             raise ValueError(f"announce_delay must not be negative, got {self.announce_delay}")
         if not self.seen_uid_ttl > 0 or self.seen_uid_capacity < 1:

@@ -205,7 +205,7 @@ class Showing:
                     root.told_at = now
                     if root.pace is None:
                         root.pace = PacketPace()
-                    root.pace.went_down(now)
+                    root.pace.went_down(now, self.config.mark_patience)
             self.marks_sent.clear()
         if self.marks_due:
             self._tell_due(now)

@@ -97,7 +97,8 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
 #   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
 #   backoff (``probed_at``, ``looked_probe_at``, ``trailed_at``, and ``probe_misses`` after
 #   ``CLOSER_NODE``), the marks' rounds (``mark_rounds`` may still bar repeats, ``told_at``
-#   delay a notice), ``recover_token``, ``backlog``.
+#   delay a notice, ``pace`` lengthen that delay until its first packet shows the pause),
+#   ``recover_token``, ``backlog``.
 #
 # So "the node is root" is ``state is ROOT``; ``root`` is what this node keeps of being
 # root, not a sub-state. The uid table (``Stream.uids``) is read by design at a former root
