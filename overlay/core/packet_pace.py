@@ -23,11 +23,11 @@ stream starts as slow.
 The gaps are between events, not bursts. A loaded root takes a steady stream's packets in
 bunches, events a fraction of a millisecond apart with 10 to 30 ms between bunches, and
 the short gaps keep such a stream steady, so the next bunch takes the mark down. Counting
-a bunch as one event (gaps between bunches only) made that same load tip over into a
-notice per bunch: on the 50-node bench at 500 packets a second, 68,000 notices where there
-were 3,000. The price: a slow stream whose packets come a few at a time (three within a
-millisecond, every 50 ms) can count as steady, and its marks then wait ``mark_patience``
-where ``mark_delay`` would do, with no notice saved.
+a bunch as one event (gaps between bunches only) tips that same load into a notice per
+bunch: on the 50-node bench at 500 packets a second, 68,000 notices against 3,000. The
+price: a slow stream whose packets come a few at a time (three within a millisecond, every
+50 ms) can count as steady, and its marks then wait ``mark_patience`` where ``mark_delay``
+would do, with no notice saved.
 """
 
 from __future__ import annotations
