@@ -186,9 +186,10 @@ class NodeConfig:
     signature_cache: int = 8192
     # A root's commit mark rides the packets it sends down (``showing``); when it moved and
     # no packet took it down, a standalone notice goes once this long has passed since the
-    # last did (at once on a stream that was quiet that long). Above the packet interval of
-    # a steady stream (10 ms: 100 packets a second), so under load the packets carry every
-    # mark; a member shows a packet at most this much later than a notice would have.
+    # last did (at once on a stream that was quiet that long), or ``mark_patience`` on a
+    # steady stream. Above the packet interval of a stream at 100 packets a second, so
+    # under load the packets carry its marks; a member shows a packet at most this much
+    # (or ``mark_patience``) later than a notice at once would have.
     mark_delay: float = 0.01
     # How long a moved mark waits for the next packet on a steady stream, one whose root
     # sends packets down at least twice in this time (``packet_pace``). 0: ``mark_delay``.
