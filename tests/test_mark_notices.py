@@ -103,14 +103,12 @@ def test_no_repeat_while_packets_carry_the_mark_then_a_few_once_quiet() -> None:
 # --- a steady stream waits ``mark_patience`` ------------------------------------------------
 
 
-def publish_every(
-    node: Node, every: float, count: int, start: float = 1.0, first: int = 0
-) -> list[tuple[bytes, int]]:
-    """The root publishes ``count`` packets ``every`` seconds apart, each held by U 2 ms
-    after it went down; the notices it sent meanwhile."""
+def publish_every(node: Node, every: float, count: int) -> list[tuple[bytes, int]]:
+    """The root publishes packets 0 to ``count - 1``, ``every`` seconds apart from 1.0, each
+    held by U 2 ms after it went down; the notices it sent meanwhile."""
     told: list[tuple[bytes, int]] = []
-    for i in range(count):
-        at, n = start + i * every, first + i
+    for n in range(count):
+        at = 1.0 + n * every
         told += notices(node.handle_timer(at))
         told += notices(node.publish(at, KEY, 1, 100 + n, b"p%d" % n))
         told += notices(node.receive(at + 0.002, U, Held(KEY, n)))
