@@ -11,13 +11,11 @@ import dataclasses
 import inspect
 
 import pytest
+from codec_values import SAMPLE_VALUE, sample
 
 from overlay import messages
 from overlay.messages import (
-    KEY_SIZE,
     MESSAGE_TYPES,
-    SIGNATURE_SIZE,
-    VOUCH_SIZE,
     Kind,
     Message,
     PacketKind,
@@ -197,35 +195,6 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
     ),
     "SwapRejected": (("uid", Kind.UID),),
 }
-
-# One valid value per kind, enough to build an instance of any message.
-SAMPLE_VALUE: dict[Kind, object] = {
-    Kind.UID: 7,
-    Kind.KEY: bytes(range(KEY_SIZE)),
-    Kind.HTL: 5,
-    Kind.LOCATION: 0.25,
-    Kind.PACKET: 3,
-    Kind.OPT_PACKET: None,
-    Kind.OPT_SEEN: -1,
-    Kind.DATA: b"payload",
-    Kind.OPT_SIGNATURE: b"s" * SIGNATURE_SIZE,
-    Kind.PACKET_KIND: PacketKind.DATA,
-    Kind.BOOT_ID: 2**40,
-    Kind.COUNT: 1,
-    Kind.LOCATIONS: (0.25, 0.75),
-    Kind.VOUCHES: (b"", bytes(VOUCH_SIZE)),
-    Kind.OPT_DESCRIPTOR: None,
-    Kind.EPOCH_STARTS: ((1, 2),),
-    Kind.OPT_UID: 2**64 - 1,
-    Kind.OPT_LOCATION: 0.5,
-    Kind.FLAG: False,
-    Kind.RUN: ((b"payload", None, PacketKind.DATA, None, None, 7, 2),),
-    Kind.DIGEST: bytes(range(32)),
-}
-
-
-def sample(cls: type[Message]) -> Message:
-    return cls(**{name: SAMPLE_VALUE[kind] for name, kind in field_kinds(cls)})
 
 
 def by_name(cls: type[Message]) -> str:
