@@ -17,11 +17,17 @@ compiled: a class with such a field has no compiled check, and the codec's path 
 A ``SubscribeRun``'s packets are the exception: their checks are compiled as one loop over
 the run, in each direction, and so is building the ``SubscribeData`` a run stands for
 (``compile_packets_of``), since a relay or a root pays each of these once per packet.
+
+Checked messages, run packets and client events are built by setting their slots, every
+field given (none of these classes has a ``__post_init__``): in C where the install compiled
+``overlay/_slotted.c`` (one allocation and a pointer store per field), else from Python
+(``object.__new__`` and each slot descriptor's ``__set__``, about ten times slower).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -104,13 +110,35 @@ def _held_test(kind: Kind, v: str) -> str:
     return f"(type({v}) is _PacketKind)" if kind is Kind.PACKET_KIND else _wire_test(kind, v)
 
 
+# The C builder of instances by their slots (``overlay/_slotted.c``), where the install
+# could compile it; else, or with ``OVERLAY_PURE_PYTHON=1`` set, each builder here sets the
+# slots from Python. Both build the same objects (the tests build with each and compare).
+try:
+    from overlay._slotted import Builder as _NativeBuilder
+except ImportError:  # (installed without a C compiler)
+    _NativeBuilder = None  # type: ignore[assignment,misc]
+PURE_PYTHON = _NativeBuilder is None or os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
+
+
+def _native_builder(cls: type) -> _NativeBuilder | None:
+    """The C builder of ``cls`` by its dataclass fields, or None: pure Python, or a class the
+    C builder refuses (it builds plain slotted objects only, and says so)."""
+    if PURE_PYTHON or hasattr(cls, "__post_init__"):
+        return None
+    names = tuple(field.name for field in dataclasses.fields(cls))
+    try:
+        return _NativeBuilder(cls, names)
+    except TypeError:
+        return None
+
+
 def _compile(source: str, name: str, extra: dict[str, Any]) -> Any:
     namespace = dict(_NAMESPACE, **extra)
     exec(compile(source, f"<compiled check {name}>", "exec"), namespace)
     return namespace[name]
 
 
-def compile_decoder(cls: type[Message]) -> Decoder | None:
+def compile_decoder(cls: type[Message], pure: bool = False) -> Decoder | None:
     """The decoder for ``cls``, or None if it has no field, a kind with no compiled test, or
     a ``__post_init__``.
 
@@ -126,23 +154,34 @@ def compile_decoder(cls: type[Message]) -> Decoder | None:
     test = " and ".join(
         _TESTS[kind].format(v=v) for v, (_, kind) in zip(names, fields, strict=True)
     )
-    sets = "".join(
-        f"        _set{i}(message, {f'_KINDS[{v}]' if kind is Kind.PACKET_KIND else v})\n"
-        for i, (v, (_, kind)) in enumerate(zip(names, fields, strict=True))
-    )
-    setters = {f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(fields)}
-    source = (
-        f"def decode_{cls.__name__}(value):\n"
-        f"    _, {', '.join(names)}, = value\n"
-        f"    if {test}:\n"
-        f"        message = _new(_cls)\n"
-        f"{sets}"
-        f"        return message\n"
-        f"    return None\n"
-    )
-    decoder: Decoder = _compile(
-        source, f"decode_{cls.__name__}", {"_cls": cls, "_new": object.__new__, **setters}
-    )
+    kinds_out = [
+        f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
+        for v, (_, kind) in zip(names, fields, strict=True)
+    ]
+    native = None if pure else _native_builder(cls)
+    if native is not None:
+        source = (
+            f"def decode_{cls.__name__}(value):\n"
+            f"    _, {', '.join(names)}, = value\n"
+            f"    if {test}:\n"
+            f"        return _make({', '.join(kinds_out)})\n"
+            f"    return None\n"
+        )
+        extra: dict[str, Any] = {"_make": native.make}
+    else:
+        sets = "".join(f"        _set{i}(message, {v})\n" for i, v in enumerate(kinds_out))
+        setters = {f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(fields)}
+        source = (
+            f"def decode_{cls.__name__}(value):\n"
+            f"    _, {', '.join(names)}, = value\n"
+            f"    if {test}:\n"
+            f"        message = _new(_cls)\n"
+            f"{sets}"
+            f"        return message\n"
+            f"    return None\n"
+        )
+        extra = {"_cls": cls, "_new": object.__new__, **setters}
+    decoder: Decoder = _compile(source, f"decode_{cls.__name__}", extra)
     return decoder
 
 
@@ -266,9 +305,12 @@ def _slot_sets(cls: type, names: list[str], target: str) -> tuple[str, dict[str,
     return sets, {"_new": object.__new__, "_cls": cls, **setters}
 
 
-def compile_builder(cls: type) -> Builder:
+def compile_builder(cls: type, pure: bool = False) -> Builder:
     """``build(rows)``: an instance of ``cls`` for each row, a tuple of its fields' values
     in order."""
+    native = None if pure else _native_builder(cls)
+    if native is not None:
+        return native.build
     names = [f"v{i}" for i in range(len(dataclasses.fields(cls)))]
     sets, extra = _slot_sets(cls, names, "built")
     source = (
@@ -285,10 +327,13 @@ def compile_builder(cls: type) -> Builder:
     return build
 
 
-def compile_packets_of() -> PacketsOf:
+def compile_packets_of(pure: bool = False) -> PacketsOf:
     """``packets_of(key, first, items)``: the SubscribeData that a run of ``items`` from packet
     ``first`` of stream ``key`` stands for, in order. Nothing is checked: the items are a
     run message's, which the codec checked, or the code's own."""
+    native = None if pure else _native_builder(SubscribeData)
+    if native is not None:
+        return native.build_run
     names = [f"v{i}" for i in range(len(field_kinds(SubscribeData)))]
     sets, extra = _slot_sets(SubscribeData, names, "built")
     source = (

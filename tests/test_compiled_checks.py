@@ -51,6 +51,10 @@ from overlay.messages import (
 )
 
 COMPILED = [cls for cls in MESSAGE_TYPES if compile_decoder(cls) is not None]
+# Each builder both ways: by the C builder where the install compiled it (what runs), and
+# from Python (what runs without a compiler, or with OVERLAY_PURE_PYTHON=1).
+PATHS = [False, True]
+PATH_IDS = ["as-installed", "pure-python"]
 _RUN_ITEMS = compile_run_items_decoder()
 _HELD_RUN_ITEMS = compile_run_items_encoder()
 
@@ -135,13 +139,14 @@ def test_the_array_fields_and_only_those_are_left_to_the_codec() -> None:
     assert all(compile_encoder(cls) is not None for cls in COMPILED)
 
 
+@pytest.mark.parametrize("pure", PATHS, ids=PATH_IDS)
 @pytest.mark.parametrize("cls", COMPILED, ids=lambda cls: cls.__name__)
 def test_a_compiled_decoder_accepts_a_field_value_exactly_when_the_codec_does(
-    cls: type[Message],
+    cls: type[Message], pure: bool
 ) -> None:
     # Never one the codec refuses (the safety rule); and of the values CBOR decodes to, none
     # that the codec takes (or valid packets would all take the slow path).
-    decoder = compile_decoder(cls)
+    decoder = compile_decoder(cls, pure)
     assert decoder is not None
     kinds = [kind for _, kind in field_kinds(cls)]
     for base in (SMALLEST_VALUE, LARGEST_VALUE):
@@ -201,10 +206,10 @@ def test_a_runs_compiled_decoder_accepts_a_value_exactly_when_the_codec_does() -
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(COMPILED).flatmap(messages_of))
-def test_compiled_and_field_by_field_agree_on_valid_messages(message: Message) -> None:
+@given(st.sampled_from(COMPILED).flatmap(messages_of), st.sampled_from(PATHS))
+def test_compiled_and_field_by_field_agree_on_valid_messages(message: Message, pure: bool) -> None:
     cls = type(message)
-    encoder, decoder = compile_encoder(cls), compile_decoder(cls)
+    encoder, decoder = compile_encoder(cls), compile_decoder(cls, pure)
     assert encoder is not None and decoder is not None
     assert encoder(message) == wire_fields(message)
     decoded = decoder(wire_fields(message))
@@ -234,22 +239,23 @@ def test_a_runs_compiled_encoder_takes_the_packet_kind_member_the_code_holds() -
 
 
 @settings(max_examples=200, deadline=None)
-@given(messages_of(SubscribeRun))
+@given(messages_of(SubscribeRun), st.sampled_from(PATHS))
 def test_a_runs_packets_built_by_their_slots_equal_those_built_by_the_constructor(
-    run: SubscribeRun,
+    run: SubscribeRun, pure: bool
 ) -> None:
-    packets = compile_packets_of()(run.key, run.first, run.packets)
+    packets = compile_packets_of(pure)(run.key, run.first, run.packets)
     expected = [SubscribeData(run.key, run.first + i, *item) for i, item in enumerate(run.packets)]
     assert packets == expected and [hash(p) for p in packets] == [hash(p) for p in expected]
     with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
         packets[0].mark = None  # type: ignore[misc]
 
 
-def test_instances_built_by_their_slots_equal_those_built_by_the_constructor() -> None:
+@pytest.mark.parametrize("pure", PATHS, ids=PATH_IDS)
+def test_instances_built_by_their_slots_equal_those_built_by_the_constructor(pure: bool) -> None:
     rows = [
         (bytes(KEY_SIZE), n, b"%d" % n, None if n % 2 else n, PacketKind.DATA) for n in range(5)
     ]
-    built = compile_builder(Packet)(rows)
+    built = compile_builder(Packet, pure)(rows)
     expected = [Packet(*row) for row in rows]
     assert built == expected and [hash(p) for p in built] == [hash(p) for p in expected]
     with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)

@@ -1,0 +1,129 @@
+"""The C builder of slotted instances (``overlay/_slotted.c``): what it builds equals what the
+constructor builds, what it refuses it refuses at once, and the package runs without it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+
+import pytest
+
+from overlay import compiled_checks
+from overlay.core.events import Packet
+from overlay.messages import KEY_SIZE, PacketKind, SubscribeData
+
+KEY = bytes(range(KEY_SIZE))
+ITEM = (b"data", None, PacketKind.DATA, None, None, 7, 3)
+
+
+def _native() -> type:
+    native = pytest.importorskip("overlay._slotted", reason="installed without a C compiler")
+    builder: type = native.Builder
+    return builder
+
+
+def test_an_install_with_a_c_compiler_builds_and_uses_the_native_builder() -> None:
+    compiler = sysconfig.get_config_var("CC") or "cc"
+    has_compiler = shutil.which(compiler.split()[0]) is not None
+    forced = os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
+    assert (forced or not has_compiler) == compiled_checks.PURE_PYTHON
+
+
+def test_a_run_built_natively_equals_one_built_by_the_constructor() -> None:
+    builder = _native()(SubscribeData, tuple(f.name for f in dataclasses.fields(SubscribeData)))
+    items = [ITEM, (b"", 4, PacketKind.EPOCH_CLOSED, bytes(64), 2, None, None)]
+    built = builder.build_run(KEY, 2**64 - 1, items)  # (numbers past a machine word count on)
+    assert built == [
+        SubscribeData(KEY, 2**64 - 1, *ITEM),
+        SubscribeData(KEY, 2**64, b"", 4, PacketKind.EPOCH_CLOSED, bytes(64), 2, None, None),
+    ]
+    assert builder.build_run(KEY, 5, ()) == []
+    with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
+        built[0].mark = 4
+
+
+def test_building_natively_holds_each_value_once_per_instance() -> None:
+    builder = _native()(Packet, ("key", "number", "data", "epoch", "kind"))
+    data = bytes(1000)
+    before = sys.getrefcount(data)
+    built = builder.build([(KEY, n, data, None, PacketKind.DATA) for n in range(100)])
+    assert sys.getrefcount(data) == before + 100
+    one = builder.make(KEY, 1, data, 9, PacketKind.DATA)
+    assert one == Packet(KEY, 1, data, 9, PacketKind.DATA)
+    del built, one
+    assert sys.getrefcount(data) == before
+
+
+def test_the_native_builder_refuses_a_row_or_an_item_of_the_wrong_size() -> None:
+    builder = _native()(Packet, ("key", "number", "data", "epoch", "kind"))
+    with pytest.raises(ValueError, match="a row of 4 values for 5 fields"):
+        builder.build([(KEY, 1, b"", None, PacketKind.DATA), (KEY, 2, b"", None)])
+    with pytest.raises(TypeError, match="a row must be a sequence"):
+        builder.build([7])
+    with pytest.raises(ValueError, match="4 values for 5 fields"):
+        builder.make(KEY, 1, b"", None)
+    packets = _native()(SubscribeData, tuple(f.name for f in dataclasses.fields(SubscribeData)))
+    with pytest.raises(ValueError, match="an item of 6 values, not 7"):
+        packets.build_run(KEY, 1, [ITEM, ITEM[:-1]])
+    with pytest.raises(TypeError, match="items must be a sequence"):
+        packets.build_run(KEY, 1, 5)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    left: object
+    right: object
+
+
+class _Plain:
+    right = 1
+
+
+class _Own(_Pair):
+    def __new__(cls) -> _Own:
+        return super().__new__(cls)
+
+
+def test_the_native_builder_refuses_what_it_cannot_build_by_slots() -> None:
+    builder = _native()
+    assert builder(_Pair, ("left", "right")).make(1, 2) == _Pair(1, 2)
+    with pytest.raises(TypeError, match="is not a writable slot"):
+        builder(_Pair, ("left", "middle"))  # (no such field)
+    with pytest.raises(TypeError, match="is not a writable slot"):
+        builder(_Plain, ("right",))  # (a class attribute, not a slot)
+    with pytest.raises(TypeError, match="is not a writable slot"):
+        builder(Packet, ("key", "left"))  # (a field of another class)
+    with pytest.raises(TypeError, match="not built as a plain object"):
+        builder(_Own, ("left", "right"))  # (a __new__ of its own)
+    with pytest.raises(TypeError, match="not built as a plain object"):
+        builder(int, ("real",))
+    with pytest.raises(TypeError, match="must be a class"):
+        builder(_Pair(1, 2), ("left",))
+    with pytest.raises(TypeError, match="fields"):
+        builder(_Pair, ())
+    with pytest.raises(TypeError):
+        builder(_Pair, ["left", "right"])  # (names: a tuple)
+
+
+def test_the_package_runs_its_pure_python_path_when_told_to() -> None:
+    program = (
+        "from overlay import compiled_checks, codec\n"
+        "from overlay.messages import SubscribeRun, PacketKind\n"
+        "from overlay.run_packing import unrun\n"
+        "assert compiled_checks.PURE_PYTHON\n"
+        "run = SubscribeRun(bytes(32), 1, ((b'x', None, PacketKind.DATA, None, None, 5, 0),))\n"
+        "decoded = codec.decode(codec.encode(run))\n"
+        "packets = unrun(decoded)\n"
+        "assert decoded == run and [p.packet for p in packets] == [1], packets\n"
+        "print('pure')\n"
+    )
+    env = dict(os.environ, OVERLAY_PURE_PYTHON="1")
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == "pure\n", done.stderr
