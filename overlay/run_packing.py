@@ -4,9 +4,9 @@ makes, cut to fit a frame, and the packets a run stands for."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from overlay.compiled_checks import compile_packets_of
 from overlay.messages import (
@@ -37,6 +37,7 @@ RUN_PACKET_OVERHEAD = 128
 RUN_OVERHEAD = 64
 _PACKET_COST = RUN_PACKET_OVERHEAD.__add__  # (a packet's data bytes -> what it adds to a run)
 _data = attrgetter("data")
+_item_data = itemgetter(0)  # (a run item's data: ``run_item`` puts it first)
 
 
 def run_fits(packets: int, data_bytes: int) -> bool:
@@ -45,19 +46,35 @@ def run_fits(packets: int, data_bytes: int) -> bool:
     return packets <= MAX_RUN and size <= MAX_FRAME
 
 
-def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
-    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order: each
-    as long as ``run_fits`` allows, one packet at least."""
+def _cuts(data_sizes: Iterable[int]) -> list[tuple[int, int]]:
+    """Where a list of consecutive packets whose data have ``data_sizes`` is cut into runs,
+    each within a frame, in order: (start, end) of each, as long as ``run_fits`` allows,
+    one packet at least."""
     # What each packet adds to a run, summed from the first (in C), so each cut is a bisect.
-    costs = list(accumulate(map(_PACKET_COST, map(len, map(_data, packets)))))
-    runs: list[SubscribeRun] = []
-    start, before, count = 0, 0, len(packets)
+    costs = list(accumulate(map(_PACKET_COST, data_sizes)))
+    cuts: list[tuple[int, int]] = []
+    start, before, count = 0, 0, len(costs)
     while start < count:
         end = bisect_right(costs, before + MAX_FRAME - RUN_OVERHEAD, start)
         end = min(max(end, start + 1), start + MAX_RUN)
-        runs.append(run_of(packets[start:end]))
+        cuts.append((start, end))
         start, before = end, costs[end - 1]
-    return runs
+    return cuts
+
+
+def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
+    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
+    return [run_of(packets[start:end]) for start, end in _cuts(map(len, map(_data, packets)))]
+
+
+def runs_of_items(key: bytes, first: int, items: list[RunItem]) -> list[SubscribeRun]:
+    """The runs of stream ``key``'s packets from number ``first`` whose run items are
+    ``items`` (what ``run_item`` makes of each), each within a frame, in order: ``runs_of``
+    those packets, without taking each packet apart again."""
+    return [
+        SubscribeRun(key, first + start, tuple(items[start:end]))
+        for start, end in _cuts(map(len, map(_item_data, items)))
+    ]
 
 
 # ``packets_of(key, first, items)``: the SubscribeData that ``items``, a run's packets from

@@ -10,7 +10,7 @@ import pytest
 
 from overlay.codec import encode
 from overlay.messages import MAX_FRAME, MAX_PAYLOAD, MAX_RUN, PacketKind, SubscribeData
-from overlay.run_packing import run_fits, runs_of, unrun
+from overlay.run_packing import run_fits, run_item, runs_of, runs_of_items, unrun
 
 KEY = b"\x01" * 32
 
@@ -56,5 +56,8 @@ def test_random_lengths_are_cut_as_the_rule_says() -> None:
     draw = random.Random(11)
     for _ in range(200):
         sizes = [draw.choice((0, 1, 100, 1024, 9000, MAX_PAYLOAD)) for _ in range(300)]
-        runs = runs_of(packets(sizes))
+        given = packets(sizes)
+        runs = runs_of(given)
         assert [len(run.packets) for run in runs] == greedy(sizes)
+        # A root's batch, cut from its packets' run items: the very same runs.
+        assert runs_of_items(KEY, 7, [run_item(p) for p in given]) == runs

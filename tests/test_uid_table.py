@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from overlay.core.uid_table import UidTable, content_digest
+from overlay.core.uid_table import UidTable, content_digest, data_digests
 from overlay.messages import PacketKind
 
 
@@ -43,3 +43,18 @@ def test_a_batchs_uids_are_remembered_as_one_by_one_the_oldest_forgotten_past_th
     assert batched.numbers() == one_by_one.numbers() == {101: 1, 7: 2, 3: 3, 9: 4, 4: 5}
     assert list(batched.numbers()) == list(one_by_one.numbers())  # (oldest first: evicted first)
     assert not batched.reused(9, digest(b"9")) and batched.reused(9, digest(b"x"))
+
+
+def test_past_an_eighth_over_the_capacity_the_oldest_go_down_to_the_capacity() -> None:
+    table = UidTable(16)
+    table.remember_run(list(range(18)), range(18), data_digests(b"%d" % n for n in range(18)))
+    assert len(table) == 18  # (two over: within an eighth of 16, none forgotten yet)
+    table.remember(18, 18, digest(b"18"))
+    assert list(table.numbers()) == list(range(3, 19))  # the three oldest went at once
+    table.remember(3, 99, digest(b"again"))  # (a uid remembered again keeps its place)
+    assert table.get(3) == 99 and next(iter(table.numbers())) == 3
+
+
+def test_data_digests_are_each_payloads_content_digest_as_plain_data() -> None:
+    payloads = [b"", b"x", bytes(1024)]
+    assert data_digests(payloads) == [digest(data) for data in payloads]

@@ -30,8 +30,9 @@ Anything else takes each publish its own way (``LocalClients.publish``), in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from overlay.core.backlog import full
 from overlay.core.commits import waits_for
@@ -41,9 +42,17 @@ from overlay.core.local_publishing import LocalPublishes
 from overlay.core.showing import root_stamp
 from overlay.core.stats import NodeStats
 from overlay.core.streams import State, Stream, next_number
-from overlay.core.uid_table import content_digest
-from overlay.messages import MAX_PACKET, MAX_PAYLOAD, MAX_U64, PacketKind, SubscribeData
-from overlay.run_packing import packets_of
+from overlay.core.uid_table import data_digests
+from overlay.messages import (
+    MAX_PACKET,
+    MAX_PAYLOAD,
+    MAX_U64,
+    PacketKind,
+    RunItem,
+    SubscribeData,
+    SubscribeRun,
+)
+from overlay.run_packing import packets_of, runs_of_items
 
 _DATA = PacketKind.DATA
 
@@ -54,11 +63,12 @@ class Batch:
     worked out once (a batch that waits for room is asked again after each event).
     ``plain``: every item is a valid uid and payload (otherwise each goes its own way and
     is refused with its reason: ``LocalClients.publish``); then ``uids`` are its uids in
-    order, and ``size`` its payload bytes (else empty and 0)."""
+    order, ``payloads`` its payloads in order and ``size`` their bytes (else empty and 0)."""
 
     items: Sequence[tuple[int, bytes]]
     plain: bool
     uids: list[int]
+    payloads: list[bytes]
     size: int
 
 
@@ -78,7 +88,8 @@ def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
     # Each test is a pass in C over the items (a batch is up to thousands of them); only
     # items that are not all plain tuples take the loop, which says what is wrong.
     if set(map(type, items)) == _TUPLE and set(map(len, items)) == _PAIR:
-        uids, payloads = [uid for uid, _ in items], [data for _, data in items]
+        uid_column, payload_column = zip(*items, strict=True)
+        uids, payloads = list(uid_column), list(payload_column)
         if (
             set(map(type, uids)) == _INT
             and min(uids) >= 0
@@ -86,12 +97,12 @@ def batch_of(items: Sequence[tuple[int, bytes]]) -> Batch:
             and set(map(type, payloads)) == _BYTES
             and max(map(len, payloads)) <= MAX_PAYLOAD
         ):
-            return Batch(items, True, uids, sum(map(len, payloads)))
-        return Batch(items, False, [], 0)
+            return Batch(items, True, uids, payloads, sum(map(len, payloads)))
+        return Batch(items, False, [], [], 0)
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             raise ValueError("a batch is a non-empty sequence of (uid, data) pairs")
-    return Batch(items, False, [], 0)  # (tuple subclasses: each goes its own way)
+    return Batch(items, False, [], [], 0)  # (tuple subclasses: each goes its own way)
 
 
 class Batches:
@@ -103,7 +114,8 @@ class Batches:
         self,
         stats: NodeStats,
         publishes: LocalPublishes,
-        store_run: Callable[[Stream, list[SubscribeData]], None],  # ``Broadcast.store_run``
+        # ``Broadcast.store_run``
+        store_run: Callable[[Stream, list[SubscribeData], list[SubscribeRun]], None],
         ack: Callable[[Stream, ClientId, BatchAck], None],  # ``Commits.ack_local``
     ) -> None:
         self.stats = stats
@@ -120,38 +132,38 @@ class Batches:
             return False
         if not self._room(stream, batch):
             return None  # (before the uids are checked: a batch waiting asks again often)
-        items, ids = batch.items, batch.uids
+        ids = batch.uids
         if not self._fresh(stream, ids):
             return False
         uids = stream.uids
         assert uids is not None, "a root keeps its uids"
         key, first = stream.key, next_number(stream)
-        count = len(items)
+        count = len(ids)
         mark = root_stamp(stream)
         # Each packet carries the mark from before it (``showing``): with nobody to wait
         # for, the root commits each as it goes, so packet n carries n - 1.
+        stamps: Iterable[int | None]
         if waits_for(stream):
-            stamps: list[int | None] = [mark] * count
+            stamps = repeat(mark, count)
         elif mark is None:
-            stamps = list(range(first - 1, first + count - 1))
+            stamps = range(first - 1, first + count - 1)
         else:
             stamps = [n if n > mark else mark for n in range(first - 1, first + count - 1)]
         numbers = range(first, first + count)
-        uids.remember_run(ids, numbers, [content_digest(data, None, _DATA) for _, data in items])
-        packets = packets_of(
-            key,
-            first,
-            [
-                (data, None, _DATA, None, None, uid, stamp)
-                for (uid, data), stamp in zip(items, stamps, strict=True)
-            ],
+        payloads = batch.payloads
+        uids.remember_run(ids, numbers, data_digests(payloads))
+        # Each packet as a run holds it (``run_item``), built in one pass in C: the stored
+        # packets are built from them, and so are the runs each child is sent.
+        items: list[RunItem] = list(
+            zip(payloads, repeat(None), repeat(_DATA), repeat(None), repeat(None), ids, stamps)
         )
+        packets = packets_of(key, first, items)
         given = list(zip(ids, numbers, strict=True))
         ack = BatchAck(key, batch_id(first), first + count - 1, given, client, now)
         self.stats.published += count
         self.stats.numbered += count
         self.stats.batches += 1
-        self._store_run(stream, packets)
+        self._store_run(stream, packets, runs_of_items(key, first, items))
         self._publishes.batched.update(dict.fromkeys(ids, ack))
         self._ack(stream, client, ack)
         return True

@@ -54,7 +54,7 @@ class Broadcast:
     construction; they are bound once, since every packet uses them."""
 
     __slots__ = (
-        "_deliver",
+        "_deliver_all",
         "_drop",
         "_mark_moved",
         "_release",
@@ -78,7 +78,7 @@ class Broadcast:
         self.stats = stats
         self.memory = memory
         self._send = out.send
-        self._deliver = out.deliver
+        self._deliver_all = out.deliver_all
         self._drop = out.drop
         self._signature_ok = signature_ok
         self._release_early: Callable[[Stream, bool], None]
@@ -116,14 +116,17 @@ class Broadcast:
                 if not self.on_data(peer, packet, stream):
                     return  # the parent is dropped: nothing more of it counts
             return
-        self.store_run(stream, packets, run)
+        self.store_run(stream, packets, [run])
 
     def store_run(
-        self, stream: Stream, packets: list[SubscribeData], run: SubscribeRun | None = None
+        self,
+        stream: Stream,
+        packets: list[SubscribeData],
+        runs: list[SubscribeRun] | None = None,
     ) -> None:
         """Store ``packets``, the next in order and each accepted, and send them to every
-        child as one run (``run``, if it still carries what we would stamp): ``store`` for
-        each, in one pass."""
+        child as runs (``runs``, if they hold ``packets`` and these still carry what we
+        would stamp): ``store`` for each, in one pass."""
         window = stream.window
         window.keep_from = owed = _owed_from(stream)  # (as ``pump`` leaves it)
         if owed != NOTHING_OWED and (
@@ -149,13 +152,10 @@ class Broadcast:
         _took(stream, first)  # (where a contiguous stream starts)
         _took(stream, last)
         if stream.fed:
-            # The run as it came, its frame reused, if no mark changed on the way
-            # (``stamp_run`` hands back the very list it left as it was).
-            runs = (
-                [run]
-                if run is not None and (stamped is packets or all(map(is_, stamped, packets)))
-                else runs_of(stamped)
-            )
+            # The runs as they came (a relay's: its frame reused), if no mark changed on
+            # the way (``stamp_run`` hands back the very list it left as it was).
+            if runs is None or not (stamped is packets or all(map(is_, stamped, packets))):
+                runs = runs_of(stamped)
             for each in runs:
                 for child in stream.fed:
                     self._send(child, each)
@@ -279,9 +279,10 @@ class Broadcast:
         window = stream.window
         if shows:
             for client, member in stream.local.items():
-                for event in pump(stream.key, member, window, stream.contiguous_from, until):
-                    self.stats.delivered += 1
-                    self._deliver(client, event)
+                events = pump(stream.key, member, window, stream.contiguous_from, until)
+                if events:
+                    self.stats.delivered += len(events)
+                    self._deliver_all(client, events)
         window.keep_from = _owed_from(stream)  # (kept past the window's bounds: ``showing``)
         if stream.root.unacked:
             self._release(stream)

@@ -125,9 +125,10 @@ class NodeConfig:
     # least one window, so a whole catch-up always fits a full bucket.
     catch_up_rate: float = 2.0
     catch_up_burst: float = 4.0
-    # The root remembers this many publish uids per stream, so a retried publish (a client
-    # reconnect, a Spark task retry) is acknowledged with its original number, not stored
-    # twice. About 100 bytes each.
+    # The root remembers at least this many publish uids per stream (up to an eighth more,
+    # then the oldest go at once), so a retried publish (a client reconnect, a Spark task
+    # retry) is acknowledged with its original number, not stored twice. About 100 bytes
+    # each.
     publish_uids: int = 65_536
     # Publishes a node relays up the tree and is waiting on, node-wide; and publishes a
     # stream holds while the node is joining or restarting. Beyond these: BUSY.

@@ -7,10 +7,17 @@ order in which the protocol produced them, whichever component produced them.
 
 from __future__ import annotations
 
+from itertools import repeat
+
+from overlay.compiled_checks import compile_builder
 from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, PeerId, Send
 from overlay.core.events import ClientEvent
 from overlay.core.stats import NodeStats
 from overlay.messages import Message
+
+# ``Deliver`` effects built by their slots (``compile_builder``): a run of packets delivered
+# to a client costs a few calls, not one constructor call per packet.
+_deliveries = compile_builder(Deliver)
 
 
 class Outbox:
@@ -26,6 +33,10 @@ class Outbox:
 
     def deliver(self, client: ClientId, event: ClientEvent) -> None:
         self._effects.append(Deliver(client, event))
+
+    def deliver_all(self, client: ClientId, events: list[ClientEvent]) -> None:
+        """``deliver`` each of ``events`` to ``client``, in order."""
+        self._effects += _deliveries(zip(repeat(client), events))
 
     def drop(self, peer: PeerId, reason: str, fault: bool = True) -> None:
         """Close the link to ``peer``: it broke the protocol (``fault``), or went silent."""

@@ -15,13 +15,19 @@ the publisher sees and reports.
 The digest is Python's ``hash`` of the content: it is compared only with digests this
 process made (a root that takes a tree over rebuilds the table from its own window), costs
 one pass over the payload at numbering (a bytes object caches it), and its randomization
-across processes does not matter. Bounded: the ``capacity`` most recent uids, oldest
-forgotten first (``NodeConfig.publish_uids``).
+across processes does not matter.
+
+Bounded: the ``capacity`` most recent uids at least (``NodeConfig.publish_uids``), oldest
+forgotten first. The entries are a plain dict, in the order remembered; the oldest go in
+one pass (in C) once an eighth of the capacity more is held, not one by one, as a batch
+of hundreds of uids would otherwise pay a Python call per uid to evict.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
+from collections.abc import Iterable
+from itertools import islice, repeat
 
 from overlay.messages import PacketKind
 
@@ -31,6 +37,11 @@ def content_digest(data: bytes, epoch: int | None, kind: PacketKind) -> int:
     return hash((data, epoch, kind))
 
 
+def data_digests(payloads: Iterable[bytes]) -> list[int]:
+    """``content_digest`` of each of ``payloads`` as plain data (no epoch), in one C pass."""
+    return list(map(hash, zip(payloads, repeat(None), repeat(PacketKind.DATA))))
+
+
 class UidTable:
     """Publish uid -> (packet number, content digest), the ``capacity`` most recent."""
 
@@ -38,7 +49,7 @@ class UidTable:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self._entries: dict[int, tuple[int, int]] = {}
 
     def get(self, uid: int | None) -> int | None:
         """The number ``uid`` was given, if it is remembered."""
@@ -61,15 +72,20 @@ class UidTable:
     def remember(self, uid: int, number: int, digest: int) -> None:
         """``uid`` was given ``number`` for content with ``digest``."""
         self._entries[uid] = (number, digest)
-        if len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        self._trim()
 
     def remember_run(self, uids: list[int], numbers: range, digests: list[int]) -> None:
         """``remember`` for each uid in turn, none of them remembered yet (a root's batch)."""
         entries = self._entries
         entries.update(zip(uids, zip(numbers, digests, strict=True), strict=True))
-        for _ in range(len(entries) - self.capacity):
-            entries.popitem(last=False)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Down to ``capacity``, the oldest first, once past it by more than an eighth."""
+        entries = self._entries
+        over = len(entries) - self.capacity
+        if over > self.capacity >> 3:
+            deque(map(entries.__delitem__, list(islice(entries, over))), maxlen=0)
 
     def forget(self, uid: int) -> None:
         self._entries.pop(uid, None)
