@@ -33,6 +33,7 @@ from typing import Any
 import trio
 
 from overlay.core.config import NodeConfig
+from overlay.runtime.collector import tune_for_nodes
 from overlay.runtime.config import Address, PeerAddress, RuntimeConfig
 from overlay.runtime.identity import Identity, parse_node_id
 from testnet.control import serve_control
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     failed: OSError | None = None
+    tune_for_nodes()
     try:
         trio.run(run)
     except* OSError as group:

@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from overlay.runtime.collector import tune_for_nodes
 from overlay.runtime.config import RuntimeConfig, load_config, parse_address, parse_peer
 from overlay.runtime.service import RunningNode, run_node
 
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    tune_for_nodes()
     try:
         trio.run(main)
     except BaseExceptionGroup as group:

@@ -64,6 +64,7 @@ from overlay.core.events import (
     PublishFailed,
     Subscribed,
 )
+from overlay.runtime.collector import tune_for_nodes
 from overlay.runtime.framing import FrameReader, frame
 from overlay.runtime.host import NodeHost
 from testnet.local import LOOPBACK, LocalNetwork
@@ -478,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("need 1 <= --subscribers < --nodes")
     if args.window < 1:
         parser.error("--window must be at least 1")
+    tune_for_nodes()  # (as a node's process collects garbage)
     result = trio.run(
         lambda: run_benchmark(
             nodes=args.nodes,

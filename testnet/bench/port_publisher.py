@@ -47,6 +47,7 @@ import trio
 
 from keyspace.topology import small_world
 from overlay.client.aio import Client, open_client
+from overlay.runtime.collector import tune_for_nodes
 from testnet.bench.latency import (
     DEGREE,
     DRAIN_TIMEOUT,
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if not 1 <= args.subscribers < args.nodes:
         parser.error("need 1 <= --subscribers < --nodes")
+    tune_for_nodes()  # (as a node's process collects garbage)
     result = trio.run(
         lambda: run_benchmark(
             nodes=args.nodes,

@@ -117,6 +117,7 @@ def _serve_node(queue: Any, stop: Any) -> None:
     """In its own process: one node (the stream's root) until ``stop`` is set."""
     import trio
 
+    from overlay.runtime.collector import tune_for_nodes
     from overlay.runtime.config import Address, RuntimeConfig
     from overlay.runtime.identity import Identity
     from overlay.runtime.service import RunningNode, run_node
@@ -134,6 +135,7 @@ def _serve_node(queue: Any, stop: Any) -> None:
             await trio.to_thread.run_sync(stop.wait)
             nursery.cancel_scope.cancel()
 
+    tune_for_nodes()
     trio.run(main)
 
 
