@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate
 from operator import attrgetter, itemgetter
 
+from overlay.codec import note_checked
 from overlay.compiled_checks import compile_packets_of
 from overlay.messages import (
     MAX_FRAME,
@@ -28,6 +29,14 @@ def run_of(packets: list[SubscribeData]) -> SubscribeRun:
     frame (``runs_of`` splits longer ones)."""
     first = packets[0]
     return SubscribeRun(first.key, first.packet, tuple(map(run_item, packets)))
+
+
+def held_run_of(packets: list[SubscribeData]) -> SubscribeRun:
+    """``run_of`` packets this node holds, each checked where it entered the node: its
+    frame does not check each packet again (``codec.note_checked``)."""
+    run = run_of(packets)
+    note_checked(run)
+    return run
 
 
 # What a packet adds to a run's frame besides its data, at most (its signature, five
@@ -63,18 +72,22 @@ def _cuts(data_sizes: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
-    """``packets`` (consecutive, of one stream) as runs, each within a frame, in order."""
-    return [run_of(packets[start:end]) for start, end in _cuts(map(len, map(_data, packets)))]
+    """``packets`` (consecutive, of one stream, held by this node) as runs, each within a
+    frame, in order (each a ``held_run_of``)."""
+    return [held_run_of(packets[start:end]) for start, end in _cuts(map(len, map(_data, packets)))]
 
 
 def runs_of_items(key: bytes, first: int, items: list[RunItem]) -> list[SubscribeRun]:
     """The runs of stream ``key``'s packets from number ``first`` whose run items are
     ``items`` (what ``run_item`` makes of each), each within a frame, in order: ``runs_of``
     those packets, without taking each packet apart again."""
-    return [
+    runs = [
         SubscribeRun(key, first + start, tuple(items[start:end]))
         for start, end in _cuts(map(len, map(_item_data, items)))
     ]
+    for run in runs:
+        note_checked(run)
+    return runs
 
 
 # ``packets_of(key, first, items)``: the SubscribeData that ``items``, a run's packets from

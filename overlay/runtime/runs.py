@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 from overlay.core.effects import PeerId
 from overlay.messages import Message, SubscribeData
-from overlay.run_packing import run_fits, run_of
+from overlay.run_packing import held_run_of, run_fits
 
 Link = TypeVar("Link")
 
@@ -101,6 +101,6 @@ class Runs(Generic[Link]):
             and all(a is b for a, b in zip(made[0], packets, strict=True))
         ):
             return made[1]
-        run = run_of(packets)
+        run = held_run_of(packets)  # (the core's packets: each held, and checked as it came)
         self._made = (packets, run)
         return run
