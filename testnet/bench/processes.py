@@ -23,8 +23,6 @@ from typing import Any
 
 import trio
 
-from overlay.runtime.collector import tune_for_nodes
-
 Report = Callable[[str, Any], None]
 
 
@@ -34,9 +32,7 @@ class BenchError(RuntimeError):
 
 def serve_role(conn: Connection, role: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
     """Run one role's trio program in this (spawned) process and send its result, or the
-    traceback of its failure, to the parent. The process collects garbage as a node's does
-    (``tune_for_nodes``), whichever variant it runs."""
-    tune_for_nodes()
+    traceback of its failure, to the parent."""
     try:
         result = trio.run(role, lambda kind, value: conn.send((kind, value)))
         conn.send(("result", result))
