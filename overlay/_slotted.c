@@ -31,20 +31,41 @@ typedef struct {
 static PyTypeObject BuilderType;
 static PyObject *ONE;  /* the int 1, made once */
 
-/* A new instance of the builder's class, every slot set from values[0..count). */
+/* A new instance of the builder's class, every slot set from values[0..count). The values
+   are held before the allocation, which may run a collection and so any __del__: nothing
+   the caller passed can go away under us. */
 static PyObject *
 make_from(Builder *self, PyObject *const *values)
 {
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Py_INCREF(values[i]);
+    }
     PyObject *obj = self->cls->tp_alloc(self->cls, 0);
     if (obj == NULL) {
+        for (Py_ssize_t i = 0; i < self->count; i++) {
+            Py_DECREF(values[i]);
+        }
         return NULL;
     }
     for (Py_ssize_t i = 0; i < self->count; i++) {
-        PyObject **slot = (PyObject **)((char *)obj + self->offsets[i]);
-        Py_INCREF(values[i]);
-        *slot = values[i];
+        *(PyObject **)((char *)obj + self->offsets[i]) = values[i];
     }
     return obj;
+}
+
+/* ``row`` as a tuple (a new reference), which nothing can change while we read it; NULL
+   with TypeError if it is not a sequence. */
+static PyObject *
+as_tuple(PyObject *row, const char *what)
+{
+    if (PyTuple_CheckExact(row)) {
+        return Py_NewRef(row);
+    }
+    if (!PySequence_Check(row)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence", what);
+        return NULL;
+    }
+    return PySequence_Tuple(row);
 }
 
 static PyObject *
@@ -68,7 +89,7 @@ Builder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     /* Instances made as object.__new__ makes them: a fixed size, the generic allocator. */
     if (cls->tp_new != PyBaseObject_Type.tp_new || cls->tp_itemsize != 0
-        || cls->tp_alloc != PyType_GenericAlloc) {
+        || cls->tp_alloc != PyType_GenericAlloc || (cls->tp_flags & Py_TPFLAGS_IS_ABSTRACT)) {
         PyErr_Format(PyExc_TypeError, "Builder: %s is not built as a plain object",
                      cls->tp_name);
         return NULL;
@@ -83,6 +104,16 @@ Builder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         if (!PyUnicode_Check(name)) {
             PyErr_SetString(PyExc_TypeError, "Builder: field names must be strings");
             goto fail;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(names, j));
+            if (same == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+            if (same == 0) {
+                PyErr_Format(PyExc_TypeError, "Builder: field %R named twice", name);
+                goto fail;
+            }
         }
         PyObject *descr = PyObject_GetAttr(cls_obj, name);
         if (descr == NULL) {
@@ -118,10 +149,25 @@ fail:
     return NULL;
 }
 
+static int
+Builder_traverse(Builder *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cls);
+    return 0;
+}
+
+static int
+Builder_clear(Builder *self)
+{
+    Py_CLEAR(self->cls);
+    return 0;
+}
+
 static void
 Builder_dealloc(Builder *self)
 {
-    Py_XDECREF(self->cls);
+    PyObject_GC_UnTrack(self);
+    Builder_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -129,6 +175,10 @@ Builder_dealloc(Builder *self)
 static PyObject *
 Builder_make(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_ValueError, "make: the builder was cleared");
+        return NULL;
+    }
     if (nargs != self->count) {
         PyErr_Format(PyExc_ValueError, "make: %zd values for %zd fields", nargs, self->count);
         return NULL;
@@ -140,6 +190,10 @@ Builder_make(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Builder_build(Builder *self, PyObject *rows)
 {
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_ValueError, "build: the builder was cleared");
+        return NULL;
+    }
     PyObject *iterator = PyObject_GetIter(rows);
     if (iterator == NULL) {
         return NULL;
@@ -151,18 +205,18 @@ Builder_build(Builder *self, PyObject *rows)
     }
     PyObject *row;
     while ((row = PyIter_Next(iterator)) != NULL) {
-        PyObject *values = PySequence_Fast(row, "build: a row must be a sequence");
+        PyObject *values = as_tuple(row, "build: a row");
         Py_DECREF(row);
         if (values == NULL) {
             goto fail;
         }
-        if (PySequence_Fast_GET_SIZE(values) != self->count) {
+        if (PyTuple_GET_SIZE(values) != self->count) {
             PyErr_Format(PyExc_ValueError, "build: a row of %zd values for %zd fields",
-                         PySequence_Fast_GET_SIZE(values), self->count);
+                         PyTuple_GET_SIZE(values), self->count);
             Py_DECREF(values);
             goto fail;
         }
-        PyObject *obj = make_from(self, PySequence_Fast_ITEMS(values));
+        PyObject *obj = make_from(self, &PyTuple_GET_ITEM(values, 0));
         Py_DECREF(values);
         if (obj == NULL) {
             goto fail;
@@ -193,55 +247,59 @@ Builder_build_run(Builder *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "build_run(key, first, items) takes 3 arguments");
         return NULL;
     }
+    if (self->cls == NULL) {
+        PyErr_SetString(PyExc_ValueError, "build_run: the builder was cleared");
+        return NULL;
+    }
     if (self->count < 2) {
         PyErr_SetString(PyExc_TypeError, "build_run: fewer than two fields");
         return NULL;
     }
-    PyObject *items = PySequence_Fast(args[2], "build_run: items must be a sequence");
+    PyObject *items = as_tuple(args[2], "build_run: items");
     if (items == NULL) {
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
-    PyObject *built = PyList_New(count);
+    PyObject *built = PyList_New(0);
     if (built == NULL) {
         Py_DECREF(items);
         return NULL;
     }
     PyObject *values[MAX_FIELDS];
-    values[0] = args[0];
     PyObject *number = Py_NewRef(args[1]);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PySequence_Fast(PySequence_Fast_GET_ITEM(items, i),
-                                         "build_run: an item must be a sequence");
-        if (item == NULL) {
-            goto fail;
-        }
-        if (PySequence_Fast_GET_SIZE(item) != self->count - 2) {
-            PyErr_Format(PyExc_ValueError, "build_run: an item of %zd values, not %zd",
-                         PySequence_Fast_GET_SIZE(item), self->count - 2);
-            Py_DECREF(item);
-            goto fail;
-        }
-        if (i > 0) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
+        if (i > 0) {  /* (first: may run code, so before the item is read) */
             PyObject *next = PyNumber_Add(number, ONE);
             Py_DECREF(number);
             number = next;
             if (number == NULL) {
-                Py_DECREF(item);
                 goto fail;
             }
         }
+        PyObject *item = as_tuple(PyTuple_GET_ITEM(items, i), "build_run: an item");
+        if (item == NULL) {
+            goto fail;
+        }
+        if (PyTuple_GET_SIZE(item) != self->count - 2) {
+            PyErr_Format(PyExc_ValueError, "build_run: an item of %zd values, not %zd",
+                         PyTuple_GET_SIZE(item), self->count - 2);
+            Py_DECREF(item);
+            goto fail;
+        }
+        values[0] = args[0];
         values[1] = number;
-        PyObject *const *fields = PySequence_Fast_ITEMS(item);
         for (Py_ssize_t f = 2; f < self->count; f++) {
-            values[f] = fields[f - 2];
+            values[f] = PyTuple_GET_ITEM(item, f - 2);
         }
         PyObject *obj = make_from(self, values);
         Py_DECREF(item);
         if (obj == NULL) {
             goto fail;
         }
-        PyList_SET_ITEM(built, i, obj);
+        int appended = PyList_Append(built, obj);
+        Py_DECREF(obj);
+        if (appended < 0) {
+            goto fail;
+        }
     }
     Py_XDECREF(number);
     Py_DECREF(items);
@@ -268,7 +326,9 @@ static PyTypeObject BuilderType = {
     .tp_name = "overlay._slotted.Builder",
     .tp_basicsize = sizeof(Builder),
     .tp_dealloc = (destructor)Builder_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_traverse = (traverseproc)Builder_traverse,
+    .tp_clear = (inquiry)Builder_clear,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Builder(cls, names): builds instances of cls by writing the named slots.",
     .tp_methods = Builder_methods,
     .tp_new = Builder_new,

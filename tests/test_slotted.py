@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -108,6 +110,38 @@ def test_the_native_builder_refuses_what_it_cannot_build_by_slots() -> None:
         builder(_Pair, ())
     with pytest.raises(TypeError):
         builder(_Pair, ["left", "right"])  # (names: a tuple)
+    with pytest.raises(TypeError, match="named twice"):
+        builder(_Pair, ("left", "left"))  # (a slot written twice would lose a reference)
+    with pytest.raises(TypeError, match="not built as a plain object"):
+        builder(_Abstract, ("left", "right"))  # (object.__new__ refuses it too)
+
+
+@dataclass(frozen=True, slots=True)
+class _Abstract(ABC):
+    left: object
+    right: object
+
+    @abstractmethod
+    def act(self) -> None: ...
+
+
+class _Counter(int):
+    """A packet number whose next number empties the list the run's items came in."""
+
+    items: ClassVar[list[tuple[object, ...]]] = []
+
+    def __add__(self, other: object) -> _Counter:
+        self.items.clear()
+        return _Counter(int(self) + int(other))  # type: ignore[call-overload]
+
+
+def test_a_run_is_built_from_its_items_as_they_were_when_called() -> None:
+    packets = _native()(SubscribeData, tuple(f.name for f in dataclasses.fields(SubscribeData)))
+    items: list[tuple[object, ...]] = [ITEM, ITEM, list(ITEM)]  # type: ignore[list-item]
+    _Counter.items = items
+    built = packets.build_run(KEY, _Counter(1), items)
+    assert items == []  # (emptied while it was built, from the first next number on)
+    assert [p.packet for p in built] == [1, 2, 3] and built[2] == SubscribeData(KEY, 3, *ITEM)
 
 
 def test_the_package_runs_its_pure_python_path_when_told_to() -> None:
