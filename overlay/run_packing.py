@@ -32,11 +32,19 @@ def run_of(packets: list[SubscribeData]) -> SubscribeRun:
 
 
 def held_run_of(packets: list[SubscribeData]) -> SubscribeRun:
-    """``run_of`` packets this node holds, each checked where it entered the node: its
-    frame does not check each packet again (``codec.note_checked``)."""
+    """``run_of`` packets this node holds, each checked where it entered the node, for
+    sending now: its frame does not check each packet again (``note_held``)."""
     run = run_of(packets)
     note_checked(run)
     return run
+
+
+def note_held(runs: list[SubscribeRun]) -> None:
+    """``runs`` hold packets this node holds, each checked where it entered the node, and
+    are about to be sent: their frames do not check each packet again (``codec.note_checked``;
+    only runs about to be encoded, as the note is used up by their encoding)."""
+    for run in runs:
+        note_checked(run)
 
 
 # What a packet adds to a run's frame besides its data, at most (its signature, five
@@ -80,14 +88,12 @@ def runs_of(packets: list[SubscribeData]) -> list[SubscribeRun]:
 def runs_of_items(key: bytes, first: int, items: list[RunItem]) -> list[SubscribeRun]:
     """The runs of stream ``key``'s packets from number ``first`` whose run items are
     ``items`` (what ``run_item`` makes of each), each within a frame, in order: ``runs_of``
-    those packets, without taking each packet apart again."""
-    runs = [
+    those packets, without taking each packet apart again (nor noting them: ``note_held``
+    once they go)."""
+    return [
         SubscribeRun(key, first + start, tuple(items[start:end]))
         for start, end in _cuts(map(len, map(_item_data, items)))
     ]
-    for run in runs:
-        note_checked(run)
-    return runs
 
 
 # ``packets_of(key, first, items)``: the SubscribeData that ``items``, a run's packets from

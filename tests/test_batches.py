@@ -12,8 +12,9 @@ import pytest
 from corenet import CoreNet
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from publish_tree import KEY, SUBSCRIBERS, packets, tree
+from publish_tree import KEY, SUBSCRIBERS, packets, place, tree
 
+from overlay import codec
 from overlay.core.batches import batch_of
 from overlay.core.config import NodeConfig
 from overlay.core.events import BatchAcked, PublishAcked, PublishFailed
@@ -234,3 +235,20 @@ def test_a_roots_batches_time_its_pace_as_a_members_answers_do() -> None:
     pace = root.publishing(KEY)
     assert pace is not None and pace["base"] == pytest.approx(0.5)
     assert root.publish_window(KEY) == 2 * INITIAL_WINDOW
+
+
+def test_a_roots_batch_leaves_no_run_noted_as_checked_behind() -> None:
+    # A root notes the runs of a batch as checked only when it sends them, and each note
+    # is used up by that run's encoding: none is left to hold a batch's payload.
+    net = settled()
+    before = set(codec._checked_runs)
+    net.publish_batch(b"R", KEY, [(30 + i, b"q%d" % i) for i in range(5)])
+    assert net.nodes[b"R"].stats.batches == 1
+    assert set(codec._checked_runs) <= before
+    alone = CoreNet(seed=4)
+    alone.add(b"R", place(KEY, b"R"))
+    alone.subscribe(b"R", KEY)
+    alone.advance(alone.now + GRACE + 1)
+    alone.publish_batch(b"R", KEY, [(1, b"x"), (2, b"y")])
+    assert alone.nodes[b"R"].stats.batches == 1  # (numbered, with no child to send to)
+    assert set(codec._checked_runs) <= before

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from overlay import codec
 from overlay.codec import EncodeError, decode, encode, note_checked
 from overlay.messages import PacketKind, SubscribeData, SubscribeRun
-from overlay.run_packing import held_run_of, runs_of_items
+from overlay.run_packing import held_run_of, note_held, runs_of_items
 
 KEY = bytes(range(32))
 ITEM = (b"data", None, PacketKind.DATA, None, None, 7, 3)
@@ -56,11 +56,15 @@ def test_a_note_is_for_one_encoding_and_the_list_is_bounded() -> None:
     assert len(codec._checked_runs) == codec._CHECKED_RUNS_SIZE
 
 
-def test_the_runs_a_node_makes_of_its_packets_are_noted() -> None:
+def test_runs_are_noted_when_made_to_be_sent_and_not_before() -> None:
     packets = [
         SubscribeData(KEY, n, b"x", None, PacketKind.DATA, None, None, n, None) for n in (4, 5)
     ]
-    run = held_run_of(packets)
-    (batch,) = runs_of_items(KEY, 4, [ITEM, ITEM])
+    run = held_run_of(packets)  # (made as it is sent)
     assert codec._checked_runs.get(id(run)) is run
+    (batch,) = runs_of_items(KEY, 4, [ITEM, ITEM])  # (a root's batch: maybe never sent)
+    assert id(batch) not in codec._checked_runs
+    note_held([batch])  # (it goes)
     assert codec._checked_runs.get(id(batch)) is batch
+    encode(batch)
+    assert id(batch) not in codec._checked_runs  # (the note is used up)

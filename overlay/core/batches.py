@@ -115,7 +115,7 @@ class Batches:
         stats: NodeStats,
         publishes: LocalPublishes,
         # ``Broadcast.store_run``
-        store_run: Callable[[Stream, list[SubscribeData], list[SubscribeRun]], None],
+        store_run: Callable[[Stream, list[SubscribeData], list[SubscribeRun] | None, bool], None],
         ack: Callable[[Stream, ClientId, BatchAck], None],  # ``Commits.ack_local``
     ) -> None:
         self.stats = stats
@@ -163,7 +163,8 @@ class Batches:
         self.stats.published += count
         self.stats.numbered += count
         self.stats.batches += 1
-        self._store_run(stream, packets, runs_of_items(key, first, items))
+        runs = runs_of_items(key, first, items) if stream.fed else None
+        self._store_run(stream, packets, runs, True)
         self._publishes.batched.update(dict.fromkeys(ids, ack))
         self._ack(stream, client, ack)
         return True

@@ -42,7 +42,7 @@ from overlay.messages import (
     SubscribeData,
     SubscribeRun,
 )
-from overlay.run_packing import runs_of, unrun
+from overlay.run_packing import note_held, runs_of, unrun
 
 
 class Broadcast:
@@ -123,10 +123,12 @@ class Broadcast:
         stream: Stream,
         packets: list[SubscribeData],
         runs: list[SubscribeRun] | None = None,
+        made_here: bool = False,
     ) -> None:
         """Store ``packets``, the next in order and each accepted, and send them to every
         child as runs (``runs``, if they hold ``packets`` and these still carry what we
-        would stamp): ``store`` for each, in one pass."""
+        would stamp; ``made_here``: this node made them of values it checked, a root's
+        batch, not a parent's run): ``store`` for each, in one pass."""
         window = stream.window
         window.keep_from = owed = _owed_from(stream)  # (as ``pump`` leaves it)
         if owed != NOTHING_OWED and (
@@ -155,7 +157,9 @@ class Broadcast:
             # The runs as they came (a relay's: its frame reused), if no mark changed on
             # the way (``stamp_run`` hands back the very list it left as it was).
             if runs is None or not (stamped is packets or all(map(is_, stamped, packets))):
-                runs = runs_of(stamped)
+                runs = runs_of(stamped)  # (noted as held: ``held_run_of``)
+            elif made_here:
+                note_held(runs)
             for each in runs:
                 for child in stream.fed:
                     self._send(child, each)

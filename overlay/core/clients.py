@@ -333,18 +333,20 @@ def _bad_publish(
     sig: object,
 ) -> str | None:
     """What is wrong with a local client's publish request, in words (None: nothing).
-    Typed ``object``: the values come from a client, whatever the annotations promise."""
-    if not isinstance(key, bytes) or len(key) != KEY_SIZE:
+    Typed ``object``: the values come from a client, whatever the annotations promise.
+    Bytes are plain ``bytes`` exactly: a subclass may say anything of its length, and the
+    packet is not checked again on its way out (``codec.note_checked``)."""
+    if type(key) is not bytes or len(key) != KEY_SIZE:
         return f"a stream key is {KEY_SIZE} bytes"
     if type(uid) is not int or not 0 <= uid <= MAX_U64:
         return "a publish uid is an integer in [0, 2**64)"
-    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+    if type(data) is not bytes or len(data) > MAX_PAYLOAD:
         return f"a packet's data is bytes, at most {MAX_PAYLOAD} of them"
     for name, value in (("packet", packet), ("epoch", epoch)):
         if value is not None and (type(value) is not int or not 0 <= value <= MAX_PACKET):
             return f"{name} must be None or an integer in [0, {MAX_PACKET}]"
     if not isinstance(kind, PacketKind):
         return "kind must be a PacketKind"
-    if sig is not None and (not isinstance(sig, bytes) or len(sig) != SIGNATURE_SIZE):
+    if sig is not None and (type(sig) is not bytes or len(sig) != SIGNATURE_SIZE):
         return f"a signature is {SIGNATURE_SIZE} bytes"
     return None
