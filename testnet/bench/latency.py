@@ -479,7 +479,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("need 1 <= --subscribers < --nodes")
     if args.window < 1:
         parser.error("--window must be at least 1")
-    tune_for_nodes()  # (as a node's process collects garbage)
     result = trio.run(
         lambda: run_benchmark(
             nodes=args.nodes,
@@ -502,4 +501,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    tune_for_nodes()  # (this process hosts the nodes: it collects garbage as a node's does)
     sys.exit(main())

@@ -210,7 +210,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if not 1 <= args.subscribers < args.nodes:
         parser.error("need 1 <= --subscribers < --nodes")
-    tune_for_nodes()  # (as a node's process collects garbage)
     result = trio.run(
         lambda: run_benchmark(
             nodes=args.nodes,
@@ -233,4 +232,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    tune_for_nodes()  # (this process hosts the nodes: it collects garbage as a node's does)
     sys.exit(main())
