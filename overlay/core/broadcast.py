@@ -26,7 +26,7 @@ so no tree link carries a packet twice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import is_
+from operator import attrgetter, is_
 
 from overlay.core.delivery import pump
 from overlay.core.effects import PeerId
@@ -43,6 +43,8 @@ from overlay.messages import (
     SubscribeRun,
 )
 from overlay.run_packing import note_held, runs_of, unrun
+
+_data = attrgetter("data")  # (a packet's payload, for sums taken in C)
 
 
 class Broadcast:
@@ -131,9 +133,10 @@ class Broadcast:
         batch, not a parent's run): ``store`` for each, in one pass."""
         window = stream.window
         window.keep_from = owed = _owed_from(stream)  # (as ``pump`` leaves it)
+        data_bytes = sum(map(len, map(_data, packets)))  # (the marks do not change them)
         if owed != NOTHING_OWED and (
             len(window) + len(packets) > 2 * window.max_packets
-            or window.bytes + sum(len(p.data) for p in packets) > 2 * window.max_bytes
+            or window.bytes + data_bytes > 2 * window.max_bytes
         ):
             # A local client is owed packets, and the run pushes the window past twice its
             # bounds, where packets still owed are evicted too (``Window.add``). One by
@@ -149,7 +152,7 @@ class Broadcast:
         self.memory.saw(stream.key, last)
         self.stats.stored += len(packets)
         stamped = self._stamp_run(stream, packets)
-        window.add_run(stamped)
+        window.add_run(stamped, data_bytes)
         stream.frontier.observe_run(stamped)
         _took(stream, first)  # (where a contiguous stream starts)
         _took(stream, last)

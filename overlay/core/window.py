@@ -107,12 +107,13 @@ class Window:
         if len(packets) > self.max_packets or self.bytes > self.max_bytes:
             self._evict()
 
-    def add_run(self, run: list[SubscribeData]) -> None:
+    def add_run(self, run: list[SubscribeData], data_bytes: int | None = None) -> None:
         """Hold ``run``, consecutive packets past every number held (the caller checked
-        ``accepts``), evicting the oldest to fit: ``add`` for each, in one pass."""
+        ``accepts``), evicting the oldest to fit: ``add`` for each, in one pass.
+        ``data_bytes``: the run's payload bytes, if the caller has counted them."""
         packets = self.packets
         packets.extend(run)
-        self.bytes += sum(map(len, map(_data, run)))
+        self.bytes += sum(map(len, map(_data, run))) if data_bytes is None else data_bytes
         self._evict()
 
     def _evict(self) -> None:
