@@ -117,7 +117,8 @@ try:
     from overlay._slotted import Builder as _NativeBuilder
 except ImportError:  # (installed without a C compiler)
     _NativeBuilder = None  # type: ignore[assignment,misc]
-PURE_PYTHON = _NativeBuilder is None or os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
+NATIVE_BUILT = _NativeBuilder is not None
+PURE_PYTHON = not NATIVE_BUILT or os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
 
 
 def _native_builder(cls: type) -> _NativeBuilder | None:

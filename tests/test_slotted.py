@@ -161,3 +161,35 @@ def test_the_package_runs_its_pure_python_path_when_told_to() -> None:
         [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and done.stdout == "pure\n", done.stderr
+
+
+UNCOMPILED = """
+import logging, sys
+sys.modules["overlay._slotted"] = None  # (as an install without a C compiler leaves it)
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+import trio
+from overlay import compiled_checks
+from overlay.runtime.config import Address, RuntimeConfig
+from overlay.runtime.identity import Identity
+from overlay.runtime.service import run_node
+assert compiled_checks.PURE_PYTHON and not compiled_checks.NATIVE_BUILT
+
+async def main():
+    config = RuntimeConfig(listen=Address("127.0.0.1", 0), client=Address("127.0.0.1", 0))
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            await nursery.start(lambda task_status: run_node(
+                config, identity=Identity.generate(), task_status=task_status))
+        nursery.cancel_scope.cancel()
+
+trio.run(main)
+"""
+
+
+def test_nodes_of_an_install_without_the_compiled_module_say_so_once() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", UNCOMPILED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "running in pure Python" in line]
+    assert len(said) == 1 and said[0].startswith("WARNING "), done.stderr

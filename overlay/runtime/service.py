@@ -18,6 +18,7 @@ import trio
 
 from keyspace.id_work import id_work
 from keyspace.location import location_from_id
+from overlay.compiled_checks import NATIVE_BUILT
 from overlay.core.config import NodeConfig
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.client_port import ClientPortConfig, serve_client_port
@@ -31,6 +32,17 @@ from overlay.runtime.peering import LinkParams, keep_dialled, serve_peers
 from overlay.runtime.state_file import StateFile
 
 log = logging.getLogger("overlay.node")
+
+
+@functools.cache  # (once a process: a testnet worker hosts hundreds of nodes)
+def _tell_uncompiled() -> None:
+    """Say that the install built no compiled module, so a user who meant to have it (or
+    wonders at the CPU) learns why; forcing the pure path on purpose says nothing."""
+    log.warning(
+        "running in pure Python: this install built no overlay._slotted (it needs a C"
+        " compiler and Python's headers at install time), so a node spends about a"
+        " seventh more CPU a packet"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +68,8 @@ async def run_node(
 ) -> None:
     """Run a node until cancelled. ``identity`` overrides the config's identity file (a
     launcher that keeps identities itself); ``rng`` seeds the core and the dialler jitter."""
+    if not NATIVE_BUILT:
+        _tell_uncompiled()
     if identity is None:
         identity = Identity.load_or_create(config.identity, config.identity_work)
     carried = id_work(identity.public)
