@@ -272,9 +272,11 @@ def _encode_run(message: Message) -> list[Any] | None:
 
 
 # Runs made of packets each checked where it entered this node (``note_checked``), by id,
-# each kept alive here so that its id is not reused while listed. Bounded: past the bound
-# the oldest is forgotten, and checked in full when it is encoded, as any other run.
-_CHECKED_RUNS_SIZE = 1024
+# each kept alive here so that its id is not reused while listed. A run is noted as it is
+# sent, and encoded at the end of that step; one whose link went meanwhile stays until
+# pushed out. Bounded (a few steps' runs; at most 16 MiB of payloads held): past the
+# bound the oldest is forgotten, and checked in full if it is encoded, as any other run.
+_CHECKED_RUNS_SIZE = 256
 _checked_runs: dict[int, Message] = {}
 
 
