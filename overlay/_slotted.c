@@ -68,6 +68,31 @@ as_tuple(PyObject *row, const char *what)
     return PySequence_Tuple(row);
 }
 
+/* make_from(values), appended to ``built``: 0, or -1 with the error set. */
+static int
+append_made(Builder *self, PyObject *built, PyObject *const *values)
+{
+    PyObject *obj = make_from(self, values);
+    if (obj == NULL) {
+        return -1;
+    }
+    int appended = PyList_Append(built, obj);
+    Py_DECREF(obj);
+    return appended;
+}
+
+/* Whether the builder still has its class (a collection may clear a builder in a cycle);
+   else ValueError naming ``what``. */
+static int
+usable(Builder *self, const char *what)
+{
+    if (self->cls == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: the builder was cleared", what);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 Builder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -175,8 +200,7 @@ Builder_dealloc(Builder *self)
 static PyObject *
 Builder_make(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (self->cls == NULL) {
-        PyErr_SetString(PyExc_ValueError, "make: the builder was cleared");
+    if (!usable(self, "make")) {
         return NULL;
     }
     if (nargs != self->count) {
@@ -190,8 +214,7 @@ Builder_make(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 Builder_build(Builder *self, PyObject *rows)
 {
-    if (self->cls == NULL) {
-        PyErr_SetString(PyExc_ValueError, "build: the builder was cleared");
+    if (!usable(self, "build")) {
         return NULL;
     }
     PyObject *iterator = PyObject_GetIter(rows);
@@ -216,13 +239,8 @@ Builder_build(Builder *self, PyObject *rows)
             Py_DECREF(values);
             goto fail;
         }
-        PyObject *obj = make_from(self, &PyTuple_GET_ITEM(values, 0));
+        int appended = append_made(self, built, &PyTuple_GET_ITEM(values, 0));
         Py_DECREF(values);
-        if (obj == NULL) {
-            goto fail;
-        }
-        int appended = PyList_Append(built, obj);
-        Py_DECREF(obj);
         if (appended < 0) {
             goto fail;
         }
@@ -247,8 +265,7 @@ Builder_build_run(Builder *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "build_run(key, first, items) takes 3 arguments");
         return NULL;
     }
-    if (self->cls == NULL) {
-        PyErr_SetString(PyExc_ValueError, "build_run: the builder was cleared");
+    if (!usable(self, "build_run")) {
         return NULL;
     }
     if (self->count < 2) {
@@ -290,13 +307,8 @@ Builder_build_run(Builder *self, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t f = 2; f < self->count; f++) {
             values[f] = PyTuple_GET_ITEM(item, f - 2);
         }
-        PyObject *obj = make_from(self, values);
+        int appended = append_made(self, built, values);
         Py_DECREF(item);
-        if (obj == NULL) {
-            goto fail;
-        }
-        int appended = PyList_Append(built, obj);
-        Py_DECREF(obj);
         if (appended < 0) {
             goto fail;
         }

@@ -161,27 +161,20 @@ def compile_decoder(cls: type[Message], pure: bool = False) -> Decoder | None:
     ]
     native = None if pure else _native_builder(cls)
     if native is not None:
-        source = (
-            f"def decode_{cls.__name__}(value):\n"
-            f"    _, {', '.join(names)}, = value\n"
-            f"    if {test}:\n"
-            f"        return _make({', '.join(kinds_out)})\n"
-            f"    return None\n"
-        )
+        build = f"        return _make({', '.join(kinds_out)})\n"
         extra: dict[str, Any] = {"_make": native.make}
     else:
         sets = "".join(f"        _set{i}(message, {v})\n" for i, v in enumerate(kinds_out))
+        build = f"        message = _new(_cls)\n{sets}        return message\n"
         setters = {f"_set{i}": getattr(cls, name).__set__ for i, (name, _) in enumerate(fields)}
-        source = (
-            f"def decode_{cls.__name__}(value):\n"
-            f"    _, {', '.join(names)}, = value\n"
-            f"    if {test}:\n"
-            f"        message = _new(_cls)\n"
-            f"{sets}"
-            f"        return message\n"
-            f"    return None\n"
-        )
         extra = {"_cls": cls, "_new": object.__new__, **setters}
+    source = (
+        f"def decode_{cls.__name__}(value):\n"
+        f"    _, {', '.join(names)}, = value\n"
+        f"    if {test}:\n"
+        f"{build}"
+        f"    return None\n"
+    )
     decoder: Decoder = _compile(source, f"decode_{cls.__name__}", extra)
     return decoder
 

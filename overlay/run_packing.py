@@ -35,7 +35,7 @@ def held_run_of(packets: list[SubscribeData]) -> SubscribeRun:
     """``run_of`` packets this node holds, each checked where it entered the node, for
     sending now: its frame does not check each packet again (``note_held``)."""
     run = run_of(packets)
-    note_checked(run)
+    note_held([run])
     return run
 
 
