@@ -17,6 +17,7 @@ bytes) and make "unknown field" impossible by construction.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -37,8 +38,10 @@ from overlay.compiled_checks import (
 )
 from overlay.errors import LocalProtocolError, RemoteProtocolError
 from overlay.messages import (
+    BUNDLED,
     DIGEST_SIZE,
     KEY_SIZE,
+    MAX_BUNDLE,
     MAX_DESCRIPTOR,
     MAX_FRAME,
     MAX_NEIGHBOURS,
@@ -52,6 +55,7 @@ from overlay.messages import (
     RUN_ITEM_SIZE,
     SIGNATURE_SIZE,
     VOUCH_SIZE,
+    Bundle,
     Kind,
     Message,
     PacketKind,
@@ -153,6 +157,7 @@ def _vouches(value: object) -> object:
 
 
 _PACKET = _int_in(0, MAX_PACKET)
+_KEY = _bytes_of(KEY_SIZE, KEY_SIZE)
 
 
 def _epoch_starts(value: object) -> object:
@@ -210,10 +215,43 @@ def _flat_run(value: object) -> object:
     return flat
 
 
+# Of each type a Bundle may carry: how many values one message adds to the bundle's flat
+# array (its fields but the key, which the bundle holds once).
+_BUNDLED_VALUES = {cls.TYPE: len(dataclasses.fields(cls)) - 1 for cls in BUNDLED}
+assert all(dataclasses.fields(cls)[1].name == "key" for cls in BUNDLED), "a bundled key moved"
+
+
+def _bundle_messages(value: object) -> object:
+    """A bundle's messages from the flat array a frame holds (``Kind.BUNDLE``): each
+    checked as that message alone would be (``_message_of``), or ValueError naming it."""
+    flat = _array(value, 2 + MAX_BUNDLE * max(_BUNDLED_VALUES.values()), "messages", "values")
+    if len(flat) < 2:
+        raise ValueError("a bundle starts with its messages' type code and key")
+    code, key = flat[0], flat[1]
+    size = _BUNDLED_VALUES.get(code) if type(code) is int else None
+    if size is None:
+        raise ValueError(f"messages of type {code!r} are not bundled")
+    _KEY(key)
+    values = len(flat) - 2
+    if values % size:
+        raise ValueError(f"{values} values are not whole messages of {size}")
+    count = values // size
+    if not 2 <= count <= MAX_BUNDLE:
+        raise ValueError(f"a bundle holds 2 to {MAX_BUNDLE} messages, not {count}")
+    messages = []
+    for index in range(count):
+        at = 2 + index * size
+        try:
+            messages.append(_message_of([code, flat[at], key, *flat[at + 1 : at + size]]))
+        except DecodeError as exc:
+            raise ValueError(f"message {index}: {exc}") from None
+    return tuple(messages)
+
+
 # Each kind's check: the value as the message holds it, or ValueError saying what is wrong.
 FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.UID: _int_in(0, MAX_U64),
-    Kind.KEY: _bytes_of(KEY_SIZE, KEY_SIZE),
+    Kind.KEY: _KEY,
     Kind.HTL: _int_in(0, MAX_WIRE_HTL),
     Kind.LOCATION: _location,
     Kind.PACKET: _PACKET,
@@ -233,6 +271,7 @@ FIELD_CHECKS: dict[Kind, Callable[[object], object]] = {
     Kind.FLAG: _flag,
     Kind.VOUCHES: _vouches,
     Kind.RUN: _run_items,
+    Kind.BUNDLE: _bundle_messages,
 }
 _RUN_ITEM_CHECKS = tuple(FIELD_CHECKS[kind] for kind in _RUN_ITEM_KINDS)
 _RUN_KIND_AT = _RUN_ITEM_KINDS.index(Kind.PACKET_KIND)
@@ -293,6 +332,37 @@ def note_checked(run: SubscribeRun) -> None:
 
 
 _ENCODERS[SubscribeRun.TYPE] = _encode_run
+
+
+def _encode_bundle(message: Message) -> list[Any]:
+    """A Bundle's CBOR array: each message's values, checked as ``encode`` checks that
+    message alone, but its key; EncodeError if the messages are not 2 to ``MAX_BUNDLE`` of
+    one bundled type and one stream, or one of them does not encode."""
+    messages: Any = message.messages  # type: ignore[attr-defined]
+    what = "Bundle.messages:"
+    if type(messages) is not tuple:
+        raise EncodeError(f"{what} expected an array of messages, got {type(messages).__name__}")
+    if not 2 <= len(messages) <= MAX_BUNDLE:
+        raise EncodeError(f"{what} a bundle holds 2 to {MAX_BUNDLE} messages, not {len(messages)}")
+    cls = type(messages[0])
+    code = getattr(cls, "TYPE", cls.__name__)
+    if code not in _BUNDLED_VALUES or _SCHEMA[code][0] is not cls:
+        raise EncodeError(f"{what} messages of type {code} are not bundled")
+    key = messages[0].key
+    flat: list[Any] = [code, key]
+    for index, each in enumerate(messages):
+        if type(each) is not cls or getattr(each, "key", None) != key:
+            raise EncodeError(f"{what} message {index} is another type's or stream's")
+        try:
+            values = _message_values(each)
+        except EncodeError as exc:
+            raise EncodeError(f"{what} message {index}: {exc}") from None
+        flat.append(values[1])
+        flat += values[3:]
+    return [Bundle.TYPE, flat]
+
+
+_ENCODERS[Bundle.TYPE] = _encode_bundle
 # The type codes of messages whose fields depend on one another (``Message.inconsistency``).
 _TIED = frozenset(
     cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency
@@ -331,6 +401,14 @@ def encode(message: Message) -> bytes:
     known = _recent.get(id(message))
     if known is not None and known[0] is message:
         return known[1]
+    frame: bytes = cbor2.dumps(_message_values(message))
+    if len(frame) > MAX_FRAME:
+        raise EncodeError(f"{type(message).__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
+    return frame
+
+
+def _message_values(message: Message) -> list[Any]:
+    """``message`` as its CBOR array, every field checked; EncodeError names a bad one."""
     try:
         cls, checks = _SCHEMA[message.TYPE]
     except KeyError:
@@ -345,10 +423,7 @@ def encode(message: Message) -> bytes:
         problem = message.inconsistency()
         if problem is not None:
             raise EncodeError(f"{cls.__name__}: {problem}")
-    frame: bytes = cbor2.dumps(values)
-    if len(frame) > MAX_FRAME:
-        raise EncodeError(f"{cls.__name__} encodes to {len(frame)} bytes > {MAX_FRAME}")
-    return frame
+    return values
 
 
 def _checked_values(
@@ -394,6 +469,22 @@ def decode(frame: bytes) -> Message:
         raise DecodeError(f"not valid CBOR: {exc}") from None
     if type(value) is not list or not value:
         raise DecodeError(f"expected a non-empty CBOR array, got {type(value).__name__}")
+    message = _message_of(value)
+    canonical = cbor2.dumps(value)
+    if canonical != frame:
+        name = type(message).__name__
+        if frame.startswith(canonical):
+            raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {name}")
+        raise DecodeError(f"{name} is not in canonical encoding (tags, padding, widths)")
+    code = value[0]
+    if code in _FORWARDED:
+        _remember(message, bytes(frame))
+    return message
+
+
+def _message_of(value: list[Any]) -> Message:
+    """The message a decoded CBOR array holds, each field checked and the fields consistent
+    with one another, or DecodeError saying what is wrong."""
     code = value[0]
     if type(code) is not int or code not in _SCHEMA:
         raise DecodeError(f"unknown message type {code!r}")
@@ -410,15 +501,8 @@ def decode(frame: bytes) -> Message:
             except ValueError as exc:
                 raise DecodeError(f"{cls.__name__}.{name}: {exc}") from None
         message = cls(**fields)
-    canonical = cbor2.dumps(value)
-    if canonical != frame:
-        if frame.startswith(canonical):
-            raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {cls.__name__}")
-        raise DecodeError(f"{cls.__name__} is not in canonical encoding (tags, padding, widths)")
     if code in _TIED:
         problem = message.inconsistency()
         if problem is not None:
             raise DecodeError(f"{cls.__name__}: {problem}")
-    if code in _FORWARDED:
-        _remember(message, bytes(frame))
     return message

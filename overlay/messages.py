@@ -31,6 +31,9 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   sends what one step of its own produced for a child as one message, so a burst costs a
   child one decode and one event, not one per packet (``overlay.runtime.runs``,
   ``overlay.run_packing``).
+* ``Bundle`` is several publishes, or several of their answers, of one stream in one frame:
+  what one step of a node sends a peer on the publish path goes as one frame, not one per
+  packet (``overlay.runtime.runs``).
 
 Type codes are part of the wire format: never renumber one, only add. A field added to a
 message is added last, and every node sends it (a frame without it does not decode): a
@@ -56,6 +59,7 @@ MAX_NEIGHBOURS = 256  # locations one Neighbours message may list; nodes announc
 MAX_OPEN_EPOCHS = 256  # open epochs a frontier may list; the root refuses to open more
 MAX_DESCRIPTOR = 32 + 200  # an Ed25519 public key and a stream name of at most 200 bytes
 MAX_RUN = 1024  # packets one SubscribeRun may carry (a frame's size bounds it too)
+MAX_BUNDLE = 1024  # messages one Bundle may carry (a frame's size bounds it too)
 NODE_ID_SIZE = 32  # an Ed25519 public key
 VOUCH_SIZE = NODE_ID_SIZE + SIGNATURE_SIZE  # a neighbour's id and its vouch for the sender
 DIGEST_SIZE = 32  # SHA-256: a location swap's commitments and nonces
@@ -94,6 +98,10 @@ class Kind(IntEnum):
     # (an array per packet cost the CBOR codec about as much as the packet's other values).
     RUN = 20
     DIGEST = 21  # bytes of length DIGEST_SIZE: a SHA-256 commitment, or a random nonce
+    # tuple of 2..MAX_BUNDLE messages of one BUNDLED type and one stream (``Bundle``, whose
+    # codec path checks each as that message). On the wire one flat array: the type code,
+    # the key, then each message's values but its key, after the last's.
+    BUNDLE = 22
 
 
 def _f(kind: Kind) -> Any:
@@ -699,6 +707,40 @@ class SwapRejected(Message):
     uid: int = _f(Kind.UID)
 
 
+# --- Bundles ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle(Message):
+    """Several messages of one type in ``BUNDLED`` and of one stream, in one frame. It means
+    exactly what those messages would, sent one after another in this order: the receiver
+    handles each as if it had come alone. A publish and each of its answers travel the
+    tree once per packet and hop; a node sends what one step produced for a peer as one
+    frame (``overlay.runtime.runs``), so a burst of publishes costs each hop one frame to
+    open and decode, not one per packet. The codec checks every message in it as it checks
+    that message alone."""
+
+    TYPE: ClassVar[int] = 38
+    messages: tuple[Message, ...] = _f(Kind.BUNDLE)
+
+    @property
+    def key(self) -> bytes:
+        """The stream every message in the bundle is about."""
+        key: bytes = self.messages[0].key  # type: ignore[attr-defined]
+        return key
+
+
+# The messages a Bundle may carry: the publish path's, each keyed by its stream as its
+# second field (the codec keeps that key once per bundle).
+BUNDLED: tuple[type[Message], ...] = (
+    PublishData,
+    PublishNumbered,
+    PublishConfirmed,
+    PublishSucceeded,
+    PublishWitness,
+)
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Hello,
     Heartbeat,
@@ -737,6 +779,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     SwapCommit,
     SwapComplete,
     SwapRejected,
+    Bundle,
 )
 
 

@@ -23,12 +23,14 @@ from overlay import codec
 from overlay.messages import (
     DIGEST_SIZE,
     KEY_SIZE,
+    MAX_BUNDLE,
     MAX_DESCRIPTOR,
     MAX_FRAME,
     MAX_NEIGHBOURS,
     MAX_OPEN_EPOCHS,
     MAX_PACKET,
     MAX_PAYLOAD,
+    MAX_RUN,
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
@@ -37,6 +39,7 @@ from overlay.messages import (
     Message,
     PacketKind,
     PublishError,
+    PublishSucceeded,
     field_kinds,
 )
 
@@ -66,6 +69,7 @@ _SAMPLES: dict[Kind, Any] = {
     Kind.VOUCHES: (bytes(VOUCH_SIZE),),
     Kind.RUN: ((b"d", 1, PacketKind.DATA, None, 1, 1, 1),),
     Kind.DIGEST: bytes(DIGEST_SIZE),
+    Kind.BUNDLE: (PublishSucceeded(1, bytes(KEY_SIZE), 1), PublishSucceeded(2, bytes(KEY_SIZE), 2)),
 }
 if set(_SAMPLES) != set(Kind):
     raise ImportError(f"overlay.schema has no sample for {sorted(set(Kind) - set(_SAMPLES))}")
@@ -80,7 +84,7 @@ def schema_text(types: tuple[type[Message], ...] = MESSAGE_TYPES) -> bytes:
     lines = [
         f"bounds {KEY_SIZE} {SIGNATURE_SIZE} {MAX_WIRE_HTL} {MAX_PAYLOAD} {MAX_FRAME} "
         f"{MAX_PACKET} {MAX_NEIGHBOURS} {MAX_OPEN_EPOCHS} {MAX_DESCRIPTOR} {VOUCH_SIZE} "
-        f"{DIGEST_SIZE}",
+        f"{DIGEST_SIZE} {MAX_RUN} {MAX_BUNDLE}",
         "kinds " + " ".join(f"{k.name}={k.value}" for k in Kind),
         "packet-kinds " + " ".join(f"{k.name}={k.value}" for k in PacketKind),
         "publish-errors " + " ".join(f"{e.name}={e.value}" for e in PublishError),

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from overlay.codec import DecodeError, decode
 from overlay.messages import (
+    BUNDLED,
     DIGEST_SIZE,
     KEY_SIZE,
+    MAX_BUNDLE,
     MAX_DESCRIPTOR,
     MAX_NEIGHBOURS,
     MAX_OPEN_EPOCHS,
@@ -28,6 +30,8 @@ from overlay.messages import (
     Kind,
     Message,
     PacketKind,
+    PublishNumbered,
+    PublishSucceeded,
     SubscribeData,
     field_kinds,
 )
@@ -132,12 +136,27 @@ SMALLEST_VALUE: dict[Kind, object] = {
     Kind.FLAG: False,
 }
 SMALLEST_VALUE[Kind.RUN] = (tuple(SMALLEST_VALUE[kind] for kind in RUN_ITEM_KINDS),)
+# A bundle's largest is the most messages, of answers (of publishes, a frame holds fewer).
+LARGEST_VALUE[Kind.BUNDLE] = tuple(
+    PublishSucceeded(MAX_U64, b"\xff" * KEY_SIZE, MAX_PACKET) for _ in range(MAX_BUNDLE)
+)
+SMALLEST_VALUE[Kind.BUNDLE] = (PublishSucceeded(0, bytes(KEY_SIZE), 0),) * 2
 
 
 def messages_of(cls: type[Message]) -> st.SearchStrategy[Message]:
     """Valid messages of ``cls``: each field of its kind, the fields consistent."""
     fields = {name: KIND_STRATEGIES[kind] for name, kind in field_kinds(cls)}
     return st.builds(cls, **fields).filter(lambda m: m.inconsistency() is None)
+
+
+def _bundle_of(cls: type[Message]) -> st.SearchStrategy[object]:
+    """2 to 3 valid messages of ``cls``, of one stream."""
+    return st.tuples(
+        KIND_STRATEGIES[Kind.KEY], st.lists(messages_of(cls), min_size=2, max_size=3)
+    ).map(lambda drawn: tuple(dataclasses.replace(m, key=drawn[0]) for m in drawn[1]))
+
+
+KIND_STRATEGIES[Kind.BUNDLE] = st.sampled_from(BUNDLED).flatmap(_bundle_of)
 
 
 def wire_fields(message: Message) -> list[object]:
@@ -156,6 +175,14 @@ def wire_value(kind: Kind, value: object) -> object:
     packets = isinstance(value, tuple | list) and all(isinstance(p, tuple | list) for p in value)
     if kind is Kind.RUN and packets:
         return [wire_value(Kind.PACKET_KIND, f) for item in value for f in item]  # type: ignore[union-attr]
+    messages = isinstance(value, tuple) and value and all(isinstance(m, Message) for m in value)
+    if kind is Kind.BUNDLE and messages:
+        first = wire_fields(value[0])  # type: ignore[index]
+        flat = [first[0], first[2]]  # (the type code and the key, once)
+        for each in value:  # type: ignore[union-attr]
+            fields = wire_fields(each)
+            flat += [fields[1], *fields[3:]]
+        return flat
     return value
 
 
@@ -190,6 +217,10 @@ SAMPLE_VALUE: dict[Kind, object] = {
     Kind.RUN: (
         (b"one", None, PacketKind.DATA, None, None, 9, None),
         (b"two", 4, PacketKind.EPOCH_CLOSED, b"s" * SIGNATURE_SIZE, 2, None, 3),
+    ),
+    Kind.BUNDLE: (
+        PublishNumbered(7, bytes(range(KEY_SIZE)), 3),
+        PublishNumbered(2**63 + 5, bytes(range(KEY_SIZE)), 4),
     ),
 }
 

@@ -49,7 +49,9 @@ from overlay.messages import (
     PacketKind,
     PublishData,
     PublishError,
+    PublishNumbered,
     PublishRejected,
+    PublishSucceeded,
     SubscribeData,
     SubscribeRun,
     field_kinds,
@@ -58,6 +60,7 @@ from overlay.messages import (
 # --- Field rejections, for every field of every message type -------------------------------
 
 _TOO_LONG_DATA = b"x" * (MAX_PAYLOAD + 1)
+_KEY = bytes(range(KEY_SIZE))
 
 # kind -> (bad value, what the error must say). Each applies to every field of that kind.
 BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
@@ -210,6 +213,21 @@ BAD_VALUES: dict[Kind, list[tuple[object, str]]] = {
         ),
         (((b"", -1, 0, None, None, None, None),), "packet 0: -1 is outside"),
         (b"ab", "expected an array of packets, got bytes"),
+    ],
+    Kind.BUNDLE: [
+        ((PublishSucceeded(1, _KEY, 1),), "a bundle holds 2 to 1024 messages, not 1"),
+        ((PublishSucceeded(1, _KEY, 1),) * 1025, "a bundle holds 2 to 1024 messages, not 1025"),
+        ((PublishRejected(1, _KEY, 7),) * 2, "messages of type 15 are not bundled"),
+        (
+            (PublishNumbered(1, _KEY, 1), PublishNumbered(2, _KEY, -1)),
+            "message 1: PublishNumbered.packet: -1 is outside",
+        ),
+        (
+            (PublishData(1, _KEY, None, 0.5, 3, b"", None, PacketKind.DATA, None, False, True),)
+            * 2,
+            "message 0: PublishData: a claim that is not a push",
+        ),
+        (b"ab", "expected an array of messages, got bytes"),
     ],
 }
 

@@ -5,6 +5,7 @@ Seeded, so a failure replays; the value tables come from ``codec_values``.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -18,12 +19,14 @@ from codec_values import (
     SMALLEST_VALUE,
     messages_of,
     wire_fields,
+    wire_value,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlay.codec import DecodeError, EncodeError, decode, encode
 from overlay.messages import (
+    BUNDLED,
     DIGEST_SIZE,
     KEY_SIZE,
     MAX_PACKET,
@@ -108,6 +111,13 @@ def random_value(kind: Kind, rng: random.Random) -> object:
             return tuple(
                 tuple(random_value(kind, rng) for kind in RUN_ITEM_KINDS)
                 for _ in range(rng.randrange(1, 4))
+            )
+        case Kind.BUNDLE:
+            cls = rng.choice(BUNDLED)
+            key = rng.randbytes(KEY_SIZE)
+            return tuple(
+                dataclasses.replace(random_message(cls, rng), key=key)
+                for _ in range(rng.randrange(2, 4))
             )
     raise AssertionError(f"no random values for {kind!r}")
 
@@ -266,7 +276,8 @@ def test_fuzz_hypothesis_one_field_replaced(data: st.DataObject) -> None:
     cls = data.draw(st.sampled_from(MESSAGE_TYPES))
     values = wire_fields(data.draw(messages_of(cls)))
     index = data.draw(st.integers(1, len(values) - 1))
-    values[index] = data.draw(CBOR_VALUES | KIND_STRATEGIES[field_kinds(cls)[index - 1][1]])
+    kind = field_kinds(cls)[index - 1][1]
+    values[index] = wire_value(kind, data.draw(CBOR_VALUES | KIND_STRATEGIES[kind]))
     decoded = decode_contract(cbor2.dumps(values))
     if decoded is not None:
         assert type(decoded) is cls

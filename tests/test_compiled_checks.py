@@ -37,6 +37,7 @@ from overlay.messages import (
     MAX_WIRE_HTL,
     MESSAGE_TYPES,
     SIGNATURE_SIZE,
+    Bundle,
     Kind,
     Message,
     Neighbours,
@@ -131,9 +132,9 @@ def _accepted(kind: Kind, value: object) -> tuple[bool, object]:
 
 def test_the_array_fields_and_only_those_are_left_to_the_codec() -> None:
     left = {cls for cls in MESSAGE_TYPES if cls not in COMPILED}
-    assert left == {SubscribeSucceeded, Neighbours, SubscribeRun, SwapCommit, SwapComplete}
+    assert left == {SubscribeSucceeded, Neighbours, SubscribeRun, SwapCommit, SwapComplete, Bundle}
     for cls in left:
-        assert {Kind.EPOCH_STARTS, Kind.LOCATIONS, Kind.RUN} & {
+        assert {Kind.EPOCH_STARTS, Kind.LOCATIONS, Kind.RUN, Kind.BUNDLE} & {
             kind for _, kind in field_kinds(cls)
         }
     assert all(compile_encoder(cls) is not None for cls in COMPILED)

@@ -34,6 +34,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, PeerId
 from overlay.core.node import Node
 from overlay.messages import (
+    BUNDLED,
     DIGEST_SIZE,
     MAX_PACKET,
     MAX_WIRE_HTL,
@@ -239,6 +240,14 @@ class Attacker:
                 )
                 return tuple(
                     tuple(self.value(k) for k in kinds) for _ in range(rng.randrange(1, 4))
+                )
+            case Kind.BUNDLE:
+                # A burst of one publish-path message about one stream.
+                cls = rng.choice(BUNDLED)
+                key = self.value(Kind.KEY)
+                return tuple(
+                    cls(**{n: key if k is Kind.KEY else self.value(k) for n, k in field_kinds(cls)})
+                    for _ in range(rng.randrange(2, 4))
                 )
         raise AssertionError(f"no values for {kind!r}")
 

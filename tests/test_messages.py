@@ -61,6 +61,7 @@ PINNED_TYPE_CODES: dict[str, int] = {
     "SwapCommit": 35,
     "SwapComplete": 36,
     "SwapRejected": 37,
+    "Bundle": 38,
 }
 
 # name -> wire field layout (positional on the wire, so order matters as much as the code).
@@ -194,6 +195,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("neighbours", Kind.LOCATIONS),
     ),
     "SwapRejected": (("uid", Kind.UID),),
+    "Bundle": (("messages", Kind.BUNDLE),),
 }
 
 

@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import trio
 from flowkit import packet
-from loopback_nets import FAST, LIMIT, _key_near, join, publish_all
+from loopback_nets import FAST, LIMIT, Inbox, _key_near, join, publish_all
 
 from keyspace.topology import Topology
-from overlay.codec import encode
-from overlay.messages import MAX_FRAME, MAX_PAYLOAD, Message, SubscribeData, SubscribeRun
+from overlay.codec import decode, encode
+from overlay.messages import (
+    KEY_SIZE,
+    MAX_FRAME,
+    MAX_PAYLOAD,
+    Bundle,
+    Message,
+    PacketKind,
+    PublishConfirmed,
+    PublishData,
+    PublishNumbered,
+    SubscribeData,
+    SubscribeRun,
+)
 from overlay.run_packing import unrun
 from overlay.runtime.runs import Runs
 from testnet.local import LocalNetwork
+
+_KEY = bytes(range(KEY_SIZE))
 
 
 class Sent:
@@ -121,3 +135,95 @@ async def test_a_burst_reaches_a_subscriber_two_hops_down_as_runs() -> None:
             assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 300))
             for host in (middle, leaf):
                 assert host.packets_in == 300 and host.data_in < 300 / 2, host.data_in
+
+
+# --- Bundles ----------------------------------------------------------------------------------
+
+
+def _numbered(uid: int, key: bytes = _KEY) -> PublishNumbered:
+    return PublishNumbered(uid, key, uid + 100)
+
+
+def _bundled(message: Message) -> list[Message]:
+    return list(message.messages) if isinstance(message, Bundle) else [message]
+
+
+def test_a_steps_publish_answers_to_a_peer_go_as_one_bundle_in_order() -> None:
+    sent = Sent()
+    answers = [_numbered(uid) for uid in (5, 6, 9)]
+    for answer in answers:
+        sent.runs.bundle("link", b"C", answer)
+    assert sent.messages == [] and sent.runs  # nothing goes before the step ends
+    sent.runs.send_all()
+    ((link, peer, message),) = sent.messages
+    assert (link, peer) == ("link", b"C") and isinstance(message, Bundle)
+    assert list(message.messages) == answers
+    assert decode(encode(message)) == message
+
+
+def test_a_lone_publish_answer_goes_as_itself() -> None:
+    sent = Sent()
+    one = _numbered(5)
+    sent.runs.bundle("link", b"C", one)
+    sent.runs.send_all()
+    assert sent.messages == [("link", b"C", one)]
+
+
+def test_another_type_stream_or_message_between_starts_a_new_bundle() -> None:
+    # What the peer reads must be what the core sent, in that order: a bundle holds one
+    # type of one stream, and a packet (or any other message) between two answers ends it.
+    sent = Sent()
+    other_key = bytes(KEY_SIZE)
+    sent.runs.bundle("link", b"C", _numbered(1))
+    sent.runs.bundle("link", b"C", _numbered(2))
+    sent.runs.bundle("link", b"C", PublishConfirmed(3, _KEY, 103))
+    sent.runs.bundle("link", b"C", _numbered(4, other_key))
+    sent.runs.add("link", b"C", packet(7))
+    sent.runs.bundle("link", b"C", _numbered(5, other_key))
+    sent.runs.send(b"C")  # (the driver is about to send C another message)
+    sent.runs.send_all()
+    shapes = [[type(m).__name__ for m in _bundled(message)] for _, _, message in sent.messages]
+    assert shapes == [
+        ["PublishNumbered", "PublishNumbered"],
+        ["PublishConfirmed"],
+        ["PublishNumbered"],
+        ["SubscribeData"],
+        ["PublishNumbered"],
+    ]
+
+
+def test_a_bundle_never_outgrows_a_frame() -> None:
+    sent = Sent()
+    data = b"d" * (MAX_PAYLOAD // 3)
+    for uid in range(12):
+        sent.runs.bundle(
+            "link", b"C", PublishData(uid, _KEY, None, 0.5, 10, data, None, PacketKind.DATA, None)
+        )
+    sent.runs.send_all()
+    counts = [len(_bundled(m)) for _, _, m in sent.messages]
+    assert sum(counts) == 12 and max(counts) > 1
+    assert all(len(encode(m)) <= MAX_FRAME for _, _, m in sent.messages)
+
+
+async def test_a_burst_of_publishes_climbs_and_is_answered_in_bundles() -> None:
+    # A chain P - M - R with the stream's root at R: a burst that P's client publishes in
+    # one request goes up, is numbered, confirmed and acknowledged in bundles, so R reads
+    # fewer frames than it has publishes (each publish alone would be two frames at R: the
+    # publish and its confirmation); every packet reaches P's subscriber once, in order.
+    key = _key_near(0.9)
+    topology = Topology((0.1, 0.5, 0.9), ((1,), (0, 2), (1,)))
+    with trio.fail_after(LIMIT):
+        async with LocalNetwork(topology, core=FAST) as net:
+            await net.wait_linked()
+            inbox = await join(net.node(0), key)
+            publisher, root = net.node(0).host, net.node(2).host
+            assert root.core.streams[key].parent is None
+            frames = root.frames_in
+            sender = Inbox()
+            client = publisher.add_client(sender)
+            publisher.publish_batch(client, key, [(uid, b"p%d" % uid) for uid in range(200)])
+            await publisher.wait_until(lambda: len(sender.acked()) == 200)
+            await publisher.wait_until(inbox.has(200))
+            numbers = [sender.acked()[uid] for uid in range(200)]
+            assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 200))
+            assert root.frames_in - frames < 200, root.frames_in - frames

@@ -37,6 +37,7 @@ from overlay.core.swaps import Swaps
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Accepted,
+    Bundle,
     Committed,
     DataNotFound,
     FillRequest,
@@ -435,6 +436,13 @@ class Node:
                     self.flow.from_parent(now, stream, message)  # (``showing``, ``gathering``)
             case Held():
                 self.flow.on_held(peer, message)
+            case Bundle():
+                # Its messages in order, each as if it had come alone (``messages.Bundle``),
+                # in one event; none after one that got the peer cut off.
+                for each in message.messages:
+                    self._dispatch(now, peer, each)
+                    if self.out.dropping(peer):
+                        break
             case PublishData():
                 self.flow.on_publish(now, peer, message)
                 self.refills.served(now, message.key)  # it may be one a waiting child lacks

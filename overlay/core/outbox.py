@@ -21,11 +21,12 @@ _deliveries = compile_builder(Deliver)
 
 
 class Outbox:
-    __slots__ = ("_effects", "_stats")
+    __slots__ = ("_dropped", "_effects", "_stats")
 
     def __init__(self, stats: NodeStats) -> None:
         self._effects: list[Effect] = []
         self._stats = stats
+        self._dropped: set[PeerId] = set()  # (the peers ``drop`` named since ``take``)
 
     def send(self, peer: PeerId, message: Message) -> None:
         self._stats.sent += 1
@@ -41,6 +42,11 @@ class Outbox:
     def drop(self, peer: PeerId, reason: str, fault: bool = True) -> None:
         """Close the link to ``peer``: it broke the protocol (``fault``), or went silent."""
         self._effects.append(DropPeer(peer, reason, fault))
+        self._dropped.add(peer)
+
+    def dropping(self, peer: PeerId) -> bool:
+        """Whether this call has cut ``peer`` off: what else it sent is not for handling."""
+        return peer in self._dropped
 
     def append(self, effect: Effect) -> None:
         self._effects.append(effect)
@@ -48,4 +54,6 @@ class Outbox:
     def take(self) -> list[Effect]:
         """Everything produced since the last call, in order; the outbox starts empty."""
         effects, self._effects = self._effects, []
+        if self._dropped:
+            self._dropped.clear()
         return effects

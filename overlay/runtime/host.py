@@ -70,7 +70,14 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import Hello, Message, Neighbours, SubscribeData, SubscribeRun
+from overlay.messages import (
+    BUNDLED,
+    Hello,
+    Message,
+    Neighbours,
+    SubscribeData,
+    SubscribeRun,
+)
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
@@ -86,6 +93,8 @@ log = logging.getLogger("overlay.node")
 
 # Messages whose vouches the host adds on their way out (``neighbour_vouches``).
 _VOUCHED = frozenset({Hello, Neighbours})
+# Messages a step sends a peer in a row gather into one frame (``overlay.runtime.runs``).
+_BUNDLED = frozenset(BUNDLED)
 
 
 class PeerLink(Protocol):
@@ -418,6 +427,9 @@ class NodeHost:
                 if link is not None:
                     if type(effect.message) is SubscribeData:
                         runs.add(link, effect.peer, effect.message)  # (sent at the flush)
+                        continue
+                    if type(effect.message) in _BUNDLED:
+                        runs.bundle(link, effect.peer, effect.message)  # (likewise)
                         continue
                     if runs:
                         runs.send(effect.peer)  # (what the core sent before this goes first)

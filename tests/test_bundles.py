@@ -1,0 +1,45 @@
+"""A ``Bundle`` in the core: several publish-path messages of one stream in one frame mean
+exactly those messages, handled in order as if each had come alone; none after one that
+gets its sender cut off."""
+
+from __future__ import annotations
+
+from publish_tree import SUBSCRIBERS, packets, publish_data, tree, window
+from signed_streams import DATA, SKEY, sign, signed_tree
+
+from overlay.core.config import NodeConfig
+from overlay.messages import MAX_WIRE_HTL, Bundle, PublishData, PublishSucceeded
+
+# The root sends a publish down as soon as it numbers it: these tests look at the order
+# and the answers, not at the publisher's confirmation (``test_confirming``).
+UNCONFIRMED = NodeConfig(confirm_publishes=False)
+PAYLOADS = (b"one", b"two", b"three")
+
+
+def test_a_bundle_of_publishes_from_a_child_is_numbered_as_those_publishes_in_order() -> None:
+    # Leaf A sends relay B three publishes in one Bundle; B passes them up to root R.
+    bundled = tree(config=UNCONFIRMED)
+    publishes = [publish_data(uid, data=d) for uid, d in zip((1, 2, 3), PAYLOADS, strict=True)]
+    bundled.inject(b"A", b"B", Bundle(tuple(publishes)))
+    alone = tree(config=UNCONFIRMED)
+    for publish in publishes:
+        alone.inject(b"A", b"B", publish)
+    expected = [(0, b"one"), (1, b"two"), (2, b"three")]
+    for net in (bundled, alone):
+        for name in SUBSCRIBERS:
+            assert packets(net, name) == expected
+        answers = [m for s, d, m in net.sent(PublishSucceeded) if (s, d) == (b"B", b"A")]
+        assert [(m.uid, m.packet) for m in answers] == [(1, 0), (2, 1), (3, 2)]
+    assert bundled.nodes[b"B"].stats.received < alone.nodes[b"B"].stats.received
+
+
+def test_a_bundle_stops_at_the_message_that_gets_its_sender_cut_off() -> None:
+    # A's bundle to B holds a forged publish, then a genuinely signed one: B cuts A off at
+    # the forgery and handles nothing more A sent in that frame.
+    net = signed_tree()
+    forged = PublishData(7, SKEY, 0, 0.1, MAX_WIRE_HTL, b"evil", None, DATA, sign(0, b"good"))
+    genuine = PublishData(8, SKEY, 0, 0.1, MAX_WIRE_HTL, b"good", None, DATA, sign(0, b"good"))
+    mark = len(net.trace)
+    net.inject(b"A", b"B", Bundle((forged, genuine)))
+    assert [(name, drop.peer) for name, drop in net.dropped] == [(b"B", b"A")]
+    assert net.trace[mark + 1 :] == [] and window(net, b"R", SKEY) == []
