@@ -11,9 +11,11 @@ attached straight to ``--subscribers`` nodes (chosen by the seed, never the publ
 one open stream; a local client on node 0 publishes to it. One packet is published and
 delivered everywhere first, so the tree and the publisher's route exist; then the publisher
 sends ``--rate`` packets a second for ``--duration`` seconds on a fixed schedule (packet i at
-start + i/rate, not "sleep between packets", so a slow moment does not lower the rate). Each
-payload starts with its publish time (``trio.current_time()``, one clock for all nodes in the
-process); a subscriber's latency for a packet is its arrival time minus that.
+start + i/rate, not "sleep between packets", so a slow moment does not lower the rate: a
+publisher that wakes late publishes every packet due by then, in one batch). Each payload
+starts with the time it was due (``trio.current_time()``'s clock, one for all nodes in the
+process), so a late publisher's wait is in the latency; a subscriber's latency for a packet
+is its arrival time minus that.
 
 ``--saturate``: instead of a schedule, the publisher keeps up to ``--window`` publishes
 unanswered for ``--duration`` seconds, publishing again as each is acknowledged and while
@@ -70,7 +72,7 @@ from overlay.runtime.host import NodeHost
 from testnet.local import LOOPBACK, LocalNetwork
 
 STREAM = StreamKey.open("bench/latency")
-# The publish time at the front of every payload: a big-endian double of trio's clock.
+# The publish (or due) time at the front of every payload: a big-endian double of trio's clock.
 _STAMP = struct.Struct(">d")
 # Small-world degree of the testnet: the mean degree the simulator and tests use at this size.
 DEGREE = 6
@@ -128,8 +130,10 @@ def _answered_past(publisher: _Publisher, count: int) -> Callable[[], bool]:
     return lambda: len(publisher.acked) + len(publisher.failed) - 1 > count
 
 
-def payload_of(size: int) -> bytes:
-    return _STAMP.pack(trio.current_time()) + bytes(max(0, size - _STAMP.size))
+def payload_of(size: int, stamp: float | None = None) -> bytes:
+    """``size`` bytes stamped with ``stamp`` (None: now)."""
+    at = trio.current_time() if stamp is None else stamp
+    return _STAMP.pack(at) + bytes(max(0, size - _STAMP.size))
 
 
 def summarize(latencies: Sequence[float]) -> dict[str, float]:
@@ -180,10 +184,7 @@ async def measure_network(
         sent: dict[int, float] = {}
         if window is None:
             count = max(1, round(rate * duration))
-            for uid in range(1, count + 1):
-                await trio.sleep_until(start + (uid - 1) / rate)
-                sent[uid] = trio.current_time()
-                publisher_host.publish(client, STREAM.key, uid, payload_of(payload))
+            await _paced(publisher_host, client, rate, count, payload, start, sent)
         else:
             count = await _saturate(
                 publisher_host, client, publisher, window, duration, payload, sent
@@ -225,6 +226,37 @@ async def measure_network(
             [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
         ),
     }
+
+
+async def _paced(
+    host: NodeHost,
+    client: int,
+    rate: float,
+    count: int,
+    payload: int,
+    start: float,
+    sent: dict[int, float],
+) -> None:
+    """Publish packets 1 .. ``count``, packet i due at ``start + (i - 1) / rate``. A
+    publisher that wakes late publishes every packet due by then in one call, as a client
+    port session hands its node the requests one read brought (``publish_batch``); so a
+    busy process slows the packets, not the rate. Each packet is stamped with when it was
+    due, so its latency counts any wait for its publisher to run."""
+    uid = 0
+    while uid < count:
+        await trio.sleep_until(start + uid / rate)
+        elapsed = trio.current_time() - start
+        due = min(count, max(uid + 1, math.floor(elapsed * rate) + 1))
+        items = []
+        for number in range(uid + 1, due + 1):
+            at = start + (number - 1) / rate
+            sent[number] = at
+            items.append((number, payload_of(payload, at)))
+        uid = due
+        if len(items) == 1:
+            host.publish(client, STREAM.key, *items[0])
+        else:
+            host.publish_batch(client, STREAM.key, items)
 
 
 async def _saturate(
