@@ -31,9 +31,9 @@ other seeds add. Two deliberate extensions of the spec's field lists:
   sends what one step of its own produced for a child as one message, so a burst costs a
   child one decode and one event, not one per packet (``overlay.runtime.runs``,
   ``overlay.run_packing``).
-* ``Bundle`` is several publishes, or several of their answers, of one stream in one frame:
-  what one step of a node sends a peer on the publish path goes as one frame, not one per
-  packet (``overlay.runtime.runs``).
+* ``Bundle`` is several publish-path messages (``BUNDLED``) of one type and stream in one
+  frame: what one step of a node sends a peer on the publish path goes as one frame, not
+  one per packet (``overlay.runtime.runs``).
 
 Type codes are part of the wire format: never renumber one, only add. A field added to a
 message is added last, and every node sends it (a frame without it does not decode): a

@@ -21,6 +21,7 @@ from typing import Any
 
 from overlay import codec
 from overlay.messages import (
+    BUNDLED,
     DIGEST_SIZE,
     KEY_SIZE,
     MAX_BUNDLE,
@@ -88,6 +89,7 @@ def schema_text(types: tuple[type[Message], ...] = MESSAGE_TYPES) -> bytes:
         "kinds " + " ".join(f"{k.name}={k.value}" for k in Kind),
         "packet-kinds " + " ".join(f"{k.name}={k.value}" for k in PacketKind),
         "publish-errors " + " ".join(f"{e.name}={e.value}" for e in PublishError),
+        "bundled " + " ".join(str(cls.TYPE) for cls in BUNDLED),
     ]
     for cls in types:
         fields = " ".join(f"{name}:{kind.name}" for name, kind in field_kinds(cls))

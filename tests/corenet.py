@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from overlay.codec import decode, encode
@@ -37,7 +38,17 @@ from overlay.core.events import (
 )
 from overlay.core.node import Node
 from overlay.core.streams import State, Stream
-from overlay.messages import KEY_SIZE, Accepted, Heartbeat, Hello, Message, Neighbours
+from overlay.messages import (
+    BUNDLED,
+    KEY_SIZE,
+    Accepted,
+    Heartbeat,
+    Hello,
+    Message,
+    Neighbours,
+    SubscribeData,
+)
+from overlay.runtime.runs import Runs
 
 
 def key_at(location: float, tag: int = 0) -> bytes:
@@ -53,8 +64,12 @@ class CoreNet:
         config: NodeConfig | None = None,
         mark_delay: float = 0.0,
         mark_patience: float = 0.0,
+        gather: bool = False,
     ) -> None:
         self.seed = seed
+        # Send what one call into a node produced for a peer as the runtime does: packets
+        # as runs, publish-path messages as bundles (``overlay.runtime.runs``).
+        self.gather = gather
         self.config = config
         self.mark_delay = mark_delay
         self.mark_patience = mark_patience
@@ -230,11 +245,20 @@ class CoreNet:
         self.now = max(self.now, to)
 
     def _apply(self, name: bytes, effects: list[Effect]) -> None:
+        runs = Runs(self._sender(name)) if self.gather else None
         for effect in effects:
             self.effects.append((name, effect))
             match effect:
                 case Send(peer, message):
-                    self.queue.append((name, peer, encode(message)))
+                    if runs is None:
+                        self.queue.append((name, peer, encode(message)))
+                    elif type(message) is SubscribeData:
+                        runs.add(peer, peer, message)
+                    elif type(message) in BUNDLED:
+                        runs.bundle(peer, peer, message)
+                    else:
+                        runs.send(peer)
+                        self.queue.append((name, peer, encode(message)))
                 case Deliver(client, event):
                     self.events.setdefault((name, client), []).append(event)
                 case SetTimer(at):
@@ -243,6 +267,14 @@ class CoreNet:
                     self.dropped.append((name, effect))
                 case Remember(key, number):
                     self.disks.setdefault(name, {})[key] = number
+        if runs is not None:
+            runs.send_all()
+
+    def _sender(self, name: bytes) -> Callable[[PeerId, PeerId, Message], None]:
+        def send(link: PeerId, peer: PeerId, message: Message) -> None:
+            self.queue.append((name, peer, encode(message)))
+
+        return send
 
     # --- reading -----------------------------------------------------------------------------
 

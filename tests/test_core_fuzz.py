@@ -106,7 +106,8 @@ class HostileNet(CoreNet):
     attacker hears it), and the test sends in their name."""
 
     def __init__(self, seed: int) -> None:
-        super().__init__(seed, CONFIG)
+        # Odd seeds send as the runtime does, runs and bundles: both paths are fuzzed.
+        super().__init__(seed, CONFIG, gather=seed % 2 == 1)
         self.heard: deque[Message] = deque(maxlen=64)
         self.calls = 0
 

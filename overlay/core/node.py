@@ -437,9 +437,13 @@ class Node:
             case Held():
                 self.flow.on_held(peer, message)
             case Bundle():
-                # Its messages in order, each as if it had come alone (``messages.Bundle``),
-                # in one event; none after one that got the peer cut off.
-                for each in message.messages:
+                # Its messages in order, each as if it had come alone (``messages.Bundle``):
+                # what the end of an event does runs between them too (a backlog drains
+                # before the next publish, which would otherwise overtake it); none after
+                # one that got the peer cut off.
+                for index, each in enumerate(message.messages):
+                    if index:
+                        self._settle(now)
                     self._dispatch(now, peer, each)
                     if self.out.dropping(peer):
                         break
@@ -480,10 +484,15 @@ class Node:
 
     # --- plumbing -------------------------------------------------------------------------
 
-    def _flush(self, now: float) -> list[Effect]:
+    def _settle(self, now: float) -> None:
+        """The end of an event: what it let go (held publishes, a backlog, marks, local
+        clients' deferred calls) goes, and the streams' pace is told."""
         self.flow.after_event(now)
         self.clients.run_deferred(now)  # (after the backlog and credit let theirs go)
         self.flow.settle_pace(now)
+
+    def _flush(self, now: float) -> list[Effect]:
+        self._settle(now)
         deadline = self._timers.earliest()
         if deadline is not None and deadline != self._announced:
             self.out.append(SetTimer(deadline))

@@ -26,7 +26,9 @@ class Outbox:
     def __init__(self, stats: NodeStats) -> None:
         self._effects: list[Effect] = []
         self._stats = stats
-        self._dropped: set[PeerId] = set()  # (the peers ``drop`` named since ``take``)
+        # The peers ``drop`` named since ``take``: None while there are none (most calls;
+        # a simulator holds a million outboxes).
+        self._dropped: set[PeerId] | None = None
 
     def send(self, peer: PeerId, message: Message) -> None:
         self._stats.sent += 1
@@ -42,11 +44,14 @@ class Outbox:
     def drop(self, peer: PeerId, reason: str, fault: bool = True) -> None:
         """Close the link to ``peer``: it broke the protocol (``fault``), or went silent."""
         self._effects.append(DropPeer(peer, reason, fault))
+        if self._dropped is None:
+            self._dropped = set()
         self._dropped.add(peer)
 
     def dropping(self, peer: PeerId) -> bool:
         """Whether this call has cut ``peer`` off: what else it sent is not for handling."""
-        return peer in self._dropped
+        dropped = self._dropped
+        return dropped is not None and peer in dropped
 
     def append(self, effect: Effect) -> None:
         self._effects.append(effect)
@@ -54,6 +59,5 @@ class Outbox:
     def take(self) -> list[Effect]:
         """Everything produced since the last call, in order; the outbox starts empty."""
         effects, self._effects = self._effects, []
-        if self._dropped:
-            self._dropped.clear()
+        self._dropped = None
         return effects

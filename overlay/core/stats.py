@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(slots=True)
 class NodeStats:
-    received: int = 0  # messages handled
+    received: int = 0  # messages handled (a Bundle counts once)
     sent: int = 0  # messages sent
     searches: int = 0  # searches routed through (or started at) this node
     forwarded: int = 0  # search hops sent, backtracking included

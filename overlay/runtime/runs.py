@@ -19,12 +19,13 @@ Rules that keep a run's meaning that of its packets sent one by one:
 The same packets sent to several children make one run object (``_made``), so the driver
 encodes it once for all of them, as it does a single packet.
 
-The publish path is gathered the same way: publishes going up, and their answers coming
-back (``messages.BUNDLED``), one type and one stream in a row to a peer, go as one
-``Bundle``, which the peer takes apart into those very messages in that order. A step that
-relays a burst of publishes sends each hop one frame, not one per publish. The same rules
-hold: nothing waits, a lone message goes as itself, any other message to the peer sends
-the pending bundle first, and a bundle stays within a frame and ``MAX_BUNDLE`` messages.
+The publish path is gathered the same way: publishes going up, their numbers,
+confirmations and acknowledgements, and witnesses (``messages.BUNDLED``), one type and one
+stream in a row to a peer, go as one ``Bundle``, which the peer handles as those very
+messages in that order. A step that relays a burst of publishes sends each hop one frame,
+not one per publish. The same rules hold: nothing waits, a lone message goes as itself,
+any other message to the peer sends the pending bundle first, and a bundle stays within a
+frame and ``MAX_BUNDLE`` messages.
 """
 
 from __future__ import annotations
