@@ -28,8 +28,10 @@ from typing import Any
 import cbor2
 
 from overlay.compiled_checks import (
+    BundleDecoder,
     Decoder,
     Encoder,
+    compile_bundle_decoder,
     compile_decoder,
     compile_encoder,
     compile_run_items_decoder,
@@ -238,6 +240,12 @@ def _bundle_messages(value: object) -> object:
     count = values // size
     if not 2 <= count <= MAX_BUNDLE:
         raise ValueError(f"a bundle holds 2 to {MAX_BUNDLE} messages, not {count}")
+    fast = _BUNDLE_DECODERS[code]  # type: ignore[index]
+    built = None if fast is None else fast(flat, key)  # type: ignore[arg-type]
+    if built is not None and (
+        code not in _TIED or all(each.inconsistency() is None for each in built)
+    ):
+        return tuple(built)
     messages = []
     for index in range(count):
         at = 2 + index * size
@@ -363,6 +371,12 @@ def _encode_bundle(message: Message) -> list[Any]:
 
 
 _ENCODERS[Bundle.TYPE] = _encode_bundle
+# Each bundled class's messages checked and built in one loop (``overlay.compiled_checks``):
+# tried first, and when one does not accept, each message's own path decides and names
+# the fault.
+_BUNDLE_DECODERS: dict[int, BundleDecoder | None] = {
+    cls.TYPE: compile_bundle_decoder(cls) for cls in BUNDLED
+}
 # The type codes of messages whose fields depend on one another (``Message.inconsistency``).
 _TIED = frozenset(
     cls.TYPE for cls in MESSAGE_TYPES if cls.inconsistency is not Message.inconsistency

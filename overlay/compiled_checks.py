@@ -16,7 +16,8 @@ Kinds with no simple expression (the arrays: ``LOCATIONS``, ``EPOCH_STARTS``) ar
 compiled: a class with such a field has no compiled check, and the codec's path serves it.
 A ``SubscribeRun``'s packets are the exception: their checks are compiled as one loop over
 the run, in each direction, and so is building the ``SubscribeData`` a run stands for
-(``compile_packets_of``), since a relay or a root pays each of these once per packet.
+(``compile_packets_of``), since a relay or a root pays each of these once per packet; so
+are a ``Bundle``'s messages (``compile_bundle_decoder``), each hop's once per publish.
 
 Checked messages, run packets and client events are built by setting their slots, every
 field given (none of these classes has a ``__post_init__``): in C where the install compiled
@@ -283,6 +284,50 @@ def compile_run_items_encoder() -> RunItemsEncoder:
     return encoder
 
 
+# A compiled decoder of a Bundle's messages of one class: the bundle's flat array (its type
+# code and key first, then whole messages: the caller checked both) and the key in, each
+# message out, or None when some value is not plainly valid.
+BundleDecoder = Callable[[list[Any], bytes], list[Message] | None]
+
+
+def compile_bundle_decoder(cls: type[Message], pure: bool = False) -> BundleDecoder | None:
+    """The decoder of a Bundle's messages of ``cls`` (whose second field is its key, which
+    the bundle holds once), as ``compile_decoder``'s would decode each alone; None where
+    ``compile_decoder`` has none."""
+    fields = field_kinds(cls)
+    if compile_decoder(cls, pure=True) is None or fields[1][0] != "key":
+        return None
+    names = [f"v{i}" for i in range(len(fields))]
+    carried = [v for i, v in enumerate(names) if i != 1]  # (each message's, but its key)
+    test = " and ".join(
+        _TESTS[kind].format(v=v)
+        for i, (v, (_, kind)) in enumerate(zip(names, fields, strict=True))
+        if i != 1
+    )
+    row = [
+        f"_KINDS[{v}]" if kind is Kind.PACKET_KIND else v
+        for v, (_, kind) in zip(names, fields, strict=True)
+    ]
+    # (zip over one iterator, once per value: a message's values at a time, in C.)
+    source = (
+        f"def decode_bundle_{cls.__name__}(flat, v1):\n"
+        "    rows = []\n"
+        "    append = rows.append\n"
+        "    values = iter(flat)\n"
+        "    next(values)\n"
+        "    next(values)\n"
+        f"    for {', '.join(carried)}, in zip({', '.join(['values'] * len(carried))}):\n"
+        f"        if not ({test}):\n"
+        "            return None\n"
+        f"        append(({', '.join(row)},))\n"
+        "    return _build(rows)\n"
+    )
+    decoder: BundleDecoder = _compile(
+        source, f"decode_bundle_{cls.__name__}", {"_build": compile_builder(cls, pure)}
+    )
+    return decoder
+
+
 # Instances of a frozen, slotted dataclass built as the decoders build a message: by their
 # slots, each field given (none of these classes has a ``__post_init__``), nothing checked.
 PacketsOf = Callable[[bytes, int, Sequence[RunItem]], list[SubscribeData]]
@@ -319,6 +364,29 @@ def compile_builder(cls: type, pure: bool = False) -> Builder:
     )
     build: Builder = _compile(source, f"build_{cls.__name__}", extra)
     return build
+
+
+def compile_with(cls: type, name: str, pure: bool = False) -> Callable[[Any, Any], Any]:
+    """``with_(instance, value)``: ``dataclasses.replace(instance, name=value)`` for an
+    instance of ``cls`` exactly, built by its slots (a relay's publish with one hop less to
+    live, a packet with this node's mark: once per packet and hop). Nothing is checked."""
+    fields = [field.name for field in dataclasses.fields(cls)]
+    assert name in fields, (cls, name)
+    values = ["value" if field == name else f"instance.{field}" for field in fields]
+    native = None if pure else _native_builder(cls)
+    if native is not None:
+        source = f"def with_{name}(instance, value):\n    return _make({', '.join(values)})\n"
+        extra: dict[str, Any] = {"_make": native.make}
+    else:
+        sets, extra = _slot_sets(cls, values, "built")
+        source = (
+            f"def with_{name}(instance, value):\n"
+            "        built = _new(_cls)\n"
+            f"{sets}"
+            "        return built\n"
+        )
+    replacer: Callable[[Any, Any], Any] = _compile(source, f"with_{name}", extra)
+    return replacer
 
 
 def compile_packets_of(pure: bool = False) -> PacketsOf:

@@ -21,14 +21,17 @@ from hypothesis import strategies as st
 from overlay.codec import FIELD_CHECKS, encode
 from overlay.compiled_checks import (
     compile_builder,
+    compile_bundle_decoder,
     compile_decoder,
     compile_encoder,
     compile_packets_of,
     compile_run_items_decoder,
     compile_run_items_encoder,
+    compile_with,
 )
 from overlay.core.events import Packet
 from overlay.messages import (
+    BUNDLED,
     KEY_SIZE,
     MAX_DESCRIPTOR,
     MAX_PACKET,
@@ -42,6 +45,7 @@ from overlay.messages import (
     Message,
     Neighbours,
     PacketKind,
+    PublishData,
     PublishError,
     SubscribeData,
     SubscribeRun,
@@ -261,3 +265,51 @@ def test_instances_built_by_their_slots_equal_those_built_by_the_constructor(pur
     assert built == expected and [hash(p) for p in built] == [hash(p) for p in expected]
     with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
         built[0].number = 9  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("pure", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("cls", BUNDLED, ids=lambda cls: cls.__name__)
+def test_a_bundles_compiled_decoder_accepts_a_value_exactly_when_the_codec_does(
+    cls: type[Message], pure: bool
+) -> None:
+    # Two messages of ``cls``: the first valid, the second with one value at an edge. The
+    # bundle's decoder takes them exactly when the codec's check takes that value, and
+    # then builds what the lone decoder builds of each.
+    decoder = compile_bundle_decoder(cls, pure)
+    lone = compile_decoder(cls, pure)
+    assert decoder is not None and lone is not None
+    kinds = [kind for _, kind in field_kinds(cls)]
+    for base in (SMALLEST_VALUE, LARGEST_VALUE):
+        row = [cls.TYPE] + [
+            int(v) if isinstance(v, IntEnum) else v for v in (base[kind] for kind in kinds)
+        ]
+        key = row[2]
+        for i, kind in enumerate(kinds):
+            if kind is Kind.KEY:
+                continue  # (once per bundle, checked by the codec before this)
+            for value in _EDGES:
+                other = row[:]
+                other[i + 1] = value
+                flat = [cls.TYPE, key, row[1], *row[3:], other[1], *other[3:]]
+                accepted, _ = _accepted(kind, value)
+                built = decoder(flat, key)
+                if type(value) in _DECODED:
+                    assert (built is not None) == accepted, (cls.__name__, kind, value)
+                if built is not None:
+                    assert accepted, (cls.__name__, kind, value)
+                    assert built == [lone(row), lone(other)]
+                    assert [type(m) for m in built] == [cls, cls]
+
+
+@pytest.mark.parametrize("pure", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("cls", [PublishData, SubscribeData], ids=lambda cls: cls.__name__)
+def test_a_compiled_replacer_makes_what_dataclasses_replace_makes(
+    cls: type[Message], pure: bool
+) -> None:
+    for base in (SMALLEST_VALUE, LARGEST_VALUE):
+        message = cls(**{name: base[kind] for name, kind in field_kinds(cls)})
+        for name, kind in field_kinds(cls):
+            value = SMALLEST_VALUE[kind] if base is LARGEST_VALUE else LARGEST_VALUE[kind]
+            made = compile_with(cls, name, pure)(message, value)
+            assert type(made) is cls and made == dataclasses.replace(message, **{name: value})
+            assert made is not message and getattr(message, name) == base[kind]

@@ -29,9 +29,9 @@ nodes in the tree and thereby all subscribers." The rules, in the order they app
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
+from overlay.compiled_checks import compile_with
 from overlay.core.backlog import Backlog
 from overlay.core.batches import Batches
 from overlay.core.broadcast import Broadcast
@@ -72,6 +72,8 @@ from overlay.messages import (
 )
 
 Confirmation = PublishNumbered | PublishConfirmed | PublishWitness  # (``on_confirming``)
+# A publish with another HTL, built by its slots (``dataclasses.replace``, a tenth the cost).
+_with_htl = compile_with(PublishData, "htl")
 
 
 class PacketFlow:
@@ -480,7 +482,7 @@ class PacketFlow:
         if isinstance(source, bytes) and not self._relay(now, stream, source, message):
             self._reply(source, rejection(message, PublishError.BUSY))
             return
-        self._send(stream.parent, dataclasses.replace(message, htl=max(message.htl - 1, 0)))
+        self._send(stream.parent, _with_htl(message, max(message.htl - 1, 0)))
 
     def _wait(self, stream: Stream, source: Source, message: PublishData) -> None:
         """Hold a publish until the stream is in the tree (or out of its grace) again."""

@@ -57,10 +57,10 @@ more (below).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from operator import attrgetter, sub
 
+from overlay.compiled_checks import compile_with
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.outbox import Outbox
@@ -94,6 +94,8 @@ def root_stamp(stream: Stream) -> int | None:
 
 
 _mark = attrgetter("mark")
+# A packet with another mark, built by its slots (``dataclasses.replace``, a tenth the cost).
+_with_mark = compile_with(SubscribeData, "mark")
 _INT = frozenset({int})
 
 
@@ -170,7 +172,7 @@ class Showing:
                 theirs = min(theirs, packet.packet)  # (it is processed next: ``next_in``)
                 if mark is None or theirs > mark:
                     stream.shown_upto = mark = theirs  # shown by the ``pump`` that follows
-        return packet if packet.mark == mark else dataclasses.replace(packet, mark=mark)
+        return packet if packet.mark == mark else _with_mark(packet, mark)
 
     def stamp_run(self, stream: Stream, packets: list[SubscribeData]) -> list[SubscribeData]:
         """``stamp`` for each of ``packets``, the stream's next, stored in one pass. At a
@@ -185,8 +187,7 @@ class Showing:
                 return packets
             return [stamp(stream, packet) for packet in packets]
         mark = stamp(stream, packets[0]).mark
-        replace = dataclasses.replace
-        return [p if p.mark == mark else replace(p, mark=mark) for p in packets]
+        return [p if p.mark == mark else _with_mark(p, mark) for p in packets]
 
     def mark_moved(self, stream: Stream) -> None:
         """At a root (every ``pump``): a mark no packet took down is due as a notice."""
