@@ -33,9 +33,20 @@ from overlay.core.events import Missed, Packet
 
 _PAYLOAD = struct.Struct(">Qd")  # sequence number, send time
 
-# Publishes unanswered at once: a 50/s stream keeps its pace through acknowledgements as
-# slow as 0.6 s (a loaded 1,000-node testnet, a repair), and a retry storm stays small.
-DEFAULT_IN_FLIGHT = 32
+# Publishes unanswered at once: enough that a stream keeps its pace through
+# acknowledgements as slow as ``ACK_PATIENCE`` (a loaded 1,000-node testnet, a repair),
+# and at least ``MIN_IN_FLIGHT``, a bound that keeps a retry storm small at low rates but
+# alone would hold a 200/s stream to 32 per acknowledgement time (180/s at the 175 ms a
+# loaded 1,000-node testnet takes).
+ACK_PATIENCE = 0.6  # seconds
+MIN_IN_FLIGHT = 32
+
+
+def in_flight_for(rate: float) -> int:
+    """Publishes a publisher at ``rate`` a second (0: as fast as acks come) keeps
+    unanswered at most."""
+    return max(MIN_IN_FLIGHT, math.ceil(rate * ACK_PATIENCE))
+
 
 # Subscribers listed one per line up to this many; beyond, only those that failed.
 SHOW_EACH = 12
@@ -99,12 +110,13 @@ class Publisher:
     progress: trio.Event = field(default_factory=trio.Event)
 
     async def run(
-        self, stream: str, count: int, rate: float, *, in_flight: int = DEFAULT_IN_FLIGHT
+        self, stream: str, count: int, rate: float, *, in_flight: int | None = None
     ) -> None:
         """Publish ``count`` packets at ``rate`` per second (0: as fast as acks come), with
-        at most ``in_flight`` unanswered at once: the pace holds while acknowledgements
-        take longer than one interval (a busy testnet, a root being replaced)."""
-        room = trio.Semaphore(in_flight)
+        at most ``in_flight`` (by default ``in_flight_for(rate)``) unanswered at once: the
+        pace holds while acknowledgements take longer than one interval (a busy testnet, a
+        root being replaced)."""
+        room = trio.Semaphore(in_flight_for(rate) if in_flight is None else in_flight)
         async with (
             open_client(self.address, name=f"publisher-{self.node}") as client,
             trio.open_nursery() as nursery,

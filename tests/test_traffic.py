@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from testnet.traffic import Publisher, Recorder, percentile, report
+from testnet.traffic import (
+    ACK_PATIENCE,
+    MIN_IN_FLIGHT,
+    Publisher,
+    Recorder,
+    in_flight_for,
+    percentile,
+    report,
+)
 
 
 def recorder(numbers: list[int], frontier: int | None = None) -> Recorder:
@@ -57,3 +65,10 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 50) == 50.0
     assert percentile(values, 99) == 99.0
     assert percentile([3.0], 99) == 3.0
+
+
+def test_a_publisher_keeps_its_pace_through_slow_acknowledgements_at_any_rate() -> None:
+    # Unanswered publishes cover ACK_PATIENCE of the rate: 200/s through 0.6 s acks needs
+    # 120 in flight; a slow stream keeps the floor that bounds a retry storm.
+    assert in_flight_for(200) == 120 >= 200 * ACK_PATIENCE
+    assert in_flight_for(50) == in_flight_for(0) == MIN_IN_FLIGHT
