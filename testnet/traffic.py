@@ -54,6 +54,8 @@ SHOW_EACH = 12
 # A publish refused as retryable (no root yet, root changing) is sent again this many
 # times, ~one node publish_timeout apart: far longer than any repair should take.
 MAX_PUBLISH_RETRIES = 30
+RETRY_PAUSE = 0.05  # seconds before the first retry, doubling up to MAX_RETRY_PAUSE
+MAX_RETRY_PAUSE = 1.0
 
 
 @dataclass(slots=True)
@@ -134,7 +136,7 @@ class Publisher:
         self.sent_at[seq] = now
         data = _PAYLOAD.pack(seq, now)
         try:
-            for _attempt in range(MAX_PUBLISH_RETRIES):
+            for attempt in range(MAX_PUBLISH_RETRIES):
                 try:
                     self.acked[seq] = await client.publish(stream, data, uid=uid)
                     return
@@ -143,6 +145,9 @@ class Publisher:
                         self.failed.append(f"packet {seq}: {error}")
                         return
                     self.retries += 1
+                    # A refusal the node gives at once (BUSY) would come back at once too:
+                    # each of the publishes in flight waits a little longer each time.
+                    await trio.sleep(min(RETRY_PAUSE * 2**attempt, MAX_RETRY_PAUSE))
             self.failed.append(f"packet {seq}: refused {MAX_PUBLISH_RETRIES} times")
         finally:
             room.release()
