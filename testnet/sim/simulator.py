@@ -24,19 +24,31 @@ from dataclasses import dataclass, field
 from keyspace.topology import Topology, small_world
 from overlay.codec import decode, encode
 from overlay.core.config import NodeConfig
-from overlay.core.effects import ClientId, Deliver, DropPeer, Effect, Remember, Send, SetTimer
+from overlay.core.effects import (
+    ClientId,
+    Deliver,
+    DropPeer,
+    Effect,
+    PeerId,
+    Remember,
+    Send,
+    SetTimer,
+)
 from overlay.core.events import ClientEvent, Epoch, Packet
 from overlay.core.node import Node
 from overlay.messages import (
+    BUNDLED,
     Heartbeat,
     Hello,
     Message,
     PacketKind,
     ProbeAnswer,
     RootProbe,
+    SubscribeData,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
 )
+from overlay.runtime.runs import Runs
 from testnet.sim.links import Links
 from testnet.sim.network import Network, NetworkModel
 from testnet.sim.waves import Wave
@@ -65,6 +77,11 @@ class SimConfig:
     # Encode and decode every message on the way, as the real runtime does. Slower; the
     # tests turn it on so the codec is exercised by every protocol exchange.
     wire: bool = False
+    # Send what one event of a node produced for a peer as the real runtime does: packets
+    # as runs, publish-path messages as bundles (``overlay.runtime.runs``). Off by default,
+    # so the figures count the protocol's messages; the chaos tests turn it on for some
+    # scenarios, so the protocol's properties are checked with them too.
+    gather: bool = False
     # Fingerprint every delivery, for determinism checks.
     trace: bool = False
     # Keep packet events (Packet, Epoch) in ``client_log`` too. A publish run at scale turns
@@ -80,6 +97,7 @@ class SimConfig:
 # What a network sends however quiet it is: heartbeats and roots' probes. They are not
 # protocol work, so running "until quiet" does not wait for them.
 UPKEEP = frozenset({Heartbeat, RootProbe, ProbeAnswer})
+_BUNDLED = frozenset(BUNDLED)  # (``SimConfig.gather``)
 
 
 def node_id(index: int) -> bytes:
@@ -325,8 +343,18 @@ class Simulator:
 
     def _carry_out(self, i: int, effects: list[Effect]) -> None:
         calm = self.network.calm and not self.config.wire
+        runs = Runs(self._sender(i)) if self.config.gather else None
         for effect in effects:
             if type(effect) is Send:
+                if runs is not None:
+                    message = effect.message
+                    if type(message) is SubscribeData:
+                        runs.add(None, effect.peer, message)
+                        continue
+                    if type(message) in _BUNDLED:
+                        runs.bundle(None, effect.peer, message)
+                        continue
+                    runs.send(effect.peer)  # (what the core sent it before this goes first)
                 if calm and type(effect.message) is Heartbeat:
                     self._send_beat(i, effect)
                 else:
@@ -346,6 +374,16 @@ class Simulator:
                 self.disconnect(i, self.index[effect.peer])
             elif type(effect) is Remember:
                 self.disks[i][effect.key] = effect.number
+        if runs is not None:
+            runs.send_all()
+
+    def _sender(self, i: int) -> Callable[[None, PeerId, Message], None]:
+        """How node ``i``'s gathered runs and bundles go (``SimConfig.gather``)."""
+
+        def send(link: None, peer: PeerId, message: Message) -> None:
+            self._send(i, Send(peer, message))
+
+        return send
 
     def _send_beat(self, i: int, effect: Send) -> None:
         """``_send`` for a heartbeat in calm weather (no loss, duplicate or jitter draws a
