@@ -38,16 +38,7 @@ from overlay.core.events import (
 )
 from overlay.core.node import Node
 from overlay.core.streams import State, Stream
-from overlay.messages import (
-    BUNDLED,
-    KEY_SIZE,
-    Accepted,
-    Heartbeat,
-    Hello,
-    Message,
-    Neighbours,
-    SubscribeData,
-)
+from overlay.messages import KEY_SIZE, Accepted, Heartbeat, Hello, Message, Neighbours
 from overlay.runtime.runs import Runs
 
 
@@ -250,14 +241,7 @@ class CoreNet:
             self.effects.append((name, effect))
             match effect:
                 case Send(peer, message):
-                    if runs is None:
-                        self.queue.append((name, peer, encode(message)))
-                    elif type(message) is SubscribeData:
-                        runs.add(peer, peer, message)
-                    elif type(message) in BUNDLED:
-                        runs.bundle(peer, peer, message)
-                    else:
-                        runs.send(peer)
+                    if runs is None or not runs.offer(peer, peer, message):
                         self.queue.append((name, peer, encode(message)))
                 case Deliver(client, event):
                     self.events.setdefault((name, client), []).append(event)

@@ -15,11 +15,13 @@ from overlay.messages import (
     MAX_FRAME,
     MAX_PAYLOAD,
     Bundle,
+    Committed,
     Message,
     PacketKind,
     PublishConfirmed,
     PublishData,
     PublishNumbered,
+    PublishSucceeded,
     SubscribeData,
     SubscribeRun,
 )
@@ -227,3 +229,21 @@ async def test_a_burst_of_publishes_climbs_and_is_answered_in_bundles() -> None:
             numbers = [sender.acked()[uid] for uid in range(200)]
             assert inbox.numbers() == numbers == list(range(numbers[0], numbers[0] + 200))
             assert root.frames_in - frames < 200, root.frames_in - frames
+
+
+def test_offer_gathers_packets_and_bundled_messages_and_sends_the_rest_after_them() -> None:
+    # What a driver does with each message the core sends: ``offer`` keeps a packet or a
+    # publish-path message for the step's runs and bundles; any other message is the
+    # driver's to send now, after the peer's pending run or bundle, which goes first.
+    sent = Sent()
+    assert sent.runs.offer("link", b"C", packet(1))
+    assert sent.runs.offer("link", b"C", _numbered(5))
+    assert sent.runs.offer("link", b"C", _numbered(6))
+    assert sent.messages == [("link", b"C", packet(1))]  # (the answers do not continue it)
+    other = PublishSucceeded(7, _KEY, 3)
+    assert sent.runs.offer("link", b"D", other)  # (bundled: D has its own pending)
+    held = Committed(_KEY, 2)
+    assert not sent.runs.offer("link", b"C", held)  # the driver sends it now, after:
+    assert [_bundled(m) for _, _, m in sent.messages[1:]] == [[_numbered(5), _numbered(6)]]
+    sent.runs.send_all()
+    assert sent.messages[-1] == ("link", b"D", other)

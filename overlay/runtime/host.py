@@ -70,14 +70,7 @@ from overlay.core.effects import (
 )
 from overlay.core.events import ClientEvent
 from overlay.core.node import Node
-from overlay.messages import (
-    BUNDLED,
-    Hello,
-    Message,
-    Neighbours,
-    SubscribeData,
-    SubscribeRun,
-)
+from overlay.messages import Hello, Message, Neighbours, SubscribeData, SubscribeRun
 from overlay.runtime.budget import QueueBudget
 from overlay.runtime.cooldown import FAULTS, Cooldowns
 from overlay.runtime.identity import node_id_text
@@ -93,8 +86,6 @@ log = logging.getLogger("overlay.node")
 
 # Messages whose vouches the host adds on their way out (``neighbour_vouches``).
 _VOUCHED = frozenset({Hello, Neighbours})
-# Messages a step sends a peer in a row gather into one frame (``overlay.runtime.runs``).
-_BUNDLED = frozenset(BUNDLED)
 
 
 class PeerLink(Protocol):
@@ -424,16 +415,8 @@ class NodeHost:
         for effect in effects:
             if type(effect) is Send:
                 link = self.links.get(effect.peer)
-                if link is not None:
-                    if type(effect.message) is SubscribeData:
-                        runs.add(link, effect.peer, effect.message)  # (sent at the flush)
-                        continue
-                    if type(effect.message) in _BUNDLED:
-                        runs.bundle(link, effect.peer, effect.message)  # (likewise)
-                        continue
-                    if runs:
-                        runs.send(effect.peer)  # (what the core sent before this goes first)
-                    self._send(link, effect.peer, effect.message)
+                if link is not None and not runs.offer(link, effect.peer, effect.message):
+                    self._send(link, effect.peer, effect.message)  # (runs go at the flush)
             elif type(effect) is Deliver:
                 sink = self._clients.get(effect.client)
                 if sink is not None:

@@ -34,10 +34,11 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from overlay.core.effects import PeerId
-from overlay.messages import MAX_BUNDLE, MAX_FRAME, Bundle, Message, SubscribeData
+from overlay.messages import BUNDLED, MAX_BUNDLE, MAX_FRAME, Bundle, Message, SubscribeData
 from overlay.run_packing import held_run_of, run_fits
 
 Link = TypeVar("Link")
+_BUNDLED = frozenset(BUNDLED)
 
 
 class _Pending(Generic[Link]):
@@ -118,6 +119,22 @@ class Runs(Generic[Link]):
 
     def __bool__(self) -> bool:
         return bool(self._pending)
+
+    def offer(self, link: Link, peer: PeerId, message: Message) -> bool:
+        """The driver is to send ``message`` to ``peer`` over ``link``: True if it is
+        gathered here (a packet into a run, a ``BUNDLED`` message into a bundle), to go at
+        ``send_all``; False if the driver sends it now, after ``peer``'s pending run or
+        bundle, which this sends first."""
+        kind = type(message)
+        if kind is SubscribeData:
+            self._gather(_Pending, link, peer, message)
+            return True
+        if kind in _BUNDLED:
+            self._gather(_Bundling, link, peer, message)
+            return True
+        if self._pending:
+            self.send(peer)
+        return False
 
     def add(self, link: Link, peer: PeerId, packet: SubscribeData) -> None:
         """``packet`` goes to ``peer`` over ``link``, in a run with those before it."""

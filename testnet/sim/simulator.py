@@ -37,14 +37,12 @@ from overlay.core.effects import (
 from overlay.core.events import ClientEvent, Epoch, Packet
 from overlay.core.node import Node
 from overlay.messages import (
-    BUNDLED,
     Heartbeat,
     Hello,
     Message,
     PacketKind,
     ProbeAnswer,
     RootProbe,
-    SubscribeData,
     SubscribeSucceeded,
     SubscribeSucceededNewRoot,
 )
@@ -97,7 +95,6 @@ class SimConfig:
 # What a network sends however quiet it is: heartbeats and roots' probes. They are not
 # protocol work, so running "until quiet" does not wait for them.
 UPKEEP = frozenset({Heartbeat, RootProbe, ProbeAnswer})
-_BUNDLED = frozenset(BUNDLED)  # (``SimConfig.gather``)
 
 
 def node_id(index: int) -> bytes:
@@ -346,15 +343,8 @@ class Simulator:
         runs = Runs(self._sender(i)) if self.config.gather else None
         for effect in effects:
             if type(effect) is Send:
-                if runs is not None:
-                    message = effect.message
-                    if type(message) is SubscribeData:
-                        runs.add(None, effect.peer, message)
-                        continue
-                    if type(message) in _BUNDLED:
-                        runs.bundle(None, effect.peer, message)
-                        continue
-                    runs.send(effect.peer)  # (what the core sent it before this goes first)
+                if runs is not None and runs.offer(None, effect.peer, effect.message):
+                    continue
                 if calm and type(effect.message) is Heartbeat:
                     self._send_beat(i, effect)
                 else:
