@@ -107,8 +107,9 @@ class _Bundling(Generic[Link]):
 
 
 class Runs(Generic[Link]):
-    """Each peer's pending run or bundle this step. ``send(link, peer, message)`` writes a message
-    (the driver's encode-and-queue); ``Link`` is whatever the driver keeps per peer."""
+    """Each peer's pending run or bundle this step. ``send(link, peer, message)`` writes a
+    message (the driver's encode-and-queue); ``Link`` is whatever the driver keeps per
+    peer."""
 
     __slots__ = ("_made", "_pending", "_send")
 
