@@ -55,10 +55,10 @@ class Sent:
 def test_consecutive_packets_to_a_peer_go_as_one_run_and_a_gap_starts_another() -> None:
     sent = Sent()
     for number in (1, 2, 3):
-        sent.runs.add("link", b"C", packet(number))
+        sent.runs.offer("link", b"C", packet(number))
     assert sent.messages == [] and sent.runs  # nothing goes before the step ends
     for number in (5, 6):
-        sent.runs.add("link", b"C", packet(number))
+        sent.runs.offer("link", b"C", packet(number))
     assert sent.numbers() == [(b"C", [1, 2, 3])]  # (5 does not continue it)
     sent.runs.send_all()
     assert sent.numbers() == [(b"C", [1, 2, 3]), (b"C", [5, 6])]
@@ -68,16 +68,16 @@ def test_consecutive_packets_to_a_peer_go_as_one_run_and_a_gap_starts_another() 
 def test_a_lone_packet_goes_as_itself() -> None:
     sent = Sent()
     one = packet(4)
-    sent.runs.add("link", b"C", one)
+    sent.runs.offer("link", b"C", one)
     sent.runs.send_all()
     assert sent.messages == [("link", b"C", one)]
 
 
 def test_a_peers_pending_run_goes_before_whatever_is_sent_it_next() -> None:
     sent = Sent()
-    sent.runs.add("link", b"C", packet(1))
-    sent.runs.add("link", b"D", packet(1))
-    sent.runs.add("link", b"C", packet(2))
+    sent.runs.offer("link", b"C", packet(1))
+    sent.runs.offer("link", b"D", packet(1))
+    sent.runs.offer("link", b"C", packet(2))
     sent.runs.send(b"C")  # (the driver is about to send C another message)
     assert sent.numbers() == [(b"C", [1, 2])]
     sent.runs.send_all()
@@ -89,7 +89,7 @@ def test_the_same_packets_to_several_peers_are_one_run_object() -> None:
     packets = [packet(n) for n in (1, 2, 3)]
     for p in packets:
         for peer in (b"C", b"D", b"E"):
-            sent.runs.add("link", peer, p)
+            sent.runs.offer("link", peer, p)
     sent.runs.send_all()
     runs = [message for _, _, message in sent.messages]
     assert len(runs) == 3 and runs[0] is runs[1] is runs[2]  # (encoded once)
@@ -97,8 +97,8 @@ def test_the_same_packets_to_several_peers_are_one_run_object() -> None:
 
 def test_a_new_link_to_the_peer_starts_a_new_run() -> None:
     sent = Sent()
-    sent.runs.add("old", b"C", packet(1))
-    sent.runs.add("new", b"C", packet(2))
+    sent.runs.offer("old", b"C", packet(1))
+    sent.runs.offer("new", b"C", packet(2))
     sent.runs.send_all()
     assert [
         (link, n) for (link, _, _), (_, n) in zip(sent.messages, sent.numbers(), strict=True)
@@ -112,7 +112,7 @@ def test_a_run_never_outgrows_a_frame() -> None:
     sent = Sent()
     big = MAX_PAYLOAD // 4
     for number in range(1, 12):
-        sent.runs.add("link", b"C", packet(number, uid=2**64 - 1, data=b"d" * big))
+        sent.runs.offer("link", b"C", packet(number, uid=2**64 - 1, data=b"d" * big))
     sent.runs.send_all()
     counts = [len(n) for _, n in sent.numbers()]
     assert sum(counts) == 11 and max(counts) > 1
@@ -154,7 +154,7 @@ def test_a_steps_publish_answers_to_a_peer_go_as_one_bundle_in_order() -> None:
     sent = Sent()
     answers = [_numbered(uid) for uid in (5, 6, 9)]
     for answer in answers:
-        sent.runs.bundle("link", b"C", answer)
+        sent.runs.offer("link", b"C", answer)
     assert sent.messages == [] and sent.runs  # nothing goes before the step ends
     sent.runs.send_all()
     ((link, peer, message),) = sent.messages
@@ -166,7 +166,7 @@ def test_a_steps_publish_answers_to_a_peer_go_as_one_bundle_in_order() -> None:
 def test_a_lone_publish_answer_goes_as_itself() -> None:
     sent = Sent()
     one = _numbered(5)
-    sent.runs.bundle("link", b"C", one)
+    sent.runs.offer("link", b"C", one)
     sent.runs.send_all()
     assert sent.messages == [("link", b"C", one)]
 
@@ -176,12 +176,12 @@ def test_another_type_stream_or_message_between_starts_a_new_bundle() -> None:
     # type of one stream, and a packet (or any other message) between two answers ends it.
     sent = Sent()
     other_key = bytes(KEY_SIZE)
-    sent.runs.bundle("link", b"C", _numbered(1))
-    sent.runs.bundle("link", b"C", _numbered(2))
-    sent.runs.bundle("link", b"C", PublishConfirmed(3, _KEY, 103))
-    sent.runs.bundle("link", b"C", _numbered(4, other_key))
-    sent.runs.add("link", b"C", packet(7))
-    sent.runs.bundle("link", b"C", _numbered(5, other_key))
+    sent.runs.offer("link", b"C", _numbered(1))
+    sent.runs.offer("link", b"C", _numbered(2))
+    sent.runs.offer("link", b"C", PublishConfirmed(3, _KEY, 103))
+    sent.runs.offer("link", b"C", _numbered(4, other_key))
+    sent.runs.offer("link", b"C", packet(7))
+    sent.runs.offer("link", b"C", _numbered(5, other_key))
     sent.runs.send(b"C")  # (the driver is about to send C another message)
     sent.runs.send_all()
     shapes = [[type(m).__name__ for m in _bundled(message)] for _, _, message in sent.messages]
@@ -198,7 +198,7 @@ def test_a_bundle_never_outgrows_a_frame() -> None:
     sent = Sent()
     data = b"d" * (MAX_PAYLOAD // 3)
     for uid in range(12):
-        sent.runs.bundle(
+        sent.runs.offer(
             "link", b"C", PublishData(uid, _KEY, None, 0.5, 10, data, None, PacketKind.DATA, None)
         )
     sent.runs.send_all()

@@ -137,15 +137,6 @@ class Runs(Generic[Link]):
             self.send(peer)
         return False
 
-    def add(self, link: Link, peer: PeerId, packet: SubscribeData) -> None:
-        """``packet`` goes to ``peer`` over ``link``, in a run with those before it."""
-        self._gather(_Pending, link, peer, packet)
-
-    def bundle(self, link: Link, peer: PeerId, message: Message) -> None:
-        """``message`` (of a ``BUNDLED`` type) goes to ``peer`` over ``link``, in a bundle
-        with those before it."""
-        self._gather(_Bundling, link, peer, message)
-
     def _gather(
         self,
         kind: type[_Pending[Link]] | type[_Bundling[Link]],
