@@ -137,24 +137,47 @@ def test_a_steady_stream_that_falls_quiet_is_told_its_mark_after_mark_patience()
     assert notices(node.handle_timer(last + 0.03)) == [(U, 19)]
 
 
-def test_a_slow_stream_is_told_each_mark_after_mark_delay() -> None:
-    # 20 packets a second: waiting for the next packet would cost each delivery 50 ms, so
-    # each mark goes in a notice 10 ms after its packet, as on a stream that is not steady.
+def test_a_sparse_stream_is_told_each_mark_as_soon_as_it_moves() -> None:
+    # 20 packets a second: the next packet is 50 ms off, past ``mark_delay`` (10 ms), so
+    # waiting for it would only delay each delivery. Once two gaps show that pace, each
+    # mark goes in a notice the moment its packet is held; the first, with no pace known
+    # yet, waits ``mark_delay`` as on a new stream.
     node = root()
-    told = publish_every(node, 0.05, 10)
-    last = 1.0 + 9 * 0.05
-    assert notices(node.handle_timer(last + 0.009)) == []
-    told += notices(node.handle_timer(last + 0.01))
-    assert told == [(U, n) for n in range(10)]
+    assert publish_every(node, 0.05, 1) == []
+    assert notices(node.handle_timer(1.01)) == [(U, 0)]
+    for n in range(1, 10):
+        at = 1.0 + n * 0.05
+        node.handle_timer(at)
+        assert notices(node.publish(at, KEY, 1, 100 + n, b"p%d" % n)) == []
+        assert notices(node.receive(at + 0.002, U, Held(KEY, n))) == [(U, n)]
+    assert node.stats.commit_notices == 10
+
+
+def test_a_sparse_streams_notices_still_come_at_most_one_a_mark_delay() -> None:
+    # Its commit moves twice with no packet between (the answers for a burst published in
+    # one event): the first move is told at once, the second after ``mark_delay``.
+    node = root()
+    publish_every(node, 0.05, 3)
+    node.handle_timer(1.2)
+    node.publish_batch(1.2, KEY, 1, [(103, b"p3"), (104, b"p4")])
+    assert notices(node.receive(1.202, U, Held(KEY, 3))) == [(U, 3)]
+    assert notices(node.receive(1.205, U, Held(KEY, 4))) == []
+    assert notices(node.handle_timer(1.211)) == []
+    assert notices(node.handle_timer(1.212)) == [(U, 4)]
 
 
 def test_after_a_pause_a_stream_waits_mark_delay_until_its_pace_shows_again() -> None:
+    # The first packet after a pause is told at once (nothing says another follows); the
+    # next, 5 ms later, shows a short gap, and its mark waits ``mark_delay`` for a packet.
     node = root()
     publish_every(node, 0.006, 20)
     assert notices(node.handle_timer(2.0)) == [(U, 19)]
     node.publish(3.0, KEY, 1, 120, b"p20")
-    assert notices(node.receive(3.002, U, Held(KEY, 20))) == []
-    assert notices(node.handle_timer(3.01)) == [(U, 20)]
+    assert notices(node.receive(3.002, U, Held(KEY, 20))) == [(U, 20)]
+    node.publish(3.005, KEY, 1, 121, b"p21")
+    assert notices(node.receive(3.007, U, Held(KEY, 21))) == []
+    assert notices(node.handle_timer(3.014)) == []
+    assert notices(node.handle_timer(3.015)) == [(U, 21)]
 
 
 def test_with_mark_patience_0_a_steady_stream_waits_mark_delay() -> None:
@@ -233,6 +256,21 @@ def test_the_wait_is_never_less_than_mark_delay() -> None:
     assert sent_every(0.002, 100).wait(0.05, 0.03) == 0.05
 
 
+def test_a_stream_is_sparse_once_both_its_gaps_are_three_mark_delays() -> None:
+    assert not PacketPace().sparse(0.01)
+    assert not sent_every(0.05, 1).sparse(0.01)  # (no gap seen yet)
+    assert sent_every(0.05, 2).sparse(0.01)
+    assert sent_every(0.031, 200).sparse(0.01)
+    assert not sent_every(0.029, 200).sparse(0.01)
+    pace = sent_every(0.05, 20)
+    pace.went_down(pace.last + 0.005, 0.03)  # type: ignore[operator]
+    assert not pace.sparse(0.01)  # a short last gap: the next packet may come soon
+    assert pace.wait(0.01, 0.03, after_packet=True) == 0.01
+    pace.went_down(pace.last + 0.05, 0.03)  # type: ignore[operator]
+    assert pace.wait(0.01, 0.03, after_packet=True) == 0.0
+    assert pace.wait(0.01, 0.03, after_packet=False) == 0.01  # (after a notice: a delay)
+
+
 @given(st.floats(min_value=0.0, max_value=60.0), st.floats(min_value=0.0, max_value=3600.0))
 def test_whatever_mark_patience_a_new_stream_is_slow_and_one_pause_ends_a_steady_pace(
     patience: float, pause: float
@@ -258,3 +296,4 @@ def test_the_gap_stays_within_its_bounds_and_the_wait_is_one_of_the_two(
         pace.went_down(now, patience)
         assert pace.gap is not None and 0.0 <= pace.gap <= longest_gap(patience)
         assert pace.wait(delay, patience) in (delay, max(delay, patience))
+        assert pace.wait(delay, patience, after_packet=True) in (0.0, delay, max(delay, patience))

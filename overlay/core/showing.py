@@ -228,7 +228,8 @@ class Showing:
                 del self.marks_due[key]  # taken down meanwhile, or no longer a root
                 continue
             told, pace = stream.root.told_at, stream.root.pace
-            delay = base if pace is None else pace.wait(base, patience)
+            # (``mark_carried``: the mark last went down on a packet, not in a notice.)
+            delay = base if pace is None else pace.wait(base, patience, stream.root.mark_carried)
             if told is not None and now < told + delay:
                 later = told + delay if later is None else min(later, told + delay)
                 continue
