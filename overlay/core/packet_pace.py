@@ -20,15 +20,16 @@ quiet: its last packet), and a stream that resumes after a pause learns the paus
 and waits ``mark_delay`` until its pace shows again, within ten to twenty packets. A new
 stream starts as slow.
 
-A sparse stream, one whose gaps are ``SPARSE`` times ``mark_delay`` or more (under about 33
-events a second), both smoothed and the last one, does not wait at all after a packet: its
-next packet is not due within ``mark_delay``, so the wait would only delay each delivery
-(by up to ``mark_delay``, half the publish-to-deliver p50 of 50 nodes at 20 packets a
-second in one process) and save no notice. The notice still waits ``mark_delay`` after
-another notice, so a mark that moves again and again (answers of a burst's packets) costs
-one a delay. Both gaps must be long: a stream that resumes at a high rate after a pause has
-a long smoothed gap for a few packets, but its last gap is short, and its marks wait for
-the next packet as before.
+A sparse stream, one whose last ``SPARSE_GAPS`` gaps were each ``SPARSE`` times
+``mark_delay`` or more (under about 33 events a second), does not wait for a packet at all:
+its next one is not due within ``mark_delay``, so the wait would only delay each delivery
+(by up to ``mark_delay``: a quarter of the publish-to-deliver p50 of 50 nodes at 20 packets
+a second in one process) and save no notice. Its notices still come at most one a
+``mark_delay`` (``Showing``: ``RootState.noticed_at``). Every one of those gaps must be long,
+not their mean: packets that come in pairs or bunches (several publishers, a loaded root)
+have a long mean gap, but the next packet of a bunch is due soon and takes the mark down;
+and a stream that resumes after a pause waits ``mark_delay`` as before until three long
+gaps show it sparse again.
 
 The gaps are between events, not bursts. A loaded root takes a steady stream's packets in
 bunches, events a fraction of a millisecond apart with 10 to 30 ms between bunches, and
@@ -52,9 +53,10 @@ GAIN = 0.25
 # that one pause ends a steady pace at once whatever ``mark_patience`` is (one gap of
 # ``2 * patience / (STEADY * GAIN)`` lifts any smoothed gap past ``patience / STEADY``).
 LONGEST_GAP = 0.1
-# A stream is sparse when its gaps are at least this many times ``mark_delay``: its next
-# packet is then not due within the wait, whatever the jitter.
+# A stream is sparse when each of its last ``SPARSE_GAPS`` gaps is at least ``SPARSE`` times
+# ``mark_delay``: its next packet is then not due within the wait, whatever the jitter.
 SPARSE = 3.0
+SPARSE_GAPS = 3
 
 
 def longest_gap(patience: float) -> float:
@@ -63,15 +65,15 @@ def longest_gap(patience: float) -> float:
 
 
 class PacketPace:
-    """When a root last sent packets down one stream, and the smoothed gap between the
-    events that did (None before the first)."""
+    """When a root last sent packets down one stream, and the gaps between the events that
+    did: smoothed (None before the first event) and the last few."""
 
-    __slots__ = ("gap", "last", "latest")
+    __slots__ = ("gap", "last", "recent")
 
     def __init__(self) -> None:
         self.last: float | None = None
         self.gap: float | None = None
-        self.latest: float | None = None  # the last gap, as counted (None before two events)
+        self.recent: list[float] = []  # the last ``SPARSE_GAPS`` gaps, oldest first
 
     def went_down(self, now: float, patience: float) -> None:
         """Packets of the stream went down at ``now`` (once per event, however many), on a
@@ -80,8 +82,12 @@ class PacketPace:
         longest = longest_gap(patience)
         gap = longest if self.gap is None else self.gap
         if last is not None:
-            self.latest = min(max(now - last, 0.0), longest)
-            gap += GAIN * (self.latest - gap)
+            latest = max(now - last, 0.0)
+            gap += GAIN * (min(latest, longest) - gap)
+            recent = self.recent
+            recent.append(latest)
+            if len(recent) > SPARSE_GAPS:
+                del recent[0]
         self.gap = gap
 
     def steady(self, patience: float) -> bool:
@@ -89,19 +95,12 @@ class PacketPace:
         return self.gap is not None and STEADY * self.gap <= patience
 
     def sparse(self, delay: float) -> bool:
-        """Whether both the smoothed gap and the last are ``SPARSE`` times ``delay`` or more."""
-        threshold = SPARSE * delay
-        return (
-            self.gap is not None
-            and self.latest is not None
-            and self.gap >= threshold
-            and self.latest >= threshold
-        )
+        """Whether each of the last ``SPARSE_GAPS`` gaps was ``SPARSE`` times ``delay`` or
+        more (False before that many)."""
+        recent = self.recent
+        return len(recent) == SPARSE_GAPS and min(recent) >= SPARSE * delay
 
-    def wait(self, delay: float, patience: float, after_packet: bool = False) -> float:
-        """How long after the last mark went down (on a packet, if ``after_packet``, else in
-        a notice) a moved mark waits for the next packet to take it down: ``patience`` on a
-        steady stream, nothing after a packet of a sparse one, else ``delay``."""
-        if self.steady(patience):
-            return max(delay, patience)
-        return 0.0 if after_packet and self.sparse(delay) else delay
+    def wait(self, delay: float, patience: float) -> float:
+        """How long after the last packet a moved mark waits for the next one to take it
+        down: ``patience`` on a steady stream, else ``delay`` (never less than ``delay``)."""
+        return max(delay, patience) if self.steady(patience) else delay

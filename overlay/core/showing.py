@@ -227,17 +227,23 @@ class Showing:
             if stream is None or mark is None or mark <= _below(stream.shown_upto):
                 del self.marks_due[key]  # taken down meanwhile, or no longer a root
                 continue
-            told, pace = stream.root.told_at, stream.root.pace
-            # (``mark_carried``: the mark last went down on a packet, not in a notice.)
-            delay = base if pace is None else pace.wait(base, patience, stream.root.mark_carried)
-            if told is not None and now < told + delay:
-                later = told + delay if later is None else min(later, told + delay)
+            root = stream.root
+            pace = root.pace
+            if pace is not None and pace.sparse(base):
+                # No packet is due to take it: it goes once ``mark_delay`` has passed since
+                # the last notice (``packet_pace``).
+                due = None if root.noticed_at is None else root.noticed_at + base
+            else:
+                wait = base if pace is None else pace.wait(base, patience)
+                due = None if root.told_at is None else root.told_at + wait
+            if due is not None and now < due:
+                later = due if later is None else min(later, due)
                 continue
             del self.marks_due[key]
             stream.shown_upto = mark
-            stream.root.mark_rounds = 0
-            stream.root.mark_carried = False
-            stream.root.told_at = now
+            root.mark_rounds = 0
+            root.mark_carried = False
+            root.told_at = root.noticed_at = now
             self._notify(stream)
         if later is not None and (self.mark_timer is None or later < self.mark_timer):
             self.mark_timer = later

@@ -193,12 +193,14 @@ class RootState:
     # The mark it last sent down (``Stream.shown_upto``): ``mark_rounds``: quiet heartbeat
     # rounds the root has repeated that mark; ``mark_carried``: a packet took its mark down
     # since the last round; ``told_at``: when the root's mark last went down, on a packet or
-    # a notice (``showing``); ``pace``: how often its packets go down, which sets how long a
-    # moved mark waits for one (``packet_pace``; made when the first goes down: most members
-    # of a stream are never its root).
+    # a notice (``showing``); ``noticed_at``: when a moved mark last went in a notice;
+    # ``pace``: how often its packets go down, which sets how long a moved mark waits for
+    # one (``packet_pace``; made when the first goes down: most members of a stream are
+    # never its root).
     mark_rounds: int = 0
     mark_carried: bool = False
     told_at: float | None = None
+    noticed_at: float | None = None
     pace: PacketPace | None = None
 
 
