@@ -1,7 +1,7 @@
 """How a link uses its socket. Writing: ``flush`` puts what a step queued on the socket
 before the step ends, with no task switch; what the socket does not take goes out later
 from the writer task, ahead of anything queued after it. Reading: straight from the
-socket, letting other tasks run before every read. Real ``Link`` objects over a connected socket
+socket, with a checkpoint between reads. Real ``Link`` objects over a connected socket
 pair, with the sessions of a real handshake."""
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ import socket
 
 import trio
 import trio.testing
-from pytest import MonkeyPatch
 from socket_reads import waiting_bytes
 from test_link_frames import Inbox, packet, sessions
 
 from overlay.codec import encode
 from overlay.messages import Heartbeat, Message
-from overlay.runtime import direct_io
 from overlay.runtime.budget import QueueBudget
-from overlay.runtime.direct_io import SocketReader
+from overlay.runtime.direct_io import receive
 from overlay.runtime.framing import SEALED_MAX, FrameReader
 from overlay.runtime.handshake import Session
 from overlay.runtime.link import Link
@@ -117,64 +115,29 @@ async def test_a_reader_hands_over_what_arrives_and_closes_at_the_peers_end() ->
 
 async def test_a_read_is_a_checkpoint_even_when_data_is_waiting() -> None:
     # A peer that keeps the socket full must not hold the node: every read lets the other
-    # tasks run first, though its bytes are there already: the first read, and one after a
-    # read that filled the whole chunk.
+    # tasks run first, though its bytes are there already.
     sender, receiver, _, _ = socket_links()
-    incoming = SocketReader(receiver._stream, 64)
-    sender.send_encoded(encode(packet(0, 400)))
+    sender.send_encoded(encode(Heartbeat(1)))
     sender.flush()
     with trio.testing.assert_checkpoints():
-        first = await incoming.read()
-    assert len(first) == 64  # (more is waiting)
-    with trio.testing.assert_checkpoints():
-        second = await incoming.read()
-    assert len(second) == 64
-    messages = decoded(receiver, first) + decoded(receiver, second)
-    while not messages:
-        messages += decoded(receiver, await incoming.read())
-    assert messages == [packet(0, 400)]
-
-
-async def test_a_read_after_one_that_emptied_the_socket_waits_for_it_first(
-    monkeypatch: MonkeyPatch,
-) -> None:
-    # At a paced rate a read takes the one frame there and leaves the socket empty; the
-    # next read waits until the socket is readable instead of trying it (a failed read and
-    # a task switch a frame), and that wait is a checkpoint too.
-    sender, receiver, _, _ = socket_links()
-    incoming = SocketReader(receiver._stream, 1 << 20)
-    sender.send(Heartbeat(1))
-    assert decoded(receiver, await incoming.read()) == [Heartbeat(1)]
-    reads: list[int] = []
-    real_read = direct_io._read
-
-    def counted(fd: int, size: int) -> bytearray:
-        reads.append(fd)
-        return real_read(fd, size)
-
-    monkeypatch.setattr(direct_io, "_read", counted)
-    got: list[bytes | bytearray] = []
-
-    async def read_one() -> None:
-        got.append(await incoming.read())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(read_one)
-        await trio.testing.wait_all_tasks_blocked()
-        assert reads == []  # waiting on the socket, not reading it
-        sender.send(Heartbeat(2))
-    assert len(reads) == 1
-    assert decoded(receiver, got[0]) == [Heartbeat(2)]
-    sender.send(Heartbeat(3))
-    with trio.testing.assert_checkpoints():
-        assert decoded(receiver, await incoming.read()) == [Heartbeat(3)]
-
-
-def decoded(receiver: Link, data: bytes | bytearray) -> list[Message]:
-    inbox = Inbox(10**9)
+        data = await receive(receiver._stream, receiver._fd, 1 << 20)
+    inbox = Inbox(1)
     for body in receiver._reader.feed(data):
         receiver._take(inbox, body)
-    return inbox.messages
+    assert inbox.messages == [Heartbeat(1)]
+
+
+async def test_a_read_is_its_own_copy_of_the_bytes_that_arrived() -> None:
+    # Reads land in one buffer kept for the thread: what a read returned must stay as it
+    # was when the next read fills that buffer with other bytes.
+    _, _, left, right = socket_links()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(right))
+    fd = right.fileno()
+    left.sendall(b"a" * 1000)
+    first = await receive(stream, fd, 1 << 18)
+    left.sendall(b"b" * 10)
+    second = await receive(stream, fd, 1 << 18)
+    assert (first, second) == (b"a" * 1000, b"b" * 10)
 
 
 async def test_a_link_that_closes_holding_a_partial_write_gives_its_bytes_back() -> None:

@@ -99,7 +99,7 @@ from overlay.core.events import (
     PublishFailed,
 )
 from overlay.messages import PacketKind, PublishError
-from overlay.runtime.direct_io import NO_SOCKET, SocketReader, socket_of, write_now
+from overlay.runtime.direct_io import NO_SOCKET, receive, socket_of, write_now
 from overlay.runtime.framing import FrameReader, FrameTooLarge
 from overlay.runtime.host import NodeHost
 from overlay.runtime.publish_windows import Publishers, PublishWindows
@@ -358,10 +358,9 @@ class ClientSession:
 
     async def _reader(self, scope: trio.CancelScope) -> None:
         frames = FrameReader(self.config.max_request_frame)
-        incoming = SocketReader(self.stream, _READ_SIZE)
         try:
             while self.closing is None:
-                data = await incoming.read()
+                data = await receive(self.stream, self._fd, _READ_SIZE)
                 if not data:
                     break
                 frames.push(data)

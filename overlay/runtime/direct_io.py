@@ -4,9 +4,10 @@ wrapper, a non-blocking helper: several Python calls per read or write).
 
 Writing: ``write_now`` writes what the socket takes at once and never waits, so a node
 writes a step's frames in that step, with no task switch; the caller's writer task sends the
-rest (``SocketStream.send_all``, which waits for the socket to drain). Reading:
-``SocketReader`` lets every other task run before each read, as ``receive_some`` does, so a
-peer that keeps the socket full cannot hold the node.
+rest (``SocketStream.send_all``, which waits for the socket to drain). Reading: ``receive``
+checkpoints first, as ``receive_some`` does, so a peer that keeps the socket full still
+lets every other task run between its reads, and waits for the socket only when nothing is
+there.
 
 A descriptor is used only while its stream is open: the owner closes the stream only after
 its tasks have ended and it has stopped calling ``write_now``, since a closed descriptor's
@@ -57,43 +58,18 @@ def _read(fd: int, size: int) -> bytearray:
     return buffer[:count]
 
 
-class SocketReader:
-    """Reads a connection's stream a chunk at a time, after a checkpoint.
-
-    A read that emptied the socket (it returned less than ``size``) is followed by a wait
-    for the socket to be readable, not by another read: at a paced rate most reads take one
-    frame and leave the socket empty, and reading again first would cost a failed read and a
-    task switch a frame. The wait lets every other task run, as a checkpoint does; a read
-    that filled ``size`` is followed by a checkpoint, so a peer that keeps the socket full
-    still lets the other tasks run between its reads.
-    """
-
-    def __init__(self, stream: trio.abc.Stream, size: int) -> None:
-        self._stream = stream
-        self._fd = socket_of(stream)
-        self._size = size
-        self._drained = False
-
-    async def read(self) -> bytes | bytearray:
-        """At most ``size`` bytes (empty at the stream's end). A broken connection (a
-        reset) raises ``trio.BrokenResourceError``, as ``receive_some`` does, so callers
-        handle both kinds of stream alike."""
-        fd = self._fd
-        if fd == NO_SOCKET:
-            return await self._stream.receive_some(self._size)
+async def receive(stream: trio.abc.Stream, fd: int, size: int) -> bytes | bytearray:
+    """At most ``size`` bytes from ``stream`` (empty at its end), after a checkpoint. A
+    broken connection (a reset) raises ``trio.BrokenResourceError``, as ``receive_some``
+    does, so callers handle both kinds of stream alike."""
+    if fd == NO_SOCKET:
+        return await stream.receive_some(size)
+    await trio.lowlevel.checkpoint()
+    while True:
         try:
-            if self._drained:
-                await trio.lowlevel.wait_readable(fd)
-            else:
-                await trio.lowlevel.checkpoint()
-            while True:
-                try:
-                    data = _read(fd, self._size)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_readable(fd)
-                    continue
-                self._drained = len(data) < self._size
-                return data
+            return _read(fd, size)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(fd)
         except OSError as error:
             if error.errno == errno.EBADF:
                 raise trio.ClosedResourceError("the connection was closed") from None

@@ -26,11 +26,10 @@ subtree restarts and finds another way; a child catches up from its new parent's
 Dropping the link, not messages, is deliberate: the protocol assumes each link delivers
 everything in order (as TCP does), and one silently lost frame would be a silent gap.
 
-Reading: straight from the socket (``overlay.runtime.direct_io.SocketReader``), letting the
-node's other tasks run between reads. Frames are opened and decoded one at a time and handed
-to the host. Anything wrong (a frame over the size limit, one that fails authentication, a
-malformed message) closes this link with a logged reason; the node and its other links go on
-(``RemoteProtocolError``).
+Reading: straight from the socket (``overlay.runtime.direct_io``), with a checkpoint
+between reads. Frames are opened and decoded one at a time and handed to the host. Anything wrong
+(a frame over the size limit, one that fails authentication, a malformed message) closes this
+link with a logged reason; the node and its other links go on (``RemoteProtocolError``).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from overlay.core.effects import PeerId
 from overlay.errors import RemoteProtocolError
 from overlay.messages import Message
 from overlay.runtime.budget import QueueBudget
-from overlay.runtime.direct_io import NO_SOCKET, SocketReader, socket_of, write_now
+from overlay.runtime.direct_io import NO_SOCKET, receive, socket_of, write_now
 from overlay.runtime.framing import (
     MAX_PLAINTEXT,
     PREFIX_SIZE,
@@ -251,9 +250,8 @@ class Link:
                     self._take(owner, body)
             finally:
                 owner.read_done()
-            incoming = SocketReader(self._stream, READ_SIZE)
             while not self.closed:
-                data = await incoming.read()
+                data = await receive(self._stream, self._fd, READ_SIZE)
                 if not data:
                     self.close("the peer closed the link")
                     return
