@@ -43,6 +43,8 @@ would do, with no notice saved.
 
 from __future__ import annotations
 
+from collections import deque
+
 # A stream is steady when this many of its gaps fit in ``mark_patience``: its next packet is
 # then due well within the wait, even behind the jitter of a loaded node, where a gap of
 # twice the mean is common.
@@ -73,7 +75,7 @@ class PacketPace:
     def __init__(self) -> None:
         self.last: float | None = None
         self.gap: float | None = None
-        self.recent: list[float] = []  # the last ``SPARSE_GAPS`` gaps, oldest first
+        self.recent: deque[float] = deque(maxlen=SPARSE_GAPS)  # the last gaps, oldest first
 
     def went_down(self, now: float, patience: float) -> None:
         """Packets of the stream went down at ``now`` (once per event, however many), on a
@@ -84,10 +86,7 @@ class PacketPace:
         if last is not None:
             latest = max(now - last, 0.0)
             gap += GAIN * (min(latest, longest) - gap)
-            recent = self.recent
-            recent.append(latest)
-            if len(recent) > SPARSE_GAPS:
-                del recent[0]
+            self.recent.append(latest)
         self.gap = gap
 
     def steady(self, patience: float) -> bool:
