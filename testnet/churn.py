@@ -34,8 +34,13 @@ from testnet.tree_view import render_text
 Say = Callable[[str], None]
 
 # After the churn stops: time for the last packets to reach everyone, and for the tree to
-# settle (restarted nodes relinked, subtrees resubscribed) before it is judged.
+# settle (restarted nodes relinked, subtrees resubscribed) before it is judged. Past its
+# nominal end a run goes on while publishes keep being answered, and is cut short once
+# none has been for DRAIN_LIMIT (``cut_when_stalled``): a loaded testnet that falls behind
+# its rate is slow, not wedged, and is judged on all it delivered. RUN_LIMIT nominal
+# lengths bound the whole run all the same.
 DRAIN_LIMIT = 30.0
+RUN_LIMIT = 4
 SETTLE_LIMIT = 30.0
 STATUS_EVERY = 5.0  # seconds between progress lines
 # A victim's restart when the run is stopped early: a node restarts in milliseconds (its
@@ -97,8 +102,10 @@ async def run_chaos(net: TestnetHandle, options: ChaosOptions, say: Say = print)
         async with trio.open_nursery() as work:
             work.start_soon(_status, publisher, recorders, kills, say, began)
             # Publishing ends once every packet is answered; the churn once every victim is
-            # back. The bound only cuts a wedged run short (then judged by what arrived).
-            with trio.move_on_after(options.duration + options.downtime + DRAIN_LIMIT):
+            # back. The bounds only cut a wedged run short (then judged by what arrived).
+            nominal = options.duration + options.downtime
+            with trio.move_on_after(RUN_LIMIT * nominal + DRAIN_LIMIT) as bound:
+                work.start_soon(cut_when_stalled, publisher.answered, began + nominal, bound)
                 async with trio.open_nursery() as inner:
                     inner.start_soon(publisher.run, stream.address, packets, options.publish_rate)
                     inner.start_soon(
@@ -119,12 +126,31 @@ async def run_chaos(net: TestnetHandle, options: ChaosOptions, say: Say = print)
     for line in render_text(final, max_nodes=0).splitlines()[1:]:
         if not line.startswith("..."):
             say(f"    {line}")
-    unfinished = packets - len(publisher.acked) - len(publisher.failed)
+    unfinished = packets - publisher.answered()
     if unfinished:
         say(f"  PUBLISHING DID NOT FINISH: {unfinished} of {packets} publishes unanswered")
     result = ChaosResult(delivery, len(kills), final, unfinished)
     say("CHAOS PASSED: lost 0, duplicates 0" if result.ok else "CHAOS FAILED")
     return result
+
+
+async def cut_when_stalled(
+    answered: Callable[[], int],
+    end: float,
+    scope: trio.CancelScope,
+    quiet: float = DRAIN_LIMIT,
+) -> None:
+    """From ``end`` (trio time) on, cancel ``scope`` once ``quiet`` seconds pass in which
+    ``answered()``, how many publishes are answered so far, did not grow."""
+    await trio.sleep_until(end)
+    seen = answered()
+    while True:
+        await trio.sleep(quiet)
+        now = answered()
+        if now == seen:
+            scope.cancel()
+            return
+        seen = now
 
 
 async def _churn(

@@ -111,6 +111,10 @@ class Publisher:
     failed: list[str] = field(default_factory=list)
     progress: trio.Event = field(default_factory=trio.Event)
 
+    def answered(self) -> int:
+        """How many publishes were answered so far: acknowledged or refused for good."""
+        return len(self.acked) + len(self.failed)
+
     async def run(
         self, stream: str, count: int, rate: float, *, in_flight: int | None = None
     ) -> None:

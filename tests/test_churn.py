@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from testnet.churn import ChaosOptions, run_chaos
+from testnet.churn import ChaosOptions, cut_when_stalled, run_chaos
 from testnet.handle import local_testnet
 
 LIMIT = 90.0
@@ -43,3 +43,47 @@ async def test_too_few_nodes_for_the_clients_is_a_usage_error() -> None:
         async with local_testnet(5, seed=1) as net:
             with pytest.raises(ValueError, match="cannot hold 4 subscribers"):
                 await run_chaos(net, ChaosOptions(subscribers=4), lambda _: None)
+
+
+class Answers:
+    """A publisher's answered count, moved by hand."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> int:
+        return self.count
+
+
+async def cut_at(answers: Answers, steps: list[tuple[float, int]]) -> float:
+    """When ``cut_when_stalled`` (run end at 10 s, quiet 30 s) cancels its scope, while
+    ``answers`` reaches each count at each time of ``steps``."""
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+
+        async def answer() -> None:
+            for at, count in steps:
+                await trio.sleep_until(start + at)
+                answers.count = count
+
+        nursery.start_soon(answer)
+        with trio.CancelScope() as scope:
+            nursery.start_soon(cut_when_stalled, answers, start + 10.0, scope, 30.0)
+            await trio.sleep_forever()
+        nursery.cancel_scope.cancel()
+    return trio.current_time() - start
+
+
+async def test_a_run_still_answering_past_its_end_is_waited_for(autojump_clock: object) -> None:
+    # A loaded testnet behind its rate goes on answering: cut off after a fixed drain, it
+    # would be reported as failed though nothing was lost.
+    answers = Answers()
+    steps = [(t, 100 * i) for i, t in enumerate((5.0, 25.0, 50.0, 75.0), start=1)]
+    # Checked every 30 s from the end (10 s): at 40, 70 and 100 s there were new answers
+    # (the last at 75 s); at 130 s none, and the run is cut.
+    assert await cut_at(answers, steps) == pytest.approx(130.0)
+
+
+async def test_a_run_that_stops_answering_is_cut_once_quiet(autojump_clock: object) -> None:
+    answers = Answers()
+    assert await cut_at(answers, [(5.0, 100)]) == pytest.approx(40.0)
