@@ -26,14 +26,14 @@ more (below).
   (``overlay.core.packet_pace``). A notice per commit move would cost the latency bench
   (twenty nodes) about eleven notices per packet, one per tree edge each.
 * **A member forwards a packet as it comes, before its mark covers it.** Held back until
-  covered, a packet could carry the mark down itself, which would spare a sparse stream
-  the notice on every edge below the root's children (about half its control messages
-  at 20 packets a second). But what keeps an acknowledged number when its root dies is
-  that the root's subtrees hold the packet: they claim and push it to the next root. Held
-  back, it would be on the root and its children alone until the mark reached them, and
-  a root dying with them, or before its mark went down, would leave the rest of the tree
-  to give the number again (the chaos simulations find exactly that). Sending held
-  packets down after a few milliseconds unmarked would narrow that window, not close it.
+  covered, a packet could carry the mark down itself, which would spare a sparse stream the
+  notice on every edge below the root's children (more than half its control messages at 20
+  packets a second). But what keeps an acknowledged number when its root dies is that the
+  root's subtrees hold the packet: they claim and push it to the next root. Held back, it
+  would be on the root and its children alone until the mark reached them, and a root dying
+  with them, or before its mark went down, would leave the rest of the tree to give the
+  number again (the chaos simulations find exactly that). Sending held packets down after a
+  few milliseconds unmarked would narrow that window, not close it.
 * A root's mark is what it shows its own clients: ``committed``, or while no bound
   applies (nobody to wait for, a commit timeout, a root just made) everything it has
   processed; a packet is stamped with the mark from before it, since the root does not
