@@ -140,7 +140,9 @@ def test_the_page_shows_the_ring_a_tree_and_its_repair_after_the_root_is_killed(
         _until(
             browser,
             "the first stream's tree again",
-            lambda: _text(browser, "tree-members") == str(demo_members) and one_tree(12),
+            # (At least as many members: a subscriber's search still on its way when the
+            # tree first had twelve may add a relay since.)
+            lambda: one_tree(12) and int(_text(browser, "tree-members")) >= demo_members,
         )
         _fill(browser, "stream-name", "web-demo")
 
