@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from overlay.client import Client  # noqa: E402
 from overlay.client.blocking import BlockingSubscription  # noqa: E402
-from overlay.client.connection import StreamEvent  # noqa: E402
+from overlay.client.connection import ClientTimeout, StreamEvent  # noqa: E402
 from overlay.core.events import Epoch, Packet  # noqa: E402
 from overlay.messages import PacketKind  # noqa: E402
 from overlay.spark import OverlayDataSource, unpack  # noqa: E402
@@ -87,8 +87,21 @@ class Watcher:
 def _read(subscription: BlockingSubscription, last: Any) -> list[StreamEvent]:
     events: list[StreamEvent] = []
     while not events or not last(events[-1]):
-        events.append(subscription.next(TIMEOUT))
+        try:
+            events.append(subscription.next(TIMEOUT))
+        except ClientTimeout as error:
+            # What did come says why the awaited event did not: an epoch skipped, a gap.
+            seen = [_brief(e) for e in events if not isinstance(e, Packet)][-5:]
+            raise AssertionError(
+                f"{error}; {len(events)} events came, the last others {seen}"
+            ) from None
     return events
+
+
+def _brief(event: StreamEvent) -> str:
+    if isinstance(event, Epoch):
+        return f"Epoch({event.epoch}, closed_at={event.closed_at})"
+    return repr(event)
 
 
 def _until_number(subscription: BlockingSubscription, head: int) -> list[StreamEvent]:
