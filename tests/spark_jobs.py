@@ -55,8 +55,9 @@ def local_spark() -> SparkSession:
 class Watcher:
     """A plain and an atomic subscriber of one stream, joined before the job runs."""
 
-    def __init__(self, address: str, stream: str) -> None:
+    def __init__(self, address: str, stream: str, root: str | None = None) -> None:
         self.stream = stream
+        self.root = root
         self.client = Client(address, timeout=TIMEOUT)
         self.plain = self.client.subscribe(stream, event_timeout=TIMEOUT)
         # One subscription a stream a connection: the atomic one has its own.
@@ -64,8 +65,15 @@ class Watcher:
         self.atomic = self.atomic_client.subscribe(stream, atomic=True, event_timeout=TIMEOUT)
 
     def head(self) -> int:
-        """The newest packet number at the node (the root here)."""
-        (state,) = self.client.describe(self.stream)["streams"]  # type: ignore[misc]
+        """The stream's newest packet number, at its ``root`` (if set; else the watched
+        node is the root). A member's may lag it: the acknowledgements that end a job
+        are sent at the commit, and a member below the root's children gets the last
+        packets once the commit mark reaches them."""
+        if self.root is None:
+            (state,) = self.client.describe(self.stream)["streams"]  # type: ignore[misc]
+        else:
+            with Client(self.root, timeout=TIMEOUT) as client:
+                (state,) = client.describe(self.stream)["streams"]  # type: ignore[misc]
         high = state["high"]
         assert isinstance(high, int)
         return high
@@ -124,8 +132,8 @@ def packets_for(partitions: list[list[str]], rows_per_packet: int, bytes_per_pac
 
 
 @contextmanager
-def watching(address: str, stream: str) -> Iterator[Watcher]:
-    watcher = Watcher(address, stream)
+def watching(address: str, stream: str, root: str | None = None) -> Iterator[Watcher]:
+    watcher = Watcher(address, stream, root)
     try:
         yield watcher
     finally:

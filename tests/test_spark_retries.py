@@ -148,7 +148,10 @@ def test_a_batch_write_with_failed_first_attempts_delivers_every_row_once(
     )
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
-        with watching(nodes[0], BATCH_STREAM) as first, watching(nodes[1], BATCH_STREAM) as second:
+        with (
+            watching(nodes[0], BATCH_STREAM, nodes[ROOT]) as first,
+            watching(nodes[1], BATCH_STREAM, nodes[ROOT]) as second,
+        ):
             assert _is_root(nodes[ROOT], BATCH_STREAM)
             (
                 df.write.format("overlay_cut_short")
@@ -186,8 +189,8 @@ def test_a_streaming_query_with_failed_first_attempts_shows_whole_epochs(
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         with (
-            watching(nodes[0], STREAMING_STREAM) as first,
-            watching(nodes[1], STREAMING_STREAM) as second,
+            watching(nodes[0], STREAMING_STREAM, nodes[ROOT]) as first,
+            watching(nodes[1], STREAMING_STREAM, nodes[ROOT]) as second,
         ):
             assert _is_root(nodes[ROOT], STREAMING_STREAM)
             source: DataFrame = (
