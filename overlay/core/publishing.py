@@ -265,7 +265,9 @@ class PacketFlow:
             broadcast.pump,
             early.release,
         )
-        joining = self.joining = Joining(out, pushing, claims, gathering, showing, early.release)
+        joining = self.joining = Joining(
+            out, pushing, claims, gathering, showing, early.release, broadcast.release_held
+        )
         # The ties back: these components were built with ``broadcast``'s and
         # ``ordering``'s methods, and those call theirs.
         broadcast.attach(
