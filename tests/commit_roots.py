@@ -20,9 +20,7 @@ from overlay.messages import (
     PublishData,
     SubscribeData,
     SubscribeRequest,
-    SubscribeRun,
 )
-from overlay.run_packing import unrun
 
 KEY = key_at(0.5)
 U = b"U"
@@ -70,11 +68,5 @@ def notices(effects: Sequence[Effect]) -> list[tuple[bytes, int]]:
 
 
 def packets_to(effects: Sequence[Effect], peer: bytes) -> list[tuple[int, int | None]]:
-    """The packets sent to ``peer``, alone or in runs, as (number, the mark they carry)."""
-    out: list[tuple[int, int | None]] = []
-    for p, m in sends(effects):
-        if p == peer and isinstance(m, SubscribeRun):
-            out += [(d.packet, d.mark) for d in unrun(m)]
-        elif p == peer and type(m) is SubscribeData:
-            out.append((m.packet, m.mark))
-    return out
+    """The packets sent to ``peer``, as (number, the mark they carry)."""
+    return [(m.packet, m.mark) for p, m in sends(effects) if p == peer and type(m) is SubscribeData]

@@ -27,8 +27,7 @@ def joining(kit: Kit) -> tuple[Joining, Calls]:
     gathering = Gathering(kit.config, kit.stats, kit.out, pushes.push_one, claims.push_claims)
     showing = Showing(kit.config, kit.streams, kit.stats, kit.timers, kit.out, Calls())
     release_early = Calls()
-    part = Joining(kit.out, pushes, claims, gathering, showing, release_early, Calls())
-    return part, release_early
+    return Joining(kit.out, pushes, claims, gathering, showing, release_early), release_early
 
 
 def test_a_new_child_is_told_the_newest_packet_processed_and_caught_up_after_its_last_seen() -> (

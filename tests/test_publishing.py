@@ -237,11 +237,10 @@ def test_number_past_the_expected_one_is_reported_as_missed_never_silent() -> No
         Packet(KEY, n, d, None, PacketKind.DATA) for n, d in ((0, b"zero"), (3, b"three"))
     )
     for child in (b"A", b"D"):
+        assert (b"B", child, PacketsMissed(KEY, 1, 2)) in net.trace
         assert net.received(child) == [zero]  # shown once the root says it committed 3
-    # (B, a child the root asks what it holds, sends the gap down once the mark covers it.)
     net.inject(b"R", b"B", Committed(KEY, 3))
     for child in (b"A", b"D"):
-        assert (b"B", child, PacketsMissed(KEY, 1, 2)) in net.trace
         assert net.received(child) == [zero, Missed(KEY, 1, 2), three]
 
 

@@ -26,7 +26,6 @@ from overlay.codec import DecodeError, decode, encode
 from overlay.core.config import NodeConfig
 from overlay.core.effects import Deliver, Effect, Send
 from overlay.core.events import Missed, Packet
-from overlay.core.node import Node
 from overlay.core.showing import MARK_TIMER, REPEATS, Showing
 from overlay.core.streams import State
 from overlay.messages import (
@@ -42,12 +41,10 @@ from overlay.messages import (
     RestartConfirmed,
     SubscribeData,
     SubscribeRequest,
-    SubscribeRestarted,
     SubscribeRun,
     SubscribeSucceeded,
     Unsubscribe,
 )
-from overlay.run_packing import runs_of
 
 KEY = key_at(0.5)
 P, C, Q = b"P", b"C", b"Q"  # (as in ``joined_node``)
@@ -547,68 +544,3 @@ def test_a_members_run_is_stamped_as_its_packets_would_be_one_by_one(
     one_by_one = [showings[0].stamp(streams[0], p) for p in packets]
     assert showings[1].stamp_run(streams[1], packets) == one_by_one
     assert streams[1].shown_upto == streams[0].shown_upto
-
-
-# --- a child the root asks what it holds -------------------------------------------------------
-
-
-def asked_child() -> Node:
-    """N (``joined_node``) holds packet 0 and its parent P, a root, has asked it what it
-    holds (HeldQuery): N is one of the children whose answers commit P's packets."""
-    node = joined_node()
-    node.receive(0.1, P, data(0))
-    node.receive(0.1, P, Committed(KEY, 0))
-    assert sends(node.receive(0.1, P, HeldQuery(KEY, 0))) == [(P, Held(KEY, 0))]
-    return node
-
-
-def test_a_child_the_root_asks_sends_down_only_what_the_mark_covers() -> None:
-    # Held back until covered, a packet carries the mark down itself: C and everything
-    # below it need no notice.
-    node = asked_child()
-    effects = node.receive(0.2, P, marked(1, 0))
-    assert sends(effects) == [] and shown(effects) == []
-    effects = node.receive(0.3, P, Committed(KEY, 1))
-    assert shown(effects) == [1]
-    assert packets_to(effects, C) == [(1, 1)] and notices(effects) == []
-
-
-def test_a_child_the_root_asks_sends_what_it_held_when_its_parent_is_lost() -> None:
-    # Its subtree holding the packet is what lets the next root keep its number, should
-    # the root have acknowledged it: it goes down as it came, still awaiting a mark.
-    node = asked_child()
-    node.receive(0.2, P, marked(1, 0))
-    effects = node.link_down(0.3, P)
-    to_c = [m for peer, m in sends(effects) if peer == C]
-    assert to_c[0] == marked(1, 0) and isinstance(to_c[1], SubscribeRestarted)
-    assert node.streams[KEY].held_from is None
-
-
-def test_a_member_the_root_never_asked_sends_each_packet_on_as_it_comes() -> None:
-    node = joined_node()
-    node.receive(0.1, P, data(0))
-    assert packets_to(node.receive(0.2, P, marked(1, 0)), C) == [(1, 0)]
-
-
-def test_a_run_an_asked_child_holds_back_is_kept_whole_past_its_window() -> None:
-    # Trimmed to the window as it came, its first packets would reach C as missed once
-    # the mark covered them, though the root committed them.
-    node = asked_child()
-    node.unsubscribe(0.15, KEY, 1)  # (nothing owed to a client: only what is held back)
-    node.streams[KEY].window.max_packets = 4
-    for run in runs_of([marked(n, 0) for n in range(1, 7)]):
-        node.receive(0.2, P, run)
-    effects = node.receive(0.3, P, Committed(KEY, 6))
-    assert packets_to(effects, C) == [(n, n) for n in range(1, 7)]
-    assert not [m for _, m in sends(effects) if isinstance(m, PacketsMissed)]
-
-
-def test_a_packet_a_member_already_holds_still_brings_its_mark() -> None:
-    # A resubscriber that joined a child the root asks may be sent what it had, once the
-    # mark covers it, and no notice: the packets' marks are the only word of it.
-    node = joined_node()
-    for n in range(4):
-        node.receive(0.1, P, data(n))
-    node.receive(0.2, P, Committed(KEY, 0))
-    effects = node.receive(0.3, P, runs_of([marked(n, n) for n in (1, 2, 3)])[0])
-    assert shown(effects) == [1, 2, 3] and node.stats.duplicates == 3

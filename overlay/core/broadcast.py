@@ -4,8 +4,7 @@ Spec (seeds/003): a packet the root accepts "is broadcast to all nodes in the tr
 thereby all subscribers". The rules:
 
 * **Down.** The root stores a new packet (``ordering``) and sends it as SubscribeData to
-  every child; each node stores what it has not seen and sends it on (a child the root asks
-  what it holds, once its mark covers it: ``_may_send``). Over a FIFO link from
+  every child; each node stores what it has not seen and sends it on. Over a FIFO link from
   one parent the numbers arrive in order, so a number past the one expected means the ones
   between are gone: they become a hole, passed down as PacketsMissed, never a silent gap.
 * **Signatures.** On a signed stream a node checks a packet before it stores or forwards
@@ -29,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from operator import attrgetter, is_
 
-from overlay.compiled_checks import compile_with
 from overlay.core.delivery import pump
 from overlay.core.effects import PeerId
 from overlay.core.epochs import malformed, plain_run
@@ -47,7 +45,6 @@ from overlay.messages import (
 from overlay.run_packing import note_held, runs_of, unrun
 
 _data = attrgetter("data")  # (a packet's payload, for sums taken in C)
-_with_mark = compile_with(SubscribeData, "mark")  # (a packet with another mark, by its slots)
 
 
 class Broadcast:
@@ -155,13 +152,11 @@ class Broadcast:
         self.memory.saw(stream.key, last)
         self.stats.stored += len(packets)
         stamped = self._stamp_run(stream, packets)
-        send_now = self._may_send(stream, first, last)
-        window.keep_from = _owed_from(stream)  # (what we now hold back counts as owed)
         window.add_run(stamped, data_bytes)
         stream.frontier.observe_run(stamped)
         _took(stream, first)  # (where a contiguous stream starts)
         _took(stream, last)
-        if send_now and stream.fed:
+        if stream.fed:
             # The runs as they came (a relay's: its frame reused), if no mark changed on
             # the way (``stamp_run`` hands back the very list it left as it was).
             if runs is None or not (stamped is packets or all(map(is_, stamped, packets))):
@@ -205,14 +200,6 @@ class Broadcast:
         old = stream.next_in is not None and number < stream.next_in
         if (old and stream.fills is None) or not stream.window.accepts(number):
             self.stats.duplicates += 1
-            if old and packet.mark is not None:
-                # Its mark counts all the same: a parent that sends us what we had (a
-                # child the root asks, releasing what it held back when we joined it)
-                # may send no other word of it (``Showing.on_committed``).
-                mark = stream.shown_upto
-                self._stamp(stream, packet)
-                if stream.shown_upto != mark:
-                    self.pump(stream)
             return True
         if stream.signer is not None and not self._signature_ok(stream, packet):
             self.stats.forged += 1
@@ -264,9 +251,8 @@ class Broadcast:
         self.memory.saw(stream.key, last)  # (first, so a driver keeps it before it is sent)
         for a, b in stream.window.mark_missing(first, last):
             self.stats.gaps += 1
-            if self._may_send(stream, a, b):
-                for child in stream.fed:
-                    self._send(child, PacketsMissed(stream.key, a, b))
+            for child in stream.fed:
+                self._send(child, PacketsMissed(stream.key, a, b))
         stream.next_in = max(stream.next_in or 0, last + 1)
         stream.contiguous_from = max(stream.contiguous_from or 0, last + 1)
         if stream.high is None or last > stream.high:
@@ -282,88 +268,16 @@ class Broadcast:
         stream.window.add(packet)
         stream.frontier.observe(packet)
         _took(stream, number)
-        if self._may_send(stream, number, number):
-            for child in stream.fed:
-                self._send(child, packet)
+        for child in stream.fed:
+            self._send(child, packet)
         if stream.state is State.ROOT:
             self._stored_at_root(stream, number, number)
         self.pump(stream)
-
-    def _may_send(self, stream: Stream, first: int, last: int) -> bool:
-        """Whether ``first``..``last``, just stored or found missing, go down to the
-        children now. A root, and a member its parent did not ask what it holds, send
-        everything (a root sent what it held as a member at its first ``pump``). A child
-        the root asks sends what its mark covers while it holds nothing back, and holds
-        back the rest (``held_from``) until its mark covers it (``_send_held``; the notes
-        of ``overlay.core.showing``)."""
-        held = stream.held_from
-        if stream.state is State.ROOT:
-            return True  # (what it held as a member went at ``pump``)
-        if held is None:
-            mark = stream.shown_upto
-            if not stream.parent_asks or (mark is not None and mark >= last):
-                return True
-            stream.held_from = first
-        return False
-
-    def release_held(self, stream: Stream) -> None:
-        """Our parent is gone or changing: send the children everything held back, as it
-        came (unmarked), so our subtree holds it for the next root."""
-        stream.parent_asks = False
-        first, next_in = stream.held_from, stream.next_in
-        stream.held_from = None
-        if first is None or next_in is None:
-            return
-        fed = list(stream.fed)
-        for item in stream.window.replay(first, next_in - 1):
-            if isinstance(item, SubscribeData):
-                for child in fed:
-                    self._send(child, item)
-            else:
-                missed = PacketsMissed(stream.key, *item)
-                for child in fed:
-                    self._send(child, missed)
-
-    def _send_held(self, stream: Stream) -> None:
-        """Send the children, in order, what we held back and our mark now covers, each
-        packet marked up to itself (a root holds nothing back: all of it, as it came)."""
-        first, next_in, mark = stream.held_from, stream.next_in, stream.shown_upto
-        if stream.state is State.ROOT:
-            self.release_held(stream)
-            return
-        if first is None or next_in is None or mark is None or mark < first:
-            return
-        head = next_in - 1
-        last = min(mark, head)
-        stream.held_from = last + 1 if last < head else None
-        fed = list(stream.fed)
-        packets: list[SubscribeData] = []
-        for item in stream.window.replay(first, last):
-            if isinstance(item, SubscribeData):
-                # Covered: a child shows it at once and sends it on as it came.
-                number = item.packet
-                packets.append(item if item.mark == number else _with_mark(item, number))
-            else:
-                self._send_down(fed, packets)
-                packets = []
-                missed = PacketsMissed(stream.key, *item)
-                for child in fed:
-                    self._send(child, missed)
-        self._send_down(fed, packets)
-
-    def _send_down(self, fed: list[PeerId], packets: list[SubscribeData]) -> None:
-        """Send ``fed`` consecutive ``packets`` as ``store`` sends one and ``store_run``
-        many: one alone, more as runs."""
-        for each in packets if len(packets) < 2 else runs_of(packets):
-            for child in fed:
-                self._send(child, each)
 
     def pump(self, stream: Stream) -> None:
         """Deliver to every local client of ``stream`` what it can now have: at a root, what
         enough children hold too (``overlay.core.commits``), which it tells its children;
         at a member, what the root said it committed (``overlay.core.showing``)."""
-        if stream.held_from is not None:
-            self._send_held(stream)
         root = stream.state is State.ROOT
         if root:
             self._mark_moved(stream)
@@ -391,10 +305,9 @@ def _took(stream: Stream, number: int) -> None:
 
 
 def _owed_from(stream: Stream) -> int:
-    """The lowest number a local client of ``stream`` is owed, or the children are (held
-    back: ``held_from``) (``NOTHING_OWED``: none): what ``pump`` keeps in the window for
-    them (``Window.keep_from``)."""
-    owed = NOTHING_OWED if stream.held_from is None else stream.held_from
+    """The lowest number a local client of ``stream`` is owed (``NOTHING_OWED``: none):
+    what ``pump`` keeps in the window for them (``Window.keep_from``)."""
+    owed = NOTHING_OWED
     for member in stream.local.values():
         if member.receives and member.cursor is not None and member.cursor < owed:
             owed = member.cursor

@@ -191,7 +191,6 @@ class Commits:
         if stream is None or stream.parent != peer or not stream.next_in:
             self.stats.ignored += 1  # the root's question times out; it shows its clients
             return
-        stream.parent_asks = True
         self.send(peer, Held(query.key, stream.next_in - 1))
 
     def on_held(self, peer: PeerId, message: Held) -> None:

@@ -31,15 +31,7 @@ from overlay.messages import PacketsMissed, SubscribeData, SubscribeSucceeded
 class Joining:
     """What a parent tells and sends a new child, and what a node that took a parent does."""
 
-    __slots__ = (
-        "claims",
-        "gathering",
-        "pushes",
-        "release_early",
-        "release_held",
-        "send",
-        "showing",
-    )
+    __slots__ = ("claims", "gathering", "pushes", "release_early", "send", "showing")
 
     def __init__(
         self,
@@ -49,7 +41,6 @@ class Joining:
         gathering: Gathering,
         showing: Showing,
         release_early: Callable[[Stream, bool], None],
-        release_held: Callable[[Stream], None],  # ``Broadcast.release_held``
     ) -> None:
         self.send = out.send
         self.pushes = pushes
@@ -57,7 +48,6 @@ class Joining:
         self.gathering = gathering
         self.showing = showing
         self.release_early = release_early
-        self.release_held = release_held
 
     def success(
         self,
@@ -76,9 +66,7 @@ class Joining:
         elif stream.next_in is None:
             last = stream.high
         else:
-            # (What went down to the children: what we hold back reaches it with them.)
-            sent = stream.sent_head
-            last = sent if sent is not None and sent >= 0 else None
+            last = stream.next_in - 1 if stream.next_in > 0 else None
             if last is not None and last_seen is not None and stream.root.recover_until is not None:
                 # A root in its takeover grace that continued numbering after someone's
                 # ``last_seen`` lacks the tree's past. A resubscriber is told where that gap
@@ -131,7 +119,6 @@ class Joining:
             last_seen = None  # (the requester's word, which may be a hostile child's)
         theirs = None if reply is None else reply.last_packet
         self.release_early(stream, True)  # (a question to the old parent is over)
-        self.release_held(stream)  # (what we held goes down as it came: ``broadcast``)
         self.showing.settle(stream)  # (``showing``; the new parent's mark follows its catch-up)
         if stream.next_in is not None:
             # A new root's answer (None) says nothing of what it holds: one that took the
@@ -217,12 +204,11 @@ def claimed(stream: Stream, *, former: bool = False) -> int | None:
 
 def catch_up_span(stream: Stream, last_seen: int | None) -> tuple[int, int] | None:
     """The numbers a new child's catch-up replays (``catch_up``; None: nothing): after
-    ``last_seen`` up to what went down to our children (``Stream.sent_head``; what we hold
-    back reaches it with them), or for a fresh child (None) from the oldest open epoch we
-    hold whole."""
-    end = stream.sent_head
-    if end is None:
+    ``last_seen`` up to what we have processed, or for a fresh child (None) from the
+    oldest open epoch we hold whole."""
+    if stream.next_in is None:
         return None  # nothing processed yet: what comes from our parent reaches it too
+    end = stream.next_in - 1
     if last_seen is not None:
         return (last_seen + 1, end)
     whole_from = max(stream.window.floor, stream.contiguous_from or 0)

@@ -265,9 +265,7 @@ class PacketFlow:
             broadcast.pump,
             early.release,
         )
-        joining = self.joining = Joining(
-            out, pushing, claims, gathering, showing, early.release, broadcast.release_held
-        )
+        joining = self.joining = Joining(out, pushing, claims, gathering, showing, early.release)
         # The ties back: these components were built with ``broadcast``'s and
         # ``ordering``'s methods, and those call theirs.
         broadcast.attach(

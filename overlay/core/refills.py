@@ -264,15 +264,12 @@ class Refills:
         ):
             self._stats.ignored += 1  # the child's wait times out; it reports them missed
             return
-        # Never past what went down to the children (``Stream.sent_head``): what we hold
-        # back until our mark covers it reaches the child with the others.
-        sent = stream.sent_head
-        if sent is not None:
+        if stream.next_in is not None:
             # A replay answers a small request with up to a window, as a catch-up does, from
             # the same budget (``catch_up_budget``). Past it the request is not answered: a
             # child's wait times out and reports the numbers missed (an honest child asks
             # for a few numbers now and then, far within its budget).
-            last = min(message.last, sent)
+            last = min(message.last, stream.next_in - 1)
             verdict = self._catch_ups.charge(now, peer, stream.window, message.first, last)
             if verdict is not Verdict.SERVE:
                 self._over_catch_up_budget(peer, verdict)
@@ -282,10 +279,10 @@ class Refills:
         # the root holds.
         if self.serve_later(now, stream, peer, message.first, message.last, None, None):
             return
-        if sent is None:
+        if stream.next_in is None:
             self._stats.ignored += 1  # nothing here yet: what comes from above reaches it too
             return
-        self._replay(stream, peer, message.first, min(message.last, sent))
+        self._replay(stream, peer, message.first, min(message.last, stream.next_in - 1))
 
     def check_fills(self, now: float, stream: Stream) -> None:
         """Serve every waiter none of whose asked-for numbers we still lack (each is held
@@ -398,11 +395,9 @@ class Refills:
                 for span in outside(first, last, others):
                     stream.window.mark_missing(*span)
         if fill.uid is None:
-            sent = stream.sent_head
-            if live and peer in stream.children and sent is not None:
-                # (Not past what went down to the children: what we hold back follows.)
-                end = sent if fill.last is None else min(fill.last, sent)
-                self._replay(stream, peer, fill.first, end)
+            if live and peer in stream.children and stream.next_in is not None:
+                end = stream.next_in - 1 if fill.last is None else fill.last
+                self._replay(stream, peer, fill.first, min(end, stream.next_in - 1))
             if fill.last is None and stream.catching_up is not None:
                 # A held-back catch-up (``catch_up_later``), now sent: live packets again,
                 # and how far it may show (``showing``).

@@ -193,7 +193,6 @@ class Restarts:
     def _label(self, stream: Stream, uid: int, origin: float) -> None:
         """Take restart ``uid`` as our subtree's label and pass it to every child, each of
         which confirms once its own subtree has."""
-        self._flow.broadcast.release_held(stream)
         stream.restart_uid = uid
         stream.restart_origin = origin
         stream.restarts_seen.append(uid)

@@ -25,19 +25,15 @@ more (below).
   ``mark_patience`` instead, since its next packet is due well within it
   (``overlay.core.packet_pace``). A notice per commit move would cost the latency bench
   (twenty nodes) about eleven notices per packet, one per tree edge each.
-* **The children the root asks send down only what the mark covers.** A member whose parent
-  asked it what it holds (``HeldQuery``: its parent is a root, and its answers commit the
-  root's packets) holds back from its children what its mark does not cover
-  (``Broadcast._may_send``), and sends it once covered, each packet marked up to itself:
-  below it every packet comes covered and carries the mark, and no notice is needed (more
-  than half a sparse stream's control messages at 20 packets a second). Every other member
-  passes each packet on as it comes. What keeps an acknowledged number when its root dies
-  is that the tree below holds the packet and claims and pushes it to the next root, so an
-  asked child that is labelled by a restart, or takes another parent, sends down all it
-  held at once, as it came (``Broadcast.release_held``), and the members below, which never
-  hold back, pass it on. Were every member to hold back, that release would be held again
-  at each level; without it, a root dying before its mark went down let a later root
-  renumber acknowledged packets in the chaos simulations.
+* **A member forwards a packet as it comes, before its mark covers it.** Held back until
+  covered, a packet could carry the mark down itself, which would spare a sparse stream the
+  notice on every edge below the root's children (more than half its control messages at 20
+  packets a second). But what keeps an acknowledged number when its root dies is that the
+  root's subtrees hold the packet: they claim and push it to the next root. Held back, it
+  would be on the root and its children alone until the mark reached them, and a root dying
+  with them, or before its mark went down, would leave the rest of the tree to give the
+  number again (the chaos simulations find exactly that). Sending held packets down after a
+  few milliseconds unmarked would narrow that window, not close it.
 * A root's mark is what it shows its own clients: ``committed``, or while no bound
   applies (nobody to wait for, a commit timeout, a root just made) everything it has
   processed; a packet is stamped with the mark from before it, since the root does not
@@ -274,11 +270,8 @@ class Showing:
                 self._ask_below(now, stream, stream.parent, upto)
             upto = min(upto, stream.next_in - 1)  # (see the module notes: never past it)
         if upto >= 0 and (mark is None or upto > mark):
-            held = stream.held_from
             stream.shown_upto = upto
-            self.pump(stream)  # (which sends down what we held back and the mark covers)
-            if held is not None and held <= upto and stream.window.get(upto) is not None:
-                return  # its last packet took the mark down to every child
+            self.pump(stream)
         self._notify(stream)  # a repeat too: a child may have lost the first
 
     def _ask_below(self, now: float, stream: Stream, parent: PeerId, upto: int) -> None:

@@ -267,13 +267,6 @@ class Stream:
     # At a member that asked its new parent to fill a gap: the packets that came above the
     # gap before the answer (``early_packets``); None: no such question out.
     early: EarlyPackets | None = None
-    # The first number this node holds back from its children until its mark covers it
-    # (``broadcast``: a child the root asks sends down only what the root committed); None:
-    # nothing held.
-    held_from: int | None = None
-    # Our parent, a root, asked us what we hold (``HeldQuery``): we are one of the children
-    # whose answers commit its packets, and hold back what its mark does not cover yet.
-    parent_asks: bool = False
 
     @property
     def signer(self) -> bytes | None:
@@ -301,16 +294,6 @@ class Stream:
         if waiting is None:
             return self.children
         return [child for child in self.children if child not in waiting]
-
-    @property
-    def sent_head(self) -> int | None:
-        """The newest number live packets and gaps went down to the children up to: what
-        we have processed (``next_in``) less what we hold back (``held_from``). What a new
-        child is told our head is, and caught up to; the rest reaches it with the others.
-        None: nothing processed."""
-        if self.held_from is not None:
-            return self.held_from - 1
-        return None if self.next_in is None else self.next_in - 1
 
     @property
     def idle(self) -> bool:
