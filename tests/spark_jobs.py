@@ -67,8 +67,8 @@ class Watcher:
     def head(self) -> int:
         """The stream's newest packet number, at its ``root`` (if set; else the watched
         node is the root). A member's may lag it: the acknowledgements that end a job
-        are sent at the commit, and a member below the root's children gets the last
-        packets once the commit mark reaches them."""
+        go down the publishers' paths at the commit, while the last packets may still
+        be on their way to members on other branches."""
         if self.root is None:
             (state,) = self.client.describe(self.stream)["streams"]  # type: ignore[misc]
         else:
