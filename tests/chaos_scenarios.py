@@ -273,8 +273,11 @@ class _Cut:
         self.log = log
         self.side: set[int] = set()
         self.contested: dict[bytes, frozenset[int]] = {}
-        self.taken_back = 0  # packets pushed up that the side's roots took back while cut off
-        self._numbered = self._published = 0
+        # Packets numbered before the cut that the side's roots showed while cut off: pushed up
+        # and taken back, or set aside there and sent down on a claim or push of their own
+        # (``confirming``)
+        self.taken_back = 0
+        self._numbered = self._published = self._given = 0
         self._held: set[tuple[bytes, int, int | None]] = set()
 
     def start(self, side: set[int], pubs: list[int]) -> None:
@@ -283,6 +286,7 @@ class _Cut:
         if _together(self.sim, pubs, side):
             self.side = side
             self._numbered = self._fresh()
+            self._given = sum(self.sim.nodes[i].stats.numbered for i in side)
             self._published = sum(self.sim.nodes[i].stats.published for i in side)
             self._held = self._packets()
             self.sim.partition(side)
@@ -295,7 +299,9 @@ class _Cut:
         # kept the number the tree gave it before the cut. The contested ones are what the
         # side holds or gave as a root now that it did not hold when the cut came.
         published = sum(self.sim.nodes[i].stats.published for i in self.side)
-        self.taken_back = published - self._published - (self._fresh() - self._numbered)
+        stats = [self.sim.nodes[i].stats for i in self.side]
+        numbered, back = sum(s.numbered for s in stats), sum(s.claimed_back for s in stats)
+        self.taken_back = published + back - self._published - (numbered - self._given)
         if self.side and self._fresh() > self._numbered:
             contested: dict[bytes, set[int]] = {}
             for key, number, _ in self._packets() - self._held:
@@ -304,12 +310,17 @@ class _Cut:
         self.sim.heal()
 
     def _fresh(self) -> int:
-        """Publishes the side's roots have given numbers of their own (not pushes taken)."""
-        return sum(self.sim.nodes[i].stats.numbered for i in self.side)
+        """Publishes the side's roots have given numbers of their own (not pushes taken),
+        and numbers they had given up and set aside that a publish reaching them sent down
+        (``confirming``, ``resolved``: only a publish does, one on its way across the cut,
+        as above; not a claim or push, which sends down its own number alone)."""
+        stats = [self.sim.nodes[i].stats for i in self.side]
+        return sum(s.numbered for s in stats) + sum(s.resolved for s in stats)
 
     def _packets(self) -> set[tuple[bytes, int, int | None]]:
         """(stream, number, uid) of every packet a node on the side holds in its window or
-        has given a number as a root (its uid table: pending ones too)."""
+        has given a number as a root (its uid table: pending ones too, not those it gave
+        up and set aside, which go down only if a publish reaches it)."""
         found: set[tuple[bytes, int, int | None]] = set()
         for i in sorted(self.side):
             for key, stream in self.sim.nodes[i].streams.items():
@@ -318,7 +329,7 @@ class _Cut:
                     continue
                 for uid, published in self.log.published.items():
                     number = stream.uids.get(uid) if published[0] == key else None
-                    if number is not None:
+                    if number is not None and number not in stream.root.set_aside:
                         found.add((key, number, uid))
         return found
 

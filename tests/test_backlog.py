@@ -271,11 +271,12 @@ def test_a_resend_through_another_child_is_answered_the_way_it_came_last() -> No
     assert [p for p, m in sends(effects) if isinstance(m, PublishNumbered)] == [b"C2"]
 
 
-def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_ones() -> None:
+def test_a_local_publish_behind_a_number_given_up_goes_down_in_its_place() -> None:
     # Client 1 publishes X1 then X2. X1 waits in ``pending`` behind C2's unconfirmed 4,
-    # and with 0..5 numbered and nothing committed X2 waits in the backlog. C2 leaves, 4
-    # and X1 are dropped; X1 goes back to the front of the backlog, so X2 is not numbered
-    # before it (it was, as 4, while X1 waited for its retry).
+    # and with 0..5 numbered and nothing committed X2 waits in the backlog. C2 leaves: N
+    # gives 4 up with X1 behind it, but X1 is a publisher on N's side, so both go down at
+    # once under their numbers (C2's node may hold 4 as a claim), and X2 is numbered
+    # after X1, not before it.
     node = root(window_packets=6, max_queued_publishes=8)
     stream = node.streams[KEY]
     for n in range(3):
@@ -289,9 +290,10 @@ def test_local_publishes_dropped_from_pending_are_numbered_again_before_later_on
     publish(node, x2)
     assert list(stream.root.backlog) == [x2]
     node.receive(1.1, b"C2", Unsubscribe(KEY))
+    assert not stream.root.pending and not stream.root.set_aside
     node.receive(1.2, b"C1", Held(KEY, 3))
     assert stream.uids is not None
-    assert (stream.uids.get(x1), stream.uids.get(x2)) == (4, 5)
+    assert [stream.uids.get(uid) for uid in (502, x1, x2)] == [4, 5, 6]
 
 
 def test_a_childs_publish_past_a_full_backlog_is_refused_busy_on_the_wire() -> None:

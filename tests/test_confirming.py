@@ -20,7 +20,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirming import Confirming
 from overlay.core.events import PublishAcked, PublishFailed
 from overlay.core.local_publishes import LocalPublish
-from overlay.core.streams import State, Stream
+from overlay.core.streams import State, Stream, next_number
 from overlay.core.tokens import Tokens
 from overlay.core.witnesses import Witnesses
 from overlay.messages import (
@@ -75,9 +75,12 @@ def test_with_confirmation_off_a_packet_goes_down_as_soon_as_it_is_numbered() ->
     assert data(net, b"D") == [b"p0"] and data(net, b"E") == [b"p0"]
 
 
-def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes() -> None:
+def test_a_pending_packet_is_given_up_at_once_when_the_child_it_came_through_goes() -> None:
     # The confirmation could only come back through B: waiting ``confirm_timeout`` for it
-    # would only stall what is numbered after it.
+    # would only stall what is numbered after it. R gives 0 up with E's 1 behind it; A's
+    # node may hold 0 as a claim, which a new root on its side would take as 0, so R shows
+    # nothing under either while no publisher shows up. E's retry reaching R shows one: both
+    # go down under the numbers their nodes were told.
     net = tree(config=CONFIRMING)
     net.hold(b"A")
     net.publish(b"A", KEY, b"via B")
@@ -85,24 +88,32 @@ def test_a_pending_packet_is_dropped_at_once_when_the_child_it_came_through_goes
     assert numbered(net) == [0, 1]
     net.disconnect(b"R", b"B")
     root = net.nodes[b"R"]
-    assert root.stats.unconfirmed == 2 and not root.streams[KEY].root.pending
-    assert data(net, b"E") == []  # neither was shown: E's publish is numbered afresh
+    stream = root.streams[KEY]
+    assert root.stats.set_aside == 2 and list(stream.root.set_aside) == [0, 1]
+    assert not stream.root.pending and data(net, b"E") == []
     net.advance(net.now + NodeConfig().publish_timeout + 0.01)
-    assert data(net, b"E") == [b"via E"]
+    assert data(net, b"E") == [b"via B", b"via E"]
+    assert numbered(net) == [0, 1] and root.stats.resolved == 2  # (no number given twice)
 
 
-def test_an_unconfirmed_packet_is_dropped_and_its_number_given_again() -> None:
+def test_an_unconfirmed_packet_given_up_keeps_its_number_and_goes_down_before_the_next() -> None:
+    # A's number 0 is never confirmed within ``confirm_timeout``: R gives it up and shows
+    # nothing under it while no publisher shows up (it may be cut off from them all). D's
+    # publish shows one: 0 goes down, unconfirmed, before D's, which is 1; 0 is given to
+    # no other publish, since A's node may hold it as a claim.
     net = tree(
         config=NodeConfig(confirm_publishes=True, confirm_timeout=BEAT, publish_timeout=10 * BEAT)
     )
     net.hold(b"A")
-    net.publish(b"A", KEY, b"lost")
+    net.publish(b"A", KEY, b"unheard")
     net.advance(net.now + 3 * BEAT)  # A's publish timer has not fired yet
     root = net.nodes[b"R"]
-    assert root.stats.unconfirmed == 1 and not root.streams[KEY].root.pending
+    stream = root.streams[KEY]
+    assert root.stats.set_aside == 1 and list(stream.root.set_aside) == [0]
+    assert data(net, b"E") == []
     net.publish(b"D", KEY, b"next")
-    assert numbered(net) == [0, 0]  # the dropped number is free again
-    assert data(net, b"E") == [b"next"]
+    assert numbered(net) == [0, 1]
+    assert data(net, b"E") == [b"unheard", b"next"]
 
 
 def test_confirmed_packets_go_down_in_number_order() -> None:
@@ -417,7 +428,10 @@ def test_a_local_publish_with_nothing_pending_goes_down_at_once() -> None:
     assert answer == PublishSucceeded(7, KEY, 0) and len(setup.store_new.calls) == 1
 
 
-def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_requeued() -> None:
+def test_a_number_given_up_after_confirm_timeout_goes_down_with_a_local_one_behind_it() -> None:
+    # C's 7 is numbered 0 and never confirmed; local client 1's 8 waits behind it as 1.
+    # Past ``confirm_timeout`` the root gives 0 up with 1; a local publish among them is a
+    # publisher on this side already, so both go down at once, in order, 0 unconfirmed.
     kit = Kit(config=NodeConfig(confirm_timeout=1.0, heartbeat_interval=1.0))
     setup = Setup(kit)
     stream = kit.stream(State.ROOT, children=(b"C",))
@@ -426,6 +440,24 @@ def test_an_unconfirmed_number_is_dropped_after_confirm_timeout_and_local_ones_r
     setup.part.confirm_overdue()
     assert stream.root.pending
     setup.part.confirm_overdue()
-    assert not stream.root.pending and kit.stats.unconfirmed == 2
-    [(_, dropped)] = setup.requeue.calls
-    assert [(source, m.uid) for source, m in dropped] == [(b"C", 7), (1, 8)]
+    assert not stream.root.pending and not stream.root.set_aside
+    assert [(m.uid, n) for _, m, n in setup.store_new.calls] == [(7, 0), (8, 1)]
+    assert setup.requeue.calls == [] and kit.stats.released_unconfirmed == 2
+
+
+def test_a_lone_number_given_up_is_set_aside_until_a_publish_shows_up() -> None:
+    # C's 7 is numbered 0 and never confirmed, with nothing behind it. Past
+    # ``confirm_timeout`` the root gives it up: nothing goes down (this root may be cut off
+    # from every publisher), and the next number stays 1. ``resolve`` (a publish reached
+    # it) sends 0 down, unconfirmed.
+    kit = Kit(config=NodeConfig(confirm_timeout=1.0, heartbeat_interval=1.0))
+    setup = Setup(kit)
+    stream = kit.stream(State.ROOT, children=(b"C",))
+    setup.part.number_new(0.0, stream, b"C", publish(7), 0)
+    setup.part.confirm_overdue()
+    setup.part.confirm_overdue()
+    assert list(stream.root.set_aside) == [0] and setup.store_new.calls == []
+    assert next_number(stream) == 1 and kit.stats.set_aside == 1
+    setup.part.resolve(stream)
+    assert [(m.uid, n) for _, m, n in setup.store_new.calls] == [(7, 0)]
+    assert not stream.root.set_aside and kit.stats.resolved == 1

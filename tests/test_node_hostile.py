@@ -315,43 +315,43 @@ def test_a_number_whose_child_fell_silent_is_not_passed_over_while_it_may_answer
     assert node.stats.released_unconfirmed == 1 and node.stats.silent_drops == 0
 
 
-def test_a_number_whose_child_stays_silent_is_dropped_and_the_packets_behind_go_on() -> None:
+def test_a_number_whose_child_stays_silent_is_set_aside_until_a_publisher_shows_up() -> None:
     """H publishes (0), then says nothing and leaves N's question unanswered; behind it
-    wait Q's publish (1) and client 1's (2). Half a deadline after asking, N drops 0 and
-    everything after it: client 1's publish is numbered again at once, first of all (0),
-    and Q (H too) is told its number is refused as a claim is (PublishCollision), so Q's
-    node publishes afresh without waiting for ``publish_timeout``. H lapses: its next publish is
-    not waited for. The stream stood still one and a half deadlines, not
-    ``confirm_timeout``; H stays linked (it may be an honest relay, cut off for a moment)."""
+    waits Q's publish (1), which Q confirms. Half a deadline after asking, N gives 0 up
+    with 1: H's node may hold 0 as a claim beyond a cut, so no other publish may have 0,
+    and N, which may be cut off from every publisher, shows nothing under either. Q (H
+    too) is told to publish afresh (PublishCollision); Q's retry reaching N shows a
+    publisher on its side, and 0 and 1 go down under the numbers their nodes were told.
+    H lapses: its next publish is not waited for. The stream stood still one and a half
+    deadlines, not ``confirm_timeout``; H stays linked (it may be an honest relay, cut
+    off for a moment)."""
     node = root_with_silent_publisher()
     meet(node, b"Q", 0.3)
     node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
     assert hostile_publish(node, 1.0, 7) == 0
-    effects = node.receive(
-        1.05, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None)
-    )
+    q20 = PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None)
+    effects = node.receive(1.05, b"Q", q20)
     assert [m for _, m in sends(effects)] == [PublishNumbered(20, KEY, 1)]
-    node.publish(1.1, KEY, 1, 8, b"honest")
     node.receive(1.2, b"Q", PublishConfirmed(20, KEY, 1))  # Q is well; H says nothing
     node.handle_timer(1.0 + DEADLINE)  # H asked
     assert packets_to(node.handle_timer(1.0 + 1.25 * DEADLINE), b"Q") == []
     effects = node.handle_timer(1.0 + 1.5 * DEADLINE)
-    assert packets_to(effects, b"Q") == [b"honest"]
-    refused = [m for to, m in sends(effects) if to == b"Q" and isinstance(m, PublishCollision)]
-    assert refused == [PublishCollision(20, KEY, 1, 0)]
+    assert packets_to(effects, b"Q") == []
+    assert refused_to(effects, b"Q") == [1] and refused_to(effects, b"H") == [0]
     assert not [e for e in effects if isinstance(e, DropPeer)]
     stats = node.stats
-    assert (stats.silent_drops, stats.unconfirmed, stats.renewed, stats.lapses) == (1, 3, 2, 1)
+    assert (stats.silent_drops, stats.set_aside, stats.renewed, stats.lapses) == (1, 2, 2, 1)
+    stream = node.streams[KEY]
+    assert list(stream.root.set_aside) == [0, 1] and not stream.root.pending
     now = 1.0 + 2 * DEADLINE
-    effects = node.receive(
-        now, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q20", None, PacketKind.DATA, None)
-    )
-    assert [m for _, m in sends(effects) if isinstance(m, PublishNumbered)] == [
-        PublishNumbered(20, KEY, 1)
-    ]
+    effects = node.receive(now, b"Q", q20)  # Q's node publishes afresh
+    assert packets_to(effects, b"Q") == [b"h7", b"q20"]
+    assert stats.resolved == 2 and not stream.root.set_aside
     node.receive(now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None))
-    effects = node.receive(now + 0.1, b"Q", PublishConfirmed(20, KEY, 1))
-    assert packets_to(effects, b"Q") == [b"q20", b"h9"]  # H's 2, not waited for, follows
+    effects = node.publish(now + 0.1, KEY, 1, 8, b"honest")
+    assert packets_to(effects, b"Q") == [b"honest"]  # H's 2 went down as its turn came
+    assert stream.uids is not None
+    assert [stream.uids.get(uid) for uid in (7, 20, 9, 8)] == [0, 1, 2, 3]
 
 
 def test_a_lone_unconfirmed_number_holds_nobody_up_and_is_not_sent_early() -> None:
@@ -494,28 +494,31 @@ def test_a_child_that_confirms_just_before_it_would_be_dropped_lapses() -> None:
     assert packets_to(effects, b"H") == [b"h9"]  # down at once: not waited for
 
 
-def test_a_child_that_leaves_holding_the_stream_up_lapses_and_the_rest_publish_afresh() -> None:
-    """H's number 0 holds Q's 1 up; H leaves (Unsubscribe) before N would drop it, and
-    joins again. 0 and 1 are dropped; Q is told at once to publish afresh, and H lapses, so
-    leaving and rejoining cannot stall the stream publish after publish."""
+def test_a_child_that_leaves_holding_the_stream_up_lapses_and_its_number_is_set_aside() -> None:
+    """H's number 0 holds Q's 1 up; H leaves (Unsubscribe) before N would give it up, and
+    joins again. 0 and 1 are set aside; Q is told at once to publish afresh, and its
+    retry sends both down under their numbers. H lapses, so leaving and rejoining cannot
+    stall the stream publish after publish: its next publish goes down as its turn
+    comes."""
     node = root_with_silent_publisher()
     meet(node, b"Q", 0.3)
     node.receive(0.2, b"Q", SubscribeRequest(301, KEY, 5, 0.3, None))
     hostile_publish(node, 1.0, 7)
-    node.receive(1.05, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q", None, PacketKind.DATA, None))
+    q = PublishData(20, KEY, None, 0.3, 5, b"q", None, PacketKind.DATA, None)
+    node.receive(1.05, b"Q", q)
     node.receive(1.06, b"Q", PublishConfirmed(20, KEY, 1))
     node.handle_timer(1.0 + DEADLINE)  # H asked
     effects = node.receive(1.0 + 1.45 * DEADLINE, b"H", Unsubscribe(KEY))
-    refused = [
-        m.packet for to, m in sends(effects) if to == b"Q" and isinstance(m, PublishCollision)
-    ]
-    assert refused == [1] and node.stats.lapses == 1
+    assert refused_to(effects, b"Q") == [1] and node.stats.lapses == 1
+    assert packets_to(effects, b"Q") == []
     now = 1.0 + 1.5 * DEADLINE
     node.receive(now, b"H", SubscribeRequest(302, KEY, 5, 0.2, None))
-    node.receive(now, b"Q", PublishData(20, KEY, None, 0.3, 5, b"q", None, PacketKind.DATA, None))
-    node.receive(now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None))
-    effects = node.receive(now + 0.1, b"Q", PublishConfirmed(20, KEY, 0))
-    assert packets_to(effects, b"Q") == [b"q", b"h9"]  # H's, not waited for, follows at once
+    effects = node.receive(now, b"Q", q)
+    assert packets_to(effects, b"Q") == [b"h7", b"q"]
+    effects = node.receive(
+        now, b"H", PublishData(9, KEY, None, 0.2, 5, b"h9", None, PacketKind.DATA, None)
+    )
+    assert packets_to(effects, b"Q") == [b"h9"]  # H's, not waited for, goes down at once
 
 
 def test_a_parents_head_past_the_last_number_a_claim_may_name_is_not_believed() -> None:

@@ -60,10 +60,11 @@ def fingerprint(scenarios: list[Scenario]) -> str:
 
 def test_a_side_root_that_only_took_back_pushed_packets_is_held_to_every_packet() -> None:
     """A partition cuts 12 of 30 nodes off 5 s into publishing, for 20 s. Liveness makes a
-    root on the side; a member there pushes up a packet numbered before the cut, which the
-    root takes back. No publish reaches the side, so it numbers none of its own: no number
-    there can stand for two packets, and every subscriber on the side is held to every
-    acknowledged packet like the rest."""
+    root on the side; a packet numbered before the cut is shown there (a member pushes it
+    up and the root takes it back, or the root had set it aside and a claim of it sends it
+    down). No publish reaches the side, so it numbers none of its own: no number there can
+    stand for two packets, and every subscriber on the side is held to every acknowledged
+    packet like the rest."""
     scenario = Scenario(seed=2, nodes=30, streams=2, subscribers=4, partition=(5.0, 25.0, 0.4))
     outcome = run(scenario)
     cut = outcome.cut

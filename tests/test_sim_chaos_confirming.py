@@ -110,3 +110,70 @@ NUMBERED_BEFORE_A_CUT_SHOWN_AFTER_THE_HEAL = Scenario(
     ),
     confirm=True,
 )
+
+
+def test_a_number_whose_confirmation_a_cut_stopped_is_given_to_no_other_publish() -> None:
+    # Root 29 numbers publisher 21's publish 8 through relay 25 and tells 21 (+18.95); 21
+    # confirms to 25 (+19.05), and a cut (+19.08) takes 25 off with the confirmation still on
+    # its link up. Having passed it up, 25 holds it as a witness (``witnesses``), roots its
+    # side of the cut, and takes it as its next number: its subscriber 27 is shown 21's
+    # packet as 8. The root hears nothing from 25 while the other publisher's packet waits
+    # behind 8, and gives 8 up. Given to that packet, 8 would name another packet there
+    # than at 27; set aside (``confirming``, giving up), it goes down as 21's once the next
+    # publish shows the root's side has a publisher.
+    outcome = run(CONFIRMATION_CUT_ON_ITS_WAY_UP)
+    assert outcome.log.acks and failures(outcome) == []
+    assert sum(node.stats.resolved for node in outcome.sim.nodes) >= 1
+
+
+CONFIRMATION_CUT_ON_ITS_WAY_UP = Scenario(
+    seed=142372316,
+    nodes=34,
+    streams=2,
+    subscribers=6,
+    faults=(
+        Fault(at=8.91441612468126, kind="crash", arg=705937, until=None),
+        Fault(at=14.49259610233502, kind="weather", arg=0, until=25.34589397786406),
+    ),
+    partition=(9.079374568943692, 37.433804195247006, 0.2828352780616449),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.2
+    ),
+    confirm=True,
+    proximity=1,
+)
+
+
+def test_a_root_cut_off_from_every_publisher_shows_nothing_under_numbers_it_gave_up() -> None:
+    # Root 35 numbers a burst of publishes that two children, 20 and 25, carried up, and 25's
+    # confirmations arrive just before a cut (+33.74) leaves 35 and 25 on the side with no
+    # publisher, and 20 on the other. 35 hears nothing more from 20 and gives its numbers
+    # up, with 25's behind them. On the other side a new root takes the publishers' claims
+    # under those same numbers. Shown as anything at 35's side (a placeholder, say), they
+    # would differ from what the publishers were acknowledged; set aside, with no publish
+    # ever reaching 35 to send them down, nothing is shown there under them until the heal.
+    outcome = run(ROOT_CUT_OFF_FROM_ITS_PUBLISHERS)
+    assert outcome.log.acks and failures(outcome) == []
+    assert sum(node.stats.set_aside for node in outcome.sim.nodes) >= 1
+
+
+ROOT_CUT_OFF_FROM_ITS_PUBLISHERS = Scenario(
+    seed=2887094486,
+    nodes=38,
+    streams=3,
+    subscribers=6,
+    faults=(
+        Fault(at=2.944932698274636, kind="crash", arg=797240, until=None),
+        Fault(at=3.586499012395027, kind="add", arg=4, until=None),
+        Fault(at=5.8887910455320025, kind="crash", arg=254918, until=43.130692074679445),
+        Fault(at=7.194637897777784, kind="crash", arg=810436, until=41.44688083906615),
+        Fault(at=11.853020288617806, kind="weather", arg=0, until=20.243813597717637),
+        Fault(at=26.225195245858355, kind="loud-crash", arg=800296, until=30.831699210167045),
+    ),
+    partition=(23.736609224235266, 61.73021048281391, 0.39142162420559345),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.05, jitter=0.02
+    ),
+    confirm=True,
+    proximity=1,
+)

@@ -179,6 +179,7 @@ class Batches:
             or stream.signer is not None
             or root.recover_until is not None
             or root.pending
+            or root.set_aside  # (a publish goes its own way, and sends them down first)
             or (stream.high is not None and (stream.next_in or 0) <= stream.high)  # a tail
             or len(batch.items) > window.max_packets  # (more than a window: never room)
             or batch.size > window.max_bytes

@@ -210,7 +210,7 @@ class Commits:
     def children_changed(self, stream: Stream) -> None:
         """A root lost a child or stopped being root: it may have fewer to wait for, or
         nobody, and commits all."""
-        if stream.root.pending:
+        if stream.root.pending or stream.root.set_aside:
             self.orphaned_pending(stream)  # ``confirming``
         gone = [c for c in stream.root.holds if c not in stream.children]
         for child in gone:

@@ -28,10 +28,10 @@ How. The number reaches the publisher's side before the packet reaches anyone:
 
 A number goes down only along relays still in the tree (the sender is the relay's parent,
 the publish's source still its child), as a confirmation comes back up: a number that
-crosses a change of the tree is dropped, and the root's pending packet with it (at once,
-if it lost that child; past its deadline and a silent half deadline more, if others wait
-behind it; else after ``confirm_timeout``), its publisher's retry numbered afresh.
-Otherwise stale relay entries can close a cycle that a number goes round for ever.
+crosses a change of the tree is dropped, and the root gives its pending packet up (at
+once, if it lost that child; past its deadline and a silent half deadline more, if others
+wait behind it; else after ``confirm_timeout``; below). Otherwise stale relay entries can
+close a cycle that a number goes round for ever.
 
 Packets go down in number order, so a confirmed packet waits for the pending ones before
 it. A local publisher at the root needs no confirmation, but its packet waits behind
@@ -41,18 +41,39 @@ at most, then goes down unconfirmed (``release_overdue``), a lapse of that child
 then not waited for at all on that stream for a while (``confirm_lapses``). A pending
 packet whose child fell silent (it may be cut off, holding the number as a claim) is not
 passed over: the root asks that child something it answers at once (HeldQuery), and
-without a sign of life within half a deadline drops the packet with every pending packet
-after it (``_fell_silent``), and the child lapses; nothing was delivered or acknowledged
-for them, and their nodes are told to publish afresh at once. A lone pending packet, which
-holds nobody up, is dropped when its confirmation has not come within ``confirm_timeout``
-(its publisher died, or is cut off); its publisher, retrying, is numbered afresh. So is one
-whose publish came through a child the root has lost since, at once: its confirmation
-could only come back that way. A root that stops being root drops what is
-pending the same way. A packet pushed up from another root's numbering (it may have gone
-down there) drops everything pending, and is then weighed as if nothing were pending: it
-takes its number if that is the next, or collides. A pending number that a claim shows the
-tree had already is dropped when its turn comes. At most ``max_queued_publishes`` wait at
-once; past that, a publish is refused BUSY.
+without a sign of life within half a deadline gives the packet up with every pending
+packet after it (``_fell_silent``), and the child lapses; their nodes are told to publish
+afresh at once. A lone pending packet, which holds nobody up, is given up when its
+confirmation has not come within ``confirm_timeout`` (its publisher died, or is cut off),
+and so is one whose publish came through a child the root has lost since, at once: its
+confirmation could only come back that way.
+
+Giving up. The number was told to the publisher's node, which may hold it as a claim
+beyond a cut; and a relay that passed its confirmation up, cut off with it just after,
+roots its side of the cut and takes the claim as its next number (``witnesses``). So a
+number given up is given to no fresh publish: it is set aside, with everything
+pending after it (``give_up``), and nothing is shown under those numbers while the root
+hears from no publisher. A root cut off from every publisher shows nothing there, and the
+packets the other side's tree holds under them come up to it when the cut heals. A publish
+that reaches it (a fresh one, or the retry of one set aside) shows that its side of any
+cut has a publisher: then what is set aside goes down, in order and unconfirmed
+(``resolve``; not in a grace, whose end weighs what waited), under the numbers its
+publishers' nodes were told, the ones a claim on the other side names. A claim, a push or
+a late confirmation of one set aside is no such sign (a relay's witness, a member or a
+relay cut off below may speak for a publisher beyond a cut): it speaks for its own number
+alone, which goes down if it is the lowest set aside (``release``). The other side giving
+such a number to another publish is the race of a partition with publishers on both sides
+(README, known limits).
+
+What is dropped outright, its number free again: what is pending or set aside at a root
+that stops being root; everything pending, and set aside up to its number, when a packet
+pushed up from another root's numbering (it may have gone down there) arrives, which is
+then weighed as if nothing were pending: it takes its number if that is the next, or
+collides (in a grace, a push of a packet set aside here too); and a pending number, or one
+set aside, that a
+claim or a report shows the tree had already, when its turn comes: what was published
+under it is weighed afresh, never acknowledged under a number not stored. At most
+``max_queued_publishes`` wait at once; past that, a publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
 down (about twice the delivery latency of the simulator's main job, see the README); a
@@ -200,11 +221,11 @@ class Confirming:
         side of the cut may hold the number as a claim or give it again; a chaos replay
         (two publishers across a cut) numbered twice when such a packet was passed over.
         A silent one is asked for a sign of life (HeldQuery, which a child answers at
-        once) and given half a deadline to show one; then it is dropped (``_fell_silent``).
+        once) and given half a deadline to show one; then it is given up (``_fell_silent``).
         What it still gives up is the race confirmation closes (module notes) for a cut
         below a relay child, in this very deadline, before the publisher's node learned
         the number. A lone pending packet holds nobody up, so it waits
-        ``confirm_timeout`` (``confirm_overdue``) as before."""
+        ``confirm_timeout`` (``confirm_overdue``)."""
         pending = stream.root.pending
         deadline = self.config.confirm_deadline
         poll = False
@@ -247,24 +268,84 @@ class Confirming:
     def _fell_silent(self, now: float, stream: Stream, number: int, child: PeerId) -> None:
         """The oldest pending ``number`` came through ``child``, which said nothing since
         half its deadline nor answered our question, while later packets wait behind it:
-        it is dropped with them (``drop_pending``, which has their nodes publish afresh at
+        it is given up with them (``give_up``, which has their nodes publish afresh at
         once), and ``child`` lapses, so its publishes are not waited for a while.
 
-        Why drop, not send down: ``child`` may be cut off before its publisher's node heard
-        the number, and its side of the cut give the number to another publish (a chaos
-        replay numbered twice when such a packet was sent down). Why not wait
-        ``confirm_timeout`` as for a lone one: it holds every packet behind it, and waiting
-        buys nothing for a cut longer than the wait. A cut is noticed by liveness
-        (``dead_after``) on both sides before the publisher's node pushes its claim to a new
-        root, so whether the number was dropped after two deadlines or after
-        ``confirm_timeout``, this side has given it again by then: the race is the one of a
-        partition with publishers on both sides (README, known limits). A link that comes
-        back sooner brings no claim up (the publisher's node pushes claims only on a change
-        of tree), its late confirmation is ignored, and its publisher's retry is numbered
-        afresh."""
+        Why not send it down now: ``child`` may be cut off before its publisher's node heard
+        the number, its side of the cut giving the number to another publish, while this
+        side has no publisher to show anything more (a chaos replay numbered twice when
+        such a packet was sent down). Why not give the number to the next publish: the
+        publisher's node may have confirmed it, and a relay below ``child`` that passed the
+        confirmation up, cut off with it, takes it under that number as root of its side
+        (module notes, giving up). Why not wait ``confirm_timeout`` as for a lone one: it
+        holds every packet behind it, and waiting buys nothing for a cut longer than the
+        wait. A link that comes back sooner brings its late confirmation, or its
+        publisher's retry, and what was set aside goes down."""
         self.stats.silent_drops += 1
-        self.drop_pending(stream, number, renew=True)
-        self._lapsed(now, stream, child)  # (after the drop: nothing of it is left to mark)
+        self.give_up(stream, number, renew=True)
+        self._lapsed(now, stream, child)  # (after: nothing of it is left pending to mark)
+
+    def give_up(self, stream: Stream, first: int, renew: bool) -> None:
+        """Set aside the pending packet ``first`` and every pending one after it (module
+        notes, giving up): their numbers stay theirs, each to go down unconfirmed in its
+        turn once ``resolve`` finds a publisher on this side. With ``renew``, outside a
+        grace, a peer's node is told at once to publish afresh (as a refused claim is:
+        ``PublishCollision``), and its retry, reaching us, sends them down under the
+        numbers they have. A local publish among them is this side's publisher already:
+        they go down at once. On a signed stream, whose publisher signs a number it
+        chose, they are dropped instead (``drop_pending``)."""
+        if stream.signer is not None:
+            self.drop_pending(stream, first, renew=renew)
+            return
+        pending, aside = stream.root.pending, stream.root.set_aside
+        renew = renew and stream.root.recover_until is None
+        after = next_number(stream)
+        renewals: list[tuple[PeerId, int, int]] = []
+        local = False
+        for number in [n for n in pending if n >= first]:
+            entry = pending.pop(number)
+            self.stats.set_aside += 1
+            entry.confirmed, entry.waited = True, False  # (it goes down unconfirmed)
+            aside[number] = entry
+            source = entry.source
+            if not isinstance(source, bytes):
+                local = True
+            elif renew and entry.message.packet is None and source in stream.children:
+                renewals.append((source, entry.message.uid, number))
+        if list(aside) != sorted(aside):  # (set aside again below earlier ones: rare)
+            stream.root.set_aside = dict(sorted(aside.items()))
+        for source, uid, number in renewals:
+            self.stats.renewed += 1
+            self.send(source, PublishCollision(uid, stream.key, number, after))
+        if local:
+            self.resolve(stream)
+
+    def resolve(self, stream: Stream) -> None:
+        """A publish (fresh, or a retry) reached us while numbers are set aside
+        (``give_up``): this side of any cut has a publisher, so they go down, in order and
+        unconfirmed, under the numbers their publishers' nodes were told, after what is
+        pending before them."""
+        aside = stream.root.set_aside
+        if not aside or stream.root.recover_until is not None:
+            return  # (in a grace the root numbers nothing: its end serializes what waited)
+        self.stats.resolved += len(aside)
+        stream.root.pending.update(aside)  # (all above every pending number: in order)
+        aside.clear()
+        self._flush(stream)
+
+    def release(self, stream: Stream, number: int) -> bool:
+        """A claim, a push or a late confirmation names ``number``, set aside here, with the
+        publish set aside under it. It speaks for that number alone (a relay's witness, a
+        member, or a relay cut off below may speak for a publisher beyond a cut, so it is
+        no sign of a publisher on this side): ``number`` goes down if it is the lowest set
+        aside, out of a grace, the rest still waiting. True if it did."""
+        aside = stream.root.set_aside
+        if stream.root.recover_until is not None or next(iter(aside), None) != number:
+            return False
+        self.stats.claimed_back += 1
+        stream.root.pending[number] = aside.pop(number)  # (above every pending number)
+        self._flush(stream)
+        return True
 
     def _heard_since(self, source: Source, since: float) -> bool:
         """Whether the child ``source`` (a local client: always) sent us anything at or
@@ -353,17 +434,20 @@ class Confirming:
         return PublishSucceeded(message.uid, message.key, number)
 
     def pushed_over(self, stream: Stream, message: PublishData) -> None:
-        """A packet pushed up while publishes are pending here. Under a pending number by
-        the same publish (its node pushes its claim), it confirms it. Anything else was
-        numbered by another root and may have gone down there: everything pending is
-        dropped before the push is weighed like any other, so it is judged against what
-        this root really sent down (a push beyond that collides, as without pending), and
-        nothing pending goes down after it."""
-        pending = stream.root.pending.get(message.packet) if message.packet is not None else None
+        """A packet pushed up while publishes are pending or set aside here. Under a pending
+        number by the same publish (its node pushes its claim), it confirms it. Anything
+        else was numbered by another root and may have gone down there: everything pending,
+        and set aside up to its number, is dropped before the push is weighed like any
+        other, so it is judged against what this root really sent down (a push beyond that
+        collides, as without pending), and nothing pending goes down after it. What is set
+        aside above it stays: the push says nothing of those numbers, which their
+        publishers' nodes were told."""
+        number = message.packet
+        pending = stream.root.pending.get(number) if number is not None else None
         if pending is not None and pending.message.uid == message.uid:
             self._confirm(stream, pending)
         else:
-            self.drop_pending(stream)
+            self.drop_pending(stream, keep_above=number)
 
     def on_confirmed(self, now: float, peer: PeerId, message: PublishConfirmed) -> None:
         """A publisher's node holds its publish under the number we gave it; a relay passes
@@ -379,7 +463,12 @@ class Confirming:
             self.witnesses.witness(peer, message)  # (``witnesses``: should its publisher die)
             self.send(stream.parent, message)
             return
-        pending = stream.root.pending.get(message.packet) if stream.state is State.ROOT else None
+        root = stream.state is State.ROOT
+        aside = stream.root.set_aside.get(message.packet) if root else None
+        if aside is not None and aside.message.uid == message.uid:
+            self.release(stream, message.packet)  # (a late confirmation: its number alone)
+            return
+        pending = stream.root.pending.get(message.packet) if root else None
         if pending is None or pending.message.uid != message.uid:
             self.stats.ignored += 1  # dropped meanwhile, or not ours: the publisher retries
             return
@@ -417,15 +506,28 @@ class Confirming:
             answer = PublishSucceeded(entry.message.uid, entry.message.key, number)
             self.reply_root(stream, entry.source, entry.message, answer)
 
-    def drop_pending(self, stream: Stream, first: int | None = None, renew: bool = False) -> None:
-        """Forget the pending packets from ``first`` on (all of them by default): their
-        numbers are free again, and their publishers, retrying, are numbered afresh. With
+    def drop_pending(
+        self,
+        stream: Stream,
+        first: int | None = None,
+        renew: bool = False,
+        keep_above: int | None = None,
+    ) -> None:
+        """Forget the pending packets from ``first`` on (all of them by default, with those
+        set aside but the ones above ``keep_above``, a number the tree's own packet is about
+        to take): their numbers are free again, and their publishers, retrying, are
+        numbered afresh. With
         ``renew``, a peer's node is told so at once (below), rather than retry after
         ``publish_timeout``. Not by default, nor in a grace: a root that holds numbering
         (a push from another root, a takeover) asks for claims and refuses them at the
         grace's end, and a fresh publish sent meanwhile under a claim's uid waits behind
         the claim as a plain retry would, to be answered only after ``publish_timeout``."""
         renew = renew and stream.root.recover_until is None
+        aside = stream.root.set_aside
+        if first is None and aside:
+            # (dropped with the rest, numbers free again; those above keep_above stay aside)
+            below = [n for n in aside if keep_above is None or n <= keep_above]
+            stream.root.pending.update((n, aside.pop(n)) for n in below)
         uids = stream.uids
         dropped = []
         renewals: list[tuple[PeerId, int, int]] = []
@@ -453,14 +555,16 @@ class Confirming:
 
     def orphaned_pending(self, stream: Stream) -> None:
         """A child left, or we stopped being root: what is pending from the first publish
-        that came through a child no longer ours is dropped now, not after
+        that came through a child no longer ours is given up now (``give_up``), not after
         ``confirm_timeout``. Its confirmation can only come through that child (one from
         elsewhere is ignored), and a root that holds numbers nobody can confirm both stalls
         the stream and, gone idle, is kept as if it had numbered something.
 
         A child that left holding later packets up lapses (from when it was numbered),
         or it could leave and join again to stall the stream without ever lapsing; and
-        the nodes of what is dropped behind it are told to publish afresh at once."""
+        the nodes of what is given up behind it are told to publish afresh at once. A root
+        that stops being root drops what is pending or set aside: it numbers nothing
+        more."""
         if stream.state is not State.ROOT:
             self.drop_pending(stream)
             return
@@ -473,16 +577,16 @@ class Confirming:
                 and source not in stream.children
             ):
                 held_up = entry.waited and next(reversed(pending)) > number
-                self.drop_pending(stream, number, renew=True)
+                self.give_up(stream, number, renew=True)
                 if held_up:
-                    self._lapsed(entry.at, stream, source)  # (after the drop, as above)
+                    self._lapsed(entry.at, stream, source)  # (after, as above)
                 return
 
     def confirm_overdue(self) -> None:
         """One heartbeat round passed: a root whose oldest pending packet has waited
-        ``confirm_timeout`` for its publisher drops it and everything after it (a lone
-        one: with others behind it, ``release_overdue`` sent it down or dropped it long
-        before)."""
+        ``confirm_timeout`` for its publisher gives it up with everything after it (a
+        lone one: with others behind it, ``release_overdue`` sent it down or gave it up
+        long before)."""
         rounds = math.ceil(self.config.confirm_timeout / self.config.heartbeat_interval)
         for stream in self.streams.values():
             if not stream.root.pending:
@@ -491,4 +595,4 @@ class Confirming:
             if stream.root.pending_rounds > rounds:
                 # Not a lapse of its child (``confirm_lapses``): its publisher died, or is
                 # cut off, and that is when waiting for the others matters most.
-                self.drop_pending(stream)
+                self.give_up(stream, next(iter(stream.root.pending)), renew=False)

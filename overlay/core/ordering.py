@@ -93,10 +93,22 @@ class Ordering:
         assert uids is not None, "only a root serializes"
         confirming = self._confirming
         number = uids.get(message.uid)
+        if number is not None and number in stream.root.set_aside:
+            if not message.pushed:
+                # Its retry reached us: this side has its publisher, and what was set aside
+                # goes down (``confirming``), unless the tree turned out to hold those
+                # numbers (then its uid is forgotten, and it is weighed afresh).
+                confirming.resolve(stream)
+            elif not confirming.release(stream, number):
+                # A push of it, not the lowest set aside, or in a grace: the tree's word on
+                # that number, weighed as any push once what is pending, and set aside up
+                # to it, is dropped (``pushed_over``).
+                confirming.drop_pending(stream, keep_above=number)
+            number = uids.get(message.uid)
         if (
             message.pushed
             and not message.claim
-            and stream.root.pending
+            and (stream.root.pending or stream.root.set_aside)
             and number != message.packet
         ):
             # (not a resend of a push we took already: ``resend_pushes``)
@@ -116,6 +128,8 @@ class Ordering:
             return PublishSucceeded(message.uid, message.key, number)
         if backfills(stream, message):
             return self._backfill(stream, message)
+        if not message.pushed:
+            confirming.resolve(stream)  # (a fresh publish: this side has a publisher)
         if message.packet is not None and message.packet != next_number(stream):
             known = self.known(stream, message)
             if isinstance(known, PublishSucceeded):
@@ -162,8 +176,10 @@ class Ordering:
 
     def _take(self, stream: Stream, message: PublishData, number: int) -> Answer:
         """Store ``message``, numbered elsewhere, as packet ``number``. What is pending
-        (``confirming``) was shown to nobody: it is dropped, rather than go down after it."""
-        self._confirming.drop_pending(stream)
+        (``confirming``) was shown to nobody: it is dropped, rather than go down after it;
+        of what is set aside, what lies above ``number`` stays (its publishers' nodes were
+        told those numbers)."""
+        self._confirming.drop_pending(stream, keep_above=number)
         self.store_new(stream, message, number)
         self._remember(stream, message, number)
         return PublishSucceeded(message.uid, message.key, number)

@@ -449,6 +449,10 @@ class PacketFlow:
                     # Past the grace, a publish naming a number in the open tail is a new
                     # one (a signed publisher's guess), not the lost packet: it is missed.
                     self.takeover.close_tail(stream)
+            if not message.pushed:
+                # A publish reached us: numbers set aside go down first (``confirming``),
+                # before the backlog, which would hold it behind them for ever.
+                self.confirming.resolve(stream)
             if not self.backlog.held_back(stream, source, message):  # (``backlog``)
                 self._reply_root(
                     stream, source, message, self.ordering.serialize(now, stream, message, source)

@@ -70,9 +70,16 @@ class NodeStats:
     # not waited for after a lapse (confirming)
     released_unconfirmed: int = 0
     lapses: int = 0  # children's numbers that lapsed: not waited for a while (confirm_lapses)
-    # Pending numbers dropped, with those behind them, because their child fell silent and
-    # did not answer a question while later packets waited (confirming)
+    # Children that fell silent holding the oldest pending number and did not answer a
+    # question while later packets waited: it and those behind were set aside (confirming)
     silent_drops: int = 0
+    # Pending numbers a root gave up on and set aside, never to give to another publish
+    # (confirming: its child fell silent or left, or its confirmation never came)
+    set_aside: int = 0
+    resolved: int = 0  # numbers set aside that went down once a publish showed the side live
+    # Numbers set aside that went down, the lowest, on a claim, push or late confirmation
+    # naming them with their packet (confirming)
+    claimed_back: int = 0
     renewed: int = 0  # peers' dropped pending numbers a root told their nodes to publish afresh
 
     def as_dict(self) -> dict[str, int]:

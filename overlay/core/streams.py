@@ -189,6 +189,10 @@ class RootState:
     # order, and the heartbeat rounds the oldest has waited for its confirmation.
     pending: dict[int, Pending] = field(default_factory=dict)
     pending_rounds: int = 0
+    # Pending numbers it gave up on (``Confirming.give_up``), by number in order, above
+    # every pending one: given to no fresh publish, they go down, unconfirmed, once a
+    # publish shows this side of any cut has a publisher (``Confirming.resolve``).
+    set_aside: dict[int, Pending] = field(default_factory=dict)
     confirm_token: int | None = None  # the timer that next weighs the oldest (None: none)
     # The mark it last sent down (``Stream.shown_upto``): ``mark_rounds``: quiet heartbeat
     # rounds the root has repeated that mark; ``mark_carried``: a packet took its mark down
@@ -329,4 +333,6 @@ def next_number(stream: Stream) -> int:
     after = 0 if stream.high is None else stream.high + 1
     if stream.root.pending:  # numbered, not yet sent down (``confirming``)
         after = max(after, next(reversed(stream.root.pending)) + 1)
+    if stream.root.set_aside:  # (given up on, above every pending one: never given again)
+        after = max(after, next(reversed(stream.root.set_aside)) + 1)
     return after if stream.next_in is None else max(after, stream.next_in)

@@ -288,6 +288,20 @@ class Takeover:
         number, uids = message.packet, stream.uids
         assert number is not None and uids is not None
         known = uids.get(message.uid)
+        if known is not None and known in stream.root.set_aside:
+            # A number given up here: the claim speaks for it alone (``Confirming.release``:
+            # the lowest goes down), or waits out a grace; otherwise it is refused, and its
+            # node's fresh publish, reaching us, sends all set aside down.
+            released = known == number and self.confirming.release(stream, known)
+            if not released and stream.root.recover_until is None:
+                self.stats.claims_refused += 1
+                refused = PublishCollision(message.uid, message.key, number, next_number(stream))
+                if not isinstance(source, bytes):
+                    self.claims.renew_claim(now, stream, message)  # our own (``own_claims``)
+                    return
+                self.reply_root(stream, source, message, refused)
+                return
+            known = uids.get(message.uid)
         if known is not None and known != number:
             # Numbered here already, under the number a retry got: that one stands.
             if known in stream.root.pending:
@@ -304,7 +318,7 @@ class Takeover:
             known is None
             and next_in is not None
             and number >= next_in
-            and (stream.root.pending or number != next_number(stream))
+            and (stream.root.pending or stream.root.set_aside or number != next_number(stream))
         ):
             answer = PublishCollision(message.uid, message.key, number, next_number(stream))
         else:
