@@ -249,3 +249,55 @@ def test_a_push_in_a_grace_keeps_the_numbers_set_aside_above_it() -> None:
     node.publish(45.1, KEY, 1, 8, b"local")
     assert stream.uids is not None
     assert [stream.uids.get(uid) for uid in (7, 20, 8)] == [0, 1, 2]
+
+
+def heal_with_head_0(node: Node) -> None:
+    """W (the other side's root, which showed a packet of its own as 0) joins with last
+    seen 0: N's head becomes 0 and a grace begins; W brings nothing up, and it ends."""
+    meet(node, b"W", 0.4, now=30.0)
+    node.receive(30.0, b"W", SubscribeRequest(400, KEY, 5, 0.4, 0))
+    for now in (41.0, 45.0):
+        node.handle_timer(now)
+
+
+def test_a_claim_of_a_number_the_tree_held_keeps_those_above_it_set_aside() -> None:
+    """0 (H's 7) and 1 (Q's 20, confirmed) are set aside; the tree reported holding 0, and
+    nothing of 1. H's node pushes its claim of 7 as 0: 0 is the tree's, so it is dropped,
+    but 1 stays set aside, and the local publish that follows sends it down and is 2."""
+    node = root()
+    stream = set_aside_two(node)
+    heal_with_head_0(node)
+    node.receive(45.05, b"H", pushed(7, 0, b"h7", claim=True))
+    assert list(stream.root.set_aside) == [1]
+    node.publish(45.1, KEY, 1, 8, b"local")
+    assert stream.uids is not None and [stream.uids.get(u) for u in (20, 8)] == [1, 2]
+
+
+def test_a_publish_after_the_tree_held_a_number_set_aside_keeps_those_above_it() -> None:
+    """As above, with no claim: the local publish finds 0 the tree's (dropped) and 1 set
+    aside, sends 1 down, and is numbered 2."""
+    node = root()
+    stream = set_aside_two(node)
+    heal_with_head_0(node)
+    node.publish(45.1, KEY, 1, 8, b"local")
+    assert stream.uids is not None and [stream.uids.get(u) for u in (20, 8)] == [1, 2]
+
+
+def test_a_claim_under_another_number_in_a_grace_waits_and_is_never_acked_unstored() -> None:
+    """0 (H's 7) and 1 (Q's 20) are set aside. Q's node, told to publish afresh, got 2 for
+    20 on the other side. At the heal W reports last seen 2 (a grace), Q's node pushes its
+    claim of 20 as 2, and W pushes its packets 0 to 2: every number Q is told for 20
+    holds Q's packet."""
+    node = root()
+    set_aside_two(node)
+    meet(node, b"W", 0.4, now=30.0)
+    node.receive(30.0, b"W", SubscribeRequest(400, KEY, 5, 0.4, 2))
+    effects = node.receive(30.1, b"Q", pushed(20, 2, b"q20", claim=True))
+    for number, uid in ((0, 90), (1, 91), (2, 20)):
+        effects += node.receive(30.2, b"W", pushed(uid, number, b"q20" if uid == 20 else b"w"))
+    for now in (41.0, 45.0):
+        effects += node.handle_timer(now)
+    stream = node.streams[KEY]
+    assert set(acks_to(effects, b"Q", 20)) <= {2}  # (never 1, which holds W's packet)
+    held = stream.window.get(2)
+    assert held is not None and held.data == b"q20" and not stream.root.set_aside

@@ -494,8 +494,9 @@ class Confirming:
             entry = pending[number]
             if stream.high is not None and number <= stream.high:
                 # While it waited, a claim or a push told us the tree had this number
-                # already (``Takeover.reported``): it is another packet's.
-                self.drop_pending(stream)
+                # already (``Takeover.reported``): it is another packet's. Those above
+                # the tree's head are set aside, not freed: their nodes were told them.
+                self.drop_pending(stream, keep_above=stream.high)
                 return
             if not entry.confirmed:
                 return
@@ -514,9 +515,10 @@ class Confirming:
         keep_above: int | None = None,
     ) -> None:
         """Forget the pending packets from ``first`` on (all of them by default, with those
-        set aside but the ones above ``keep_above``, a number the tree's own packet is about
-        to take): their numbers are free again, and their publishers, retrying, are
-        numbered afresh. With
+        set aside): their numbers are free again, and their publishers, retrying, are
+        numbered afresh. With ``keep_above`` (the tree holds packets up to that number,
+        or its own packet is about to take it), those above it are kept, set aside
+        (``give_up``): the tree said nothing of them, and their nodes were told them. With
         ``renew``, a peer's node is told so at once (below), rather than retry after
         ``publish_timeout``. Not by default, nor in a grace: a root that holds numbering
         (a push from another root, a takeover) asks for claims and refuses them at the
@@ -524,8 +526,15 @@ class Confirming:
         the claim as a plain retry would, to be answered only after ``publish_timeout``."""
         renew = renew and stream.root.recover_until is None
         aside = stream.root.set_aside
+        if first is None and keep_above is not None:
+            pending = stream.root.pending
+            for number in [n for n in pending if n > keep_above]:
+                entry = pending.pop(number)
+                entry.confirmed, entry.waited = True, False  # (it goes down unconfirmed)
+                aside[number] = entry
+            if list(aside) != sorted(aside):
+                stream.root.set_aside = aside = dict(sorted(aside.items()))
         if first is None and aside:
-            # (dropped with the rest, numbers free again; those above keep_above stay aside)
             below = [n for n in aside if keep_above is None or n <= keep_above]
             stream.root.pending.update((n, aside.pop(n)) for n in below)
         uids = stream.uids

@@ -293,7 +293,10 @@ class Takeover:
             # the lowest goes down), or waits out a grace; otherwise it is refused, and its
             # node's fresh publish, reaching us, sends all set aside down.
             released = known == number and self.confirming.release(stream, known)
-            if not released and stream.root.recover_until is None:
+            if not released and stream.root.recover_until is not None:
+                self.wait(stream, source, message)  # (weighed at the grace's end)
+                return
+            if not released:
                 self.stats.claims_refused += 1
                 refused = PublishCollision(message.uid, message.key, number, next_number(stream))
                 if not isinstance(source, bytes):
