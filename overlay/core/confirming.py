@@ -70,9 +70,10 @@ that stops being root; everything pending, and set aside up to its number, when 
 pushed up from another root's numbering (it may have gone down there) arrives, which is
 then weighed as if nothing were pending: it takes its number if that is the next, or
 collides (in a grace, a push of a packet set aside here too); and a pending number, or one
-set aside, that a
-claim or a report shows the tree had already, when its turn comes: what was published
-under it is weighed afresh, never acknowledged under a number not stored. At most
+set aside, that a claim or a report shows the tree had already, when its turn comes: what
+was published under it is weighed afresh, never acknowledged under a number not stored.
+What lies above the number the tree holds stays, set aside: the tree said nothing of it,
+and its publisher's node was told it. At most
 ``max_queued_publishes`` wait at once; past that, a publish is refused BUSY.
 
 The cost is one round trip between the root and the publisher's node before a packet goes
