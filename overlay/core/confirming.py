@@ -298,28 +298,37 @@ class Confirming:
         if stream.signer is not None:
             self.drop_pending(stream, first, renew=renew)
             return
-        pending, aside = stream.root.pending, stream.root.set_aside
         renew = renew and stream.root.recover_until is None
         after = next_number(stream)
         renewals: list[tuple[PeerId, int, int]] = []
         local = False
-        for number in [n for n in pending if n >= first]:
-            entry = pending.pop(number)
+        for number, entry in self._aside(stream, [n for n in stream.root.pending if n >= first]):
             self.stats.set_aside += 1
-            entry.confirmed, entry.waited = True, False  # (it goes down unconfirmed)
-            aside[number] = entry
             source = entry.source
             if not isinstance(source, bytes):
                 local = True
             elif renew and entry.message.packet is None and source in stream.children:
                 renewals.append((source, entry.message.uid, number))
-        if list(aside) != sorted(aside):  # (set aside again below earlier ones: rare)
-            stream.root.set_aside = dict(sorted(aside.items()))
         for source, uid, number in renewals:
             self.stats.renewed += 1
             self.send(source, PublishCollision(uid, stream.key, number, after))
         if local:
             self.resolve(stream)
+
+    @staticmethod
+    def _aside(stream: Stream, numbers: list[int]) -> list[tuple[int, Pending]]:
+        """Move the pending ``numbers`` among those set aside, in number order, each to go
+        down unconfirmed when they are resolved; the entries moved, with their numbers."""
+        pending, aside = stream.root.pending, stream.root.set_aside
+        moved = []
+        for number in numbers:
+            entry = pending.pop(number)
+            entry.confirmed, entry.waited = True, False
+            aside[number] = entry
+            moved.append((number, entry))
+        if list(aside) != sorted(aside):  # (set aside again below earlier ones: rare)
+            stream.root.set_aside = dict(sorted(aside.items()))
+        return moved
 
     def resolve(self, stream: Stream) -> None:
         """A publish (fresh, or a retry) reached us while numbers are set aside
@@ -526,15 +535,9 @@ class Confirming:
         grace's end, and a fresh publish sent meanwhile under a claim's uid waits behind
         the claim as a plain retry would, to be answered only after ``publish_timeout``."""
         renew = renew and stream.root.recover_until is None
-        aside = stream.root.set_aside
         if first is None and keep_above is not None:
-            pending = stream.root.pending
-            for number in [n for n in pending if n > keep_above]:
-                entry = pending.pop(number)
-                entry.confirmed, entry.waited = True, False  # (it goes down unconfirmed)
-                aside[number] = entry
-            if list(aside) != sorted(aside):
-                stream.root.set_aside = aside = dict(sorted(aside.items()))
+            self._aside(stream, [n for n in stream.root.pending if n > keep_above])
+        aside = stream.root.set_aside
         if first is None and aside:
             below = [n for n in aside if keep_above is None or n <= keep_above]
             stream.root.pending.update((n, aside.pop(n)) for n in below)

@@ -288,24 +288,19 @@ class Takeover:
         number, uids = message.packet, stream.uids
         assert number is not None and uids is not None
         known = uids.get(message.uid)
+        refused = False
         if known is not None and known in stream.root.set_aside:
             # A number given up here: the claim speaks for it alone (``Confirming.release``:
             # the lowest goes down), or waits out a grace; otherwise it is refused, and its
             # node's fresh publish, reaching us, sends all set aside down.
-            released = known == number and self.confirming.release(stream, known)
-            if not released and stream.root.recover_until is not None:
+            if known == number and self.confirming.release(stream, known):
+                known = uids.get(message.uid)  # (forgotten if the tree held it after all)
+            elif stream.root.recover_until is not None:
                 self.wait(stream, source, message)  # (weighed at the grace's end)
                 return
-            if not released:
-                self.stats.claims_refused += 1
-                refused = PublishCollision(message.uid, message.key, number, next_number(stream))
-                if not isinstance(source, bytes):
-                    self.claims.renew_claim(now, stream, message)  # our own (``own_claims``)
-                    return
-                self.reply_root(stream, source, message, refused)
-                return
-            known = uids.get(message.uid)
-        if known is not None and known != number:
+            else:
+                refused = True
+        if known is not None and known != number and not refused:
             # Numbered here already, under the number a retry got: that one stands.
             if known in stream.root.pending:
                 answer: Any = self.confirming.renumbered(stream, source, message, known)
@@ -317,7 +312,7 @@ class Takeover:
             self.wait(stream, source, message)
             return
         next_in = stream.next_in
-        if (
+        if refused or (
             known is None
             and next_in is not None
             and number >= next_in
