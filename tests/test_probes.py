@@ -173,6 +173,55 @@ def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_roo
     assert node.probes.trails == {UID ^ _BACK: b"P", UID ^ _AHEAD: b"Q"}
 
 
+def test_a_relay_notes_the_way_back_of_a_look_it_passes_on() -> None:
+    """A ResubscribeRequest (a restart's or a root's look, must-beat its origin's location)
+    that a node routes on leaves the same trail as a probe: its uid with ``_BACK`` flipped
+    names the peer it came from, so a farther root it crossed can look back along it."""
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    out = sends(node.receive(1.0, b"P", ResubscribeRequest(UID, KEY, 5, 0.2, 0.2, 3)))
+    assert [p for p, m in out if isinstance(m, ResubscribeRequest)] == [b"Q"]
+    assert node.probes.trails == {UID ^ _BACK: b"P"}
+
+
+def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follow_it() -> None:
+    """Two roots that took over from one dead root look at the same moments. N (0.45)
+    looks; the look of a root at 0.48, closer to the key (0.5), comes in from P while N's
+    label refuses it, and goes on. N's own look then finds nothing (greedy order keeps it
+    in its own tree, refused by its own members), so its next look goes back the way the
+    closer origin's came: P first, under that look's uid with ``_BACK`` flipped, numbering
+    held meanwhile. The closer origin takes it even while it looks itself (``restarts``,
+    race 3); otherwise both would end their looks and number the same packets."""
+    node, look = new_root_looking()
+    crossing = ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3)
+    out = sends(node.receive(0.3, b"P", crossing))
+    assert [(p, m.uid) for p, m in out if isinstance(m, ResubscribeRequest)] == [(b"Q", UID)]
+    assert node.stats.splits_found == 1
+    [(peer, again)] = [
+        (p, m)
+        for p, m in sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
+        if isinstance(m, ResubscribeRequest)
+    ]
+    assert (peer, again.uid) == (b"P", look.uid)
+    effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
+    [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+    assert (peer, trailed.uid, trailed.must_beat) == (b"P", UID ^ _BACK, 0.45)
+    assert node.streams[KEY].root.recover_until is not None  # numbering still held
+
+
+def test_with_probes_off_a_crossing_look_makes_no_look() -> None:
+    node, look = new_root_looking(probe_interval=0.0)
+    node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))
+    assert node.stats.splits_found == 0 and node.streams[KEY].root.crossed is None
+    [(peer, again)] = [
+        (p, m)
+        for p, m in sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
+        if isinstance(m, ResubscribeRequest)
+    ]
+    assert (peer, again.uid) == (b"P", look.uid)
+
+
 def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
     node = make(0.3)
     meet(node, b"P", 0.2)

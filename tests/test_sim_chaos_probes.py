@@ -5,7 +5,8 @@ success for packets it lacked (``overlay.core.refills``) the fourth. All four ra
 ``confirm_publishes`` on, whose slower numbering gives them their timing. The fifth is a
 crossing probe held back by a look's backoff; the sixth, a probe whose budget runs out past
 the closest node; the seventh, on a proximity graph, a root that took over just after a
-heal and probes once its look ends."""
+heal and probes once its look ends. The last two: two roots that took over from one dead
+root look in step, and the farther one follows the closer one's look back."""
 
 from __future__ import annotations
 
@@ -254,4 +255,77 @@ TOOK_OVER_AFTER_THE_HEAL = Scenario(
     ),
     confirm=True,
     proximity=16,
+)
+
+
+def test_two_roots_looking_in_step_merge_along_the_closer_ones_look() -> None:
+    # The root of a stream dies loudly, and two of its children take over its tree's two
+    # halves at the same moment. Their looks then run in step, each repeat after its
+    # random pause: the closer root's look (0.070 from a key at 0.163) passes through the
+    # farther root's tree (its root at 0.393, its members the nodes closest to the key),
+    # refused for that tree's label every time, and the farther root's own looks, routed
+    # toward the key, are refused inside its own tree. After their repeats both would
+    # number the same packets. The farther root is crossed by the closer origin's look and
+    # follows it back, as it would a probe, and its tree joins the closer one.
+    outcome = run(LOOKS_IN_STEP)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+def test_two_roots_looking_in_step_under_a_partition_merge_along_the_closer_ones_look() -> None:
+    # The same race during a long partition with many crashes on a lossy network: two
+    # subtrees of one dead root take over side by side and their looks cross in step.
+    outcome = run(LOOKS_IN_STEP_UNDER_A_PARTITION)
+    assert outcome.log.acks and failures(outcome) == []
+
+
+LOOKS_IN_STEP = Scenario(
+    seed=2298862318,
+    nodes=49,
+    streams=3,
+    subscribers=3,
+    faults=(
+        Fault(at=11.633266575081183, kind="crash", arg=504885, until=None),
+        Fault(at=12.327748360903485, kind="crash", arg=102236, until=16.608978657492905),
+        Fault(at=12.874246572397674, kind="add", arg=5, until=None),
+        Fault(at=19.686566293502796, kind="add", arg=5, until=None),
+        Fault(at=28.27441081374696, kind="loud-crash", arg=367507, until=None),
+    ),
+    partition=(10.72063222185433, 15.787430579462939, 0.29321182538650714),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.0, duplicate=0.0, jitter=0.2
+    ),
+    confirm=True,
+    proximity=1,
+)
+
+
+LOOKS_IN_STEP_UNDER_A_PARTITION = Scenario(
+    seed=2092906073,
+    nodes=57,
+    streams=3,
+    subscribers=3,
+    faults=(
+        Fault(at=1.9844227388944147, kind="loud-crash", arg=444416, until=7.963160644996162),
+        Fault(at=2.4615820955170764, kind="crash", arg=159297, until=None),
+        Fault(at=4.4444048545952155, kind="crash", arg=586835, until=None),
+        Fault(at=7.9783837225579655, kind="loud-crash", arg=952950, until=12.701336878280967),
+        Fault(at=9.181980486966312, kind="crash", arg=753416, until=None),
+        Fault(at=10.772322768227305, kind="crash", arg=346465, until=32.4798821881173),
+        Fault(at=10.84278966405222, kind="loud-crash", arg=466356, until=None),
+        Fault(at=12.198891088587953, kind="loud-crash", arg=458853, until=51.233873355948674),
+        Fault(at=12.43192909524381, kind="loud-crash", arg=22641, until=49.23628406665645),
+        Fault(at=12.859269585400861, kind="crash", arg=677808, until=46.930549995077534),
+        Fault(at=15.446670132858795, kind="crash", arg=753181, until=43.175318982897565),
+        Fault(at=15.782982865716765, kind="loud-crash", arg=226702, until=None),
+        Fault(at=21.829811558595907, kind="weather", arg=0, until=33.372711037850486),
+        Fault(at=24.14148619033951, kind="loud-crash", arg=311917, until=None),
+        Fault(at=25.714101086221934, kind="loud-crash", arg=663452, until=None),
+        Fault(at=29.597772757435738, kind="crash", arg=622289, until=None),
+    ),
+    partition=(13.735760289344311, 50.88438071113371, 0.34763277431717965),
+    weather=NetworkModel(
+        base_latency=0.005, latency_spread=0.095, drop=0.002, duplicate=0.01, jitter=0.0
+    ),
+    confirm=True,
+    proximity=1,
 )

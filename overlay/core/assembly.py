@@ -195,6 +195,7 @@ class Components:
             leaving,
             merges,
             membership,
+            probes.on_look_relayed,
         )
         self.links = Links(
             location,

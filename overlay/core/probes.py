@@ -36,14 +36,20 @@ tree then joins the closer one's with its whole subtree.
 
 Trails. A farther root also learns of a closer one when the closer one's probe crosses it:
 the probe's must-beat is that root's location. Then it looks too, at once if settled, or as
-its next look if in a repair (as often as the backoff below allows). Either way the look follows
-the probe's path rather than greedy order, since greedy order from a farther root often
+its next look if in a repair (as often as the backoff below allows). A closer origin's look
+(a ResubscribeRequest, must-beat its origin's location) that a looking root passes on, its
+label refusing it, is news of the same kind and makes the root's next look follow it back:
+two roots that took over from one dead root look in step, each look refused in the other's
+labelled tree, and the farther root's own looks stay in its tree when that tree holds the
+nodes closest to the key; the closer origin takes the look even while it looks itself
+(``restarts``, race 3). Either way the look follows
+the path it learned rather than greedy order, since greedy order from a farther root often
 leads into its own tree, whose members refuse the look and use up its budget (a root
 beside a closer one across the 0/1 wrap, or one whose only closer peer is its own member,
-would look in vain indefinitely). Every node that relays a probe notes the peer it
-came from under the probe's uid with the ``_BACK`` bit flipped, and every node that relays
+would look in vain indefinitely). Every node that relays a probe or a resubscribe notes the
+peer it came from under its uid with the ``_BACK`` bit flipped, and every node that relays
 a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
-look takes the flipped uid (the probe's own uid is a loop wherever it passed) and each of
+look takes the flipped uid (the probe's or look's own uid is a loop wherever it passed) and each of
 its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends it
 up that tree before that), then greedy order: back to the
 closer root that crossed it, or on to the closer root that answered. Without a trail, a
@@ -334,30 +340,52 @@ class Probes:
         )
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))
+        if stream is not None:
+            self._crossed(now, stream, probe.must_beat, probe.uid ^ _BACK)
+
+    def on_look_relayed(
+        self, now: float, peer: PeerId, uid: int, key: bytes, must_beat: float
+    ) -> None:
+        """A ResubscribeRequest from ``peer`` (a restart's, or a root's look, must-beat its
+        origin's location) goes on from here, past our copy of its stream if we have one:
+        note the way back to its origin, as for a probe, and if we are a root farther from
+        the key than that origin, look that way (``_crossed``). Two roots that took over
+        from one dead root look at about the same moments: each look passes through the
+        other tree while its label refuses it, the farther root's own looks, routed toward
+        the key, stay inside its own tree (which holds the nodes closest to the key), and
+        after their repeats both number the same packets. The closer origin accepts the
+        farther root's look even while it looks itself (``restarts``, race 3)."""
+        self._trail(uid ^ _BACK, peer)
+        stream = self._streams.get(key)
+        if stream is not None:
+            self._crossed(now, stream, must_beat, uid ^ _BACK)
+
+    def _crossed(self, now: float, stream: Stream, origin: float, back: int) -> None:
+        """A search from a root or restart origin at ``origin`` (a probe, or a look) passed
+        through us, and ``back`` names its trail back there. If we are a root farther from
+        the key than that origin, it exists, and the way to it is that trail: our own
+        probes would never learn of it (only a closer root answers), and our looks, routed
+        toward the key, may spend their budget inside our own tree, refused by our own
+        members every round. Counted as a miss until the look merges, so forged probes or
+        looks buy looks only as often as the probe backoff allows (``_may_trail``). A root
+        in a repair makes its next look this one (``Merges.start_look``,
+        ``Merges.looked``; in a grace with no look due, one becomes due): a look already
+        running may miss the other tree (a partition that heals while a root made on its
+        far side looks), and both would number."""
         if (
-            stream is not None
-            and stream.state is State.ROOT
-            and is_closer(stream.target, probe.must_beat, location)
-            and _may_trail(now, stream, self._config.probe_interval)
+            stream.state is not State.ROOT
+            or not is_closer(stream.target, origin, self.location)
+            or not _may_trail(now, stream, self._config.probe_interval)
         ):
-            # The probe of a root closer than we are crossed us: that root exists, and the
-            # way back to it is the probe's way here. Our own probes would never learn of
-            # it (only a closer root answers), and our looks, routed toward the key, may
-            # spend their budget inside our own tree, refused by our own members every
-            # round. Counted as a miss until the
-            # look merges, so forged probes buy looks only as often as the probe backoff
-            # allows (``_may_trail``). A root in a repair makes its next look this one
-            # (``Merges.start_look``, ``Merges.looked``; in a grace with no look due, one
-            # becomes due): a look already running may miss the other tree (a partition
-            # that heals while a root made on its far side looks), and both would number.
-            self._stats.splits_found += 1
-            if _settled_root(stream):
-                self._probe_look(now, stream, relooks=0, uid=probe.uid ^ _BACK)
-            else:
-                _count_look(now, stream)
-                stream.root.crossed = probe.uid ^ _BACK
-                if stream.root.looking is None and stream.root.recover_until is not None:
-                    stream.root.look_due = True  # looked at the grace's end (``merges``)
+            return
+        self._stats.splits_found += 1
+        if _settled_root(stream):
+            self._probe_look(now, stream, relooks=0, uid=back)
+        else:
+            _count_look(now, stream)
+            stream.root.crossed = back
+            if stream.root.looking is None and stream.root.recover_until is not None:
+                stream.root.look_due = True  # looked at the grace's end (``merges``)
 
     def _probe_on(self, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or

@@ -11,6 +11,8 @@ union of the successful search paths. A search's hops (forward, backtrack, time 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from keyspace.location import key_location
 from keyspace.stream_key import descriptor_matches, key_is_signed
 from overlay.core.admission import Admission
@@ -58,6 +60,7 @@ class Subscribing:
         "_config",
         "_flow",
         "_leaving",
+        "_look_relayed",
         "_membership",
         "_merges",
         "_out",
@@ -87,6 +90,7 @@ class Subscribing:
         leaving: Leaving,
         merges: Merges,
         membership: Membership,
+        look_relayed: Callable[[float, PeerId, int, bytes, float], None],  # (``probes``)
     ) -> None:
         self.location = location
         self._config = config
@@ -103,6 +107,7 @@ class Subscribing:
         self._leaving = leaving
         self._merges = merges
         self._membership = membership
+        self._look_relayed = look_relayed
 
     def on_request(
         self, now: float, peer: PeerId, request: SubscribeRequest | ResubscribeRequest
@@ -187,6 +192,8 @@ class Subscribing:
             # looks; with no closer peer outside either tree, a plain "not found" would
             # leave both numbering side by side.
             route.lost = True
+        if must_beat is not None:
+            self._look_relayed(now, peer, uid, key, must_beat)
         searches.start_route(now, route)
 
     def start_own_search(
