@@ -269,6 +269,7 @@ def test_two_roots_looking_in_step_merge_along_the_closer_ones_look() -> None:
     # follows it back, as it would a probe, and its tree joins the closer one.
     outcome = run(LOOKS_IN_STEP)
     assert outcome.log.acks and failures(outcome) == []
+    assert sum(node.stats.looks_crossed for node in outcome.sim.nodes) >= 1
 
 
 def test_two_roots_looking_in_step_under_a_partition_merge_along_the_closer_ones_look() -> None:
@@ -276,6 +277,7 @@ def test_two_roots_looking_in_step_under_a_partition_merge_along_the_closer_ones
     # subtrees of one dead root take over side by side and their looks cross in step.
     outcome = run(LOOKS_IN_STEP_UNDER_A_PARTITION)
     assert outcome.log.acks and failures(outcome) == []
+    assert sum(node.stats.looks_crossed for node in outcome.sim.nodes) >= 1
 
 
 LOOKS_IN_STEP = Scenario(

@@ -203,15 +203,22 @@ class Merges:
             self.start_look(now, stream)
 
     def start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
-        """Label our subtree with a fresh uid (or ``uid``: a probe's trail, ``probes``) and
-        route the look's search."""
+        """Label our subtree with a fresh uid (or ``uid``: a probe's or look's trail,
+        ``probes``) and route the look's search."""
         stream.root.look_lost = False
         self._stats.looks += 1
         if uid is None:
             uid, stream.root.crossed = stream.root.crossed, None
-        if uid is None or uid in self._routes or uid in self._restarts.awaiting:
-            # A trail's uid comes from a peer's probe: one that already names a search
-            # here cannot name this look too (one uid, one search: ``Searches.start_route``).
+        if (
+            uid is None
+            or uid in self._routes
+            or uid in self._restarts.awaiting
+            or uid in stream.restarts_seen
+        ):
+            # A trail's uid comes from a peer's probe or resubscribe: one that already names
+            # a search here cannot name this look too (one uid, one search:
+            # ``Searches.start_route``), and one our subtree has had as a label would not
+            # label again the members that keep it (``Restarts.on_restarted``).
             uid = self._fresh_uid()
         stream.root.looking = uid
         self._hold_numbers(now, stream)

@@ -47,9 +47,9 @@ the path it learned rather than greedy order, since greedy order from a farther 
 leads into its own tree, whose members refuse the look and use up its budget (a root
 beside a closer one across the 0/1 wrap, or one whose only closer peer is its own member,
 would look in vain indefinitely). Every node that relays a probe or a resubscribe notes the
-peer it came from under its uid with the ``_BACK`` bit flipped, and every node that relays
-a found root's answer notes the peer it came from under the uid with ``_AHEAD`` flipped. A
-look takes the flipped uid (the probe's or look's own uid is a loop wherever it passed) and each of
+peer it came from under a uid derived from its own (``back_uid``), and every node that
+relays a found root's answer notes the peer it came from under another (``ahead_uid``). A
+look takes the derived uid (the probe's or look's own uid is a loop wherever it passed) and each of
 its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends it
 up that tree before that), then greedy order: back to the
 closer root that crossed it, or on to the closer root that answered. Without a trail, a
@@ -73,6 +73,7 @@ only, the other side's root numbers nothing, and the merge is lossless.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from collections import OrderedDict
 from collections.abc import Callable
@@ -95,11 +96,26 @@ from overlay.messages import ProbeAnswer, RootProbe
 # (its answer is then dropped here, and its root simply probes again next time).
 _PATHS = 1024
 
-# A look that follows a probe's path takes the probe's uid with one of these bits flipped
-# (the probe's own uid is a loop wherever it passed): ``_BACK`` back toward the root that
-# sent the probe, ``_AHEAD`` on toward the closer root that answered it.
-_BACK = 1 << 62
-_AHEAD = 1 << 61
+
+def back_uid(uid: int) -> int:
+    """The uid of a look that follows a probe's or a resubscribe's path back toward the
+    root (or restart origin) that sent it; that search's own uid is a loop wherever it
+    passed. One-way: no uid is the trail of a trail's uid, nor can a peer choose a
+    search's uid so that its trail names a uid already in use (say, a label some members
+    keep in ``restarts_seen``, whose look would then not relabel them)."""
+    return _derived(uid, b"back")
+
+
+def ahead_uid(uid: int) -> int:
+    """The uid of a look that follows a probe's answer on toward the closer root that
+    gave it (see ``back_uid``)."""
+    return _derived(uid, b"ahead")
+
+
+def _derived(uid: int, tag: bytes) -> int:
+    digest = hashlib.blake2b(uid.to_bytes(8, "big") + tag, digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
 
 # A root whose looks keep failing to reach a closer root its probes find probes at most
 # this many doublings of ``probe_interval`` apart (32 rounds: 16 minutes by default).
@@ -325,7 +341,7 @@ class Probes:
             self._out.send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
             return
         self._seen.add(probe.uid, now)
-        self._trail(probe.uid ^ _BACK, peer)
+        self._trail(back_uid(probe.uid), peer)
         # Progress resets a probe to the budget it started with, not a subscribe's: the
         # closest node may sit in the other tree, with the closer root more than max_htl
         # hops past it when churn has taken that root's ring links; reset to max_htl, the
@@ -341,7 +357,7 @@ class Probes:
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))
         if stream is not None:
-            self._crossed(now, stream, probe.must_beat, probe.uid ^ _BACK)
+            self._crossed(now, stream, probe.must_beat, back_uid(probe.uid))
 
     def on_look_relayed(
         self, now: float, peer: PeerId, uid: int, key: bytes, must_beat: float
@@ -355,37 +371,49 @@ class Probes:
         the key, stay inside its own tree (which holds the nodes closest to the key), and
         after their repeats both number the same packets. The closer origin accepts the
         farther root's look even while it looks itself (``restarts``, race 3)."""
-        self._trail(uid ^ _BACK, peer)
+        back = back_uid(uid)
+        self._trail(back, peer)
         stream = self._streams.get(key)
-        if stream is not None:
-            self._crossed(now, stream, must_beat, uid ^ _BACK)
+        if stream is not None and self._crossed(now, stream, must_beat, back, probe=False):
+            self._stats.looks_crossed += 1
 
-    def _crossed(self, now: float, stream: Stream, origin: float, back: int) -> None:
-        """A search from a root or restart origin at ``origin`` (a probe, or a look) passed
-        through us, and ``back`` names its trail back there. If we are a root farther from
-        the key than that origin, it exists, and the way to it is that trail: our own
-        probes would never learn of it (only a closer root answers), and our looks, routed
-        toward the key, may spend their budget inside our own tree, refused by our own
-        members every round. Counted as a miss until the look merges, so forged probes or
-        looks buy looks only as often as the probe backoff allows (``_may_trail``). A root
-        in a repair makes its next look this one (``Merges.start_look``,
-        ``Merges.looked``; in a grace with no look due, one becomes due): a look already
-        running may miss the other tree (a partition that heals while a root made on its
-        far side looks), and both would number."""
+    def _crossed(
+        self, now: float, stream: Stream, origin: float, back: int, probe: bool = True
+    ) -> bool:
+        """A search from a root or restart origin at ``origin`` (a ``probe``, or a look)
+        passed through us, and ``back`` names its trail back there. If we are a root
+        farther from the key than that origin, it exists, and the way to it is that trail:
+        our own probes would never learn of it (only a closer root answers), and our looks,
+        routed toward the key, may spend their budget inside our own tree, refused by our
+        own members every round. A root in a repair makes its next look this one
+        (``Merges.start_look``, ``Merges.looked``; in a grace with no look due, one becomes
+        due): a look already running may miss the other tree (a partition that heals while
+        a root made on its far side looks), and both would number. True: we look that way.
+
+        At most once per probe interval (``_may_trail``). A probe's crossing counts as a
+        miss until the look merges, so forged probes buy looks only as the probe backoff
+        allows. A look's does not: it crosses only a root that is looking already (a root
+        otherwise takes any resubscribe), and an honest restart's crossing whose look then
+        misses (its origin joined our tree meanwhile) must not hold back the probes a
+        healed partition needs (``probe_new_links``, ``probe_after_look``)."""
         if (
             stream.state is not State.ROOT
             or not is_closer(stream.target, origin, self.location)
             or not _may_trail(now, stream, self._config.probe_interval)
         ):
-            return
+            return False
         self._stats.splits_found += 1
         if _settled_root(stream):
             self._probe_look(now, stream, relooks=0, uid=back)
-        else:
+            return True
+        if probe:
             _count_look(now, stream)
-            stream.root.crossed = back
-            if stream.root.looking is None and stream.root.recover_until is not None:
-                stream.root.look_due = True  # looked at the grace's end (``merges``)
+        else:
+            stream.root.trailed_at = now
+        stream.root.crossed = back
+        if stream.root.looking is None and stream.root.recover_until is not None:
+            stream.root.look_due = True  # looked at the grace's end (``merges``)
+        return True
 
     def _probe_on(self, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
@@ -415,7 +443,7 @@ class Probes:
             self._probe_on(hop)
             return
         del self._probes[answer.uid]
-        self._trail(answer.uid ^ _AHEAD, peer)
+        self._trail(ahead_uid(answer.uid), peer)
         if hop.upstream is not None:
             if hop.upstream in self._peers:
                 self._out.send(hop.upstream, answer)
@@ -429,7 +457,7 @@ class Probes:
             return
         # A closer root exists: look for its tree, as after a takeover (``merges``).
         self._stats.splits_found += 1
-        self._probe_look(now, stream, relooks=0, uid=answer.uid ^ _AHEAD)
+        self._probe_look(now, stream, relooks=0, uid=ahead_uid(answer.uid))
 
 
 def _count_look(now: float, stream: Stream, found: bool = True) -> None:

@@ -55,6 +55,7 @@ class NodeStats:
     looks: int = 0  # times this node, root after a takeover, looked for another tree
     probes: int = 0  # RootProbes this node sent as a root (``probes``)
     splits_found: int = 0  # a closer root answered a probe, or its probe or look crossed us
+    looks_crossed: int = 0  # a closer origin's look crossed this root's: the next followed it
     lost_looks: int = 0  # looks whose search vanished without an answer: ended as not found
     merges: int = 0  # times such a look found one and this node's tree joined it
     commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
