@@ -228,7 +228,8 @@ class SubscribeRequest(Message):
 class ResubscribeRequest(Message):
     """A subtree re-attaching after something broke; only a node closer than ``must_beat``
     that has not seen SubscribeRestarted(uid) may accept it (so a subtree never adopts its
-    own member as its parent)."""
+    own member as its parent). ``trail``: a root's look that follows another search's path
+    names the key under which that search's relays noted its way (``probes``)."""
 
     TYPE: ClassVar[int] = 4
     uid: int = _f(Kind.UID)
@@ -238,6 +239,7 @@ class ResubscribeRequest(Message):
     must_beat: float = _f(Kind.LOCATION)
     last_seen: int | None = _f(Kind.OPT_SEEN)
     descriptor: bytes | None = _opt(Kind.OPT_DESCRIPTOR)
+    trail: int | None = _opt(Kind.OPT_UID)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from overlay.core.config import NodeConfig
 from overlay.core.confirm_lapses import QUIET
 from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
-from overlay.core.probes import back_uid
+from overlay.core.probes import back_trail
 from overlay.core.streams import LAST_CLAIM, State
 from overlay.messages import (
     MAX_PACKET,
@@ -126,15 +126,15 @@ def test_a_search_uid_in_flight_reused_for_another_stream_is_refused() -> None:
 
 
 def test_a_probe_whose_trail_names_a_search_in_flight_makes_a_look_with_a_fresh_uid() -> None:
-    """A root follows a closer root's probe back with a look whose uid is derived from the
-    probe's (``probes.back_uid``): H, knowing that, first relays a search for KEY2
-    under that uid, then sends RootProbe(X, KEY) from a "closer root". The look may not
-    take the uid of KEY2's search: it takes a fresh one, and both searches run."""
+    """A root follows a closer root's probe back with a look along a trail whose key is
+    derived from the probe's uid (``probes.back_trail``): H, knowing that, first relays a
+    search for KEY2 under that key as its uid, then sends RootProbe(X, KEY) from a "closer
+    root". The look takes a fresh uid, not the trail's key, and both searches run."""
     node = make(probe_interval=30.0)
     node.subscribe(0.0, KEY, 1)
     meet(node, b"H", 0.2)
     meet(node, b"Q", 0.3)
-    trail = back_uid(5)
+    trail = back_trail(5)
     node.receive(1.0, b"H", SubscribeRequest(trail, KEY2, 5, 0.2, None))
     assert node.routes[trail].key == KEY2
     node.receive(2.0, b"H", RootProbe(5, KEY, 10, 0.2, 0.49))

@@ -22,7 +22,7 @@ from overlay.core.effects import Deliver, Effect
 from overlay.core.events import PublishAcked
 from overlay.core.merges import RELOOKS
 from overlay.core.node import Node
-from overlay.core.probes import _PATHS, ahead_uid, back_uid
+from overlay.core.probes import _PATHS, ahead_trail, back_trail
 from overlay.core.routing import Route
 from overlay.core.streams import State
 from overlay.messages import (
@@ -58,15 +58,16 @@ def test_a_settled_root_closer_than_the_asker_answers_with_its_location() -> Non
 def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_along_it() -> None:
     """The probe shows that a root closer than N exists, and that the way to it is back
     the way the probe came: N looks, first through P (though Q is closer to the key), under
-    the uid ``back_uid`` derives from the probe's, which every relay of the probe has
-    noted the same way. At most one such look per probe interval, doubled by each miss."""
+    a uid of its own and the trail ``back_trail`` derives from the probe's uid, under which
+    every relay of the probe noted its way. At most one such look per probe interval,
+    doubled by each miss."""
     node = root(0.45)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.3)
     out = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.48, 0.48)))
     assert (b"Q", RootProbe(UID, KEY, 4, 0.48, 0.48)) in out
     [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
-    assert (peer, look.uid, look.must_beat) == (b"P", back_uid(UID), 0.45)
+    assert (peer, look.trail, look.must_beat) == (b"P", back_trail(UID), 0.45)
     assert node.stats.splits_found == 1 and node.streams[KEY].root.recover_until is not None
     [(peer, again)] = sends(node.receive(1.1, b"P", DataNotFound(look.uid, KEY, 5)))
     assert peer == b"Q" and again.uid == look.uid  # then greedy order
@@ -132,7 +133,7 @@ def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back(
     assert (peer, again.uid) == (b"P", look.uid)
     effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-    assert (peer, trailed.uid, trailed.must_beat) == (b"P", back_uid(UID), 0.45)
+    assert (peer, trailed.trail, trailed.must_beat) == (b"P", back_trail(UID), 0.45)
     assert node.streams[KEY].root.recover_until is not None  # numbering still held
 
 
@@ -152,7 +153,7 @@ def test_a_probe_crossing_a_root_in_a_grace_with_no_look_makes_one_due() -> None
         for p, m in sends(node.handle_timer(stream.root.recover_until))
         if isinstance(m, ResubscribeRequest)
     ]
-    assert (peer, look.uid, look.must_beat) == (b"P", back_uid(UID), 0.45)
+    assert (peer, look.trail, look.must_beat) == (b"P", back_trail(UID), 0.45)
 
 
 def test_with_probes_off_a_crossing_probe_makes_no_look() -> None:
@@ -170,19 +171,19 @@ def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_roo
     [(peer, _)] = sends(node.receive(1.0, b"P", RootProbe(UID, KEY, 5, 0.2, 0.2)))
     assert peer == b"Q"
     node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
-    assert node.probes.trails == {back_uid(UID): b"P", ahead_uid(UID): b"Q"}
+    assert node.probes.trails == {back_trail(UID): b"P", ahead_trail(UID): b"Q"}
 
 
 def test_a_relay_notes_the_way_back_of_a_look_it_passes_on() -> None:
     """A ResubscribeRequest (a restart's or a root's look, must-beat its origin's location)
-    that a node routes on leaves the same trail as a probe: ``back_uid`` of its uid names
+    that a node routes on leaves the same trail as a probe: ``back_trail`` of its uid names
     the peer it came from, so a farther root it crossed can look back along it."""
     node = make(0.3)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.4)
     out = sends(node.receive(1.0, b"P", ResubscribeRequest(UID, KEY, 5, 0.2, 0.2, 3)))
     assert [p for p, m in out if isinstance(m, ResubscribeRequest)] == [b"Q"]
-    assert node.probes.trails == {back_uid(UID): b"P"}
+    assert node.probes.trails == {back_trail(UID): b"P"}
 
 
 def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follow_it() -> None:
@@ -190,7 +191,7 @@ def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follo
     looks; the look of a root at 0.48, closer to the key (0.5), comes in from P while N's
     label refuses it, and goes on. N's own look then finds nothing (greedy order keeps it
     in its own tree, refused by its own members), so its next look goes back the way the
-    closer origin's came: P first, under ``back_uid`` of that look's uid, numbering held
+    closer origin's came: P first, along ``back_trail`` of that look's uid, numbering held
     meanwhile. The closer origin takes it even while it looks itself (``restarts``,
     race 3); otherwise both would end their looks and number the same packets."""
     node, look = new_root_looking()
@@ -207,24 +208,38 @@ def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follo
     assert (peer, again.uid) == (b"P", look.uid)
     effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-    assert (peer, trailed.uid, trailed.must_beat) == (b"P", back_uid(UID), 0.45)
+    assert (peer, trailed.trail, trailed.must_beat) == (b"P", back_trail(UID), 0.45)
+    assert trailed.uid not in (UID, look.uid, back_trail(UID))  # a uid of its own
     assert node.streams[KEY].root.recover_until is not None  # numbering still held
+    assert node.streams[KEY].root.relooks == 1  # one of the repair's repeated looks
 
 
-def test_a_trail_uid_our_subtree_had_as_a_label_is_not_taken_for_a_look() -> None:
-    """A look under a uid that our members keep as a label seen (``restarts_seen``) would
-    not label them again (each confirms at once, keeping its old label, and its subtree
-    below stays unlabelled), so they could adopt our look's search: a cycle. A trail's uid
-    is derived one way from another search's, so none comes back as an earlier one; and a
-    look that would take such a uid takes a fresh one."""
-    node, look = new_root_looking()
-    node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))
+def test_a_relay_sends_a_look_first_along_the_trail_it_names() -> None:
+    """A look names the trail it follows beside a uid of its own: a relay that noted a
+    way under that trail tries it first (P, though Q is closer to the key) and passes the
+    trail on. Two roots that one search crossed follow one trail; under one uid, the
+    second look's label would not reach the members that saw the first (they confirm a
+    uid seen before at once), and a member below them could take its search: a cycle."""
+    node = make(0.3)
+    for peer, location in ((b"P", 0.2), (b"Q", 0.4), (b"S", 0.1)):
+        meet(node, peer, location)
+    node.receive(1.0, b"S", RootProbe(UID, KEY, 5, 0.1, 0.1))
+    out = sends(
+        node.receive(2.0, b"Q", ResubscribeRequest(9, KEY, 5, 0.45, 0.45, 3, None, back_trail(UID)))
+    )
+    [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
+    assert (peer, look.uid, look.trail) == (b"S", 9, back_trail(UID))
+
+
+def test_a_crossing_look_counts_among_the_repairs_repeated_looks() -> None:
+    """A look's crossing makes a looking root look once more, as one of its ``RELOOKS``:
+    forged crossings, each followed by a look that a hostile first hop accepts and leaves
+    unanswered, would otherwise hold the root's numbering for as long as they come."""
+    node, _ = new_root_looking()
     stream = node.streams[KEY]
-    assert back_uid(back_uid(UID)) not in (UID, back_uid(UID))
-    stream.restarts_seen.append(back_uid(UID))
-    node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5))
-    node.receive(0.5, b"P", DataNotFound(look.uid, KEY, 0))
-    assert stream.root.looking not in (None, look.uid, back_uid(UID))
+    stream.root.relooks = RELOOKS
+    node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))
+    assert node.stats.looks_crossed == 0 and stream.root.crossed is None
 
 
 def test_with_probes_off_a_crossing_look_makes_no_look() -> None:
@@ -355,8 +370,8 @@ def test_a_root_probes_every_interval_and_looks_when_a_closer_root_answers() -> 
 
 def test_a_look_after_a_probe_follows_the_way_the_answer_came() -> None:
     """The probe went to Q first (closer to the key), found nothing there, and reached the
-    closer root through P: the look goes through P first, under the uid ``ahead_uid``
-    derives from the probe's, which each relay of the answer noted the same way."""
+    closer root through P: the look goes through P first, along the trail ``ahead_trail``
+    derives from the probe's uid, under which each relay of the answer noted its way."""
     node = root(0.45, **BEATS)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.3)
@@ -365,7 +380,7 @@ def test_a_look_after_a_probe_follows_the_way_the_answer_came() -> None:
     assert peer == b"P" and retry.uid == probe.uid
     effects = node.receive(now, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
     [(peer, look)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-    assert (peer, look.uid, look.must_beat) == (b"P", ahead_uid(probe.uid), 0.45)
+    assert (peer, look.trail, look.must_beat) == (b"P", ahead_trail(probe.uid), 0.45)
 
 
 def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
@@ -531,7 +546,7 @@ def test_a_closer_roots_probe_crossing_a_look_past_a_closer_peer_is_followed() -
     assert [type(m) for _, m in sends(crossing)] == [RootProbe]  # relayed; the guess goes on
     effects = node.receive(now, b"P", _not_found(guess))
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-    assert (peer, trailed.uid, trailed.must_beat) == (b"Q", back_uid(UID), 0.45)
+    assert (peer, trailed.trail, trailed.must_beat) == (b"Q", back_trail(UID), 0.45)
 
 
 def test_a_root_whose_closer_peer_is_its_child_probes() -> None:
@@ -642,7 +657,7 @@ def test_a_closer_root_answers_and_a_relay_notes_both_ways() -> None:
     assert relay.sends() == [(b"Q", ProbeAnswer(UID, KEY, None, 5))]
     relay.probes.on_answer(1.2, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
     assert relay.sends() == [(b"P", ProbeAnswer(UID, KEY, 0.49, 0))]
-    assert relay.probes.trails == {back_uid(UID): b"P", ahead_uid(UID): b"Q"}
+    assert relay.probes.trails == {back_trail(UID): b"P", ahead_trail(UID): b"Q"}
     assert relay.probes.in_flight == 0
 
 
@@ -654,9 +669,10 @@ def test_a_found_closer_root_makes_our_root_look_along_the_answers_trail() -> No
     [(_, probe)] = parts.sends()
     assert isinstance(probe, RootProbe)
     parts.probes.on_answer(15.5, b"P", ProbeAnswer(probe.uid, KEY, 0.49, 0))
-    assert parts.calls == [("look", KEY, ahead_uid(probe.uid))]
+    assert parts.calls == [("look", KEY, ahead_trail(probe.uid))]
     assert stream.root.relooks == 0 and parts.stats.splits_found == 1
-    route = Route(ahead_uid(probe.uid), KEY, 0.5, None, 5, 0.45, True, None, 0.45)
+    route = Route(UID, KEY, 0.5, None, 5, 0.45, True, None, 0.45)
+    route.trail = ahead_trail(probe.uid)
     assert parts.probes.first_hop(route) == b"P"  # the answer's way back
 
 

@@ -263,8 +263,8 @@ class Components:
     def _linger(self, now: float, stream: Stream) -> None:
         self.leaving.linger(now, stream)
 
-    def _start_look(self, now: float, stream: Stream, uid: int | None) -> None:
-        self.merges.start_look(now, stream, uid)
+    def _start_look(self, now: float, stream: Stream, trail: int | None) -> None:
+        self.merges.start_look(now, stream, trail)
 
     def _forget_peer(self, now: float, peer: PeerId, at_once: bool) -> None:
         self.links.forget_peer(now, peer, at_once)

@@ -202,24 +202,20 @@ class Merges:
             self._flow.reserve(stream)
             self.start_look(now, stream)
 
-    def start_look(self, now: float, stream: Stream, uid: int | None = None) -> None:
-        """Label our subtree with a fresh uid (or ``uid``: a probe's or look's trail,
-        ``probes``) and route the look's search."""
+    def start_look(self, now: float, stream: Stream, trail: int | None = None) -> None:
+        """Label our subtree with a fresh uid and route the look's search, along ``trail``
+        (or the one a crossing left, ``crossed``) if any: the key under which the relays
+        of a probe, its answer or another look noted their way (``probes``). The uid is
+        fresh whatever the trail: two roots that one search crossed follow the same trail,
+        and a uid that names a search here already, or that members keep as a label seen,
+        would not label them again (``Restarts.on_restarted``), leaving members below them
+        free to take the look's own search: a cycle with no root."""
         stream.root.look_lost = False
         self._stats.looks += 1
-        if uid is None:
-            uid, stream.root.crossed = stream.root.crossed, None
-        if (
-            uid is None
-            or uid in self._routes
-            or uid in self._restarts.awaiting
-            or uid in stream.restarts_seen
-        ):
-            # A trail's uid comes from a peer's probe or resubscribe: one that already names
-            # a search here cannot name this look too (one uid, one search:
-            # ``Searches.start_route``), and one our subtree has had as a label would not
-            # label again the members that keep it (``Restarts.on_restarted``).
-            uid = self._fresh_uid()
+        if trail is None:
+            trail, stream.root.crossed = stream.root.crossed, None
+        stream.root.look_trail = trail
+        uid = self._fresh_uid()
         stream.root.looking = uid
         self._hold_numbers(now, stream)
         self._restarts.originate(now, stream, uid)

@@ -47,12 +47,14 @@ the path it learned rather than greedy order, since greedy order from a farther 
 leads into its own tree, whose members refuse the look and use up its budget (a root
 beside a closer one across the 0/1 wrap, or one whose only closer peer is its own member,
 would look in vain indefinitely). Every node that relays a probe or a resubscribe notes the
-peer it came from under a uid derived from its own (``back_uid``), and every node that
-relays a found root's answer notes the peer it came from under another (``ahead_uid``). A
-look takes the derived uid (the probe's or look's own uid is a loop wherever it passed) and each of
-its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends it
-up that tree before that), then greedy order: back to the
-closer root that crossed it, or on to the closer root that answered. Without a trail, a
+peer it came from under a key derived from its uid (``back_trail``), and every node that
+relays a found root's answer notes the peer it came from under another (``ahead_trail``). A
+look names that key (ResubscribeRequest ``trail``) beside a fresh uid of its own, and each
+of its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends
+it up that tree before that), then greedy order: back to the closer root that crossed it,
+or on to the closer root that answered. The uid is fresh because two roots that one search
+crossed follow the same trail, and a uid used twice would not label anew the members that
+saw it first (``restarts``), whose subtrees could then take the look: a cycle. Without a trail, a
 root's look tries first its closest peer that is closer than itself and not its child.
 
 A probe itself changes nothing, so a lying answer or a forged crossing costs one look, and
@@ -62,8 +64,8 @@ the last look a probe made on news of a closer root (a crossing, an answer), not
 past a closer peer, which is only a guess. A look holds
 numbering while it runs (up to ``request_timeout`` if a hop accepts it and goes silent). A
 flood of probes costs what a flood of searches does, with no state kept beyond ``_PATHS``
-probes and ``_PATHS`` trails. Two farther roots crossed by one probe look under one uid;
-where their paths meet, the second is a loop and misses, and looks again next time.
+probes and ``_PATHS`` trails. Two farther roots crossed by one probe follow one trail, each
+look under a uid of its own.
 
 Numbering. A split on whose two sides publishers publish gives two packets one number; a
 probe merges the trees but cannot undo that (see the README). With publishers on one side
@@ -97,18 +99,17 @@ from overlay.messages import ProbeAnswer, RootProbe
 _PATHS = 1024
 
 
-def back_uid(uid: int) -> int:
-    """The uid of a look that follows a probe's or a resubscribe's path back toward the
-    root (or restart origin) that sent it; that search's own uid is a loop wherever it
-    passed. One-way: no uid is the trail of a trail's uid, nor can a peer choose a
-    search's uid so that its trail names a uid already in use (say, a label some members
-    keep in ``restarts_seen``, whose look would then not relabel them)."""
+def back_trail(uid: int) -> int:
+    """The key under which the relays of search ``uid`` (a probe or a resubscribe) note
+    the peer it came from: a look that follows it back toward the root or restart origin
+    that sent it names this key (ResubscribeRequest ``trail``). Derived one way, so that no
+    peer can pick a search's uid to make its trail overwrite another's."""
     return _derived(uid, b"back")
 
 
-def ahead_uid(uid: int) -> int:
-    """The uid of a look that follows a probe's answer on toward the closer root that
-    gave it (see ``back_uid``)."""
+def ahead_trail(uid: int) -> int:
+    """The key under which the relays of a probe's answer note the peer it came from: a
+    look that follows it on toward the closer root that answered names this key."""
     return _derived(uid, b"ahead")
 
 
@@ -186,12 +187,12 @@ class Probes:
         return len(self._probes)
 
     def first_hop(self, route: Route) -> PeerId | None:
-        """Where a look goes before greedy order: the peer a probe's trail names for its
-        uid, or, for a root's own look without one, the closest peer closer than the root
-        that is not its child (greedy order would go into its own tree)."""
-        trail = self.trails.get(route.uid)
-        if trail is not None or route.upstream is not None:
-            return trail
+        """Where a look goes before greedy order: the peer the trail it follows names here,
+        or, for a root's own look without one, the closest peer closer than the root that
+        is not its child (greedy order would go into its own tree)."""
+        hop = None if route.trail is None else self.trails.get(route.trail)
+        if hop is not None or route.upstream is not None:
+            return hop
         stream = self._streams.get(route.key)
         if stream is None or stream.state is not State.ROOT:
             return None
@@ -248,24 +249,24 @@ class Probes:
         now: float,
         stream: Stream,
         relooks: int,
-        uid: int | None = None,
+        trail: int | None = None,
         found: bool = True,
     ) -> None:
         """Look for another tree, holding numbering while the search runs; ``relooks``: the
-        repeats already spent (``merges``); ``uid``: a probe's trail to follow, if any;
+        repeats already spent (``merges``); ``trail``: a probe's trail to follow, if any;
         ``found``: a probe showed a closer root (not a guess from a closer peer). Counted
         as a miss until the look merges (``Merges.merged`` clears it), so a look that
         cannot reach the other tree is not made every round."""
         stream.root.relooks = relooks
         _count_look(now, stream, found)
         self._flow.hold(now, stream)
-        self._start_look(now, stream, uid)
+        self._start_look(now, stream, trail)
 
-    def _trail(self, uid: int, peer: PeerId) -> None:
-        """Remember ``peer`` as the first hop of the look with ``uid`` (``first_hop``
-        prefers it), for at most ``_PATHS`` trails."""
-        self.trails[uid] = peer
-        self.trails.move_to_end(uid)
+    def _trail(self, trail: int, peer: PeerId) -> None:
+        """Remember ``peer`` as the first hop of a look that follows ``trail``
+        (``first_hop`` prefers it), for at most ``_PATHS`` trails."""
+        self.trails[trail] = peer
+        self.trails.move_to_end(trail)
         if len(self.trails) > _PATHS:
             self.trails.popitem(last=False)
 
@@ -341,7 +342,7 @@ class Probes:
             self._out.send(peer, ProbeAnswer(probe.uid, probe.key, None, probe.htl))
             return
         self._seen.add(probe.uid, now)
-        self._trail(back_uid(probe.uid), peer)
+        self._trail(back_trail(probe.uid), peer)
         # Progress resets a probe to the budget it started with, not a subscribe's: the
         # closest node may sit in the other tree, with the closer root more than max_htl
         # hops past it when churn has taken that root's ring links; reset to max_htl, the
@@ -357,7 +358,7 @@ class Probes:
         onward = RootProbe(probe.uid, probe.key, htl, best_loc, probe.must_beat)
         self._probe_on(ProbeHop(onward, peer, {peer}))
         if stream is not None:
-            self._crossed(now, stream, probe.must_beat, back_uid(probe.uid))
+            self._crossed(now, stream, probe.must_beat, back_trail(probe.uid))
 
     def on_look_relayed(
         self, now: float, peer: PeerId, uid: int, key: bytes, must_beat: float
@@ -371,7 +372,7 @@ class Probes:
         the key, stay inside its own tree (which holds the nodes closest to the key), and
         after their repeats both number the same packets. The closer origin accepts the
         farther root's look even while it looks itself (``restarts``, race 3)."""
-        back = back_uid(uid)
+        back = back_trail(uid)
         self._trail(back, peer)
         stream = self._streams.get(key)
         if stream is not None and self._crossed(now, stream, must_beat, back, probe=False):
@@ -392,24 +393,28 @@ class Probes:
 
         At most once per probe interval (``_may_trail``). A probe's crossing counts as a
         miss until the look merges, so forged probes buy looks only as the probe backoff
-        allows. A look's does not: it crosses only a root that is looking already (a root
-        otherwise takes any resubscribe), and an honest restart's crossing whose look then
-        misses (its origin joined our tree meanwhile) must not hold back the probes a
-        healed partition needs (``probe_new_links``, ``probe_after_look``)."""
+        allows. A look's counts as one of the repair's repeated looks instead (``RELOOKS``,
+        ``merges``), so forged ones cannot hold numbering beyond those: it crosses only a
+        root that is looking already (a root otherwise takes any resubscribe), and an
+        honest restart's crossing whose look then misses (its origin joined our tree
+        meanwhile) must not hold back the probes a healed partition needs
+        (``probe_new_links``, ``probe_after_look``)."""
         if (
             stream.state is not State.ROOT
             or not is_closer(stream.target, origin, self.location)
             or not _may_trail(now, stream, self._config.probe_interval)
+            or (not probe and stream.root.relooks >= RELOOKS)
         ):
             return False
         self._stats.splits_found += 1
         if _settled_root(stream):
-            self._probe_look(now, stream, relooks=0, uid=back)
+            self._probe_look(now, stream, relooks=0, trail=back)
             return True
         if probe:
             _count_look(now, stream)
         else:
             stream.root.trailed_at = now
+            stream.root.relooks += 1
         stream.root.crossed = back
         if stream.root.looking is None and stream.root.recover_until is not None:
             stream.root.look_due = True  # looked at the grace's end (``merges``)
@@ -443,7 +448,7 @@ class Probes:
             self._probe_on(hop)
             return
         del self._probes[answer.uid]
-        self._trail(ahead_uid(answer.uid), peer)
+        self._trail(ahead_trail(answer.uid), peer)
         if hop.upstream is not None:
             if hop.upstream in self._peers:
                 self._out.send(hop.upstream, answer)
@@ -457,7 +462,7 @@ class Probes:
             return
         # A closer root exists: look for its tree, as after a takeover (``merges``).
         self._stats.splits_found += 1
-        self._probe_look(now, stream, relooks=0, uid=ahead_uid(answer.uid))
+        self._probe_look(now, stream, relooks=0, trail=ahead_trail(answer.uid))
 
 
 def _count_look(now: float, stream: Stream, found: bool = True) -> None:

@@ -54,6 +54,7 @@ class Route:
     # The restart label our whole subtree had confirmed when the search reached us, if any
     # (``must_beat.may_move_to``).
     labelled: int | None = None
+    trail: int | None = None  # a look's: the key its way was noted under (``probes``)
 
     @property
     def is_resubscribe(self) -> bool:
@@ -73,6 +74,7 @@ class Route:
             self.must_beat,
             self.last_seen,
             self.descriptor,
+            self.trail,
         )
 
 

@@ -164,7 +164,8 @@ class RootState:
     probed_at: float | None = None  # when this root last probed on its round or a new link
     looked_probe_at: float | None = None  # when a look's end last made it probe (probes)
     trailed_at: float | None = None  # when a probe last made this root look (probes)
-    crossed: int | None = None  # a closer root's probe crossed a repair: the next look's uid
+    crossed: int | None = None  # a closer root's search crossed a repair: the next look's trail
+    look_trail: int | None = None  # the trail the running look follows, if any (probes)
     # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
     # which it takes in if they come (refills, ``Refills.ask_newcomer``).
     reopened: list[tuple[int, int]] | None = None

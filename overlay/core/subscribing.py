@@ -178,6 +178,8 @@ class Subscribing:
             uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
         )
         route.descriptor = descriptor
+        if isinstance(request, ResubscribeRequest):
+            route.trail = request.trail
         route.tried.add(peer)
         if stream is not None and stream.confirming is None:
             route.labelled = stream.restart_uid
@@ -218,6 +220,8 @@ class Subscribing:
             must_beat,
             stream.descriptor,
         )
+        if stream.state is State.ROOT and stream.root.looking == uid:
+            route.trail = stream.root.look_trail  # (``Merges.start_look``)
         searches.start_route(now, route)
 
     def end_route(self, now: float, route: Route) -> None:
