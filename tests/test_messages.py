@@ -88,6 +88,7 @@ PINNED_LAYOUTS: dict[str, tuple[tuple[str, Kind], ...]] = {
         ("must_beat", Kind.LOCATION),
         ("last_seen", Kind.OPT_SEEN),
         ("descriptor", Kind.OPT_DESCRIPTOR),
+        ("trail", Kind.OPT_UID),
     ),
     "SubscribeSucceeded": (
         ("uid", Kind.UID),

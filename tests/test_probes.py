@@ -242,6 +242,25 @@ def test_a_crossing_look_counts_among_the_repairs_repeated_looks() -> None:
     assert node.stats.looks_crossed == 0 and stream.root.crossed is None
 
 
+def test_crossing_looks_back_off_across_repairs_until_one_merges() -> None:
+    """A neighbour that forges a closer origin's look each time we look, and drops its
+    link to bring on a new repair (whose repeated looks start again from none), makes us
+    look along its trail, and so toward itself, only as a backoff allows: a probe interval
+    after the first such look, twice that after the second, four times after the third,
+    as long as none merges."""
+    node, _ = new_root_looking()
+    stream = node.streams[KEY]
+    interval = NodeConfig().probe_interval
+    looked = []
+    for now in (1.0, 1.0 + interval, 1.0 + 2 * interval, 1.0 + 5 * interval, 1.0 + 6 * interval):
+        stream.root.relooks = 0  # a new repair (``Merges.lost_child``)
+        stream.root.crossed = None
+        node.probes.on_look_relayed(now, b"P", UID + int(now), KEY, 0.48)
+        looked.append(stream.root.crossed is not None)
+    assert looked == [True, False, True, False, True]
+    assert node.stats.looks_crossed == 3 and stream.root.probe_misses == 0
+
+
 def test_with_probes_off_a_crossing_look_makes_no_look() -> None:
     node, look = new_root_looking(probe_interval=0.0)
     node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))

@@ -292,7 +292,7 @@ class Merges:
         """The look found another tree and we are about to join it: no longer a root, so
         the grace is over (the caller attaches us, ``Change.MERGED``)."""
         self._stats.merges += 1
-        stream.root.probe_misses = 0
+        stream.root.probe_misses = stream.root.cross_misses = 0
         stream.root.crossed = None
         stream.root.looking = None
         stream.root.recover_until = None

@@ -391,19 +391,25 @@ class Probes:
         due): a look already running may miss the other tree (a partition that heals while
         a root made on its far side looks), and both would number. True: we look that way.
 
-        At most once per probe interval (``_may_trail``). A probe's crossing counts as a
-        miss until the look merges, so forged probes buy looks only as the probe backoff
-        allows. A look's counts as one of the repair's repeated looks instead (``RELOOKS``,
-        ``merges``), so forged ones cannot hold numbering beyond those: it crosses only a
-        root that is looking already (a root otherwise takes any resubscribe), and an
-        honest restart's crossing whose look then misses (its origin joined our tree
-        meanwhile) must not hold back the probes a healed partition needs
-        (``probe_new_links``, ``probe_after_look``)."""
+        A crossing counts as a miss until the look merges, and each miss doubles the time
+        before the next crossing counts, from one probe interval, so forged crossings buy
+        looks ever more rarely, and never with probes off. A probe's counts toward the probe
+        backoff (``_may_trail``); a look's toward one of its own (``_may_cross``), and as one
+        of the repair's repeated looks (``RELOOKS``, ``merges``): it crosses only a root
+        that is looking already (a root otherwise takes any resubscribe), and an honest
+        restart's crossing whose look then misses (its origin joined our tree meanwhile)
+        must not hold back the probes a healed partition needs (``probe_new_links``,
+        ``probe_after_look``). A hostile peer that forges one while we look, and is the
+        first hop of the look it brings on (its trail leads there), holds our numbering
+        for that look's ``request_timeout``: as often as this backoff allows, whatever
+        repairs it brings on by dropping its link."""
+        interval = self._config.probe_interval
         if (
             stream.state is not State.ROOT
             or not is_closer(stream.target, origin, self.location)
-            or not _may_trail(now, stream, self._config.probe_interval)
-            or (not probe and stream.root.relooks >= RELOOKS)
+            or not (
+                _may_trail(now, stream, interval) if probe else _may_cross(now, stream, interval)
+            )
         ):
             return False
         self._stats.splits_found += 1
@@ -413,7 +419,8 @@ class Probes:
         if probe:
             _count_look(now, stream)
         else:
-            stream.root.trailed_at = now
+            stream.root.crossed_at = now
+            stream.root.cross_misses = min(stream.root.cross_misses + 1, _MAX_BACKOFF)
             stream.root.relooks += 1
         stream.root.crossed = back
         if stream.root.looking is None and stream.root.recover_until is not None:
@@ -475,6 +482,18 @@ def _count_look(now: float, stream: Stream, found: bool = True) -> None:
     if found:
         stream.root.trailed_at = now
     stream.root.probe_misses = min(stream.root.probe_misses + 1, _MAX_BACKOFF)
+
+
+def _may_cross(now: float, stream: Stream, interval: float) -> bool:
+    """Whether a closer origin's look crossing ``stream``'s looking root may make it look
+    along that look's trail: probes are on, the repair has a repeated look left, and the
+    last such look is a probe interval back, doubled for each that did not merge."""
+    last = stream.root.crossed_at
+    return (
+        interval > 0
+        and stream.root.relooks < RELOOKS
+        and (last is None or now - last >= interval * (1 << stream.root.cross_misses))
+    )
 
 
 def _may_trail(now: float, stream: Stream, interval: float) -> bool:

@@ -91,14 +91,14 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
 #   it held, releases held acks); local publishes whose numbers were dropped go back to
 #   ``backlog``, which ``Backlog.drain`` routes afresh from the new state at the event's
 #   end; ``Showing.tell_marks`` sets ``told_at`` at that end too. ``Merges.merged`` clears
-#   only the look, the grace and ``probe_misses``.
+#   only the look, the grace, ``probe_misses`` and ``cross_misses``.
 # * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
 #   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
 #   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
-#   backoff (``probed_at``, ``looked_probe_at``, ``trailed_at``, and ``probe_misses`` after
-#   ``CLOSER_NODE``), the marks' rounds (``mark_rounds`` may still bar repeats, ``told_at``
-#   delay a notice, ``pace`` lengthen that delay until its first packet shows the pause),
-#   ``recover_token``, ``backlog``.
+#   backoff (``probed_at``, ``looked_probe_at``, ``trailed_at``, ``crossed_at``, and
+#   ``probe_misses`` and ``cross_misses`` after ``CLOSER_NODE``), the marks' rounds
+#   (``mark_rounds`` may still bar repeats, ``told_at`` delay a notice, ``pace`` lengthen
+#   that delay until its first packet shows the pause), ``recover_token``, ``backlog``.
 #
 # So "the node is root" is ``state is ROOT``; ``root`` is what this node keeps of being
 # root, not a sub-state. The uid table (``Stream.uids``) is read by design at a former root
@@ -164,6 +164,10 @@ class RootState:
     probed_at: float | None = None  # when this root last probed on its round or a new link
     looked_probe_at: float | None = None  # when a look's end last made it probe (probes)
     trailed_at: float | None = None  # when a probe last made this root look (probes)
+    # Looks a closer origin's look made this root follow that have not merged yet, and when
+    # the last began (probes): each one doubles the time before another crossing counts.
+    cross_misses: int = 0
+    crossed_at: float | None = None
     crossed: int | None = None  # a closer root's search crossed a repair: the next look's trail
     look_trail: int | None = None  # the trail the running look follows, if any (probes)
     # At a root: numbers it had recorded lost and asked a resubscriber's subtree for again,
