@@ -248,6 +248,7 @@ class TreeParts(Parts):
             self.leaving,
             self.merges,
             self.membership,
+            self.probes.on_look_relayed,
         )
         self.links = Links(
             location,
