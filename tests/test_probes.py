@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Sequence
 
 import pytest
+import takeovers
 from core_parts import Parts
 from corenet import CoreNet
 from nodes import KEY, make, meet, sends
@@ -246,8 +247,8 @@ def test_crossing_looks_back_off_across_repairs_until_one_merges() -> None:
     """A neighbour that forges a closer origin's look each time we look, and drops its
     link to bring on a new repair (whose repeated looks start again from none), makes us
     look along its trail, and so toward itself, only as a backoff allows: a probe interval
-    after the first such look, twice that after the second, four times after the third,
-    as long as none merges."""
+    two probe intervals after the first such look (which counts as a miss until it merges),
+    four after the second, as long as none merges."""
     node, _ = new_root_looking()
     stream = node.streams[KEY]
     interval = NodeConfig().probe_interval
@@ -259,6 +260,33 @@ def test_crossing_looks_back_off_across_repairs_until_one_merges() -> None:
         looked.append(stream.root.crossed is not None)
     assert looked == [True, False, True, False, True]
     assert node.stats.looks_crossed == 3 and stream.root.probe_misses == 0
+
+
+def test_a_look_crossing_a_settled_root_makes_no_look() -> None:
+    """A settled root takes any resubscribe, except one under a uid of its old labels,
+    which a peer that was below it can replay: passed on, it shows no tree that looks,
+    and would make the root look toward that peer past the crossing looks' backoff."""
+    node = root(0.45)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.3)
+    node.streams[KEY].restarts_seen.append(UID)
+    out = sends(node.receive(1.0, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3)))
+    assert [(p, m.uid) for p, m in out if isinstance(m, ResubscribeRequest)] == [(b"Q", UID)]
+    assert node.stats.looks_crossed == 0 and node.streams[KEY].root.looking is None
+
+
+def test_a_takeover_starts_the_crossing_looks_backoff_again() -> None:
+    """Two roots that take over from one dead root look in step, and the farther must
+    follow the first crossing: misses from an earlier time as root do not hold it back."""
+    net = takeovers.tree()
+    stream = takeovers.carried(net, takeovers.X)
+    stream.root.cross_misses, stream.root.crossed_at = 5, 0.5
+    net.advance(1.0)
+    net.hold(takeovers.C)
+    net.disconnect(takeovers.R, takeovers.X)
+    net.advance(1.0 + takeovers.ACCEPT)
+    assert net.nodes[takeovers.X].stats.roots == 1 and stream.state is State.ROOT
+    assert (stream.root.cross_misses, stream.root.crossed_at) == (0, None)
 
 
 def test_with_probes_off_a_crossing_look_makes_no_look() -> None:

@@ -392,21 +392,25 @@ class Probes:
         a root made on its far side looks), and both would number. True: we look that way.
 
         A crossing counts as a miss until the look merges, and each miss doubles the time
-        before the next crossing counts, from one probe interval, so forged crossings buy
-        looks ever more rarely, and never with probes off. A probe's counts toward the probe
-        backoff (``_may_trail``); a look's toward one of its own (``_may_cross``), and as one
-        of the repair's repeated looks (``RELOOKS``, ``merges``): it crosses only a root
-        that is looking already (a root otherwise takes any resubscribe), and an honest
-        restart's crossing whose look then misses (its origin joined our tree meanwhile)
-        must not hold back the probes a healed partition needs (``probe_new_links``,
-        ``probe_after_look``). A hostile peer that forges one while we look, and is the
-        first hop of the look it brings on (its trail leads there), holds our numbering
-        for that look's ``request_timeout``: as often as this backoff allows, whatever
-        repairs it brings on by dropping its link."""
+        before the next crossing counts (a probe interval, doubled for each miss), so
+        forged crossings buy looks ever more rarely, and never with probes off. A probe's
+        counts toward the probe backoff (``_may_trail``); a look's toward one of its own
+        (``_may_cross``), and as one of the repair's repeated looks (``RELOOKS``,
+        ``merges``), so that an honest restart's crossing whose look then misses (its
+        origin joined our tree meanwhile) does not hold back the probes a healed partition
+        needs (``probe_new_links``, ``probe_after_look``). A look's crossing counts only
+        in a repair: at a settled root an honest one never comes (a root takes any
+        resubscribe, unless its uid is one of our old labels, which a peer can replay). A
+        hostile peer that forges one while we look, and is the first hop of the look it
+        brings on (its trail leads there), holds our numbering for that look's
+        ``request_timeout``: as often as this backoff allows, whatever repairs it brings
+        on by dropping its link; a takeover starts the backoff again
+        (``Takeover.became_root``)."""
         interval = self._config.probe_interval
         if (
             stream.state is not State.ROOT
             or not is_closer(stream.target, origin, self.location)
+            or (not probe and _settled_root(stream))
             or not (
                 _may_trail(now, stream, interval) if probe else _may_cross(now, stream, interval)
             )

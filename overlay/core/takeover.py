@@ -148,6 +148,9 @@ class Takeover:
         if takeover:
             stream.root.look_due = True  # before numbering, look for another tree (merges)
             stream.root.relooks = 0
+            # Crossing looks' backoff starts again: two roots that take over from one dead
+            # root look in step, and the farther one must follow the first crossing (probes).
+            stream.root.cross_misses, stream.root.crossed_at = 0, None
             self.gather(now, stream)
         self.claims.own_claims(now, stream)  # (``claims``)
         self.pump(stream)  # a member's clients waited for marks; a root's are its own
