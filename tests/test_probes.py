@@ -12,9 +12,9 @@ import itertools
 from collections.abc import Sequence
 
 import pytest
-import takeovers
 from core_parts import Parts
 from corenet import CoreNet
+from looking_roots import UID, new_root_looking, not_found, root
 from nodes import KEY, make, meet, sends
 from takeovers import acked, seen
 
@@ -30,7 +30,6 @@ from overlay.messages import (
     DataNotFound,
     Heartbeat,
     Hello,
-    Message,
     ProbeAnswer,
     RestartConfirmed,
     ResubscribeRequest,
@@ -38,15 +37,6 @@ from overlay.messages import (
     SubscribeRequest,
     SubscribeRestarted,
 )
-
-UID = 77
-
-
-def root(location: float = 0.45, **config: object) -> Node:
-    node = make(location, **config)
-    node.subscribe(0.0, KEY, 1)
-    assert node.streams[KEY].state is State.ROOT
-    return node
 
 
 def test_a_settled_root_closer_than_the_asker_answers_with_its_location() -> None:
@@ -72,7 +62,7 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
     assert node.stats.splits_found == 1 and node.streams[KEY].root.recover_until is not None
     [(peer, again)] = sends(node.receive(1.1, b"P", DataNotFound(look.uid, KEY, 5)))
     assert peer == b"Q" and again.uid == look.uid  # then greedy order
-    node.receive(1.2, b"Q", _not_found(again))
+    node.receive(1.2, b"Q", not_found(again))
     assert node.streams[KEY].root.recover_until is None  # found nothing: numbering goes on
     interval = NodeConfig().probe_interval  # after a miss, twice that (the probe backoff)
     for now, uid, looks in (
@@ -82,20 +72,6 @@ def test_a_root_no_closer_than_the_asker_passes_the_probe_on_and_looks_back_alon
     ):
         out = sends(node.receive(now, b"P", RootProbe(uid, KEY, 5, 0.48, 0.48)))
         assert len([m for _, m in out if isinstance(m, ResubscribeRequest)]) == looks
-
-
-def new_root_looking(**config: object) -> tuple[Node, ResubscribeRequest]:
-    """N (0.45) became root of KEY with peers P (0.2) and Q (0.3) that found nothing; its
-    first look (``merges``) is out at Q. Returns N and that look."""
-    node = make(0.45, **config)
-    meet(node, b"P", 0.2)
-    meet(node, b"Q", 0.3)
-    [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
-    [(_, search)] = sends(node.receive(0.1, b"Q", DataNotFound(search.uid, KEY, 5)))
-    [(peer, look)] = sends(node.receive(0.2, b"P", _not_found(search)))
-    assert node.streams[KEY].state is State.ROOT and node.streams[KEY].root.looking == look.uid
-    assert peer == b"Q" and isinstance(look, ResubscribeRequest)
-    return node, look
 
 
 def test_a_root_in_a_repair_closer_than_the_asker_answers_too() -> None:
@@ -114,7 +90,7 @@ def test_a_root_whose_look_found_no_other_tree_probes_at_once(probe_interval: fl
     whose probe on the new links found nobody) learns of N when N's probe crosses it. With
     probes off, no probe."""
     node, look = new_root_looking(probe_interval=probe_interval)
-    out = sends(node.receive(0.3, b"Q", _not_found(look)))  # no budget left: the look ends
+    out = sends(node.receive(0.3, b"Q", not_found(look)))  # no budget left: the look ends
     stream = node.streams[KEY]
     assert stream.state is State.ROOT and stream.root.looking is None
     assert stream.root.recover_until is None
@@ -132,7 +108,7 @@ def test_a_closer_root_probe_crossing_a_look_makes_the_next_look_follow_it_back(
     assert [type(m) for _, m in out] == [RootProbe]  # relayed; the look under way goes on
     [(peer, again)] = sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
     assert (peer, again.uid) == (b"P", look.uid)
-    effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
+    effects = node.receive(0.5, b"P", not_found(again))  # this look found nothing
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, trailed.trail, trailed.must_beat) == (b"P", back_trail(UID), 0.45)
     assert node.streams[KEY].root.recover_until is not None  # numbering still held
@@ -173,132 +149,6 @@ def test_a_relay_notes_the_way_back_of_every_probe_and_the_way_on_of_a_found_roo
     assert peer == b"Q"
     node.receive(1.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))
     assert node.probes.trails == {back_trail(UID): b"P", ahead_trail(UID): b"Q"}
-
-
-def test_a_relay_notes_the_way_back_of_a_look_it_passes_on() -> None:
-    """A ResubscribeRequest (a restart's or a root's look, must-beat its origin's location)
-    that a node routes on leaves the same trail as a probe: ``back_trail`` of its uid names
-    the peer it came from, so a farther root it crossed can look back along it."""
-    node = make(0.3)
-    meet(node, b"P", 0.2)
-    meet(node, b"Q", 0.4)
-    out = sends(node.receive(1.0, b"P", ResubscribeRequest(UID, KEY, 5, 0.2, 0.2, 3)))
-    assert [p for p, m in out if isinstance(m, ResubscribeRequest)] == [b"Q"]
-    assert node.probes.trails == {back_trail(UID): b"P"}
-
-
-def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follow_it() -> None:
-    """Two roots that took over from one dead root look at the same moments. N (0.45)
-    looks; the look of a root at 0.48, closer to the key (0.5), comes in from P while N's
-    label refuses it, and goes on. N's own look then finds nothing (greedy order keeps it
-    in its own tree, refused by its own members), so its next look goes back the way the
-    closer origin's came: P first, along ``back_trail`` of that look's uid, numbering held
-    meanwhile. The closer origin takes it even while it looks itself (``restarts``,
-    race 3); otherwise both would end their looks and number the same packets."""
-    node, look = new_root_looking()
-    crossing = ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3)
-    out = sends(node.receive(0.3, b"P", crossing))
-    assert [(p, m.uid) for p, m in out if isinstance(m, ResubscribeRequest)] == [(b"Q", UID)]
-    stats, stream = node.stats, node.streams[KEY]
-    assert (stats.splits_found, stats.looks_crossed, stream.root.probe_misses) == (1, 1, 0)
-    [(peer, again)] = [
-        (p, m)
-        for p, m in sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
-        if isinstance(m, ResubscribeRequest)
-    ]
-    assert (peer, again.uid) == (b"P", look.uid)
-    effects = node.receive(0.5, b"P", _not_found(again))  # this look found nothing
-    [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
-    assert (peer, trailed.trail, trailed.must_beat) == (b"P", back_trail(UID), 0.45)
-    assert trailed.uid not in (UID, look.uid, back_trail(UID))  # a uid of its own
-    assert node.streams[KEY].root.recover_until is not None  # numbering still held
-    assert node.streams[KEY].root.relooks == 1  # one of the repair's repeated looks
-
-
-def test_a_relay_sends_a_look_first_along_the_trail_it_names() -> None:
-    """A look names the trail it follows beside a uid of its own: a relay that noted a
-    way under that trail tries it first (P, though Q is closer to the key) and passes the
-    trail on. Two roots that one search crossed follow one trail; under one uid, the
-    second look's label would not reach the members that saw the first (they confirm a
-    uid seen before at once), and a member below them could take its search: a cycle."""
-    node = make(0.3)
-    for peer, location in ((b"P", 0.2), (b"Q", 0.4), (b"S", 0.1)):
-        meet(node, peer, location)
-    node.receive(1.0, b"S", RootProbe(UID, KEY, 5, 0.1, 0.1))
-    out = sends(
-        node.receive(2.0, b"Q", ResubscribeRequest(9, KEY, 5, 0.45, 0.45, 3, None, back_trail(UID)))
-    )
-    [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
-    assert (peer, look.uid, look.trail) == (b"S", 9, back_trail(UID))
-
-
-def test_a_crossing_look_counts_among_the_repairs_repeated_looks() -> None:
-    """A look's crossing makes a looking root look once more, as one of its ``RELOOKS``:
-    forged crossings, each followed by a look that a hostile first hop accepts and leaves
-    unanswered, would otherwise hold the root's numbering for as long as they come."""
-    node, _ = new_root_looking()
-    stream = node.streams[KEY]
-    stream.root.relooks = RELOOKS
-    node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))
-    assert node.stats.looks_crossed == 0 and stream.root.crossed is None
-
-
-def test_crossing_looks_back_off_across_repairs_until_one_merges() -> None:
-    """A neighbour that forges a closer origin's look each time we look, and drops its
-    link to bring on a new repair (whose repeated looks start again from none), makes us
-    look along its trail, and so toward itself, only as a backoff allows: a probe interval
-    two probe intervals after the first such look (which counts as a miss until it merges),
-    four after the second, as long as none merges."""
-    node, _ = new_root_looking()
-    stream = node.streams[KEY]
-    interval = NodeConfig().probe_interval
-    looked = []
-    for now in (1.0, 1.0 + interval, 1.0 + 2 * interval, 1.0 + 5 * interval, 1.0 + 6 * interval):
-        stream.root.relooks = 0  # a new repair (``Merges.lost_child``)
-        stream.root.crossed = None
-        node.probes.on_look_relayed(now, b"P", UID + int(now), KEY, 0.48)
-        looked.append(stream.root.crossed is not None)
-    assert looked == [True, False, True, False, True]
-    assert node.stats.looks_crossed == 3 and stream.root.probe_misses == 0
-
-
-def test_a_look_crossing_a_settled_root_makes_no_look() -> None:
-    """A settled root takes any resubscribe, except one under a uid of its old labels,
-    which a peer that was below it can replay: passed on, it shows no tree that looks,
-    and would make the root look toward that peer past the crossing looks' backoff."""
-    node = root(0.45)
-    meet(node, b"P", 0.2)
-    meet(node, b"Q", 0.3)
-    node.streams[KEY].restarts_seen.append(UID)
-    out = sends(node.receive(1.0, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3)))
-    assert [(p, m.uid) for p, m in out if isinstance(m, ResubscribeRequest)] == [(b"Q", UID)]
-    assert node.stats.looks_crossed == 0 and node.streams[KEY].root.looking is None
-
-
-def test_a_takeover_starts_the_crossing_looks_backoff_again() -> None:
-    """Two roots that take over from one dead root look in step, and the farther must
-    follow the first crossing: misses from an earlier time as root do not hold it back."""
-    net = takeovers.tree()
-    stream = takeovers.carried(net, takeovers.X)
-    stream.root.cross_misses, stream.root.crossed_at = 5, 0.5
-    net.advance(1.0)
-    net.hold(takeovers.C)
-    net.disconnect(takeovers.R, takeovers.X)
-    net.advance(1.0 + takeovers.ACCEPT)
-    assert net.nodes[takeovers.X].stats.roots == 1 and stream.state is State.ROOT
-    assert (stream.root.cross_misses, stream.root.crossed_at) == (0, None)
-
-
-def test_with_probes_off_a_crossing_look_makes_no_look() -> None:
-    node, look = new_root_looking(probe_interval=0.0)
-    node.receive(0.3, b"P", ResubscribeRequest(UID, KEY, 5, 0.48, 0.48, 3))
-    assert node.stats.splits_found == 0 and node.streams[KEY].root.crossed is None
-    [(peer, again)] = [
-        (p, m)
-        for p, m in sends(node.receive(0.4, b"Q", DataNotFound(look.uid, KEY, 5)))
-        if isinstance(m, ResubscribeRequest)
-    ]
-    assert (peer, again.uid) == (b"P", look.uid)
 
 
 def test_a_node_without_the_stream_relays_the_probe_and_its_answer() -> None:
@@ -447,7 +297,7 @@ def test_a_root_whose_looks_miss_probes_less_and_less_often() -> None:
             now = node.next_deadline() or now
             for _, message in sends(node.handle_timer(now)):
                 if hasattr(message, "must_beat") and not isinstance(message, RootProbe):
-                    node.receive(now, b"P", _not_found(message))
+                    node.receive(now, b"P", not_found(message))
         assert stream.root.looking is None and stream.state is State.ROOT
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[1] > gaps[0] > 0
@@ -467,7 +317,7 @@ def test_a_look_s_probe_does_not_silence_the_probe_a_healed_link_sends() -> None
     link must still go, or N waits a probe interval to meet a root beyond the cut."""
     node, look = new_root_looking(**BEATS)
     node.link_down(0.25, b"P")
-    assert probes_sent(node.receive(0.3, b"Q", _not_found(look)))  # the look's end
+    assert probes_sent(node.receive(0.3, b"Q", not_found(look)))  # the look's end
     assert hello(node, 0.8, b"R", 0.3)  # the heal, within the same heartbeat interval
 
 
@@ -477,10 +327,10 @@ def test_looks_ending_within_a_heartbeat_probe_once() -> None:
     interval, so they cannot outrun the rounds' bound."""
     node, look = new_root_looking(**BEATS)
     stream = node.streams[KEY]
-    assert probes_sent(node.receive(0.3, b"Q", _not_found(look)))
+    assert probes_sent(node.receive(0.3, b"Q", not_found(look)))
     node.merges.start_look(0.5, stream)  # another look, as a lost child's grace ends in one
     [again] = [m for _, m in sends(node.out.take()) if isinstance(m, ResubscribeRequest)]
-    assert probes_sent(node.receive(0.6, b"Q", _not_found(again))) == []
+    assert probes_sent(node.receive(0.6, b"Q", not_found(again))) == []
     assert stream.root.looked_probe_at == 0.3
 
 
@@ -518,7 +368,7 @@ def root_beside_a_closer_peer(*others: tuple[bytes, float]) -> tuple[Node, float
     while True:  # the search, the first look, and the looks again after it (``merges``)
         for peer, message in sends(effects):
             if isinstance(message, SubscribeRequest | ResubscribeRequest):
-                effects = node.receive(now, peer, _not_found(message))
+                effects = node.receive(now, peer, not_found(message))
                 break
         else:
             if stream.root.recover_until is None and not stream.root.look_due:
@@ -538,11 +388,11 @@ def test_a_failed_look_beside_a_closer_stranger_is_repeated_after_a_pause() -> N
     node = make(0.45, **BEATS)
     meet(node, b"P", 0.48)
     [(_, search)] = sends(node.subscribe(0.0, KEY, 1))
-    [(_, look)] = sends(node.receive(0.1, b"P", _not_found(search)))
+    [(_, look)] = sends(node.receive(0.1, b"P", not_found(search)))
     stream = node.streams[KEY]
     now = 0.2
     for _ in range(RELOOKS):
-        assert sends(node.receive(now, b"P", _not_found(look))) == []  # no look at once
+        assert sends(node.receive(now, b"P", not_found(look))) == []  # no look at once
         assert stream.root.look_due and stream.root.recover_until is not None
         pause = stream.root.recover_until - now
         assert 0 <= pause <= BEATS["heartbeat_interval"]
@@ -550,7 +400,7 @@ def test_a_failed_look_beside_a_closer_stranger_is_repeated_after_a_pause() -> N
         now = stream.root.recover_until
         [look] = [m for _, m in sends(node.handle_timer(now)) if isinstance(m, ResubscribeRequest)]
         assert look.must_beat == 0.45
-    effects = node.receive(now, b"P", _not_found(look))  # the last: numbering resumes
+    effects = node.receive(now, b"P", not_found(look))  # the last: numbering resumes
     assert stream.root.recover_until is None and node.stats.looks == 1 + RELOOKS
     assert Deliver(1, PublishAcked(KEY, 9, 0)) in effects
 
@@ -572,7 +422,7 @@ def test_a_root_with_a_closer_peer_outside_its_tree_looks_instead_of_probing() -
     stream = node.streams[KEY]
     assert stream.root.recover_until is not None and stream.root.probe_misses == 1  # numbering held
     # Found nothing: not repeated (it would hold numbering again each time); numbering on.
-    node.receive(now, b"P", _not_found(again))
+    node.receive(now, b"P", not_found(again))
     assert stream.root.recover_until is None and node.stats.looks == looks + 1
 
 
@@ -591,7 +441,7 @@ def test_a_closer_roots_probe_crossing_a_look_past_a_closer_peer_is_followed() -
     [guess] = [m for p, m in sends(effects) if isinstance(m, ResubscribeRequest) and p == b"P"]
     crossing = node.receive(now, b"Q", RootProbe(UID, KEY, 5, 0.49, 0.49))
     assert [type(m) for _, m in sends(crossing)] == [RootProbe]  # relayed; the guess goes on
-    effects = node.receive(now, b"P", _not_found(guess))
+    effects = node.receive(now, b"P", not_found(guess))
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, trailed.trail, trailed.must_beat) == (b"Q", back_trail(UID), 0.45)
 
@@ -623,10 +473,6 @@ def test_a_look_goes_first_to_the_closest_peer_outside_the_tree() -> None:
     assert (first, type(look)) == (b"P", ResubscribeRequest)
     [(second, again)] = sends(node.receive(now, b"P", DataNotFound(look.uid, KEY, 5)))
     assert (second, again.uid) == (b"C", look.uid)
-
-
-def _not_found(request: Message) -> DataNotFound:
-    return DataNotFound(request.uid, KEY, 0)  # type: ignore[attr-defined]
 
 
 # --- end to end: a split that no takeover looked for -----------------------------------------
