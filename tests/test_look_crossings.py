@@ -5,13 +5,18 @@ crossing backoff allows. Single-node tests, key at 0.5."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import takeovers
 from looking_roots import UID, new_root_looking, not_found, root
 from nodes import KEY, make, meet, sends
 
 from overlay.core.config import NodeConfig
+from overlay.core.effects import Effect
 from overlay.core.merges import RELOOKS
+from overlay.core.node import Node
 from overlay.core.probes import back_trail
+from overlay.core.routing import TRAIL_HTL
 from overlay.core.streams import State
 from overlay.messages import DataNotFound, ResubscribeRequest, RootProbe
 
@@ -52,8 +57,13 @@ def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follo
     [(peer, trailed)] = [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     assert (peer, trailed.trail, trailed.must_beat) == (b"P", back_trail(UID), 0.45)
     assert trailed.uid not in (UID, look.uid, back_trail(UID))  # a uid of its own
+    assert trailed.htl == TRAIL_HTL  # the trail's own budget (``Searches.forward``)
     assert node.streams[KEY].root.recover_until is not None  # numbering still held
     assert node.streams[KEY].root.relooks == 1  # one of the repair's repeated looks
+    # The trail found nothing: the look goes on in greedy order with a look's budget.
+    reply = DataNotFound(trailed.uid, KEY, TRAIL_HTL - 1)
+    [(peer, onward)] = looks(node.receive(0.6, b"P", reply))
+    assert (peer, onward.uid, onward.htl) == (b"Q", trailed.uid, NodeConfig().check_htl)
 
 
 def test_a_relay_sends_a_look_first_along_the_trail_it_names() -> None:
@@ -71,6 +81,52 @@ def test_a_relay_sends_a_look_first_along_the_trail_it_names() -> None:
     )
     [(peer, look)] = [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]
     assert (peer, look.uid, look.trail) == (b"S", 9, back_trail(UID))
+
+
+def trail_relay() -> Node:
+    """A node (0.3) with peers P (0.2), Q (0.4) and S (0.1) that relayed a probe from S:
+    its ``back_trail`` names S."""
+    node = make(0.3)
+    for peer, location in ((b"P", 0.2), (b"Q", 0.4), (b"S", 0.1)):
+        meet(node, peer, location)
+    node.receive(1.0, b"S", RootProbe(UID, KEY, 5, 0.1, 0.1))
+    return node
+
+
+def looks(effects: Sequence[Effect]) -> list[tuple[bytes, ResubscribeRequest]]:
+    return [(p, m) for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
+
+
+def test_a_relay_passes_a_look_along_its_trail_on_the_trails_budget_and_nowhere_else() -> None:
+    """A trail is a way a probe walked to a closer root; in a darknet it can be twice a
+    look's HTL long, and a look that runs out one hop short leaves two roots numbering
+    side by side. So a relay passes a look on along the trail it noted with one less of the
+    budget the look came with, up to ``TRAIL_HTL`` (more than a search may carry here),
+    and when that hop finds nothing it tries no other peer: from every hop of a long trail,
+    a search with most of a budget would make one look cost as many searches."""
+    node = trail_relay()
+    look = ResubscribeRequest(9, KEY, TRAIL_HTL, 0.45, 0.45, 3, None, back_trail(UID))
+    [(peer, along)] = looks(node.receive(2.0, b"Q", look))
+    assert (peer, along.htl) == (b"S", TRAIL_HTL - 1)
+    out = sends(node.receive(2.1, b"S", DataNotFound(9, KEY, TRAIL_HTL - 2)))
+    assert [(p, type(m)) for p, m in out] == [(b"Q", DataNotFound)]
+
+
+def test_a_look_whose_trail_names_no_hop_here_is_a_search_like_any_other() -> None:
+    """A relay that noted no way under the look's trail (or noted one to a peer since
+    gone) routes it in greedy order with a search's budget: at most ``check_htl`` less
+    one, whatever the look came with, and backtracks when a hop finds nothing."""
+    node = trail_relay()
+    check_htl = NodeConfig().check_htl
+    look = ResubscribeRequest(9, KEY, TRAIL_HTL, 0.45, 0.45, 3, None, back_trail(UID + 1))
+    [(peer, along)] = looks(node.receive(2.0, b"Q", look))
+    assert (peer, along.htl) == (b"P", check_htl - 1)
+    [(peer, past)] = looks(node.receive(2.1, b"P", DataNotFound(9, KEY, 5)))
+    assert (peer, past.htl) == (b"S", 5)
+    node.link_down(3.0, b"S")
+    look = ResubscribeRequest(10, KEY, TRAIL_HTL, 0.45, 0.45, 3, None, back_trail(UID))
+    [(peer, along)] = looks(node.receive(3.1, b"Q", look))
+    assert (peer, along.htl) == (b"P", check_htl - 1)
 
 
 def test_a_crossing_look_counts_among_the_repairs_repeated_looks() -> None:

@@ -52,10 +52,12 @@ relays a found root's answer notes the peer it came from under another (``ahead_
 look names that key (ResubscribeRequest ``trail``) beside a fresh uid of its own, and each
 of its hops tries the noted peer first (``Probes.first_hop``; a member of another tree sends
 it up that tree before that), then greedy order: back to the closer root that crossed it,
-or on to the closer root that answered. The uid is fresh because two roots that one search
-crossed follow the same trail, and a uid used twice would not label anew the members that
-saw it first (``restarts``), whose subtrees could then take the look: a cycle. Without a trail, a
-root's look tries first its closest peer that is closer than itself and not its child.
+or on to the closer root that answered. Hops along a trail spend ``TRAIL_HTL`` rather than
+a look's budget, and a relay on it tries no other peer (``Searches.forward``). The uid is
+fresh because two roots that one search crossed follow the same trail, and a uid used twice
+would not label anew the members that saw it first (``restarts``), whose subtrees could
+then take the look: a cycle. Without a trail, a root's look tries first its closest peer
+that is closer than itself and not its child.
 
 A probe itself changes nothing, so a lying answer or a forged crossing costs one look, and
 a look that misses backs off the next: crossing looks come at most once per probe interval,
@@ -186,11 +188,15 @@ class Probes:
         """How many probes through this node it keeps state for (at most ``_PATHS``)."""
         return len(self._probes)
 
+    def trail_hop(self, route: Route) -> PeerId | None:
+        """The peer the trail a look follows names here, if it names one."""
+        return None if route.trail is None else self.trails.get(route.trail)
+
     def first_hop(self, route: Route) -> PeerId | None:
         """Where a look goes before greedy order: the peer the trail it follows names here,
         or, for a root's own look without one, the closest peer closer than the root that
         is not its child (greedy order would go into its own tree)."""
-        hop = None if route.trail is None else self.trails.get(route.trail)
+        hop = self.trail_hop(route)
         if hop is not None or route.upstream is not None:
             return hop
         stream = self._streams.get(route.key)

@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 
 from keyspace.location import is_closer
 from overlay.core.effects import PeerId
-from overlay.messages import ResubscribeRequest, SubscribeRequest
+from overlay.messages import MAX_WIRE_HTL, ResubscribeRequest, SubscribeRequest
+
+# The budget a look starts along a trail with (``searches``): the most the wire carries.
+# A trail is one way, walked already, so a look on it costs at most this many messages.
+TRAIL_HTL = MAX_WIRE_HTL
 
 
 @dataclass(slots=True, eq=False)
@@ -55,21 +59,25 @@ class Route:
     # (``must_beat.may_move_to``).
     labelled: int | None = None
     trail: int | None = None  # a look's: the key its way was noted under (``probes``)
+    # The budget the hop that trail names here carries; 0: it names none (``searches``).
+    trail_htl: int = 0
 
     @property
     def is_resubscribe(self) -> bool:
         return self.must_beat is not None
 
-    def request(self) -> SubscribeRequest | ResubscribeRequest:
-        """The message that carries this search to the next hop."""
+    def request(self, htl: int | None = None) -> SubscribeRequest | ResubscribeRequest:
+        """The message that carries this search to the next hop, with ``htl`` if given."""
+        if htl is None:
+            htl = self.htl
         if self.must_beat is None:
             return SubscribeRequest(
-                self.uid, self.key, self.htl, self.best_loc, self.last_seen, self.descriptor
+                self.uid, self.key, htl, self.best_loc, self.last_seen, self.descriptor
             )
         return ResubscribeRequest(
             self.uid,
             self.key,
-            self.htl,
+            htl,
             self.best_loc,
             self.must_beat,
             self.last_seen,

@@ -133,7 +133,11 @@ class Searches:
             mine = (route.upstream, route.key)
             self.by_peer[mine] = self.by_peer.get(mine, 0) + 1
         self._stats.searches += 1
-        route.prefer = self._probes.first_hop(route)
+        probes = self._probes
+        hop = probes.trail_hop(route)
+        if hop is None or hop in route.tried or self._peers.get(hop) is None:
+            route.trail_htl = 0  # its trail names no hop here: a search like any other
+        route.prefer = probes.first_hop(route)
         self.forward(now, route)
 
     def lost_peer(self, now: float, peer: PeerId) -> None:
@@ -150,25 +154,36 @@ class Searches:
     def forward(self, now: float, route: Route) -> None:
         """Send ``route`` to the closest untried peer, or end it here if there is none."""
         route.current = None
-        if route.htl > 0:
-            peer = (
-                self._up_the_tree(route)
-                or self._preferred(route)
-                or self._peers.closest(route.target, route.tried)
-            )
+        htl = route.htl
+        peer = self._up_the_tree(route) if htl > 0 else None
+        if peer is None and route.trail_htl > 0:
+            # A look's trail (``probes``) is a way a probe or look walked already, to a
+            # closer root: its hops spend a budget of their own, ``trail_htl``, one a hop
+            # from ``TRAIL_HTL``. In a darknet such a way can be twice a look's HTL long,
+            # and a look that runs out one hop short of the closer root leaves two roots
+            # numbering side by side. A relay tries the trail's hop and no other: from each
+            # hop of a long trail a search with nearly a whole budget would make one look
+            # cost as many searches. The look's origin backtracks as any search does.
+            peer = self._preferred(route)
             if peer is not None:
-                if route.attempt == 0 and route.upstream is not None:
-                    # The search goes on below us: tell whoever asked to wait for it.
-                    self._out.send(route.upstream, Accepted(route.uid))
-                route.tried.add(peer.id)
-                route.current = peer.id
-                route.attempt += 1
-                route.accepted = False
-                route.deadline = now + self._config.accept_timeout
-                self._timers.add(route.deadline, (ROUTE_TIMER, route.uid, route.attempt))
-                self._stats.forwarded += 1
-                self._out.send(peer.id, route.request())
-                return
+                htl = route.trail_htl
+            elif route.upstream is not None:
+                htl = 0
+        if peer is None and htl > 0:
+            peer = self._preferred(route) or self._peers.closest(route.target, route.tried)
+        if peer is not None:
+            if route.attempt == 0 and route.upstream is not None:
+                # The search goes on below us: tell whoever asked to wait for it.
+                self._out.send(route.upstream, Accepted(route.uid))
+            route.tried.add(peer.id)
+            route.current = peer.id
+            route.attempt += 1
+            route.accepted = False
+            route.deadline = now + self._config.accept_timeout
+            self._timers.add(route.deadline, (ROUTE_TIMER, route.uid, route.attempt))
+            self._stats.forwarded += 1
+            self._out.send(peer.id, route.request(htl))
+            return
         if not self._peers and route.upstream is None and self._in_a_network():
             if route.key not in self._streams:
                 # Nobody here needs it any more (the stream was pruned while it ran):

@@ -35,7 +35,7 @@ from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.refills import Refills
 from overlay.core.restarts import Restarts, label_of, new_head, success_of
-from overlay.core.routing import Route, advance
+from overlay.core.routing import TRAIL_HTL, Route, advance
 from overlay.core.searches import Searches
 from overlay.core.stats import NodeStats
 from overlay.core.streams import Change, State, Stream
@@ -178,8 +178,9 @@ class Subscribing:
             uid, key, target, peer, htl, best_loc, i_am_best, request.last_seen, must_beat
         )
         route.descriptor = descriptor
-        if isinstance(request, ResubscribeRequest):
+        if isinstance(request, ResubscribeRequest) and request.trail is not None:
             route.trail = request.trail
+            route.trail_htl = request.htl - 1  # (``Searches.forward``)
         route.tried.add(peer)
         if stream is not None and stream.confirming is None:
             route.labelled = stream.restart_uid
@@ -222,6 +223,8 @@ class Subscribing:
         )
         if stream.state is State.ROOT and stream.root.looking == uid:
             route.trail = stream.root.look_trail  # (``Merges.start_look``)
+            if route.trail is not None:
+                route.trail_htl = TRAIL_HTL  # (``Searches.forward``)
         searches.start_route(now, route)
 
     def end_route(self, now: float, route: Route) -> None:
