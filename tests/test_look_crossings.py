@@ -112,6 +112,23 @@ def test_a_relay_passes_a_look_along_its_trail_on_the_trails_budget_and_nowhere_
     assert [(p, type(m)) for p, m in out] == [(b"Q", DataNotFound)]
 
 
+def test_a_relay_on_a_look_trail_that_finds_nothing_does_not_root_the_stream() -> None:
+    """A relay closer to the key than the look's origin and than any node the look saw,
+    whose trail hop finds nothing, answers "not found": it searched no further than that
+    hop, so it is not where a search ran out, and rooting the stream there would make a
+    root beside the closer one the trail leads to."""
+    node = make(0.49)
+    for peer, location in ((b"P", 0.2), (b"Q", 0.4), (b"S", 0.1)):
+        meet(node, peer, location)
+    node.receive(1.0, b"S", RootProbe(UID, KEY, 5, 0.1, 0.1))
+    look = ResubscribeRequest(9, KEY, TRAIL_HTL, 0.45, 0.45, 3, None, back_trail(UID))
+    [(peer, _)] = looks(node.receive(2.0, b"Q", look))
+    assert peer == b"S"
+    out = sends(node.receive(2.1, b"S", DataNotFound(9, KEY, TRAIL_HTL - 2)))
+    assert [(p, type(m)) for p, m in out] == [(b"Q", DataNotFound)]
+    assert KEY not in node.streams and node.stats.roots == 0
+
+
 def test_a_look_whose_trail_names_no_hop_here_is_a_search_like_any_other() -> None:
     """A relay that noted no way under the look's trail (or noted one to a peer since
     gone) routes it in greedy order with a search's budget: at most ``check_htl`` less

@@ -237,6 +237,10 @@ class Subscribing:
             # We carry the stream but routed this resubscribe past it ("pretend the stream
             # doesn't exist"): we cannot be a new root for it.
             self._fail(route)
+        elif route.trail_htl > 0 and route.upstream is not None:
+            # A relay on a look's trail tries the trail's hop alone (``Searches.forward``):
+            # it searched no further than that, so it is not where the search ran out.
+            self._fail(route)
         elif may_become_root(route, self.location):
             membership = self._membership
             stream = membership.enter_tree(now, route, Change.BECAME_ROOT, parent=None)
