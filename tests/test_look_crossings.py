@@ -60,8 +60,9 @@ def test_a_closer_origins_look_crossing_a_looking_root_makes_its_next_look_follo
     assert trailed.htl == TRAIL_HTL  # the trail's own budget (``Searches.forward``)
     assert node.streams[KEY].root.recover_until is not None  # numbering still held
     assert node.streams[KEY].root.relooks == 1  # one of the repair's repeated looks
-    # The trail found nothing: the look goes on in greedy order with a look's budget.
-    reply = DataNotFound(trailed.uid, KEY, TRAIL_HTL - 1)
+    # The trail found nothing, and the search at its end spent its budget: the look goes
+    # on in greedy order with its own.
+    reply = DataNotFound(trailed.uid, KEY, 0)
     [(peer, onward)] = looks(node.receive(0.6, b"P", reply))
     assert (peer, onward.uid, onward.htl) == (b"Q", trailed.uid, NodeConfig().check_htl)
 
@@ -110,6 +111,8 @@ def test_a_relay_passes_a_look_along_its_trail_on_the_trails_budget_and_nowhere_
     assert (peer, along.htl) == (b"S", TRAIL_HTL - 1)
     out = sends(node.receive(2.1, b"S", DataNotFound(9, KEY, TRAIL_HTL - 2)))
     assert [(p, type(m)) for p, m in out] == [(b"Q", DataNotFound)]
+    [(_, reply)] = out
+    assert reply.lost  # type: ignore[attr-defined]  # (only one way tried: look again)
 
 
 def test_a_relay_on_a_look_trail_that_finds_nothing_does_not_root_the_stream() -> None:

@@ -261,7 +261,8 @@ class Searches:
             self._out.drop(peer, "answered a search with another stream's key")
             return
         if isinstance(reply, DataNotFound):
-            route.htl = min(route.htl, reply.htl)
+            if route.trail_htl == 0 or peer != self._probes.trail_hop(route):
+                route.htl = min(route.htl, reply.htl)  # (not the trail's budget: ``forward``)
             route.lost |= reply.lost
         self.forward(now, route)
         self._settle(peer, route.key)

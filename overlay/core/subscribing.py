@@ -239,7 +239,10 @@ class Subscribing:
             self._fail(route)
         elif route.trail_htl > 0 and route.upstream is not None:
             # A relay on a look's trail tries the trail's hop alone (``Searches.forward``):
-            # it searched no further than that, so it is not where the search ran out.
+            # it searched no further than that, so it is not where the search ran out, and
+            # its "not found" may be wrong (that hop may be busy or gone silent): the look's
+            # origin looks again (``merges``).
+            route.lost = True
             self._fail(route)
         elif may_become_root(route, self.location):
             membership = self._membership
