@@ -182,6 +182,42 @@ def test_a_probe_backtracks_with_the_budget_the_failed_branch_left() -> None:
     ]
 
 
+def test_a_probe_whose_next_hop_goes_away_goes_on_past_it() -> None:
+    """A relay sent a probe to Q, and Q's link goes (it had died unnoticed): the probe
+    goes on to the next peer with the budget it had, and when none is left "none" goes
+    back. Lost in Q, a root's probe on a healed partition's new links would leave two
+    roots numbering side by side until the next probe round."""
+    node = make(0.3)
+    meet(node, b"P", 0.2)
+    meet(node, b"Q", 0.4)
+    meet(node, b"S", 0.1)
+    node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
+    effects = node.link_down(2.0, b"Q")
+    assert [(p, m) for p, m in sends(effects) if isinstance(m, RootProbe)] == [
+        (b"S", RootProbe(UID, KEY, 2, 0.35, 0.45))
+    ]
+    effects = node.link_down(3.0, b"S")
+    assert [(p, m) for p, m in sends(effects) if isinstance(m, ProbeAnswer)] == [
+        (b"P", ProbeAnswer(UID, KEY, None, 2))
+    ]
+    assert node.stats.probes_rerouted == 2
+
+
+def test_a_roots_own_probe_whose_hop_goes_away_goes_on_past_it() -> None:
+    parts = Parts()
+    parts.meet(b"P", 0.3)
+    parts.meet(b"Q", 0.2)
+    parts.stream(KEY)
+    parts.probes.lost_a_link = True
+    parts.probes.probe_new_links(1.0)
+    [(peer, probe)] = parts.sends()
+    assert peer == b"P" and isinstance(probe, RootProbe)
+    parts.probes.lost_peer(b"P")
+    assert parts.sends() == [(b"Q", probe)]
+    parts.probes.lost_peer(b"P")  # no probe waits on it any more
+    assert parts.sends() == []
+
+
 def test_an_answer_from_a_peer_not_asked_is_ignored() -> None:
     node = make(0.3)
     meet(node, b"P", 0.2)

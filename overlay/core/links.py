@@ -112,7 +112,7 @@ class Links:
         """``peer`` is gone or restarted: it is nobody's child and nobody's parent here.
         ``at_once``: its link closed or it came back anew, which the peers on its other
         links saw at the same moment; not: it fell silent (``liveness``)."""
-        self._probes.lost_a_link = True  # a new link may now be a way back (``probes``)
+        self._probes.lost_peer(peer)
         self._leaving.forget_peer(peer)
         self._searches.lost_peer(now, peer)
         for stream in list(self._streams.values()):

@@ -437,6 +437,19 @@ class Probes:
             stream.root.look_due = True  # looked at the grace's end (``merges``)
         return True
 
+    def lost_peer(self, peer: PeerId) -> None:
+        """``peer`` is gone: every probe waiting on its answer backtracks past it, as a
+        search does (``Searches.lost_peer``). Otherwise a probe sent to a peer that had
+        died unnoticed (a root probes on each new link, and a partition that heals brings
+        new links while the dead are still being noticed) would be lost there, and two
+        roots would number side by side until the next probe round. A link was lost, too:
+        a new one may now be a way back (``probe_new_links``)."""
+        self.lost_a_link = True
+        for hop in [h for h in self._probes.values() if h.current == peer]:
+            hop.current = None
+            self._stats.probes_rerouted += 1
+            self._probe_on(hop)
+
     def _probe_on(self, hop: ProbeHop) -> None:
         """Send ``hop``'s probe to the closest peer it has not tried, or, with no peer or
         budget left, answer "none" to whoever sent it."""
