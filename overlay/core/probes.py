@@ -442,10 +442,14 @@ class Probes:
         search does (``Searches.lost_peer``). Otherwise a probe sent to a peer that had
         died unnoticed (a root probes on each new link, and a partition that heals brings
         new links while the dead are still being noticed) would be lost there, and two
-        roots would number side by side until the next probe round. A link was lost, too:
-        a new one may now be a way back (``probe_new_links``)."""
+        roots would number side by side until the next probe round. A probe that came
+        from ``peer`` has nobody to answer: it is forgotten. A link was lost, too: a new
+        one may now be a way back (``probe_new_links``)."""
         self.lost_a_link = True
-        for hop in [h for h in self._probes.values() if h.current == peer]:
+        probes = self._probes
+        for uid in [u for u, h in probes.items() if h.upstream == peer]:
+            del probes[uid]
+        for hop in [h for h in probes.values() if h.current == peer]:
             hop.current = None
             self._stats.probes_rerouted += 1
             self._probe_on(hop)

@@ -56,7 +56,7 @@ class NodeStats:
     probes: int = 0  # RootProbes this node sent as a root (``probes``)
     splits_found: int = 0  # a closer root answered a probe, or its probe or look crossed us
     looks_crossed: int = 0  # a closer origin's look crossed this root's: the next followed it
-    probes_rerouted: int = 0  # probes waiting on a peer that went away, sent on past it
+    probes_rerouted: int = 0  # probes waiting on a peer that went away: backtracked past it
     lost_looks: int = 0  # looks whose search vanished without an answer: ended as not found
     merges: int = 0  # times such a look found one and this node's tree joined it
     commit_timeouts: int = 0  # a root's HeldQuery no child answered: its clients shown anyway
