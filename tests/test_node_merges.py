@@ -9,6 +9,7 @@ subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed r
 
 from __future__ import annotations
 
+from looking_roots import new_root_looking, not_found
 from nodes import MAX_HTL, joined_node, make, meet, sends
 from takeovers import (
     ACCEPT,
@@ -32,6 +33,8 @@ from takeovers import (
 from overlay.core.streams import State
 from overlay.messages import (
     DataNotFound,
+    Hello,
+    Message,
     ResubscribeRequest,
     SubscribeRestarted,
     SubscribeSucceeded,
@@ -186,3 +189,31 @@ def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong()
     (ahead,) = [p for p, m in sends(effects) if isinstance(m, ResubscribeRequest)]
     effects = node.receive(20.1, ahead, DataNotFound(7, KEY, 0))
     assert sends(effects) == [(b"P", DataNotFound(7, KEY, 0, lost=True))]
+
+
+def test_a_root_that_hands_off_mid_look_and_stays_root_looks_again() -> None:
+    """N (0.45) is root and its look is out at Q when a closer peer C (0.48) links: N
+    restarts to hand the tree on (spec: "when a new node is added"), and the restart's label
+    replaces the look's, so the look is over. C and the rest find nothing, N takes its tree
+    over again, and at the takeover's grace it looks anew. Kept as running, the old look
+    would end as lost at that grace while the look due stayed due for ever: a root that
+    neither looks nor probes again, numbering beside any closer root it missed."""
+    node, look = new_root_looking()
+    stream = node.streams[KEY]
+    node.link_up(1.0, b"C")
+    [(peer, search)] = looks(sends(node.receive(1.0, b"C", Hello(0.48, 100))))
+    assert peer == b"C" and search.uid != look.uid
+    assert stream.state is State.RESTARTING and stream.root.looking is None
+    node.receive(1.1, b"Q", not_found(look))  # the old look's search ends: it found nothing
+    for now, peer in ((1.2, b"C"), (1.3, b"P"), (1.4, b"Q")):
+        node.receive(now, peer, not_found(search))
+    assert stream.state is State.ROOT and stream.root.look_due
+    grace = stream.root.recover_until
+    assert grace is not None
+    [(peer, again)] = looks(sends(node.handle_timer(grace)))
+    assert again.uid not in (look.uid, search.uid) and again.must_beat == 0.45
+    assert stream.root.looking == again.uid and not stream.root.look_due
+
+
+def looks(out: list[tuple[bytes, Message]]) -> list[tuple[bytes, ResubscribeRequest]]:
+    return [(p, m) for p, m in out if isinstance(m, ResubscribeRequest)]

@@ -169,6 +169,11 @@ class Restarts:
         """Become the origin of a restart: label the subtree, and route the resubscribe
         (must beat: our location) once every child has confirmed."""
         self._stats.restarts += 1
+        # A root's look running now is over: the restart's label replaces its own. Kept as
+        # running, it would end as lost at the grace of the takeover that follows when the
+        # restart finds nobody, leaving the look that takeover made due never started, and
+        # the root neither looking nor probing again (``merges``).
+        stream.root.looking = None
         self._change(stream, change, None)
         self.originate(now, stream, self._fresh_uid())
 

@@ -91,7 +91,8 @@ TRANSITIONS: dict[tuple[State | None, Change], State | None] = {
 #   it held, releases held acks); local publishes whose numbers were dropped go back to
 #   ``backlog``, which ``Backlog.drain`` routes afresh from the new state at the event's
 #   end; ``Showing.tell_marks`` sets ``told_at`` at that end too. ``Merges.merged`` clears
-#   only the look, the grace, ``probe_misses`` and ``cross_misses``.
+#   only the look, the grace, ``probe_misses`` and ``cross_misses``; ``Restarts.restart``
+#   (``CLOSER_NODE``) only the look.
 # * Back to ROOT (``BECAME_ROOT`` from RESTARTING, after either): ``Takeover.became_root``
 #   resets ``committed``, ``asked``, ``holds`` and ``remembered`` (and, for a takeover,
 #   ``look_due`` and ``relooks``); the rest is read as the last root left it: the probe
