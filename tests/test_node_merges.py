@@ -30,6 +30,7 @@ from takeovers import (
     tree,
 )
 
+from overlay.core.probes import _settled_root
 from overlay.core.streams import State
 from overlay.messages import (
     DataNotFound,
@@ -194,10 +195,11 @@ def test_a_looking_root_that_refuses_a_closer_look_says_not_found_may_be_wrong()
 def test_a_root_that_hands_off_mid_look_and_stays_root_looks_again() -> None:
     """N (0.45) is root and its look is out at Q when a closer peer C (0.48) links: N
     restarts to hand the tree on (spec: "when a new node is added"), and the restart's label
-    replaces the look's, so the look is over. C and the rest find nothing, N takes its tree
-    over again, and at the takeover's grace it looks anew. Kept as running, the old look
-    would end as lost at that grace while the look due stayed due for ever: a root that
-    neither looks nor probes again, numbering beside any closer root it missed."""
+    replaces the look's, so the look is over. C's link drops, P and Q find nothing, N takes
+    its tree over again, and at the takeover's grace it looks anew, then settles. Kept as
+    running, the old look would end as lost at that grace with the takeover's look still
+    due and never started: a root that neither looks nor probes again, numbering beside
+    any closer root it missed."""
     node, look = new_root_looking()
     stream = node.streams[KEY]
     node.link_up(1.0, b"C")
@@ -205,14 +207,17 @@ def test_a_root_that_hands_off_mid_look_and_stays_root_looks_again() -> None:
     assert peer == b"C" and search.uid != look.uid
     assert stream.state is State.RESTARTING and stream.root.looking is None
     node.receive(1.1, b"Q", not_found(look))  # the old look's search ends: it found nothing
-    for now, peer in ((1.2, b"C"), (1.3, b"P"), (1.4, b"Q")):
-        node.receive(now, peer, not_found(search))
+    assert looks(sends(node.link_down(1.2, b"C"))) == [(b"Q", search)]
+    node.receive(1.3, b"Q", not_found(search))  # no budget left: nobody closer
     assert stream.state is State.ROOT and stream.root.look_due
     grace = stream.root.recover_until
     assert grace is not None
     [(peer, again)] = looks(sends(node.handle_timer(grace)))
     assert again.uid not in (look.uid, search.uid) and again.must_beat == 0.45
     assert stream.root.looking == again.uid and not stream.root.look_due
+    for peer in (b"Q", b"P"):
+        node.receive(grace + 0.1, peer, not_found(again))
+    assert _settled_root(stream)
 
 
 def looks(out: list[tuple[bytes, Message]]) -> list[tuple[bytes, ResubscribeRequest]]:
