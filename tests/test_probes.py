@@ -218,16 +218,20 @@ def test_a_roots_own_probe_whose_hop_goes_away_goes_on_past_it() -> None:
     assert parts.sends() == []
 
 
-def test_a_relayed_probe_whose_sender_goes_away_is_forgotten() -> None:
-    """Its answer would have nobody to go to: the hop's state goes with the link."""
+def test_a_probe_whose_sender_redials_is_still_answered() -> None:
+    """P's link drops and P dials again at once (the same node, its boot id unchanged)
+    while the probe it sent waits on Q: Q's answer still goes back to P, whose probe waits
+    for it. Forgotten with the link, the answer would be lost, and a root beside a closer
+    one would number on until its next probe round."""
     node = make(0.3)
     meet(node, b"P", 0.2)
     meet(node, b"Q", 0.4)
     node.receive(1.0, b"P", RootProbe(UID, KEY, 3, 0.35, 0.45))
-    assert node.probes.in_flight == 1
-    node.link_down(2.0, b"P")
-    assert node.probes.in_flight == 0
-    assert sends(node.receive(2.1, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))) == []
+    node.link_down(1.1, b"P")
+    meet(node, b"P", 0.2, now=1.2)
+    assert sends(node.receive(1.3, b"Q", ProbeAnswer(UID, KEY, 0.49, 0))) == [
+        (b"P", ProbeAnswer(UID, KEY, 0.49, 0))
+    ]
 
 
 def test_an_answer_from_a_peer_not_asked_is_ignored() -> None:

@@ -443,13 +443,11 @@ class Probes:
         died unnoticed (a root probes on each new link, and a partition that heals brings
         new links while the dead are still being noticed) would be lost there, and two
         roots would number side by side until the next probe round. A probe that came
-        from ``peer`` has nobody to answer: it is forgotten. A link was lost, too: a new
-        one may now be a way back (``probe_new_links``)."""
+        from ``peer`` is kept: a link that drops and comes back at once (the same node,
+        redialled) still waits for its answer. A link was lost, too: a new one may now be
+        a way back (``probe_new_links``)."""
         self.lost_a_link = True
-        probes = self._probes
-        for uid in [u for u, h in probes.items() if h.upstream == peer]:
-            del probes[uid]
-        for hop in [h for h in probes.values() if h.current == peer]:
+        for hop in [h for h in self._probes.values() if h.current == peer]:
             hop.current = None
             self._stats.probes_rerouted += 1
             self._probe_on(hop)
