@@ -4,7 +4,7 @@ is there; and an attached root takes any resubscribe (``must_beat.may_accept``).
 
 The split scene is ``test_takeover``'s drawn tree: R (0.5) is the root; its link to X (0.47)
 breaks while C (0.3) is slow, so X's restart search dies at C and X becomes root of its own
-subtree (X, E) beside R's (R, C, A). Before looking again existed, both stayed roots for good.
+subtree (X, E) beside R's (R, C, A). Without a look, both would stay roots for good.
 """
 
 from __future__ import annotations

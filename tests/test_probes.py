@@ -204,6 +204,8 @@ def test_a_probe_whose_next_hop_goes_away_goes_on_past_it() -> None:
 
 
 def test_a_roots_own_probe_whose_hop_goes_away_goes_on_past_it() -> None:
+    """A root's probe on a new link waits on P; P goes: the probe goes on to Q with the
+    budget it had. P going again sends nothing: no probe waits on it any more."""
     parts = Parts()
     parts.meet(b"P", 0.3)
     parts.meet(b"Q", 0.2)

@@ -6,9 +6,10 @@ success for packets it lacked (``overlay.core.refills``) the fourth. All four ra
 crossing probe held back by a look's backoff; the sixth, a probe whose budget runs out past
 the closest node; the seventh, on a proximity graph, a root that took over just after a
 heal and probes once its look ends. Then two roots that took over from one dead root look
-in step, and the farther one follows the closer one's look back. The last, with
-confirmation off, a root's probe on a healed partition's new links sent to a peer that had
-died unnoticed."""
+in step, and the farther one follows the closer one's look back; and the same two roots
+under a partition, merged by probes on the healed links. The last, with confirmation off,
+a root's probe on a healed partition's new links sent to a peer that had died
+unnoticed."""
 
 from __future__ import annotations
 
@@ -276,11 +277,12 @@ def test_two_roots_looking_in_step_merge_along_the_closer_ones_look() -> None:
 
 def test_two_roots_looking_in_step_under_a_partition_end_as_one_tree() -> None:
     # The same race during a long partition with many crashes on a lossy network: two
-    # subtrees of one dead root take over side by side and their looks cross in step.
-    # Probes sent to peers that died unnoticed now go on once those peers' links go, and
-    # the trees merge before the looks cross, so this guards the outcome alone: one tree.
+    # subtrees of one dead root take over side by side under the partition. Probes on the
+    # healed links, going on past peers that died unnoticed once their links go, merge the
+    # trees before the looks cross.
     outcome = run(LOOKS_IN_STEP_UNDER_A_PARTITION)
     assert outcome.log.acks and failures(outcome) == []
+    assert sum(node.stats.probes_rerouted for node in outcome.sim.nodes) >= 1
 
 
 def test_a_probe_sent_to_a_peer_that_died_unnoticed_goes_on_when_its_link_goes() -> None:
