@@ -134,8 +134,7 @@ class Searches:
             self.by_peer[mine] = self.by_peer.get(mine, 0) + 1
         self._stats.searches += 1
         probes = self._probes
-        hop = probes.trail_hop(route)
-        if hop is None or hop in route.tried or self._peers.get(hop) is None:
+        if self._untried(route, probes.trail_hop(route)) is None:
             route.trail_htl = 0  # its trail names no hop here: a search like any other
         route.prefer = probes.first_hop(route)
         self.forward(now, route)
@@ -234,7 +233,11 @@ class Searches:
     def _preferred(self, route: Route) -> Peer | None:
         """The peer ``route`` asks to try first (``Route.prefer``), once, if still linked."""
         prefer, route.prefer = route.prefer, None
-        return None if prefer is None or prefer in route.tried else self._peers.get(prefer)
+        return self._untried(route, prefer)
+
+    def _untried(self, route: Route, peer: PeerId | None) -> Peer | None:
+        """``peer``, if ``route`` has not tried it and it is still linked."""
+        return None if peer is None or peer in route.tried else self._peers.get(peer)
 
     def drop_route(self, route: Route) -> None:
         del self.routes[route.uid]
