@@ -42,6 +42,7 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert net["delivered"] == net["expected"] == 300 * 3
     assert net["duplicates"] == 0 and net["order_violations"] == 0
     assert net["held_queries"] > 0  # every acknowledgement waited for a second branch
+    assert net["confirmed"] == 300  # the root (not the publisher's node) confirmed each
     assert net["commit_notices"] > 0  # the last marks, once the stream went quiet
     assert len(net["depths"]) == 3 and all(d is not None and d >= 0 for d in net["depths"])
     for stats in (net["latency_ms"], net["ack_latency_ms"], hop["latency_ms"]):
@@ -54,6 +55,28 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert "p99" in latency.format_report(result) and "publish->ack" in latency.format_report(
         result
     )
+
+
+async def test_latency_benchmark_without_confirmation_sends_packets_down_unconfirmed() -> None:
+    """With ``confirm_publishes`` off on every node, the root (not the publisher's node)
+    sends each numbered publish down at once: it takes no confirmation, and every packet
+    still reaches every subscriber once, in order."""
+    result = await latency.run_benchmark(
+        nodes=8,
+        subscribers=3,
+        rate=300,
+        duration=1.0,
+        baseline_duration=0.5,
+        seed=2,
+        confirm_publishes=False,
+    )
+    net = result["network"]
+    assert result["parameters"]["confirm_publishes"] is False
+    assert net["acked"] == net["published"] == 300 and net["failed"] == 0
+    assert net["delivered"] == net["expected"] == 300 * 3
+    assert net["duplicates"] == 0 and net["order_violations"] == 0
+    assert net["confirmed"] == 0
+    assert "publish confirmation off" in latency.format_report(result)
 
 
 async def test_latency_benchmark_at_saturation_keeps_its_window_and_loses_nothing() -> None:

@@ -2,7 +2,7 @@
 saturation.
 
     python -m testnet.bench.latency [--nodes 20] [--subscribers 5] [--rate 200]
-                                    [--saturate] [--window 256]
+                                    [--saturate] [--window 256] [--no-confirm-publishes]
                                     [--duration 20] [--payload 1024] [--seed 1] [--json]
 
 Method. ``LocalNetwork`` runs ``--nodes`` full nodes (``run_node``: TCP, handshakes, sealed
@@ -24,6 +24,12 @@ how fast the tree answers), so the network's own pace sets the rate; the rate re
 unique deliveries a second. (A client of the port is not told that room: one that keeps
 more unanswered waits at its node, up to the port's bound, and that wait is in its
 latency.) The baseline hop then sends as fast as it can too.
+
+``--no-confirm-publishes``: every node runs with ``confirm_publishes`` off, so a root sends
+a peer's publish down as soon as it numbers it instead of first telling the publisher's
+node its number and waiting for the confirmation (``overlay.core.confirming``): what the
+weaker guarantee saves, on the same network and load. The report counts the publishes
+roots took confirmations for (0 with it off).
 
 Reported: p50, p90, p99 and max over every (packet, subscriber) delivery, and over every
 publish's acknowledgement (its arrival at the publishing client); packets delivered
@@ -58,6 +64,7 @@ import trio
 
 from keyspace.stream_key import StreamKey
 from keyspace.topology import small_world
+from overlay.core.config import NodeConfig
 from overlay.core.events import (
     BatchAcked,
     ClientEvent,
@@ -158,13 +165,15 @@ async def measure_network(
     payload: int,
     seed: int,
     window: int | None = None,
+    confirm_publishes: bool = True,
 ) -> dict[str, Any]:
     """Build the network, publish at ``rate`` (or, given ``window``, at saturation) for
     ``duration`` s, and return the deliveries' latencies and checks (module docstring)."""
     rng = random.Random(seed)
     topology = small_world(nodes, DEGREE, rng)
     chosen = sorted(rng.sample(range(1, nodes), subscribers))
-    async with LocalNetwork(topology, seed=seed) as net:
+    core = NodeConfig(confirm_publishes=confirm_publishes)
+    async with LocalNetwork(topology, core=core, seed=seed) as net:
         with trio.fail_after(SETUP_TIMEOUT):
             await net.wait_linked()
             sinks = await attach_sinks(net, chosen)
@@ -178,6 +187,7 @@ async def measure_network(
         depths = _depths(net, chosen)
         asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
         told = sum(node.host.core.stats.commit_notices for node in net.nodes)
+        confirmed = sum(node.host.core.stats.confirmed for node in net.nodes)
         control = sum(node.host.frames_in - node.host.data_in for node in net.nodes)
         packets = sum(node.host.packets_in for node in net.nodes)
         start = trio.current_time()
@@ -199,6 +209,7 @@ async def measure_network(
         elapsed = trio.current_time() - start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
+        confirmed = sum(node.host.core.stats.confirmed for node in net.nodes) - confirmed
         control = sum(node.host.frames_in - node.host.data_in for node in net.nodes) - control
         packets = sum(node.host.packets_in for node in net.nodes) - packets
     latencies, delivered, duplicates, order_violations = deliveries(sinks, numbers)
@@ -222,6 +233,7 @@ async def measure_network(
         "latency_ms": summarize(latencies),
         "held_queries": held_queries,
         "commit_notices": notices,
+        "confirmed": confirmed,
         "ack_latency_ms": summarize(
             [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
         ),
@@ -407,6 +419,7 @@ async def run_benchmark(
     seed: int = 1,
     baseline_duration: float = BASELINE_DURATION,
     window: int | None = None,
+    confirm_publishes: bool = True,
 ) -> dict[str, Any]:
     """The baseline hop, then the network; both in this trio run. ``window``: saturation."""
     if not 1 <= subscribers < nodes:
@@ -424,6 +437,7 @@ async def run_benchmark(
         payload=payload,
         seed=seed,
         window=window,
+        confirm_publishes=confirm_publishes,
     )
     return {
         "parameters": {
@@ -434,6 +448,7 @@ async def run_benchmark(
             "duration": duration,
             "payload": payload,
             "seed": seed,
+            "confirm_publishes": confirm_publishes,
         },
         "network": network,
         "tcp_hop": baseline,
@@ -454,7 +469,9 @@ def format_report(result: dict[str, Any]) -> str:
     lines = [
         f"Publish-to-delivery latency: {p['nodes']} nodes (small world, seed {p['seed']}), "
         f"{p['subscribers']} subscribers, {pace} of {p['payload']} bytes "
-        f"for {p['duration']:g} s (achieved {net['achieved_rate']:.1f} packets/s, "
+        f"for {p['duration']:g} s, publish confirmation "
+        f"{'on' if p.get('confirm_publishes', True) else 'off'} "
+        f"(achieved {net['achieved_rate']:.1f} packets/s, "
         f"{net['deliveries_per_s']:,.0f} deliveries/s)",
         "",
         f"{'ms':<26}" + "".join(f"{k:>9}" for k in _COLUMNS),
@@ -474,6 +491,8 @@ def format_report(result: dict[str, Any]) -> str:
         f"members told each other {net['commit_notices']:,} times how far the root committed "
         "in a standalone notice (Committed, over every tree link; the packets carry it "
         "otherwise: showing)",
+        f"roots took {net['confirmed']:,} confirmations from publishers' nodes before sending "
+        "packets down (PublishConfirmed: confirming)",
         f"subscribers on nodes {net['subscribers']}, depth below the root "
         f"{net['depths']} (publisher on node 0)",
         f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "
@@ -500,6 +519,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--window", type=int, default=256, help="with --saturate: publishes unanswered"
     )
+    parser.add_argument(
+        "--confirm-publishes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="roots wait for the publisher's node to confirm a number before sending the "
+        "packet down (the default; --no-confirm-publishes: the weaker, faster mode)",
+    )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of publishing")
     parser.add_argument("--payload", type=int, default=1024, help="bytes per packet (>= 8)")
     parser.add_argument("--seed", type=int, default=1)
@@ -520,6 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             payload=args.payload,
             seed=args.seed,
             window=args.window if args.saturate else None,
+            confirm_publishes=args.confirm_publishes,
         )
     )
     print(json.dumps(result, indent=2) if args.json else format_report(result))
