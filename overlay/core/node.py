@@ -398,6 +398,34 @@ class Node:
 
     def _dispatch(self, now: float, peer: PeerId, message: Message) -> None:
         match message:
+            # A match tries its cases in order: the messages that come at the packets' rate
+            # (the publish path's, in bundles, and the commits') are tried first.
+            case Bundle():
+                # Its messages in order, each as if it had come alone (``messages.Bundle``):
+                # what the end of an event does runs between them too (a backlog drains
+                # before the next publish, which would otherwise overtake it); none after
+                # one that got the peer cut off.
+                for index, each in enumerate(message.messages):
+                    if index:
+                        self._settle(now)
+                    self._dispatch(now, peer, each)
+                    if self.out.dropping(peer):
+                        break
+            case PublishData():
+                self.flow.on_publish(now, peer, message)
+                self.refills.served(now, message.key)  # it may be one a waiting child lacks
+            case PublishSucceeded() | PublishCollision() | PublishRejected():
+                self.flow.on_answer(now, peer, message)
+            case PublishNumbered() | PublishConfirmed() | PublishWitness():
+                self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
+            case Committed() | PastQuery():
+                stream = self._from_parent(peer, message.key)
+                if stream is not None:
+                    self.flow.from_parent(now, stream, message)  # (``showing``, ``gathering``)
+            case HeldQuery():
+                self.flow.on_held_query(peer, message)
+            case Held():
+                self.flow.on_held(peer, message)
             case SubscribeRequest() | ResubscribeRequest():
                 self.subscribing.on_request(now, peer, message)
             case Accepted():
@@ -428,32 +456,6 @@ class Node:
                 self.probes.on_probe(now, peer, message)
             case ProbeAnswer():
                 self.probes.on_answer(now, peer, message)
-            case HeldQuery():
-                self.flow.on_held_query(peer, message)
-            case Committed() | PastQuery():
-                stream = self._from_parent(peer, message.key)
-                if stream is not None:
-                    self.flow.from_parent(now, stream, message)  # (``showing``, ``gathering``)
-            case Held():
-                self.flow.on_held(peer, message)
-            case Bundle():
-                # Its messages in order, each as if it had come alone (``messages.Bundle``):
-                # what the end of an event does runs between them too (a backlog drains
-                # before the next publish, which would otherwise overtake it); none after
-                # one that got the peer cut off.
-                for index, each in enumerate(message.messages):
-                    if index:
-                        self._settle(now)
-                    self._dispatch(now, peer, each)
-                    if self.out.dropping(peer):
-                        break
-            case PublishData():
-                self.flow.on_publish(now, peer, message)
-                self.refills.served(now, message.key)  # it may be one a waiting child lacks
-            case PublishSucceeded() | PublishCollision() | PublishRejected():
-                self.flow.on_answer(now, peer, message)
-            case PublishNumbered() | PublishConfirmed() | PublishWitness():
-                self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
             case SwapRequest():
                 self.swaps.on_request(now, peer, message)
             case SwapReply():
