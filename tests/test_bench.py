@@ -52,6 +52,9 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert net["packet_messages"] >= net["delivered"]
     assert net["control_messages"] > 0
     assert net["control_per_packet_edge"] == net["control_messages"] / net["packet_messages"]
+    assert net["cpu_s"] > 0 and 0 < net["cpu_share"] <= 1.5  # (one thread; a tick's rounding)
+    assert net["cpu_us_per_delivery"] == 1e6 * net["cpu_s"] / net["delivered"]
+    assert "µs a delivery" in latency.format_report(result)
     assert "p99" in latency.format_report(result) and "publish->ack" in latency.format_report(
         result
     )

@@ -37,10 +37,14 @@ against expected (acknowledged publishes times subscribers), duplicates and orde
 (both must be 0), publishes that failed, each subscriber's depth in the tree (hops below
 the root; a packet also climbs from the publisher's node to the root), and the control
 traffic: every message the nodes received while publishing that was not a packet
-(SubscribeData), per packet that crossed a link (one per packet per tree edge). The baseline, run in
-the same invocation and process at the same rate and size, is one plain loopback TCP hop: a
-trio task sends length-prefixed frames stamped the same way to another task that reads them,
-so the reader can see what one hop costs without the protocol.
+(SubscribeData), per packet that crossed a link (one per packet per tree edge), and the
+CPU time the process used from the first publish to the last delivery, as a share of a core
+and per delivery (the sinks' and the publisher's work is in it too, a small part): below
+saturation, where the core has time to spare, the cost of a delivery, which latency alone
+does not show. The baseline, run in the same invocation and process at the same rate and
+size, is one plain loopback TCP hop: a trio task sends length-prefixed frames stamped the
+same way to another task that reads them, so the reader can see what one hop costs without
+the protocol.
 
 Caveats. All nodes share one Python thread and core: a packet's hops run one after another,
 and a delivery waits for whatever else the loop is doing (other nodes' forwarding, heartbeats),
@@ -57,6 +61,7 @@ import math
 import random
 import struct
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -191,6 +196,7 @@ async def measure_network(
         control = sum(node.host.frames_in - node.host.data_in for node in net.nodes)
         packets = sum(node.host.packets_in for node in net.nodes)
         start = trio.current_time()
+        cpu_start = time.process_time()
         sent: dict[int, float] = {}
         if window is None:
             count = max(1, round(rate * duration))
@@ -207,6 +213,7 @@ async def measure_network(
         numbers = {publisher.acked[uid] for uid in range(1, count + 1) if uid in publisher.acked}
         await until_delivered(sinks, numbers)
         elapsed = trio.current_time() - start
+        cpu = time.process_time() - cpu_start
         held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
         notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
         confirmed = sum(node.host.core.stats.confirmed for node in net.nodes) - confirmed
@@ -225,6 +232,9 @@ async def measure_network(
         "elapsed": elapsed,
         "achieved_rate": count / elapsed,
         "deliveries_per_s": delivered / elapsed,
+        "cpu_s": cpu,
+        "cpu_share": cpu / elapsed,
+        "cpu_us_per_delivery": 1e6 * cpu / max(1, delivered),
         "packet_messages": packets,
         "control_messages": control,
         "control_per_packet_edge": control / max(1, packets),
@@ -483,6 +493,9 @@ def format_report(result: dict[str, Any]) -> str:
         f"({net['acked']:,} of {net['published']:,} publishes acknowledged, "
         f"{net['failed']} failed, {net['unanswered']} unanswered); duplicates {net['duplicates']}, "
         f"order violations {net['order_violations']}",
+        f"CPU: {net['cpu_s']:.1f} s of this process over the {net['elapsed']:.1f} s of publishing "
+        f"and draining ({100 * net['cpu_share']:.0f}% of a core), "
+        f"{net['cpu_us_per_delivery']:.0f} µs a delivery",
         f"control traffic: {net['control_messages']:,} messages that were not packets beside "
         f"{net['packet_messages']:,} packets over tree links: "
         f"{net['control_per_packet_edge']:.2f} per packet per tree edge",
