@@ -399,7 +399,8 @@ class Node:
     def _dispatch(self, now: float, peer: PeerId, message: Message) -> None:
         match message:
             # A match tries its cases in order: the messages that come at the packets' rate
-            # (the publish path's, in bundles, and the commits') are tried first.
+            # (the publish path's, in bundles, and the commits') are tried first. Packets
+            # and heartbeats never come here (``receive`` takes them).
             case Bundle():
                 # Its messages in order, each as if it had come alone (``messages.Bundle``):
                 # what the end of an event does runs between them too (a backlog drains

@@ -38,8 +38,8 @@ against expected (acknowledged publishes times subscribers), duplicates and orde
 the root; a packet also climbs from the publisher's node to the root), and the control
 traffic: every message the nodes received while publishing that was not a packet
 (SubscribeData), per packet that crossed a link (one per packet per tree edge), and the
-CPU time the process used from the first publish to the last delivery, as a share of a core
-and per delivery (the sinks' and the publisher's work is in it too, a small part): below
+CPU time the process used from the first publish until every delivery was seen, as a share of
+a core and per delivery (the sinks' and the publisher's work is in it too, a small part): below
 saturation, where the core has time to spare, the cost of a delivery, which latency alone
 does not show. The baseline, run in the same invocation and process at the same rate and
 size, is one plain loopback TCP hop: a trio task sends length-prefixed frames stamped the
@@ -480,7 +480,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"Publish-to-delivery latency: {p['nodes']} nodes (small world, seed {p['seed']}), "
         f"{p['subscribers']} subscribers, {pace} of {p['payload']} bytes "
         f"for {p['duration']:g} s, publish confirmation "
-        f"{'on' if p.get('confirm_publishes', True) else 'off'} "
+        f"{'on' if p['confirm_publishes'] else 'off'} "
         f"(achieved {net['achieved_rate']:.1f} packets/s, "
         f"{net['deliveries_per_s']:,.0f} deliveries/s)",
         "",
