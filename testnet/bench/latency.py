@@ -190,11 +190,7 @@ async def measure_network(
             await publisher_host.wait_until(lambda: bool(publisher.acked or publisher.failed))
             await warmed_up(net, chosen, sinks)
         depths = _depths(net, chosen)
-        asked = sum(node.host.core.stats.held_queries for node in net.nodes)  # in the warm-up
-        told = sum(node.host.core.stats.commit_notices for node in net.nodes)
-        confirmed = sum(node.host.core.stats.confirmed for node in net.nodes)
-        control = sum(node.host.frames_in - node.host.data_in for node in net.nodes)
-        packets = sum(node.host.packets_in for node in net.nodes)
+        before = _counts(net)  # (what the warm-up made)
         start = trio.current_time()
         cpu_start = time.process_time()
         sent: dict[int, float] = {}
@@ -214,11 +210,7 @@ async def measure_network(
         await until_delivered(sinks, numbers)
         elapsed = trio.current_time() - start
         cpu = time.process_time() - cpu_start
-        held_queries = sum(node.host.core.stats.held_queries for node in net.nodes) - asked
-        notices = sum(node.host.core.stats.commit_notices for node in net.nodes) - told
-        confirmed = sum(node.host.core.stats.confirmed for node in net.nodes) - confirmed
-        control = sum(node.host.frames_in - node.host.data_in for node in net.nodes) - control
-        packets = sum(node.host.packets_in for node in net.nodes) - packets
+        counts = {name: total - before[name] for name, total in _counts(net).items()}
     latencies, delivered, duplicates, order_violations = deliveries(sinks, numbers)
     return {
         "published": count,
@@ -235,18 +227,32 @@ async def measure_network(
         "cpu_s": cpu,
         "cpu_share": cpu / elapsed,
         "cpu_us_per_delivery": 1e6 * cpu / max(1, delivered),
-        "packet_messages": packets,
-        "control_messages": control,
-        "control_per_packet_edge": control / max(1, packets),
+        "packet_messages": counts["packets"],
+        "control_messages": counts["control"],
+        "control_per_packet_edge": counts["control"] / max(1, counts["packets"]),
         "subscribers": chosen,
         "depths": depths,
         "latency_ms": summarize(latencies),
-        "held_queries": held_queries,
-        "commit_notices": notices,
-        "confirmed": confirmed,
+        "held_queries": counts["held_queries"],
+        "commit_notices": counts["commit_notices"],
+        "confirmed": counts["confirmed"],
         "ack_latency_ms": summarize(
             [at - sent[uid] for uid, at in publisher.acked_at.items() if uid in sent]
         ),
+    }
+
+
+def _counts(net: LocalNetwork) -> dict[str, int]:
+    """The network's totals of what the report counts over the publishing: messages received
+    that were packets and that were not, commit questions, standalone commit notices, and
+    confirmations roots took."""
+    hosts = [node.host for node in net.nodes]
+    return {
+        "packets": sum(host.packets_in for host in hosts),
+        "control": sum(host.frames_in - host.data_in for host in hosts),
+        "held_queries": sum(host.core.stats.held_queries for host in hosts),
+        "commit_notices": sum(host.core.stats.commit_notices for host in hosts),
+        "confirmed": sum(host.core.stats.confirmed for host in hosts),
     }
 
 
