@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +30,7 @@ from overlay.runtime.handshake import (
     MAX_REFUSAL_TEXT,
     PROTOCOL_NAME,
     REFUSAL,
+    REKEY_FRAMES,
     REPLY_SIZE,
     RESPONDER_LABEL,
     SESSION_INFO,
@@ -39,6 +40,7 @@ from overlay.runtime.handshake import (
     LinkAuthError,
     Session,
     derive_keys,
+    next_key,
     refusal,
 )
 from overlay.runtime.identity import Identity, node_id_text
@@ -110,7 +112,7 @@ class ForgedInitiator:
         self.h.update(their)
         reply_ad = self.h.digest()
         self.finish_key, reply_key = derive_keys(self.secret, reply_ad, HANDSHAKE_INFO)
-        content = ChaCha20Poly1305(reply_key).decrypt(ZERO_NONCE, reply[32:], reply_ad)
+        content = AESGCM(reply_key).decrypt(ZERO_NONCE, reply[32:], reply_ad)
         self.responder, self.responder_sig = content[:32], content[32:]
         self.h.update(content)
 
@@ -131,7 +133,7 @@ class ForgedInitiator:
             signature = signer.sign(label + self.h.digest())
         self.h.update(signature)
         sealed = identity + signature
-        return ChaCha20Poly1305(self.finish_key).encrypt(ZERO_NONCE, sealed, finish_ad)
+        return AESGCM(self.finish_key).encrypt(ZERO_NONCE, sealed, finish_ad)
 
     def session(self) -> Session:
         to_responder, to_initiator = derive_keys(self.secret, self.h.digest(), SESSION_INFO)
@@ -156,7 +158,7 @@ def forged_reply(
     h.update(identity)
     if signature is None:
         signature = signer.sign(label + h.digest())
-    return ours + ChaCha20Poly1305(reply_key).encrypt(ZERO_NONCE, identity + signature, reply_ad)
+    return ours + AESGCM(reply_key).encrypt(ZERO_NONCE, identity + signature, reply_ad)
 
 
 # -- honest handshakes --------------------------------------------------------------------------
@@ -350,6 +352,57 @@ def test_the_send_counter_never_wraps() -> None:
         a.seal(b"one too many")
     with pytest.raises(LinkAuthError, match="wrap"):
         b.open(b"\x00" * 16)
+
+
+def keyed_pair(rekey_frames: int) -> tuple[Session, Session]:
+    """Two ends of a session on fixed keys, each moving to its next key every
+    ``rekey_frames`` frames."""
+    to_b, to_a = bytes(range(32)), bytes(range(32, 64))
+    return Session(to_b, to_a, rekey_frames), Session(to_a, to_b, rekey_frames)
+
+
+def test_both_ends_move_to_the_next_key_at_the_same_frame() -> None:
+    a, b = keyed_pair(rekey_frames=3)
+    for n in range(10):
+        assert b.open(a.seal(b"a%d" % n)) == b"a%d" % n
+        assert a.open(b.seal(b"b%d" % n)) == b"b%d" % n
+    assert (a.sent, b.received) == (10, 10)
+
+
+def test_frames_past_the_rekey_point_are_sealed_under_the_next_key() -> None:
+    """Frames 0 and 1 of a session rekeying every 2 frames are what the first key seals;
+    frame 2 is not (an end that kept the first key cannot open it), but what the key after
+    it seals, under the same counter nonce."""
+    rekeying, _ = keyed_pair(rekey_frames=2)
+    steady, steady_end = keyed_pair(rekey_frames=REKEY_FRAMES)
+    first = [rekeying.seal(b"same") for _ in range(3)]
+    second = [steady.seal(b"same") for _ in range(3)]
+    assert first[:2] == second[:2]
+    assert first[2] != second[2]
+    after = AESGCM(next_key(bytes(range(32))))
+    assert after.decrypt((2).to_bytes(12, "big"), first[2], None) == b"same"
+    steady_end.open(first[0])
+    steady_end.open(first[1])
+    with pytest.raises(LinkAuthError, match="frame 2"):
+        steady_end.open(first[2])
+
+
+def test_each_next_key_is_new_and_the_same_on_both_ends() -> None:
+    key = bytes(range(32))
+    chain = [key]
+    for _ in range(4):
+        chain.append(next_key(chain[-1]))
+    assert len(set(chain)) == 5
+    assert next_key(key) == chain[1]
+    assert all(len(k) == 32 for k in chain)
+
+
+def test_a_key_seals_no_more_than_gcm_s_margin_allows() -> None:
+    """RFC 8446 section 5.5: about 2**24.5 records of 2**14 bytes (2**34.5 AES blocks) per
+    AES-GCM key for a 2**-57 margin. A key here seals at most REKEY_FRAMES frames of at most
+    MAX_PLAINTEXT bytes."""
+    blocks_per_frame = -(-MAX_PLAINTEXT // 16) + 1  # and the block that makes the tag
+    assert REKEY_FRAMES * blocks_per_frame <= 2**34
 
 
 # -- malformed and hostile handshakes -----------------------------------------------------------

@@ -12,7 +12,8 @@ signs a hash of everything said so far, with a label naming its role::
 ``k_R`` and ``k_I`` come from HKDF-SHA256 over the X25519 secret ``DH(e_I, e_R)``, salted with
 the transcript up to ``e_R``; each seals one message (nonce 0, the transcript so far as
 associated data). The session keys come from HKDF over the same secret salted with the whole
-transcript: one ChaCha20Poly1305 key per direction.
+transcript: one AES-256-GCM key per direction, which moves on to the next key of its chain
+every ``REKEY_FRAMES`` frames (see ``Session``).
 
 Why each part is there:
 
@@ -38,6 +39,18 @@ Why each part is there:
   only that it was refused.
 * The keys are fresh each connection (forward secrecy): a stolen identity key later does not
   open recorded traffic.
+* AES-256-GCM rather than ChaCha20-Poly1305, for speed where links spend it: x86-64 and
+  ARMv8 server CPUs have AES instructions, and with them AES-GCM seals a 1 KB frame in
+  about half the time and a 64 KB frame in about 40% (measured on an x86-64 machine
+  through the same library: 0.73 against 1.38 us, 7.5 against 18.7 us). On a CPU without
+  AES instructions it is the slower of the two.
+* GCM bounds what one key may seal safely (RFC 8446 section 5.5: about 2**24.5 records of
+  16 KiB for a 2**-57 margin), where ChaCha20-Poly1305 has no practical bound; a link may
+  carry far more than that in its life. So each direction's key is replaced, every
+  ``REKEY_FRAMES`` frames, by one derived from it (HKDF, ``REKEY_INFO``), on both sides at
+  the same counter, with no message: 2**20 frames of at most 64 KiB are 2**32 AES blocks,
+  within that margin. A key is derived one way from the one before, and the old one is
+  dropped, so a key taken from a live link does not open its older frames.
 
 Security invariants:
 
@@ -49,10 +62,10 @@ Security invariants:
   RemoteProtocolError: drop this connection). The handshake cannot be resumed after an error;
   calling it out of order is a LocalProtocolError (our bug).
 * :class:`Session` uses each key with each nonce once: nonces are per-direction counters, never
-  sent, and the session refuses to go on rather than wrap. Because the transport is an ordered
-  stream, the receiver expects exactly the next counter: a replayed, reordered, dropped or
-  altered frame fails authentication (:class:`LinkAuthError`), and the receiving side refuses
-  everything after a failure.
+  sent (nor reset by a rekey), and the session refuses to go on rather than wrap. Because the
+  transport is an ordered stream, the receiver expects exactly the next counter: a replayed,
+  reordered, dropped or altered frame fails authentication (:class:`LinkAuthError`), and the
+  receiving side refuses everything after a failure.
 
 Ephemeral keys come from the operating system's random source, deliberately: unlike the core's
 choices, they must not be reproducible. Handshake messages travel in ``overlay.runtime.framing``
@@ -68,7 +81,7 @@ from collections.abc import Callable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from overlay.errors import LocalProtocolError, RemoteProtocolError
@@ -86,10 +99,10 @@ from overlay.schema import SCHEMA_SIZE, WIRE_SCHEMA
 # The first bytes of a hello: something that is not an overlay link (an HTTP client, a port
 # scanner, an old protocol) is told apart at once instead of failing obscurely later.
 MAGIC = b"OVL\x00"
-# Bumped when the handshake, a key derivation or the sealed frames' layout changes; a mismatch
-# is reported as such.
+# Bumped when the handshake, a key derivation, the cipher or the sealed frames' layout changes;
+# a mismatch is reported as such.
 # Message changes are caught by the schema fingerprint instead, which nobody has to bump.
-VERSION = 3
+VERSION = 4
 # Starts a refusal (see the docstring); its text is at most MAX_REFUSAL_TEXT bytes.
 REFUSAL = b"OVL!"
 MAX_REFUSAL_TEXT = 200
@@ -98,8 +111,8 @@ MAX_REFUSAL_TEXT = 200
 MAX_NETWORK_TAG = 64
 
 EPHEMERAL_SIZE = 32  # X25519 public key (RFC 7748)
-KEY_SIZE = 32  # ChaCha20Poly1305 key
-TAG_SIZE = 16  # Poly1305 tag
+KEY_SIZE = 32  # AES-256-GCM key
+TAG_SIZE = 16  # GCM tag
 
 # Where each field of a hello starts: magic, version, schema, tag length, tag, then e_I.
 _VERSION_AT = len(MAGIC)
@@ -116,14 +129,16 @@ MAX_HANDSHAKE_MESSAGE = max(
 
 # Starts the transcript: every hash and key is bound to this exact protocol and version, so
 # nothing computed here can be confused with another protocol's values.
-PROTOCOL_NAME = b"overlay-link-v1 X25519 Ed25519 ChaCha20Poly1305 SHA256"
+PROTOCOL_NAME = b"overlay-link-v2 X25519 Ed25519 AES256-GCM SHA256"
 # Role labels for the two signatures: different, so neither can be reflected as the other. The
 # NUL ends each label, so neither is a prefix of the other (nor of any signed-stream payload).
-RESPONDER_LABEL = b"overlay-link-v1 responder signs\x00"
-INITIATOR_LABEL = b"overlay-link-v1 initiator signs\x00"
+RESPONDER_LABEL = b"overlay-link-v2 responder signs\x00"
+INITIATOR_LABEL = b"overlay-link-v2 initiator signs\x00"
 # HKDF info strings: handshake and session keys come from the same secret and must differ.
-HANDSHAKE_INFO = b"overlay-link-v1 handshake keys"
-SESSION_INFO = b"overlay-link-v1 session keys"
+HANDSHAKE_INFO = b"overlay-link-v2 handshake keys"
+SESSION_INFO = b"overlay-link-v2 session keys"
+# HKDF info for a direction's next key from its current one (``Session``).
+REKEY_INFO = b"overlay-link-v2 next key"
 
 # Session nonces: 4 zero bytes, then the 64-bit big-endian frame counter, which is simply the
 # counter as a 12-byte big-endian integer (one int.to_bytes call, cheaper than packing and
@@ -133,6 +148,8 @@ NONCE_SIZE = 12
 _ZERO_NONCE = bytes(NONCE_SIZE)
 # 2**64 frames per direction; reaching it means the counter would wrap and repeat a nonce.
 COUNTER_LIMIT = 2**64
+# Frames a direction seals under one key before both sides move to its next (see the notes).
+REKEY_FRAMES = 2**20
 
 
 class HandshakeError(RemoteProtocolError):
@@ -169,19 +186,47 @@ def derive_keys(secret: bytes, salt: bytes, info: bytes) -> tuple[bytes, bytes]:
     return okm[:KEY_SIZE], okm[KEY_SIZE:]
 
 
+def next_key(key: bytes) -> bytes:
+    """The key a direction of a session seals with after ``key`` (HKDF-SHA256 of it)."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_SIZE, salt=None, info=REKEY_INFO).derive(key)
+
+
 class Session:
     """A keyed link after the handshake: ``seal`` frames to send, ``open`` frames received.
 
     Frames must be opened in the order they were sealed, each exactly once; anything else fails.
+    Each direction's key is replaced by its next (``next_key``) before its frame number
+    ``rekey_frames``, ``2 * rekey_frames`` ..., on both sides alike (see the notes).
     """
 
-    __slots__ = ("_failed", "_open", "_received", "_seal", "_sent")
+    __slots__ = (
+        "_failed",
+        "_open",
+        "_open_key",
+        "_open_until",
+        "_received",
+        "_rekey_frames",
+        "_seal",
+        "_seal_key",
+        "_seal_until",
+        "_sent",
+    )
 
-    def __init__(self, send_key: bytes, receive_key: bytes) -> None:
-        # One AEAD object per direction, made once: constructing one costs as much as sealing
-        # a small frame.
-        self._seal = ChaCha20Poly1305(send_key).encrypt
-        self._open = ChaCha20Poly1305(receive_key).decrypt
+    def __init__(
+        self, send_key: bytes, receive_key: bytes, rekey_frames: int = REKEY_FRAMES
+    ) -> None:
+        if rekey_frames < 1:
+            raise ValueError(f"rekey_frames must be at least 1, got {rekey_frames}")
+        # One AEAD object per direction and key, made once: constructing one costs as much
+        # as sealing a small frame.
+        self._seal_key = send_key
+        self._open_key = receive_key
+        self._seal = AESGCM(send_key).encrypt
+        self._open = AESGCM(receive_key).decrypt
+        self._rekey_frames = rekey_frames
+        # The counter at which each direction next moves to a new key, or stops (a single
+        # comparison per frame covers both).
+        self._seal_until = self._open_until = min(rekey_frames, COUNTER_LIMIT)
         self._sent = 0
         self._received = 0
         self._failed = False
@@ -199,10 +244,14 @@ class Session:
     def seal(self, plaintext: bytes) -> bytes:
         """The next frame body to send: ``plaintext`` encrypted, plus a 16-byte tag."""
         counter = self._sent
-        if counter >= COUNTER_LIMIT:
-            raise LocalProtocolError(
-                "send counter exhausted (2**64 frames): the link must be closed and redialled"
-            )
+        if counter >= self._seal_until:
+            if counter >= COUNTER_LIMIT:
+                raise LocalProtocolError(
+                    "send counter exhausted (2**64 frames): the link must be closed and redialled"
+                )
+            self._seal_key = next_key(self._seal_key)
+            self._seal = AESGCM(self._seal_key).encrypt
+            self._seal_until = min(counter + self._rekey_frames, COUNTER_LIMIT)
         if len(plaintext) > MAX_PLAINTEXT:
             raise LocalProtocolError(
                 f"plaintext of {len(plaintext)} bytes exceeds MAX_PLAINTEXT ({MAX_PLAINTEXT}); "
@@ -218,9 +267,13 @@ class Session:
                 "open() after an earlier frame failed authentication: the link must be dropped"
             )
         counter = self._received
-        if counter >= COUNTER_LIMIT:
-            self._failed = True
-            raise LinkAuthError("the peer sent more than 2**64 frames; its counter would wrap")
+        if counter >= self._open_until:
+            if counter >= COUNTER_LIMIT:
+                self._failed = True
+                raise LinkAuthError("the peer sent more than 2**64 frames; its counter would wrap")
+            self._open_key = next_key(self._open_key)
+            self._open = AESGCM(self._open_key).decrypt
+            self._open_until = min(counter + self._rekey_frames, COUNTER_LIMIT)
         try:
             plaintext = self._open(counter.to_bytes(NONCE_SIZE, "big"), ciphertext, None)
         except InvalidTag:
@@ -400,7 +453,7 @@ class Handshake:
         ours, signature = self._sign(RESPONDER_LABEL)
         self._finish_key = finish_key
         self._finish_ad = self._transcript.digest()
-        sealed = ChaCha20Poly1305(reply_key).encrypt(_ZERO_NONCE, ours + signature, reply_ad)
+        sealed = AESGCM(reply_key).encrypt(_ZERO_NONCE, ours + signature, reply_ad)
         self._state = _State.AWAIT_FINISH
         return our_ephemeral + sealed
 
@@ -419,7 +472,7 @@ class Handshake:
         self._check_peer(content, RESPONDER_LABEL)
         finish_ad = self._transcript.digest()
         ours, signature = self._sign(INITIATOR_LABEL)
-        finish = ChaCha20Poly1305(finish_key).encrypt(_ZERO_NONCE, ours + signature, finish_ad)
+        finish = AESGCM(finish_key).encrypt(_ZERO_NONCE, ours + signature, finish_ad)
         self._complete()
         return finish
 
@@ -444,7 +497,7 @@ class Handshake:
 
     def _unseal(self, key: bytes, sealed: bytes, ad: bytes, what: str) -> bytes:
         try:
-            return ChaCha20Poly1305(key).decrypt(_ZERO_NONCE, sealed, ad)
+            return AESGCM(key).decrypt(_ZERO_NONCE, sealed, ad)
         except InvalidTag:
             raise self._error(
                 f"the {what} failed authentication: altered in transit, or the peer did not see "

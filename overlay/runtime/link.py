@@ -1,6 +1,6 @@
 """One authenticated, encrypted link to a peer, after its handshake: a reader and a writer.
 
-Each frame on the wire is a 4-byte length and a ChaCha20Poly1305-sealed plaintext of one or
+Each frame on the wire is a 4-byte length and an AES-256-GCM-sealed plaintext of one or
 more records, each one CBOR message (``overlay.runtime.framing``,
 ``overlay.runtime.handshake.Session``). The nonces are per-direction counters that never
 travel, so a frame replayed, dropped, reordered or altered fails to open, and the link closes.
@@ -16,7 +16,7 @@ frames, rather than waking the writer for it, saves a task switch per frame and,
 a pass of trio's scheduler per hop: on a busy node every pass runs all its ready tasks, so
 a message that waits for the next one waits for all of them. Coalescing is what lets trio
 move hundreds of thousands of messages a second instead of the ~40,000 one write a frame
-allows, and sealing many messages at once costs a fifth per byte of sealing each. A message
+allows, and sealing many messages at once costs about a sixth per byte of sealing each. A message
 is never held back for company: ``flush`` takes whatever is queued when it is called.
 
 A slow peer: the queue is bounded in bytes (``max_queue_bytes``). A peer that reads slower

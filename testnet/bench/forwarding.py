@@ -10,7 +10,7 @@ a core of its own and the receivers' work is not charged to it:
 * the *receiver* process holds its N children (and, for the plain program, the source).
 
 Protocol variant: the forwarder is a full ``run_node`` (TCP listener, X25519/Ed25519
-handshake, ChaCha20Poly1305-sealed frames, one coalescing writer per link) placed exactly at
+handshake, AES-256-GCM-sealed frames, one coalescing writer per link) placed exactly at
 the stream's location, so it is the root. The N children are full ``run_node`` nodes too; each
 dials it and subscribes a local sink that counts packets (and checks their numbers run on
 without a gap or repeat). The publisher is a local client *at the root* that publishes in
