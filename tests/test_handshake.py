@@ -369,32 +369,67 @@ def test_both_ends_move_to_the_next_key_at_the_same_frame() -> None:
     assert (a.sent, b.received) == (10, 10)
 
 
-def test_frames_past_the_rekey_point_are_sealed_under_the_next_key() -> None:
-    """Frames 0 and 1 of a session rekeying every 2 frames are what the first key seals;
-    frame 2 is not (an end that kept the first key cannot open it), but what the key after
-    it seals, under the same counter nonce."""
-    rekeying, _ = keyed_pair(rekey_frames=2)
-    steady, steady_end = keyed_pair(rekey_frames=REKEY_FRAMES)
-    first = [rekeying.seal(b"same") for _ in range(3)]
-    second = [steady.seal(b"same") for _ in range(3)]
-    assert first[:2] == second[:2]
-    assert first[2] != second[2]
-    after = AESGCM(next_key(bytes(range(32))))
-    assert after.decrypt((2).to_bytes(12, "big"), first[2], None) == b"same"
-    steady_end.open(first[0])
-    steady_end.open(first[1])
-    with pytest.raises(LinkAuthError, match="frame 2"):
-        steady_end.open(first[2])
-
-
-def test_each_next_key_is_new_and_the_same_on_both_ends() -> None:
-    key = bytes(range(32))
+def key_chain(key: bytes, count: int) -> list[bytes]:
+    """``key`` and the ``count - 1`` keys that follow it."""
     chain = [key]
-    for _ in range(4):
+    while len(chain) < count:
         chain.append(next_key(chain[-1]))
-    assert len(set(chain)) == 5
-    assert next_key(key) == chain[1]
-    assert all(len(k) == 32 for k in chain)
+    return chain
+
+
+def test_frame_c_is_sealed_under_key_c_div_r_of_the_chain() -> None:
+    """With a rekey every 2 frames, frames 0 and 1 are sealed under the first key, 2 and 3
+    under the next, 4 and 5 under the one after, each under its own counter nonce; an end
+    that kept the first key opens frames 0 and 1 and fails at frame 2."""
+    rekeying, _ = keyed_pair(rekey_frames=2)
+    chain = key_chain(bytes(range(32)), 3)
+    assert len(set(chain)) == 3
+    frames = [rekeying.seal(b"frame %d" % c) for c in range(6)]
+    for c, frame in enumerate(frames):
+        key = AESGCM(chain[c // 2])
+        assert key.decrypt(c.to_bytes(12, "big"), frame, None) == b"frame %d" % c
+    _, steady_end = keyed_pair(rekey_frames=REKEY_FRAMES)
+    steady_end.open(frames[0])
+    steady_end.open(frames[1])
+    with pytest.raises(LinkAuthError, match="frame 2"):
+        steady_end.open(frames[2])
+
+
+def test_a_linked_session_moves_to_the_next_key_at_rekey_frames() -> None:
+    """A session from a real handshake: frame REKEY_FRAMES - 1 is sealed under the session
+    key, frame REKEY_FRAMES under the next one; the other end opens both."""
+    i, r = pair()
+    run(i, r)
+    a, b = i.session(), r.session()
+    first = a._seal_key
+    a._sent = b._received = REKEY_FRAMES - 1
+    last_of_first, first_of_next = a.seal(b"before"), a.seal(b"after")
+    nonce = (REKEY_FRAMES - 1).to_bytes(12, "big")
+    assert AESGCM(first).decrypt(nonce, last_of_first, None) == b"before"
+    nonce = REKEY_FRAMES.to_bytes(12, "big")
+    assert AESGCM(next_key(first)).decrypt(nonce, first_of_next, None) == b"after"
+    assert b.open(last_of_first) == b"before"
+    assert b.open(first_of_next) == b"after"
+
+
+def test_a_plaintext_refused_at_a_rekey_frame_leaves_both_ends_in_step() -> None:
+    a, b = keyed_pair(rekey_frames=2)
+    assert b.open(a.seal(b"0")) == b"0"
+    assert b.open(a.seal(b"1")) == b"1"
+    with pytest.raises(LocalProtocolError, match="MAX_PLAINTEXT"):
+        a.seal(bytes(MAX_PLAINTEXT + 1))
+    for c in range(2, 9):
+        assert b.open(a.seal(b"%d" % c)) == b"%d" % c
+
+
+def test_a_frame_failing_at_a_rekey_frame_ends_the_session() -> None:
+    a, b = keyed_pair(rekey_frames=2)
+    for c in range(2):
+        b.open(a.seal(b"%d" % c))
+    with pytest.raises(LinkAuthError, match="frame 2"):
+        b.open(b"\x00" * 20)
+    with pytest.raises(LocalProtocolError, match="must be dropped"):
+        b.open(a.seal(b"2"))
 
 
 def test_a_key_seals_no_more_than_gcm_s_margin_allows() -> None:
