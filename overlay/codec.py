@@ -28,6 +28,7 @@ from typing import Any
 import cbor2
 
 from overlay.compiled_checks import (
+    PURE_PYTHON_FORCED,
     BundleDecoder,
     Decoder,
     Encoder,
@@ -65,6 +66,17 @@ from overlay.messages import (
     SubscribeRun,
     field_kinds,
 )
+
+# The canonical check in C (``overlay/_canonical.c``), where the install could compile it: it
+# says True only for a frame that encoding its value again would give back, so ``decode``
+# need not do that; for any other frame, and without it, ``decode`` encodes and compares.
+_native_is_canonical: Callable[[bytes], bool] | None
+try:
+    from overlay._canonical import is_canonical as _native_is_canonical
+except ImportError:  # (installed without a C compiler)
+    _native_is_canonical = None
+CANONICAL_BUILT = _native_is_canonical is not None
+_is_canonical = None if PURE_PYTHON_FORCED else _native_is_canonical
 
 
 class DecodeError(RemoteProtocolError):
@@ -484,12 +496,13 @@ def decode(frame: bytes) -> Message:
     if type(value) is not list or not value:
         raise DecodeError(f"expected a non-empty CBOR array, got {type(value).__name__}")
     message = _message_of(value)
-    canonical = cbor2.dumps(value)
-    if canonical != frame:
-        name = type(message).__name__
-        if frame.startswith(canonical):
-            raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {name}")
-        raise DecodeError(f"{name} is not in canonical encoding (tags, padding, widths)")
+    if _is_canonical is None or not _is_canonical(frame):
+        canonical = cbor2.dumps(value)
+        if canonical != frame:
+            name = type(message).__name__
+            if frame.startswith(canonical):
+                raise DecodeError(f"{len(frame) - len(canonical)} bytes follow the {name}")
+            raise DecodeError(f"{name} is not in canonical encoding (tags, padding, widths)")
     code = value[0]
     if code in _FORWARDED:
         _remember(message, bytes(frame))

@@ -119,7 +119,9 @@ try:
 except ImportError:  # (installed without a C compiler)
     _NativeBuilder = None  # type: ignore[assignment,misc]
 NATIVE_BUILT = _NativeBuilder is not None
-PURE_PYTHON = not NATIVE_BUILT or os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
+# ``OVERLAY_PURE_PYTHON=1``: every compiled module is left unused (``overlay.codec`` too).
+PURE_PYTHON_FORCED = os.environ.get("OVERLAY_PURE_PYTHON", "") not in ("", "0")
+PURE_PYTHON = not NATIVE_BUILT or PURE_PYTHON_FORCED
 
 
 def _native_builder(cls: type) -> _NativeBuilder | None:

@@ -18,6 +18,7 @@ import trio
 
 from keyspace.id_work import id_work
 from keyspace.location import location_from_id
+from overlay.codec import CANONICAL_BUILT
 from overlay.compiled_checks import NATIVE_BUILT
 from overlay.core.config import NodeConfig
 from overlay.runtime.budget import QueueBudget
@@ -35,13 +36,14 @@ log = logging.getLogger("overlay.node")
 
 
 @functools.cache  # (once a process: a testnet worker hosts hundreds of nodes)
-def _tell_uncompiled() -> None:
+def _tell_uncompiled(missing: str) -> None:
     """Say that the install built no compiled module, so a user who meant to have it (or
     wonders at the CPU) learns why; forcing the pure path on purpose says nothing."""
     log.warning(
-        "running in pure Python: this install built no overlay._slotted (it needs a C"
-        " compiler and Python's headers at install time), so a node spends about a"
-        " seventh more CPU a packet"
+        "running in pure Python: this install built no %s (it needs a C compiler and"
+        " Python's headers at install time), so a node spends more CPU a packet (about a"
+        " seventh more without overlay._slotted)",
+        missing,
     )
 
 
@@ -68,8 +70,10 @@ async def run_node(
 ) -> None:
     """Run a node until cancelled. ``identity`` overrides the config's identity file (a
     launcher that keeps identities itself); ``rng`` seeds the core and the dialler jitter."""
-    if not NATIVE_BUILT:
-        _tell_uncompiled()
+    built = (("overlay._slotted", NATIVE_BUILT), ("overlay._canonical", CANONICAL_BUILT))
+    missing = " or ".join(name for name, present in built if not present)
+    if missing:
+        _tell_uncompiled(missing)
     if identity is None:
         identity = Identity.load_or_create(config.identity, config.identity_work)
     carried = id_work(identity.public)

@@ -1,0 +1,3 @@
+"""Whether a frame is in the codec's canonical CBOR (``overlay/_canonical.c``)."""
+
+def is_canonical(frame: bytes | bytearray | memoryview) -> bool: ...
