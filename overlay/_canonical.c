@@ -123,6 +123,7 @@ canonical(const unsigned char *p, Py_ssize_t n)
 static PyObject *
 is_canonical(PyObject *module, PyObject *frame)
 {
+    (void)module;
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
         return NULL;

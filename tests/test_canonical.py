@@ -138,6 +138,15 @@ def head(major: int, argument: int, size: int) -> bytes:
         b"\xfa\x3f\x80\x00\x00",  # a single-precision float
         b"\xfb" + struct.pack(">d", float("nan")),
         b"\xfb" + struct.pack(">d", float("-inf")),
+        bytes.fromhex("fb7ff0000000000000"),  # +inf
+        bytes.fromhex("fb7ff0000000000001"),  # a NaN whose payload is only in its last bit
+        bytes.fromhex("fbfff8000000000000"),  # a negative NaN
+        bytes.fromhex("fb7fffffffffffffff"),
+        head(2, 2**64 - 1, 8),  # byte strings longer than any frame, or than a signed size
+        head(2, 2**63, 8),
+        b"\x82" + head(2, 2**63, 8) + b"\x00",
+        head(4, 2**32, 8),  # arrays of more items than any frame holds
+        head(4, 2**64 - 1, 8),
         b"\xf7",  # undefined
         b"\xf8\x20",  # a simple value in two bytes
         b"\x1c",  # a reserved length
@@ -146,6 +155,7 @@ def head(major: int, argument: int, size: int) -> bytes:
         b"\x00\x00",  # a byte after the item
         b"",
         b"\x81" * 40 + b"\x00",  # nested deeper than the check follows
+        b"\x81" * 33 + b"\x00",  # one level deeper than it follows
     ],
 )
 def test_what_it_does_not_accept(frame: bytes) -> None:

@@ -37,12 +37,12 @@ log = logging.getLogger("overlay.node")
 
 @functools.cache  # (once a process: a testnet worker hosts hundreds of nodes)
 def _tell_uncompiled(missing: str) -> None:
-    """Say that the install built no compiled module, so a user who meant to have it (or
+    """Say that the install did not build a compiled module, so a user who meant to have it (or
     wonders at the CPU) learns why; forcing the pure path on purpose says nothing."""
     log.warning(
-        "running in pure Python: this install built no %s (it needs a C compiler and"
-        " Python's headers at install time), so a node spends more CPU a packet (about a"
-        " seventh more without overlay._slotted)",
+        "running in pure Python where %s would run: this install did not build it (it needs"
+        " a C compiler and Python's headers at install time), so a node spends more CPU a"
+        " packet",
         missing,
     )
 
