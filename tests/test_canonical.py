@@ -4,11 +4,8 @@ frame alike with it and without it."""
 
 from __future__ import annotations
 
-import os
 import random
 import struct
-import subprocess
-import sys
 from collections.abc import Callable
 
 import cbor2
@@ -190,19 +187,6 @@ def test_it_reads_any_buffer() -> None:
     assert is_canonical(bytearray(b"\x80")) and is_canonical(memoryview(b"\x80"))
     with pytest.raises(TypeError):
         is_canonical("\x80")  # type: ignore[arg-type]
-
-
-def test_pure_python_forced_leaves_it_unused() -> None:
-    program = (
-        "from overlay import codec\n"
-        "assert codec.CANONICAL_BUILT and codec._is_canonical is None\n"
-        "print('pure')\n"
-    )
-    env = dict(os.environ, OVERLAY_PURE_PYTHON="1")
-    done = subprocess.run(
-        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0 and done.stdout == "pure\n", done.stderr
 
 
 def test_decode_uses_it() -> None:

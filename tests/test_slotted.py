@@ -149,7 +149,7 @@ def test_the_package_runs_its_pure_python_path_when_told_to() -> None:
         "from overlay import compiled_checks, codec\n"
         "from overlay.messages import SubscribeRun, PacketKind\n"
         "from overlay.run_packing import unrun\n"
-        "assert compiled_checks.PURE_PYTHON\n"
+        "assert compiled_checks.PURE_PYTHON and codec._is_canonical is None\n"
         "run = SubscribeRun(bytes(32), 1, ((b'x', None, PacketKind.DATA, None, None, 5, 0),))\n"
         "decoded = codec.decode(codec.encode(run))\n"
         "packets = unrun(decoded)\n"
