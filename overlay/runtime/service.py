@@ -40,9 +40,8 @@ def _tell_uncompiled(missing: str) -> None:
     """Say that the install did not build a compiled module, so a user who meant to have it (or
     wonders at the CPU) learns why; forcing the pure path on purpose says nothing."""
     log.warning(
-        "running in pure Python where %s would run: this install did not build it (it needs"
-        " a C compiler and Python's headers at install time), so a node spends more CPU a"
-        " packet",
+        "running in pure Python: this install did not build %s (that needs a C compiler"
+        " and Python's headers at install time), so a node spends more CPU a packet",
         missing,
     )
 
