@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from testnet.bench import forwarding, latency, port_publisher, state_file
+from testnet.bench import forwarding, latency, port_publisher, relay_tree, state_file
 
 
 def test_forwarding_benchmark_delivers_to_every_child(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,10 +55,16 @@ async def test_latency_benchmark_delivers_everything_once_in_order() -> None:
     assert net["control_messages"] > 0
     assert net["control_per_packet_edge"] == net["control_messages"] / net["packet_messages"]
     assert net["cpu_s"] > 0 and 0 < net["cpu_share"] <= 1.5  # (one thread; a tick's rounding)
-    assert "µs a delivery" in latency.format_report(result)
-    assert "p99" in latency.format_report(result) and "publish->ack" in latency.format_report(
-        result
-    )
+    # The relay tree baseline has the network's tree: its root and one edge per other member.
+    tree, relays = net["tree"], result["relay_tree"]
+    members = {tree["root"], *(child for _, child in tree["edges"])}
+    assert len(members) == len(tree["edges"]) + 1 and set(net["subscribers"]) <= members
+    assert relays["edges"] == len(tree["edges"]) and relays["sinks"] == 3
+    assert relays["frames"] == 300 and relays["delivered"] == relays["expected"] == 300 * 3
+    assert 0 < relays["latency_ms"]["p50"] <= relays["latency_ms"]["p99"]
+    report = latency.format_report(result)
+    assert "µs a delivery" in report and "plain relay tree" in report
+    assert "p99" in report and "publish->ack" in report
 
 
 async def test_latency_benchmark_without_confirmation_sends_packets_down_unconfirmed() -> None:
@@ -93,7 +99,26 @@ async def test_latency_benchmark_at_saturation_keeps_its_window_and_loses_nothin
     assert net["delivered"] == net["expected"] == net["published"] * 3
     assert net["duplicates"] == 0 and net["order_violations"] == 0
     assert net["deliveries_per_s"] > 0 and hop["received"] == hop["packets"] > 0
+    relays = result["relay_tree"]
+    assert relays["frames"] > 16 and relays["delivered"] == relays["expected"]
     assert "saturation (16 publishes unanswered)" in latency.format_report(result)
+
+
+async def test_relay_tree_reaches_every_sink_at_any_depth() -> None:
+    """A root with a sink of its own, a child that only relays, and sinks one and two hops
+    below it: every frame reaches every sink once, paced and at saturation."""
+    edges = [(5, 1), (5, 2), (2, 3), (3, 4)]
+    paced = await relay_tree.measure_relay_tree(
+        edges=edges, root=5, sinks=[5, 1, 4], rate=200, duration=0.5, body=1100
+    )
+    assert paced["frames"] == 100 and paced["edges"] == 4
+    assert paced["delivered"] == paced["expected"] == 300
+    assert len(paced["latencies"]) == 300 and min(paced["latencies"]) >= 0
+    saturated = await relay_tree.measure_relay_tree(
+        edges=edges, root=5, sinks=[1, 4], rate=None, duration=0.3, body=1100, window=8
+    )
+    assert saturated["frames"] > 8 and saturated["delivered"] == saturated["expected"]
+    assert saturated["cpu_s"] > 0 and saturated["deliveries_per_s"] > 0
 
 
 def test_port_publisher_benchmark_runs_both_variants_and_loses_nothing(

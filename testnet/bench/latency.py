@@ -41,10 +41,15 @@ traffic: every message the nodes received while publishing that was not a packet
 CPU time the process used from the first publish until every delivery was seen, as a share of
 a core and per delivery (the sinks' and the publisher's work is in it too, a small part): below
 saturation, where the core has time to spare, the cost of a delivery, which latency alone
-does not show. The baseline, run in the same invocation and process at the same rate and
-size, is one plain loopback TCP hop: a trio task sends length-prefixed frames stamped the
-same way to another task that reads them, so the reader can see what one hop costs without
-the protocol.
+does not show. Two baselines run in the same invocation and process at the same rate and
+size (or, at saturation, the same window). One plain loopback TCP hop: a trio task sends
+length-prefixed frames stamped the same way to another task that reads them, so the reader
+can see what one hop costs without the protocol. And a plain relay tree of the network's
+own tree (``testnet.bench.relay_tree``: its root, its edges, the same subscribers, frames
+the size of a packet sent alone, relayed as read with no protocol): the CPU the same
+deliveries cost this process with nothing but moving the frames, so the overlay's CPU per
+delivery reads as a multiple of a floor that no program relaying in one Python process
+goes below; the report prints that multiple.
 
 Caveats. All nodes share one Python thread and core: a packet's hops run one after another,
 and a delivery waits for whatever else the loop is doing (other nodes' forwarding, heartbeats),
@@ -81,6 +86,8 @@ from overlay.core.events import (
 from overlay.runtime.collector import tune_for_nodes
 from overlay.runtime.framing import FrameReader, frame
 from overlay.runtime.host import NodeHost
+from testnet.bench.forwarding import plain_body_size
+from testnet.bench.relay_tree import measure_relay_tree
 from testnet.local import LOOPBACK, LocalNetwork
 
 STREAM = StreamKey.open("bench/latency")
@@ -195,6 +202,7 @@ async def measure_network(
             await publisher_host.wait_until(lambda: bool(publisher.acked or publisher.failed))
             await warmed_up(net, chosen, sinks)
         depths = _depths(net, chosen)
+        root, edges = _tree(net)
         before = _counts(net)  # (what the warm-up made)
         start = trio.current_time()
         cpu_start = time.process_time()
@@ -237,6 +245,7 @@ async def measure_network(
         "control_per_packet_edge": counts["control"] / max(1, counts["packets"]),
         "subscribers": chosen,
         "depths": depths,
+        "tree": {"root": root, "edges": edges},
         "latency_ms": summarize(latencies),
         "held_queries": counts["held_queries"],
         "commit_notices": counts["commit_notices"],
@@ -386,6 +395,22 @@ def _depths(net: LocalNetwork, chosen: Sequence[int]) -> list[int | None]:
     return result
 
 
+def _tree(net: LocalNetwork) -> tuple[int, list[tuple[int, int]]]:
+    """The stream's tree by node index: its root and its (parent, child) edges."""
+    index = {node.identity.public: i for i, node in enumerate(net.nodes)}
+    root = -1
+    edges: list[tuple[int, int]] = []
+    for i, node in enumerate(net.nodes):
+        stream = node.host.core.streams.get(STREAM.key)
+        if stream is None or not stream.carried:
+            continue
+        if stream.parent is None:
+            root = i
+        elif stream.parent in index:
+            edges.append((index[stream.parent], i))
+    return root, edges
+
+
 async def measure_tcp_hop(*, rate: float | None, duration: float, payload: int) -> dict[str, Any]:
     """One plain loopback TCP hop in this process: stamped frames at ``rate`` (None: as fast
     as one ``send_all`` a frame goes, for ``duration``), latency at the reading task."""
@@ -460,6 +485,18 @@ async def run_benchmark(
         window=window,
         confirm_publishes=confirm_publishes,
     )
+    tree = network["tree"]
+    members = {tree["root"], *(child for _, child in tree["edges"])}
+    relays = await measure_relay_tree(
+        edges=tree["edges"],
+        root=tree["root"],
+        sinks=[i for i in network["subscribers"] if i in members],
+        rate=None if window is not None else rate,
+        duration=duration,
+        body=plain_body_size(payload),
+        window=window if window is not None else 256,
+    )
+    relays["latency_ms"] = summarize(relays.pop("latencies"))
     return {
         "parameters": {
             "nodes": nodes,
@@ -473,11 +510,13 @@ async def run_benchmark(
         },
         "network": network,
         "tcp_hop": baseline,
+        "relay_tree": relays,
     }
 
 
 def format_report(result: dict[str, Any]) -> str:
     p, net, hop = result["parameters"], result["network"], result["tcp_hop"]
+    tree = result["relay_tree"]
 
     def row(name: str, stats: dict[str, float]) -> str:
         return f"{name:<26}" + "".join(f"{stats.get(k, math.nan):>9.2f}" for k in _COLUMNS)
@@ -499,6 +538,7 @@ def format_report(result: dict[str, Any]) -> str:
         row("overlay, publish->deliver", net["latency_ms"]),
         row("overlay, publish->ack", net["ack_latency_ms"]),
         row("plain TCP hop (baseline)", hop["latency_ms"]),
+        row("plain relay tree (baseline)", tree["latency_ms"]),
         "",
         f"delivered {net['delivered']:,} of {net['expected']:,} expected "
         f"({net['acked']:,} of {net['published']:,} publishes acknowledged, "
@@ -521,6 +561,13 @@ def format_report(result: dict[str, Any]) -> str:
         f"{net['depths']} (publisher on node 0)",
         f"baseline: {hop['received']:,} of {hop['packets']:,} frames over one loopback TCP "
         f"connection in this process ({hop['per_s']:,.0f} a second)",
+        f"baseline: a plain relay tree of this tree's shape ({tree['edges']} edges, frames "
+        f"relayed as read, from its root: no protocol): {tree['delivered']:,} of "
+        f"{tree['expected']:,} frames read by {tree['sinks']} sinks, "
+        f"{tree['deliveries_per_s']:,.0f} deliveries/s, {100 * tree['cpu_share']:.0f}% of a "
+        f"core, {tree['cpu_us_per_delivery']:.0f} µs a delivery; the overlay "
+        f"{net['cpu_us_per_delivery'] / max(tree['cpu_us_per_delivery'], 1e-9):.1f}x that "
+        "per delivery",
     ]
     return "\n".join(lines)
 
