@@ -679,25 +679,28 @@ class SwapReply(Message):
 
 @dataclass(frozen=True, slots=True)
 class SwapCommit(Message):
-    """The starter's reveal, forward along the walk: what its commitment covered."""
+    """The starter's reveal, forward along the walk: what its commitment covered.
+    ``away``: the locations of the stream keys it carries, which it may not move toward."""
 
     TYPE: ClassVar[int] = 35
     uid: int = _f(Kind.UID)
     nonce: bytes = _f(Kind.DIGEST)
     location: float = _f(Kind.LOCATION)
     neighbours: tuple[float, ...] = _f(Kind.LOCATIONS)
+    away: tuple[float, ...] = _opt(Kind.LOCATIONS, ())
 
 
 @dataclass(frozen=True, slots=True)
 class SwapComplete(Message):
     """The partner's reveal, back along the walk. With both reveals each side computes the
-    same decision; on yes each takes the other's location."""
+    same decision; on yes each takes the other's location. ``away`` as in ``SwapCommit``."""
 
     TYPE: ClassVar[int] = 36
     uid: int = _f(Kind.UID)
     nonce: bytes = _f(Kind.DIGEST)
     location: float = _f(Kind.LOCATION)
     neighbours: tuple[float, ...] = _f(Kind.LOCATIONS)
+    away: tuple[float, ...] = _opt(Kind.LOCATIONS, ())
 
 
 @dataclass(frozen=True, slots=True)

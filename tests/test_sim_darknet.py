@@ -125,10 +125,10 @@ def test_the_command_refuses_bad_arguments_in_one_line(
 
 
 def test_streams_published_while_the_nodes_swap_lose_nothing_and_keep_one_tree() -> None:
-    """Subscribers join and packets are published while every node outside the trees swaps
-    every round: a root next to which a node moves hands its tree on, and every subscriber
-    gets every packet once, in order, from one tree a stream. (At this seed, letting tree
-    members swap left 11 of the 200 publishes unordered at the end.)"""
+    """Subscribers join and packets are published while the nodes swap every round, the
+    trees' members too (only away from their keys): a root next to which a node moves hands
+    its tree on, and every subscriber gets every packet once, in order, from one tree a
+    stream."""
     run = run_darknet(
         DarknetExperiment(
             nodes=300, degree=8, rounds=12, seed=8, samples=10, streams=10, subscribers=10

@@ -12,7 +12,15 @@ from keyspace.swapping import swap_gain
 from overlay.core.config import NodeConfig
 from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
-from overlay.core.swaps import PARTNER, STARTER, Reveal, commitment, decide
+from overlay.core.swaps import (
+    AWAY_CELLS,
+    PARTNER,
+    STARTER,
+    Reveal,
+    away_cell,
+    commitment,
+    decide,
+)
 from overlay.messages import (
     Hello,
     Message,
@@ -57,9 +65,41 @@ def test_a_commitment_binds_the_uid_the_role_the_nonce_the_location_and_each_nei
         (7, Reveal(NONCE_A, 0.26, (0.1, 0.3)), STARTER),
         (7, Reveal(NONCE_A, 0.25, (0.1, 0.31)), STARTER),
         (7, Reveal(NONCE_A, 0.25, (0.1,)), STARTER),
+        (7, Reveal(NONCE_A, 0.25, (0.1, 0.3), (0.5,)), STARTER),
+        # The same numbers split another way between the two lists.
+        (7, Reveal(NONCE_A, 0.25, (0.1,), (0.3,)), STARTER),
     ]
     made = {commitment(uid, r, role) for uid, r, role in others}
-    assert len(made | {commitment(7, base, STARTER)}) == 7
+    assert len(made | {commitment(7, base, STARTER)}) == 9
+
+
+def test_neither_end_of_a_swap_moves_toward_a_key_it_carries() -> None:
+    """A swap that shortens every link is refused when it would bring either end closer to
+    one of the keys it names, and taken when it brings them no closer."""
+    starter = Reveal(NONCE_A, 0.1, (0.88, 0.9, 0.92))
+    partner = Reveal(NONCE_B, 0.9, (0.08, 0.1, 0.12))
+    assert decide(1, starter, partner)
+    for toward_partner in (0.8, 0.95):  # nearer 0.9 than 0.1 is
+        bound = Reveal(NONCE_A, 0.1, starter.neighbours, (0.3, toward_partner))
+        assert not decide(1, bound, partner) and not decide(1, partner, bound)
+    assert decide(1, Reveal(NONCE_A, 0.1, starter.neighbours, (0.05, 0.3)), partner)
+    toward_starter = Reveal(NONCE_B, 0.9, partner.neighbours, (0.2,))
+    assert not decide(1, starter, toward_starter)
+    # A key is named by its arc's middle, within half an arc of it: a move must take the
+    # end an arc's width farther from that middle. The partner moving from 0.9 to 0.1 keeps
+    # its distance to 0.5 (a tie: refused), and gains about two fifths of an arc on 0.51's.
+    assert not decide(1, starter, Reveal(NONCE_B, 0.9, partner.neighbours, (0.5,)))
+    assert away_cell(0.51) != 0.51
+    assert decide(1, starter, Reveal(NONCE_B, 0.9, partner.neighbours, (away_cell(0.51),)))
+
+
+def test_a_reveal_names_a_key_by_its_arc_alone() -> None:
+    """Keys in one arc are named alike, by its middle; keys an arc apart are not."""
+    width = 1 / AWAY_CELLS
+    assert away_cell(0.0) == away_cell(width / 3) == width / 2
+    assert away_cell(0.51) == away_cell(0.5101)
+    assert away_cell(0.51 + width) != away_cell(0.51)
+    assert away_cell(1.0 - 1e-12) == 1.0 - width / 2
 
 
 def test_a_swap_that_shortens_links_is_always_taken() -> None:
@@ -171,28 +211,99 @@ def test_a_root_whose_peer_moves_closer_to_the_key_hands_the_tree_on() -> None:
     assert net.tree_problems(key) == []
 
 
-def test_a_node_in_a_tree_neither_starts_nor_joins_a_swap() -> None:
-    """B, a member below the root R, is asked to be a partner, and R to relay: B refuses
-    (a member that moved closer to the key than its root would restart the root with the
-    closer node inside its own subtree); R, a root, relays, but never starts one."""
+def member_swap(key_location: float) -> CoreNet:
+    """The chain with B (0.8) a member below the root R (0.5) of a stream keyed at
+    ``key_location``, after A (0.2) started a swap whose walk ends at B."""
     net = chain()
-    key = key_at(0.5)
+    key = key_at(key_location)
     net.subscribe(b"R", key, client=2)
     net.subscribe(b"B", key)
     assert net.stream(b"B", key).parent == b"R"  # type: ignore[union-attr]
     net.start_swap(b"A")
-    assert net.nodes[b"B"].location == 0.8
-    assert net.nodes[b"A"].stats.swaps_rejected == 1
-    assert net.nodes[b"B"].stats.swaps_refused == 1
-    for name in (b"B", b"R"):
-        net.start_swap(name)
-        assert net.nodes[name].stats.swap_attempts == 0
-    # Once B has left every stream, it takes part again.
-    net.unsubscribe(b"B", key)
-    net.advance(net.now + 700.0)  # (past ``keep_idle``: the stream is forgotten)
-    assert not net.nodes[b"B"].streams
+    return net
+
+
+def test_a_member_never_swaps_toward_its_streams_key() -> None:
+    """With the key at 0.45, A's place (0.2) lies nearer the key than B's: B could come
+    closer than its root. Both ends decide no, and nobody moves."""
+    net = member_swap(0.45)
+    assert (net.nodes[b"A"].location, net.nodes[b"B"].location) == (0.2, 0.8)
+    assert net.nodes[b"A"].stats.swaps == net.nodes[b"B"].stats.swaps == 0
+    # B took part (answered and revealed): the decision said no, at both ends.
+    assert net.nodes[b"B"].stats.swaps_refused == 0
+    assert net.nodes[b"A"].stats.swaps_rejected == 0
+
+
+def test_a_member_swaps_away_from_its_streams_key_and_keeps_its_place() -> None:
+    """With the key at 0.55, A's place lies farther from it than B's: they trade places,
+    and B stays in the tree under R, which stays the root."""
+    net = member_swap(0.55)
+    assert (net.nodes[b"A"].location, net.nodes[b"B"].location) == (0.8, 0.2)
+    key = key_at(0.55)
+    assert net.stream(b"B", key).parent == b"R"  # type: ignore[union-attr]
+    net.advance(net.now + 30.0)
+    assert net.roots(key) == [b"R"] and net.tree_problems(key) == []
+
+
+def test_a_member_closer_than_its_root_moves_away_without_moving_the_tree() -> None:
+    """R (0.5) roots a stream keyed at 0.45; M (0.44) joined below C (0.6), where its
+    search first met the tree, so it stands closer to the key than its root, and is linked
+    to R too. M trades places with X (0.47), farther from the key: R hears M moved, but
+    not toward the key, so it does not restart for M, which is inside its own subtree."""
+    net = CoreNet(config=NodeConfig(swap_interval=1e6, swap_htl=1, swap_timeout=10.0))
+    net.add(b"R", 0.5)
+    net.add(b"C", 0.6)
+    net.connect(b"R", b"C")
+    key = key_at(0.45)
+    net.subscribe(b"R", key, client=2)
+    net.subscribe(b"C", key)
+    net.add(b"M", 0.44)
+    net.connect(b"C", b"M")
+    net.subscribe(b"M", key)
+    net.connect(b"M", b"R")
+    net.add(b"X", 0.47)
+    net.connect(b"X", b"M")
+    net.advance(net.now + 60.0)
+    assert net.roots(key) == [b"R"] and net.stream(b"M", key).parent == b"C"  # type: ignore[union-attr]
+    restarts = net.nodes[b"R"].stats.restarts
+    net.start_swap(b"X")
+    assert (net.nodes[b"M"].location, net.nodes[b"X"].location) == (0.47, 0.44)
+    assert net.nodes[b"R"].stats.restarts == restarts
+    # X, in M's old place, is now the closest node: the root's probes find it, and the tree
+    # moves on to it whole, as to any closer node outside it.
+    net.advance(net.now + 600.0)
+    assert net.roots(key) == [b"X"] and net.tree_problems(key) == []
+
+
+def test_a_root_neither_starts_nor_joins_a_swap() -> None:
+    """B roots a stream keyed at 0.75, R is a member below it: a walk from A through R
+    ends at B, which refuses to be its partner, and B starts none (its tree would stay
+    where its key no longer leads). R relays walks all the same."""
+    net = chain()
+    key = key_at(0.75)
+    net.subscribe(b"B", key, client=2)
+    net.subscribe(b"R", key)
+    assert net.roots(key) == [b"B"]
     net.start_swap(b"A")
-    assert net.nodes[b"B"].location == 0.2
+    assert (net.nodes[b"A"].location, net.nodes[b"B"].location) == (0.2, 0.8)
+    assert net.nodes[b"B"].stats.swaps_refused == 1
+    assert net.nodes[b"A"].stats.swaps_rejected == 1
+    net.start_swap(b"B")
+    assert net.nodes[b"B"].stats.swap_attempts == 0
+
+
+def test_a_member_may_start_a_swap_away_from_its_key() -> None:
+    """B, a member below the root R of a stream keyed at 0.55, starts a swap whose walk
+    ends at A: it names its key in its own reveal, and goes to 0.2, farther from it."""
+    net = chain()
+    key = key_at(0.55)
+    net.subscribe(b"R", key, client=2)
+    net.subscribe(b"B", key)
+    net.start_swap(b"B")
+    assert net.nodes[b"B"].stats.swap_attempts == 1
+    assert (net.nodes[b"A"].location, net.nodes[b"B"].location) == (0.8, 0.2)
+    net.advance(net.now + 30.0)
+    assert net.roots(key) == [b"R"] and net.tree_problems(key) == []
 
 
 def test_a_swap_nobody_answers_is_given_up_after_its_timeout() -> None:
@@ -448,7 +559,8 @@ def test_any_sequence_of_swap_messages_leaves_a_node_whole(seed: int) -> None:
             linked.add(peer)
             continue
         uid = rng.randrange(6)
-        reveal = Reveal(rng.choice((NONCE_A, NONCE_B)), rng.random(), (0.5, rng.random()))
+        away = rng.choice(((), (rng.random(),), (0.25, away_cell(rng.random()))))
+        reveal = Reveal(rng.choice((NONCE_A, NONCE_B)), rng.random(), (0.5, rng.random()), away)
         places.add(reveal.location)
         role = rng.choice((STARTER, PARTNER))
         sealed = commitment(uid, reveal, role) if rng.random() < 0.7 else bytes(32)
@@ -456,8 +568,8 @@ def test_any_sequence_of_swap_messages_leaves_a_node_whole(seed: int) -> None:
             (
                 SwapRequest(uid, rng.randrange(5), sealed),
                 SwapReply(uid, sealed),
-                SwapCommit(uid, reveal.nonce, reveal.location, reveal.neighbours),
-                SwapComplete(uid, reveal.nonce, reveal.location, reveal.neighbours),
+                SwapCommit(uid, reveal.nonce, reveal.location, reveal.neighbours, away),
+                SwapComplete(uid, reveal.nonce, reveal.location, reveal.neighbours, away),
                 SwapRejected(uid),
             )
         )

@@ -84,12 +84,18 @@ class Links:
             # has reason to: a closer peer means the tree belongs further on, and routing
             # our resubscribe (must beat: us) moves it there. Elsewhere the tree stays valid.
             # A child that moved is no closer node to hand the tree to: it is inside it,
-            # and would refuse the resubscribe (a moved member: ``swaps``).
+            # and would refuse the resubscribe. Nor is a peer that moved away from the key:
+            # a member of the tree moves only so (``swaps``), and may stand closer than
+            # its root (it joined where its search first met the tree).
             for stream in list(self._streams.values()):
                 if (
                     stream.state is State.ROOT
                     and peer not in stream.children
                     and is_closer(stream.target, hello.location, self.location)
+                    and (
+                        previous is None
+                        or is_closer(stream.target, hello.location, previous.location)
+                    )
                 ):
                     self._restarts.restart(now, stream, Change.CLOSER_NODE)
         if previous is None:

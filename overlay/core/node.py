@@ -32,8 +32,8 @@ from overlay.core.peers import PeerTable
 from overlay.core.publishing import PacketFlow
 from overlay.core.routing import Route
 from overlay.core.stats import NodeStats
-from overlay.core.streams import Stream
-from overlay.core.swaps import Swaps
+from overlay.core.streams import State, Stream
+from overlay.core.swaps import MAX_AWAY, Swaps, away_cell
 from overlay.core.timers import TimerQueue
 from overlay.messages import (
     Accepted,
@@ -171,7 +171,7 @@ class Node:
             timers,
             out,
             self.relocate,
-            self._settled,
+            self._swap_bounds,
         )
 
     # --- driver entry points ------------------------------------------------------------
@@ -190,9 +190,19 @@ class Node:
         self.swaps.lost_peer(peer)
         return self._flush(now)
 
-    def _settled(self) -> bool:
-        """Whether this node carries no stream and routes no search: it may swap."""
-        return not self.streams and not self.searches.routes
+    def _swap_bounds(self) -> tuple[float, ...] | None:
+        """Where the keys of the streams this node keeps lie (``swaps.away_cell``), which a
+        location swap may not move it toward; None while it may not swap: it routes a search, roots,
+        joins or restarts a stream, is in a subtree that restarts (whose rules weigh its
+        location against the restart's), or keeps more streams than a reveal lists
+        (``swaps``)."""
+        streams = self.streams
+        if self.searches.routes or len(streams) > MAX_AWAY:
+            return None
+        for stream in streams.values():
+            if stream.state is not State.JOINED or stream.restart_origin is not None:
+                return None
+        return tuple(sorted({away_cell(stream.target) for stream in streams.values()}))
 
     def start_swap(self, now: float) -> list[Effect]:
         """Start a location swap now, if this node may (``swaps``), as its swap timer does

@@ -15,20 +15,21 @@ that may swap starts one:
    on a small-diameter graph ends at a close-to-uniform node, which is what the chain's
    proposal needs.
 2. The partner answers ``SwapReply(uid, commitment)``, back along the walk.
-3. The starter reveals ``SwapCommit(uid, nonce, location, neighbours)``; the partner checks
+3. The starter reveals ``SwapCommit(uid, nonce, location, neighbours, away)``; the partner checks
    it against the starter's commitment, decides, and reveals ``SwapComplete`` likewise;
    the starter checks that and decides the same way.
 
 Commit, then reveal. A commitment is SHA-256 over the swap's uid, the end's role (starter
-or partner), a fresh 32-byte nonce, its location and its neighbours' locations
-(``commitment``). Neither end sees the other's nonce or claims before it has bound itself
-to its own, so neither can choose its nonce, or change its claims, after seeing the
-other's. The decision (``decide``) is Sandberg's rule (``keyspace.swapping.swap_gain``) on
-the two reveals, with the coin drawn from both nonces: both ends compute the same answer
-from the same bytes, and neither controls the coin. Nothing checks the claims themselves:
-an end that lies about its location or its neighbours' from the start (or a hop on the walk
-that plays partner to each end) can make the rule say yes, and so choose where the other
-end goes. Freenet's swapping has the same weakness; the limits below bound how often.
+or partner), a fresh 32-byte nonce, its location, its neighbours' locations and where its
+streams' keys lie (``commitment``; the keys: see Trees, below). Neither end sees the
+other's nonce or claims before it has bound itself to its own, so neither can choose its
+nonce, or change its claims, after seeing the other's. The decision (``decide``) is
+Sandberg's rule (``keyspace.swapping.swap_gain``) on the two reveals, with the coin drawn
+from both nonces: both ends compute the same answer from the same bytes, and neither
+controls the coin. Nothing checks the claims themselves: an end that lies about its
+location or its neighbours' from the start (or a hop on the walk that plays partner to each
+end) can make the rule say yes, and so choose where the other end goes. Freenet's
+swapping has the same weakness; the limits below bound how often.
 
 Accountability. Every hop keeps what each side committed to as it passed (the starter's
 from the peer behind, the partner's from the peer ahead), and checks each reveal against it
@@ -52,18 +53,30 @@ and walk is forgotten after ``swap_timeout``. Uids of the walks it took on are r
 for loop detection like a search's: a walk that comes back, or a replayed request, is
 refused.
 
-Trees. A node that carries any stream, or routes a search, neither starts nor joins a
-swap (``settled``), and checks again before it reveals: an end that joined a tree since it
-committed withdraws (``SwapRejected``), and nobody moves. Only the starter, once it has
-revealed, cannot withdraw: if it joined a tree in that last round trip it stays put
-(``swap_halves``), as if the partner's reveal were lost. A root that moved would leave its
-tree where its key no longer leads; a member that moved closer to the key than its root
-would make the root restart (``links``) with its closer peer inside its own subtree, which
-refuses the resubscribe, so the tree would go looking elsewhere while other trees of the
-stream look for it, and two such merges crossing make a cycle (seen in the simulator's
-darknet with streams). A node outside every tree that moves next to a root is a closer new
-peer to it: the root hands its tree on as to a node that just linked (``links``), which the
-takeover rules cover.
+Trees. A node swaps only while it roots no stream, routes no search, is joining or
+restarting no stream nor in a subtree that restarts, and keeps at most ``MAX_AWAY``
+streams. Its reveal names where the keys of the streams it keeps lie (``away``: for each,
+which ``AWAY_CELLS``-th of the circle), and a swap goes ahead only if neither end moves
+toward a key it named, by a margin of one such arc (``decide``, so both ends agree). A
+root would leave its tree where its key no longer leads; a member that moved toward the
+key could come closer than its root and make the root restart with its closer peer inside
+its own subtree, which refuses the resubscribe, so the tree would go looking elsewhere while
+other trees of the stream look for it, and two such merges crossing make a cycle (seen in
+the simulator's darknet with streams). A member that moves only away from its keys comes
+no closer than it stood, and a root restarts for a peer that moved only if it moved toward
+the key (``links``): a member may stand closer than its root (it joined where its search
+first met the tree), and moving away must not make the root hand its tree into its own
+subtree. A member keeps its parent and children: a tree's links follow peers, not
+locations. The other end takes the member's old place; where that is closer to a key than
+the key's root, it is a closer new peer to the root (it cannot be a member of that tree:
+it too would have had to move away from the key), and the root hands its tree on as to a
+node that just linked, as the takeover rules cover. An end that joined a tree since it
+committed withdraws before revealing (``SwapRejected``), and nobody moves; only the
+starter, once it has revealed, cannot withdraw, and then stays put (``swap_halves``), as
+if the partner's reveal were lost. An end that left a tree meanwhile goes ahead (a bound
+the less). What a reveal tells the swap's other end and the walk's hops of the streams a
+node follows is a few bits a stream: a key's arc, not the key's location, which any list of
+candidate stream names would match exactly.
 
 A node that does not swap (``swap_interval`` 0, as where ids give locations) refuses every
 swap message it could act on, and relays none.
@@ -72,11 +85,13 @@ swap message it could act on, and relays none.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from keyspace.location import distance
 from keyspace.swapping import swap_gain
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
@@ -101,6 +116,12 @@ _COMMITMENT = b"overlay location swap"
 _COIN = b"overlay location swap coin"
 STARTER, PARTNER = b"S", b"P"  # the roles a commitment names
 
+# Streams a node may keep and still swap: its reveal lists where their keys lie.
+MAX_AWAY = 32
+# A reveal names a key only by which of this many equal arcs of the circle it lies in:
+# enough to keep a member from moving toward it, a few bits rather than the key's 64.
+AWAY_CELLS = 256
+_CELL = 1.0 / AWAY_CELLS
 # Intervals a peer may not make this node its partner after a swap of its left the node
 # waiting for a reveal in vain (see the notes).
 PARTNER_PENALTY = 10
@@ -108,24 +129,31 @@ PARTNER_PENALTY = 10
 
 @dataclass(frozen=True, slots=True)
 class Reveal:
-    """What one end of a swap commits to and later reveals."""
+    """What one end of a swap commits to and later reveals. ``away``: the locations of the
+    stream keys it carries, which it may not move toward (see the notes)."""
 
     nonce: bytes
     location: float
     neighbours: tuple[float, ...]
+    away: tuple[float, ...] = ()
 
 
 def commitment(uid: int, reveal: Reveal, role: bytes) -> bytes:
     """SHA-256 over the swap's uid, the end's ``role`` and everything ``reveal`` holds. The
     role keeps a partner from answering with the starter's own commitment. Every field
-    before the neighbours has a fixed length, so no two reveals share an encoding."""
+    before the two lists has a fixed length, and the lists' lengths come first, so no two
+    reveals share an encoding."""
+    neighbours, away = reveal.neighbours, reveal.away
     body = struct.pack(
-        f">Qc32sd{len(reveal.neighbours)}d",
+        f">Qc32sdII{len(neighbours)}d{len(away)}d",
         uid,
         role,
         reveal.nonce,
         reveal.location,
-        *reveal.neighbours,
+        len(neighbours),
+        len(away),
+        *neighbours,
+        *away,
     )
     return hashlib.sha256(_COMMITMENT + body).digest()
 
@@ -139,9 +167,26 @@ def _without(locations: tuple[float, ...], location: float) -> list[float]:
     return rest
 
 
+def away_cell(key: float) -> float:
+    """The middle of the ``AWAY_CELLS``-th of the circle that ``key`` lies in: what a
+    reveal names for a key (see the notes)."""
+    return (math.floor(key * AWAY_CELLS) % AWAY_CELLS + 0.5) / AWAY_CELLS
+
+
+def keeps_away(end: Reveal, location: float) -> bool:
+    """Whether ``location`` is no closer than ``end`` stands now to any key in the cells
+    it names: farther from each cell's middle by at least a cell's width (a key lies
+    within half a width of its cell's middle, so it is then no closer to the key)."""
+    here = end.location
+    return all(distance(location, cell) >= distance(here, cell) + _CELL for cell in end.away)
+
+
 def decide(uid: int, starter: Reveal, partner: Reveal) -> bool:
-    """Whether the swap goes ahead: Sandberg's rule on the two reveals, with the coin taken
-    from both nonces, so both ends reach the same answer and neither chose it."""
+    """Whether the swap goes ahead: neither end moves toward a key it carries, and
+    Sandberg's rule on the two reveals says yes, with the coin taken from both nonces; so
+    both ends reach the same answer and neither chose it."""
+    if not keeps_away(starter, partner.location) or not keeps_away(partner, starter.location):
+        return False
     gain = swap_gain(
         starter.location,
         partner.location,
@@ -185,6 +230,7 @@ class Swaps:
 
     __slots__ = (
         "_armed",
+        "_bounds",
         "_config",
         "_entropy",
         "_next_partner",
@@ -194,7 +240,6 @@ class Swaps:
         "_relocate",
         "_rng",
         "_seen",
-        "_settled",
         "_stats",
         "_timers",
         "_waits",
@@ -211,7 +256,8 @@ class Swaps:
         timers: TimerQueue,
         out: Outbox,
         relocate: Callable[[float, float], None],  # (now, location): ``Node.relocate``
-        settled: Callable[[], bool],  # no stream carried, no search routed: may swap
+        # The keys a swap must not move this node toward, or None while it may not swap.
+        bounds: Callable[[], tuple[float, ...] | None],
     ) -> None:
         self._config = config
         self._rng = rng
@@ -221,7 +267,7 @@ class Swaps:
         self._timers = timers
         self._out = out
         self._relocate = relocate
-        self._settled = settled
+        self._bounds = bounds
         self._armed = False
         self._own: _Own | None = None
         self.walks: dict[int, _Walk] = {}
@@ -247,11 +293,24 @@ class Swaps:
 
     def _free(self) -> bool:
         """Whether this node may be an end of a swap now (see the notes)."""
-        return self.enabled and self._own is None and len(self._peers) > 0 and self._settled()
+        return (
+            self.enabled
+            and self._own is None
+            and len(self._peers) > 0
+            and self._bounds() is not None
+        )
 
     def _reveal(self) -> Reveal:
         locations = sorted(peer.location for peer in self._peers)[:MAX_NEIGHBOURS]
-        return Reveal(self._entropy(DIGEST_SIZE), self._peers.own, tuple(locations))
+        away = self._bounds() or ()
+        return Reveal(self._entropy(DIGEST_SIZE), self._peers.own, tuple(locations), away)
+
+    def _still(self, own: _Own) -> bool:
+        """Whether this node may still make the swap it committed to: it may swap, and it
+        keeps no stream whose key it did not name (one it joined since could lie where
+        it would go; leaving one only lifts a bound)."""
+        bounds = self._bounds()
+        return bounds is not None and set(bounds) <= set(own.mine.away)
 
     def _on_start_timer(self, now: float, _uid: int, _attempt: int) -> None:
         interval = self._config.swap_interval
@@ -318,8 +377,9 @@ class Swaps:
         own = self._mine(uid, peer, started=True)
         if own is None or own.theirs is not None:
             return
-        if not self._settled():
-            # Joined a tree since it started: withdraw before revealing; nobody moves.
+        if not self._still(own):
+            # Joined or left a tree since it started: withdraw before revealing; nobody
+            # moves.
             self._own = None
             self._stats.swaps_withdrawn += 1
             self._out.send(peer, SwapRejected(uid))
@@ -327,12 +387,12 @@ class Swaps:
         own.theirs = message.commitment
         own.wait = self._wait(now, uid)  # (the partner's answer may take as long again)
         mine = own.mine
-        self._out.send(peer, SwapCommit(uid, mine.nonce, mine.location, mine.neighbours))
+        self._out.send(peer, SwapCommit(uid, mine.nonce, mine.location, mine.neighbours, mine.away))
 
     def on_commit(self, now: float, peer: PeerId, message: SwapCommit) -> None:
         """The starter's reveal, on its way to the partner."""
         uid = message.uid
-        theirs = Reveal(message.nonce, message.location, message.neighbours)
+        theirs = Reveal(message.nonce, message.location, message.neighbours, message.away)
         walk = self.walks.get(uid)
         if walk is not None:
             if peer == walk.back and walk.partner is not None and not walk.revealed:
@@ -351,20 +411,22 @@ class Swaps:
         self._own = None
         if self._cheated(peer, uid, theirs, own.theirs, STARTER):
             return
-        if not self._settled():
-            # Joined a tree since it answered: withdraw; nobody moves.
+        if not self._still(own):
+            # Joined or left a tree since it answered: withdraw; nobody moves.
             self._stats.swaps_withdrawn += 1
             self._out.send(peer, SwapRejected(uid))
             return
         mine = own.mine
-        self._out.send(peer, SwapComplete(uid, mine.nonce, mine.location, mine.neighbours))
+        self._out.send(
+            peer, SwapComplete(uid, mine.nonce, mine.location, mine.neighbours, mine.away)
+        )
         if decide(uid, theirs, mine):
             self._moved(now, theirs.location)
 
     def on_complete(self, now: float, peer: PeerId, message: SwapComplete) -> None:
         """The partner's reveal, on its way back to the starter."""
         uid = message.uid
-        theirs = Reveal(message.nonce, message.location, message.neighbours)
+        theirs = Reveal(message.nonce, message.location, message.neighbours, message.away)
         walk = self.walks.get(uid)
         if walk is not None:
             if peer == walk.ahead and walk.partner is not None and walk.revealed:
@@ -381,7 +443,7 @@ class Swaps:
         if self._cheated(peer, uid, theirs, own.theirs, PARTNER):
             return
         if decide(uid, own.mine, theirs):
-            if self._settled():
+            if self._still(own):
                 self._moved(now, theirs.location)
             else:
                 self._stats.swap_halves += 1  # (see the notes: the partner moved alone)

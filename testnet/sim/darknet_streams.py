@@ -1,7 +1,8 @@
 """Streams published while a darknet swaps: do the delivery guarantees and the one tree hold?
 
-Swapping moves nodes around the trees (``overlay.core.swaps``): a node in a tree does
-not swap, and one that moves next to a root makes it hand its tree on. This load
+Swapping moves nodes around and inside the trees (``overlay.core.swaps``): a root does
+not swap, a member moves only away from its streams' keys, and a node that moves next to
+a root, closer to its key, makes it hand its tree on. This load
 subscribes ``subscribers`` random nodes to each of ``streams`` streams in the first
 ``JOIN_WINDOW`` seconds, while the nodes swap from the start, and publishes ``packets`` a
 stream from two random nodes, spread over the first ``PUBLISH_SHARE`` of the run, so that
