@@ -680,7 +680,8 @@ class SwapReply(Message):
 @dataclass(frozen=True, slots=True)
 class SwapCommit(Message):
     """The starter's reveal, forward along the walk: what its commitment covered.
-    ``away``: the locations of the stream keys it carries, which it may not move toward."""
+    ``away``: where the keys of the streams it keeps lie (the middle of each one's arc,
+    ``overlay.core.swaps.away_cell``), which it may not move toward."""
 
     TYPE: ClassVar[int] = 35
     uid: int = _f(Kind.UID)

@@ -192,10 +192,10 @@ class Node:
 
     def _swap_bounds(self) -> tuple[float, ...] | None:
         """Where the keys of the streams this node keeps lie (``swaps.away_cell``), which a
-        location swap may not move it toward; None while it may not swap: it routes a search, roots,
-        joins or restarts a stream, is in a subtree that restarts (whose rules weigh its
-        location against the restart's), or keeps more streams than a reveal lists
-        (``swaps``)."""
+        location swap may not move it toward; None while it may not swap: it routes a
+        search, roots, joins or restarts a stream, is in a subtree that restarts (whose
+        rules weigh its location against the restart's), or keeps more streams than a
+        reveal lists (``swaps``)."""
         streams = self.streams
         if self.searches.routes or len(streams) > MAX_AWAY:
             return None
