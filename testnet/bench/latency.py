@@ -519,7 +519,7 @@ def format_report(result: dict[str, Any]) -> str:
     tree = result["relay_tree"]
 
     def row(name: str, stats: dict[str, float]) -> str:
-        return f"{name:<26}" + "".join(f"{stats.get(k, math.nan):>9.2f}" for k in _COLUMNS)
+        return f"{name:<28}" + "".join(f"{stats.get(k, math.nan):>9.2f}" for k in _COLUMNS)
 
     pace = (
         f"{p['rate']:g} packets/s"
@@ -534,7 +534,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"(achieved {net['achieved_rate']:.1f} packets/s, "
         f"{net['deliveries_per_s']:,.0f} deliveries/s)",
         "",
-        f"{'ms':<26}" + "".join(f"{k:>9}" for k in _COLUMNS),
+        f"{'ms':<28}" + "".join(f"{k:>9}" for k in _COLUMNS),
         row("overlay, publish->deliver", net["latency_ms"]),
         row("overlay, publish->ack", net["ack_latency_ms"]),
         row("plain TCP hop (baseline)", hop["latency_ms"]),
