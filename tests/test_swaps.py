@@ -3,6 +3,7 @@ reveal, the shared decision, and what a node does with a peer that cheats or flo
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -14,6 +15,7 @@ from overlay.core.effects import DropPeer, Effect, Send
 from overlay.core.node import Node
 from overlay.core.swaps import (
     AWAY_CELLS,
+    MAX_AWAY,
     PARTNER,
     STARTER,
     Reveal,
@@ -290,6 +292,28 @@ def test_a_root_neither_starts_nor_joins_a_swap() -> None:
     assert net.nodes[b"A"].stats.swaps_rejected == 1
     net.start_swap(b"B")
     assert net.nodes[b"B"].stats.swap_attempts == 0
+
+
+def test_a_member_of_more_streams_than_a_reveal_names_does_not_swap() -> None:
+    """B is a member of ``MAX_AWAY`` streams rooted at R, all keyed at 0.55: it may swap,
+    naming their one arc. One stream more and its reveal could not name them all: A's walk
+    ends at B, which refuses, and nobody moves. (Its nodes keep that many streams.)"""
+    net = CoreNet(config=dataclasses.replace(SWAPPING, max_streams=MAX_AWAY + 1))
+    for name, location in ((b"A", 0.2), (b"R", 0.5), (b"B", 0.8)):
+        net.add(name, location)
+    net.connect(b"A", b"R")
+    net.connect(b"R", b"B")
+    keys = [key_at(0.55, tag) for tag in range(MAX_AWAY + 1)]
+    for key in keys[:MAX_AWAY]:
+        net.subscribe(b"R", key, client=2)
+        net.subscribe(b"B", key)
+    assert net.nodes[b"B"]._swap_bounds() == (away_cell(0.55),)
+    net.subscribe(b"R", keys[-1], client=2)
+    net.subscribe(b"B", keys[-1])
+    assert net.nodes[b"B"]._swap_bounds() is None
+    net.start_swap(b"A")
+    assert (net.nodes[b"A"].location, net.nodes[b"B"].location) == (0.2, 0.8)
+    assert net.nodes[b"B"].stats.swaps_refused == 1
 
 
 def test_a_member_may_start_a_swap_away_from_its_key() -> None:
