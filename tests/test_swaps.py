@@ -155,9 +155,9 @@ def test_both_ends_of_a_swap_the_rule_may_refuse_reach_the_same_decision() -> No
 # --- a swap end to end -------------------------------------------------------------------
 
 
-def chain() -> CoreNet:
+def chain(config: NodeConfig = SWAPPING) -> CoreNet:
     """A (0.2) - R (0.5) - B (0.8): a walk of two hops from A ends at B."""
-    net = CoreNet(config=SWAPPING)
+    net = CoreNet(config=config)
     for name, location in ((b"A", 0.2), (b"R", 0.5), (b"B", 0.8)):
         net.add(name, location)
     net.connect(b"A", b"R")
@@ -298,11 +298,7 @@ def test_a_member_of_more_streams_than_a_reveal_names_does_not_swap() -> None:
     """B is a member of ``MAX_AWAY`` streams rooted at R, all keyed at 0.55: it may swap,
     naming their one arc. One stream more and its reveal could not name them all: A's walk
     ends at B, which refuses, and nobody moves. (Its nodes keep that many streams.)"""
-    net = CoreNet(config=dataclasses.replace(SWAPPING, max_streams=MAX_AWAY + 1))
-    for name, location in ((b"A", 0.2), (b"R", 0.5), (b"B", 0.8)):
-        net.add(name, location)
-    net.connect(b"A", b"R")
-    net.connect(b"R", b"B")
+    net = chain(dataclasses.replace(SWAPPING, max_streams=MAX_AWAY + 1))
     keys = [key_at(0.55, tag) for tag in range(MAX_AWAY + 1)]
     for key in keys[:MAX_AWAY]:
         net.subscribe(b"R", key, client=2)
