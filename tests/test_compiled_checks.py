@@ -24,6 +24,7 @@ from overlay.compiled_checks import (
     compile_bundle_decoder,
     compile_decoder,
     compile_encoder,
+    compile_maker,
     compile_packets_of,
     compile_run_items_decoder,
     compile_run_items_encoder,
@@ -47,6 +48,7 @@ from overlay.messages import (
     PacketKind,
     PublishData,
     PublishError,
+    PublishWitness,
     SubscribeData,
     SubscribeRun,
     SubscribeSucceeded,
@@ -313,3 +315,15 @@ def test_a_compiled_replacer_makes_what_dataclasses_replace_makes(
             made = compile_with(cls, name, pure)(message, value)
             assert type(made) is cls and made == dataclasses.replace(message, **{name: value})
             assert made is not message and getattr(message, name) == base[kind]
+
+
+@pytest.mark.parametrize("pure", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("cls", [PublishData, PublishWitness], ids=lambda cls: cls.__name__)
+def test_a_compiled_maker_makes_what_the_constructor_makes(cls: type[Message], pure: bool) -> None:
+    make = compile_maker(cls, pure)
+    for base in (SMALLEST_VALUE, LARGEST_VALUE):
+        values = [base[kind] for _, kind in field_kinds(cls)]
+        made = make(*values)
+        assert type(made) is cls and made == cls(*values) and hash(made) == hash(cls(*values))
+        with pytest.raises(dataclasses.FrozenInstanceError):  # (built by its slots, still frozen)
+            made.uid = 9  # type: ignore[attr-defined]

@@ -88,7 +88,10 @@ def _to_ask(stream: Stream) -> list[PeerId]:
 
 def waits_for(stream: Stream, child: PeerId | None = None) -> bool:
     """Whether a child other than ``child`` is one the root waits for (not silent)."""
-    return any(c != child and c not in stream.root.silent for c in stream.children)
+    children, silent = stream.children, stream.root.silent
+    if not silent:  # (the common case, asked once per packet: no loop over the children)
+        return len(children) > 1 or (bool(children) and child not in children)
+    return any(c != child and c not in silent for c in children)
 
 
 class Commits:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from overlay.core.assembly import Components
 from overlay.core.catch_up_budget import CatchUpBudget
@@ -85,6 +86,7 @@ class Node:
 
     __slots__ = (
         "_announced",
+        "_bundled",
         "_introduced",
         "_timers",
         "admission",
@@ -173,6 +175,15 @@ class Node:
             self.relocate,
             self._swap_bounds,
         )
+        # Each type a Bundle may carry (``messages.BUNDLED``), with what ``_dispatch`` does
+        # for it alone.
+        self._bundled: dict[type[Message], Callable[[float, PeerId, Any], None]] = {
+            PublishData: self._on_publish,
+            PublishSucceeded: flow.on_answer,
+            PublishNumbered: flow.on_confirming,
+            PublishConfirmed: flow.on_confirming,
+            PublishWitness: flow.on_confirming,
+        }
 
     # --- driver entry points ------------------------------------------------------------
 
@@ -416,15 +427,20 @@ class Node:
                 # what the end of an event does runs between them too (a backlog drains
                 # before the next publish, which would otherwise overtake it); none after
                 # one that got the peer cut off.
+                # Their handlers are found by type, not by the match: a bundle holds many.
+                handlers = self._bundled
                 for index, each in enumerate(message.messages):
                     if index:
                         self._settle(now)
-                    self._dispatch(now, peer, each)
+                    handler = handlers.get(type(each))
+                    if handler is None:
+                        self._dispatch(now, peer, each)
+                    else:
+                        handler(now, peer, each)
                     if self.out.dropping(peer):
                         break
             case PublishData():
-                self.flow.on_publish(now, peer, message)
-                self.refills.served(now, message.key)  # it may be one a waiting child lacks
+                self._on_publish(now, peer, message)
             case PublishSucceeded() | PublishCollision() | PublishRejected():
                 self.flow.on_answer(now, peer, message)
             case PublishNumbered() | PublishConfirmed() | PublishWitness():
@@ -479,6 +495,10 @@ class Node:
                 self.swaps.on_rejected(now, peer, message)
             case _:
                 self.stats.ignored += 1
+
+    def _on_publish(self, now: float, peer: PeerId, message: PublishData) -> None:
+        self.flow.on_publish(now, peer, message)
+        self.refills.served(now, message.key)  # it may be one a waiting child lacks
 
     def _from_parent(self, peer: PeerId, key: bytes) -> Stream | None:
         """The stream ``peer`` may send packets of, as our parent in its tree. Anything else

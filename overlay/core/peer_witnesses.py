@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 from keyspace.location import distance
 from keyspace.stream_key import key_is_signed
+from overlay.compiled_checks import compile_maker
 from overlay.core.config import NodeConfig
 from overlay.core.effects import PeerId
 from overlay.core.local_publishes import LocalPublish
@@ -56,6 +57,8 @@ from overlay.messages import (
     PublishData,
     PublishWitness,
 )
+
+_publish = compile_maker(PublishData)  # (a witness's claim: one per witness kept)
 
 
 class PeerWitnesses:
@@ -126,7 +129,7 @@ class PeerWitnesses:
         claim (see the module docstring for what is refused, and the bounds)."""
         uid, key, size = message.uid, message.key, len(message.data)
         stream = self.streams.get(key)
-        claim = PublishData(
+        claim: PublishData = _publish(
             uid,
             key,
             message.packet,
@@ -136,6 +139,8 @@ class PeerWitnesses:
             message.epoch,
             message.kind,
             message.sig,
+            False,
+            False,
         )
         budget = self.config.witness_bytes // 8
         self.witnesses.expire_relays(
