@@ -86,8 +86,8 @@ class Node:
 
     __slots__ = (
         "_announced",
-        "_bundled",
         "_introduced",
+        "_publish_path",
         "_timers",
         "admission",
         "boot_id",
@@ -175,9 +175,8 @@ class Node:
             self.relocate,
             self._swap_bounds,
         )
-        # Each type a Bundle may carry (``messages.BUNDLED``), with what ``_dispatch`` does
-        # for it alone.
-        self._bundled: dict[type[Message], Callable[[float, PeerId, Any], None]] = {
+        # Each type a Bundle may carry (``messages.BUNDLED``) and its handler (``_dispatch``).
+        self._publish_path: dict[type[Message], Callable[[float, PeerId, Any], None]] = {
             PublishData: self._on_publish,
             PublishSucceeded: flow.on_answer,
             PublishNumbered: flow.on_confirming,
@@ -418,33 +417,28 @@ class Node:
     # --- dispatch -------------------------------------------------------------------------
 
     def _dispatch(self, now: float, peer: PeerId, message: Message) -> None:
+        # The messages that come at the packets' rate, in bundles (the publish path's),
+        # reach their handler by type, before the match tries its cases one by one.
+        # Packets and heartbeats never come here (``receive`` takes them).
+        handler = self._publish_path.get(type(message))
+        if handler is not None:
+            handler(now, peer, message)
+            return
         match message:
-            # A match tries its cases in order: the messages that come at the packets' rate
-            # (the publish path's, in bundles, and the commits') are tried first. Packets
-            # and heartbeats never come here (``receive`` takes them).
+            # The commits' messages, also at the packets' rate, are tried first.
             case Bundle():
                 # Its messages in order, each as if it had come alone (``messages.Bundle``):
                 # what the end of an event does runs between them too (a backlog drains
                 # before the next publish, which would otherwise overtake it); none after
                 # one that got the peer cut off.
-                # Their handlers are found by type, not by the match: a bundle holds many.
-                handlers = self._bundled
                 for index, each in enumerate(message.messages):
                     if index:
                         self._settle(now)
-                    handler = handlers.get(type(each))
-                    if handler is None:
-                        self._dispatch(now, peer, each)
-                    else:
-                        handler(now, peer, each)
+                    self._dispatch(now, peer, each)
                     if self.out.dropping(peer):
                         break
-            case PublishData():
-                self._on_publish(now, peer, message)
-            case PublishSucceeded() | PublishCollision() | PublishRejected():
+            case PublishCollision() | PublishRejected():
                 self.flow.on_answer(now, peer, message)
-            case PublishNumbered() | PublishConfirmed() | PublishWitness():
-                self.flow.on_confirming(now, peer, message)  # (``peer_witnesses`` too)
             case Committed() | PastQuery():
                 stream = self._from_parent(peer, message.key)
                 if stream is not None:
